@@ -1,0 +1,11 @@
+//! Audio primitives shared by every leg and model: 20 ms frames, G.711, streaming resampling,
+//! WAV files, an energy VAD and the playout clock.
+
+pub mod frame;
+pub mod g711;
+pub mod playout;
+pub mod resample;
+pub mod vad;
+pub mod wav;
+
+pub use frame::{FRAME_MS, Frame, samples_per_frame};

@@ -1,0 +1,11 @@
+//! baton: a real-time voice pipeline daemon. A caller leg's audio is framed, resampled and streamed
+//! to a Live-API-style speech-to-speech model over one WebSocket; the model's audio comes back and is
+//! played out to the caller on a steady 20 ms clock.
+//!
+//! See `ARCHITECTURE.md` for the codemap and the path of one frame.
+
+pub mod audio;
+pub mod call;
+pub mod leg;
+pub mod mock;
+pub mod model;

@@ -1,0 +1,2 @@
+//! The Gemini Live protocol.
+pub mod wire;

@@ -1,0 +1,2 @@
+//! Live model adapters.
+pub mod gemini;
