@@ -109,7 +109,9 @@ impl Content {
 // Client → server
 // ---------------------------------------------------------------------------------------------
 
-/// One client message: exactly one top-level key on the wire.
+/// One client message: exactly one top-level key on the wire. `setup` is sent once per session,
+/// so its size is not worth boxing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ClientMessage {
@@ -396,7 +398,7 @@ pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
 /// Formats a proto `Duration` JSON string.
 pub fn format_duration(d: std::time::Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{:.3}s", d.as_secs_f64())
