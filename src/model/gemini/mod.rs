@@ -1,2 +1,21 @@
-//! The Gemini Live protocol.
+//! The Gemini Live protocol (Developer API and Vertex AI): wire types, a pure codec, endpoints and
+//! credentials, and the session client over tokio-tungstenite.
+
+pub mod codec;
+pub mod endpoint;
+pub mod session;
 pub mod wire;
+
+/// Audio the model accepts from baton.
+pub const INPUT_RATE: u32 = 16_000;
+/// Audio the model always produces.
+pub const OUTPUT_RATE: u32 = 24_000;
+
+/// What Gemini Live (3.8-class models) can do in place.
+pub const CAPABILITIES: crate::model::Capabilities = crate::model::Capabilities {
+    update_instructions: true,
+    update_tools: true,
+    non_blocking_tools: true,
+    mid_session_client_content: true,
+    resumption: true,
+};

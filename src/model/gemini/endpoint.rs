@@ -1,0 +1,185 @@
+//! Where a Gemini Live session connects and how it authenticates: Developer API
+//! (`x-goog-api-key` header) or Vertex AI (`Authorization: Bearer`). Credentials live in
+//! [`Secret`], whose `Debug`/`Display` never show the value, and go only into request headers —
+//! never into URLs, logs, errors or events.
+
+use std::fmt;
+
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, Request};
+
+/// A credential. Printing it shows `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    /// The raw value, for the one place that puts it in a header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Which Gemini Live service family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// generativelanguage.googleapis.com (API key).
+    DeveloperApi,
+    /// {location}-aiplatform.googleapis.com (OAuth2 bearer token).
+    Vertex,
+}
+
+/// Default Developer API host.
+pub const DEVELOPER_API_BASE: &str = "wss://generativelanguage.googleapis.com";
+
+/// A resolved endpoint: full WebSocket URL (no credentials in it) and the credential header.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    pub url: String,
+    pub backend: Backend,
+    pub credential: Option<Secret>,
+}
+
+/// An endpoint could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("model URL {0:?} is not a ws:// or wss:// URL")]
+    BadScheme(String),
+    #[error("model URL {url:?} is not valid: {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error("credential contains characters that cannot go in an HTTP header")]
+    BadCredential,
+}
+
+impl Endpoint {
+    /// `base` is a scheme+host(+port) such as `wss://generativelanguage.googleapis.com` or
+    /// `ws://127.0.0.1:9300`; a base that already has a `/ws/...` path is used verbatim.
+    /// `version` is `v1beta` (Developer API default) or `v1beta1` (Vertex default).
+    pub fn new(
+        base: &str,
+        backend: Backend,
+        version: &str,
+        credential: Option<Secret>,
+    ) -> Result<Self, EndpointError> {
+        let parsed = url::Url::parse(base).map_err(|e| EndpointError::BadUrl {
+            url: base.to_owned(),
+            reason: e.to_string(),
+        })?;
+        if !matches!(parsed.scheme(), "ws" | "wss") {
+            return Err(EndpointError::BadScheme(base.to_owned()));
+        }
+        let url = if parsed.path().starts_with("/ws/") {
+            base.to_owned()
+        } else {
+            let root = base.trim_end_matches('/');
+            match backend {
+                Backend::DeveloperApi => format!(
+                    "{root}/ws/google.ai.generativelanguage.{version}.GenerativeService.BidiGenerateContent"
+                ),
+                Backend::Vertex => format!(
+                    "{root}/ws/google.cloud.aiplatform.{version}.LlmBidiService/BidiGenerateContent"
+                ),
+            }
+        };
+        Ok(Endpoint {
+            url,
+            backend,
+            credential,
+        })
+    }
+
+    /// The WebSocket upgrade request, credential in its header.
+    pub fn request(&self) -> Result<Request<()>, EndpointError> {
+        let mut req =
+            self.url
+                .as_str()
+                .into_client_request()
+                .map_err(|e| EndpointError::BadUrl {
+                    url: self.url.clone(),
+                    reason: e.to_string(),
+                })?;
+        if let Some(secret) = &self.credential {
+            let (name, value) = match self.backend {
+                Backend::DeveloperApi => ("x-goog-api-key", secret.expose().to_owned()),
+                Backend::Vertex => ("authorization", format!("Bearer {}", secret.expose())),
+            };
+            let mut v = HeaderValue::from_str(&value).map_err(|_| EndpointError::BadCredential)?;
+            v.set_sensitive(true);
+            req.headers_mut().insert(name, v);
+        }
+        Ok(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn developer_api_path_and_header() {
+        let ep = Endpoint::new(
+            DEVELOPER_API_BASE,
+            Backend::DeveloperApi,
+            "v1beta",
+            Some(Secret::new("k123")),
+        )
+        .unwrap();
+        assert_eq!(
+            ep.url,
+            "wss://generativelanguage.googleapis.com/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
+        );
+        let req = ep.request().unwrap();
+        assert_eq!(req.headers()["x-goog-api-key"], "k123");
+        assert!(!req.uri().to_string().contains("k123"));
+        assert!(!format!("{ep:?}").contains("k123"));
+    }
+
+    #[test]
+    fn vertex_path_and_bearer() {
+        let ep = Endpoint::new(
+            "wss://us-central1-aiplatform.googleapis.com/",
+            Backend::Vertex,
+            "v1beta1",
+            Some(Secret::new("tok")),
+        )
+        .unwrap();
+        assert!(
+            ep.url.ends_with(
+                "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
+            )
+        );
+        assert_eq!(
+            ep.request().unwrap().headers()["authorization"],
+            "Bearer tok"
+        );
+    }
+
+    #[test]
+    fn bad_urls_are_named() {
+        let e = Endpoint::new("http://x", Backend::DeveloperApi, "v1beta", None).unwrap_err();
+        assert!(e.to_string().contains("http://x"));
+        assert!(Endpoint::new("::", Backend::DeveloperApi, "v1beta", None).is_err());
+        let bad = Endpoint::new(
+            "ws://h",
+            Backend::DeveloperApi,
+            "v1beta",
+            Some(Secret::new("a\nb")),
+        )
+        .unwrap();
+        assert!(matches!(bad.request(), Err(EndpointError::BadCredential)));
+    }
+}

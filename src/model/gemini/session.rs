@@ -1,0 +1,372 @@
+//! The Gemini Live session client: a thin async shell over tokio-tungstenite. `connect` performs
+//! the WebSocket handshake, sends `setup` and waits for `setupComplete`; then one reader task turns
+//! frames into [`SessionEvent`]s (stamped with their arrival time) and one writer task sends
+//! client messages, reporting when each caller frame actually reached the socket. The call's
+//! per-frame path only ever does a non-blocking channel send.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::{WebSocketStream, client_async_with_config, connect_async_tls_with_config};
+
+use super::codec;
+use super::endpoint::{Endpoint, EndpointError};
+use super::wire::{self, ClientMessage, Content, Setup};
+use crate::model::ModelEvent;
+
+/// How the session is configured at setup.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// `models/…` (Developer API) or a full Vertex resource name.
+    pub model: String,
+    pub system_instruction: Option<String>,
+    /// `Tool` objects as JSON (`{"functionDeclarations":[…]}`).
+    pub tools: Vec<Value>,
+    /// A prebuilt voice name such as `Kore`.
+    pub voice: Option<String>,
+    /// Ask for input and output transcriptions.
+    pub transcription: bool,
+    /// Server VAD silence window; `None` leaves the service default.
+    pub silence_duration_ms: Option<u32>,
+    /// How long to wait for `setupComplete`.
+    pub setup_timeout: Duration,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            model: "models/gemini-live-2.5-flash-preview".into(),
+            system_instruction: None,
+            tools: Vec::new(),
+            voice: None,
+            transcription: true,
+            silence_duration_ms: None,
+            setup_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+impl SessionConfig {
+    /// The `setup` message this config sends.
+    pub fn setup_message(&self) -> ClientMessage {
+        let model = if self.model.starts_with("models/") || self.model.starts_with("projects/") {
+            self.model.clone()
+        } else {
+            format!("models/{}", self.model)
+        };
+        let speech_config = self
+            .voice
+            .as_ref()
+            .map(|v| serde_json::json!({"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": v}}}));
+        let realtime_input_config = self
+            .silence_duration_ms
+            .map(|ms| wire::RealtimeInputConfig {
+                automatic_activity_detection: Some(wire::AutomaticActivityDetection {
+                    silence_duration_ms: Some(ms),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        let transcription = self.transcription.then(|| serde_json::json!({}));
+        ClientMessage::Setup(Setup {
+            model,
+            generation_config: Some(wire::GenerationConfig {
+                response_modalities: Some(vec!["AUDIO".into()]),
+                speech_config,
+                ..Default::default()
+            }),
+            system_instruction: self
+                .system_instruction
+                .as_ref()
+                .map(|t| Content::text(None, t.clone())),
+            tools: (!self.tools.is_empty()).then(|| self.tools.clone()),
+            realtime_input_config,
+            input_audio_transcription: transcription.clone(),
+            output_audio_transcription: transcription,
+            ..Default::default()
+        })
+    }
+}
+
+/// Where the WebSocket runs.
+pub enum Transport {
+    /// TCP (+TLS for `wss://`) to the endpoint's host.
+    Network,
+    /// An in-memory stream carrying the same WebSocket frames (accelerated runs with the mock).
+    InMemory(tokio::io::DuplexStream),
+}
+
+/// A session could not be established.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    #[error("cannot connect to the model at {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("the model closed the session during setup (code {code}): {reason}")]
+    SetupRefused { code: u16, reason: String },
+    #[error("no setupComplete from the model within {0:?}")]
+    SetupTimeout(Duration),
+    #[error("model connection failed during setup: {0}")]
+    Io(String),
+}
+
+/// Something the session reports to the call.
+#[derive(Debug)]
+pub enum SessionEvent {
+    /// A model event and when its frame arrived.
+    Model(ModelEvent, Instant),
+    /// A caller frame received at `received_at` was written to the socket at `written_at`.
+    Written {
+        received_at: Instant,
+        written_at: Instant,
+    },
+    /// The connection ended. `code` is absent when there was no close frame (1006).
+    Closed { code: Option<u16>, reason: String },
+}
+
+/// What the call hands the writer task.
+#[derive(Debug)]
+pub enum Outbound {
+    /// A ready JSON text; `received_at` is set for caller audio, to measure `uplink_added_ms`.
+    Text {
+        json: String,
+        received_at: Option<Instant>,
+    },
+    /// Close the socket normally.
+    Close,
+}
+
+/// A live session: send with [`Session::send`], receive from [`Session::events`].
+pub struct Session {
+    tx: mpsc::UnboundedSender<Outbound>,
+    pub events: mpsc::UnboundedReceiver<SessionEvent>,
+}
+
+impl Session {
+    /// Queues a message for the socket; never waits. Returns false if the session is gone.
+    pub fn send(&self, out: Outbound) -> bool {
+        self.tx.send(out).is_ok()
+    }
+
+    pub fn send_message(&self, msg: &ClientMessage) -> bool {
+        self.send(Outbound::Text {
+            json: codec::encode(msg),
+            received_at: None,
+        })
+    }
+}
+
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(codec::MAX_FRAME_BYTES))
+        .max_frame_size(Some(codec::MAX_FRAME_BYTES))
+}
+
+/// Connects, sends `setup` and waits for `setupComplete`.
+pub async fn connect(
+    endpoint: &Endpoint,
+    transport: Transport,
+    config: &SessionConfig,
+) -> Result<Session, SessionError> {
+    let req = endpoint.request()?;
+    let connect_err = |e: tokio_tungstenite::tungstenite::Error| SessionError::Connect {
+        url: endpoint.url.clone(),
+        reason: e.to_string(),
+    };
+    match transport {
+        Transport::Network => {
+            let (ws, _) = connect_async_tls_with_config(req, Some(ws_config()), false, None)
+                .await
+                .map_err(connect_err)?;
+            start(ws, config).await
+        }
+        Transport::InMemory(stream) => {
+            let (ws, _) = client_async_with_config(req, stream, Some(ws_config()))
+                .await
+                .map_err(connect_err)?;
+            start(ws, config).await
+        }
+    }
+}
+
+async fn start<S>(
+    mut ws: WebSocketStream<S>,
+    config: &SessionConfig,
+) -> Result<Session, SessionError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let setup = codec::encode(&config.setup_message());
+    ws.send(Message::text(setup))
+        .await
+        .map_err(|e| SessionError::Io(e.to_string()))?;
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let deadline = Instant::now() + config.setup_timeout;
+    // Wait for setupComplete; anything that arrives with or before it is passed on in order.
+    loop {
+        let msg = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .map_err(|_| SessionError::SetupTimeout(config.setup_timeout))?;
+        let now = Instant::now();
+        match msg {
+            None => {
+                return Err(SessionError::SetupRefused {
+                    code: 1006,
+                    reason: "connection closed".into(),
+                });
+            }
+            Some(Err(e)) => return Err(SessionError::Io(e.to_string())),
+            Some(Ok(Message::Close(frame))) => {
+                let (code, reason) = close_parts(frame);
+                return Err(SessionError::SetupRefused {
+                    code: code.unwrap_or(1005),
+                    reason,
+                });
+            }
+            Some(Ok(m)) => {
+                let mut evs = Vec::new();
+                frame_events(m, &mut evs);
+                let done = evs.iter().any(|e| matches!(e, ModelEvent::SetupComplete));
+                for e in evs {
+                    let _ = events_tx.send(SessionEvent::Model(e, now));
+                }
+                if done {
+                    break;
+                }
+            }
+        }
+    }
+    let (sink, stream) = ws.split();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(writer(sink, rx, events_tx.clone()));
+    tokio::spawn(reader(stream, events_tx));
+    Ok(Session { tx, events })
+}
+
+fn close_parts(
+    frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>,
+) -> (Option<u16>, String) {
+    match frame {
+        Some(f) => (Some(u16::from(f.code)), f.reason.to_string()),
+        None => (None, String::new()),
+    }
+}
+
+/// Decodes one WebSocket message into model events (protocol errors included).
+fn frame_events(m: Message, out: &mut Vec<ModelEvent>) {
+    let bytes: &[u8] = match &m {
+        Message::Binary(b) => b,
+        Message::Text(t) => t.as_bytes(),
+        _ => return,
+    };
+    match codec::decode(bytes) {
+        Ok(msg) => codec::into_events(msg, out),
+        Err(e) => out.push(ModelEvent::ProtocolError(e.to_string())),
+    }
+}
+
+async fn reader<S>(
+    mut stream: futures_util::stream::SplitStream<WebSocketStream<S>>,
+    events: mpsc::UnboundedSender<SessionEvent>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut evs = Vec::new();
+    let (code, reason) = loop {
+        match stream.next().await {
+            None => break (None, "connection ended without a close frame".to_owned()),
+            Some(Err(e)) => break (None, e.to_string()),
+            Some(Ok(Message::Close(frame))) => break close_parts(frame),
+            Some(Ok(m)) => {
+                let now = Instant::now();
+                frame_events(m, &mut evs);
+                for e in evs.drain(..) {
+                    if events.send(SessionEvent::Model(e, now)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    let _ = events.send(SessionEvent::Closed { code, reason });
+}
+
+async fn writer<S>(
+    mut sink: futures_util::stream::SplitSink<WebSocketStream<S>, Message>,
+    mut rx: mpsc::UnboundedReceiver<Outbound>,
+    events: mpsc::UnboundedSender<SessionEvent>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    while let Some(out) = rx.recv().await {
+        match out {
+            Outbound::Text { json, received_at } => {
+                if sink.send(Message::text(json)).await.is_err() {
+                    break;
+                }
+                if let Some(received_at) = received_at {
+                    let _ = events.send(SessionEvent::Written {
+                        received_at,
+                        written_at: Instant::now(),
+                    });
+                }
+            }
+            Outbound::Close => {
+                let _ = sink
+                    .send(Message::Close(Some(
+                        tokio_tungstenite::tungstenite::protocol::CloseFrame {
+                            code: CloseCode::Normal,
+                            reason: "call ended".into(),
+                        },
+                    )))
+                    .await;
+                break;
+            }
+        }
+    }
+    let _ = sink.close().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_message_shape() {
+        let cfg = SessionConfig {
+            model: "gemini-live-x".into(),
+            system_instruction: Some("Be brief.".into()),
+            voice: Some("Kore".into()),
+            silence_duration_ms: Some(500),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(cfg.setup_message()).unwrap();
+        assert_eq!(v["setup"]["model"], "models/gemini-live-x");
+        assert_eq!(
+            v["setup"]["generationConfig"]["responseModalities"][0],
+            "AUDIO"
+        );
+        assert_eq!(
+            v["setup"]["generationConfig"]["speechConfig"]["voiceConfig"]["prebuiltVoiceConfig"]["voiceName"],
+            "Kore"
+        );
+        assert_eq!(
+            v["setup"]["systemInstruction"]["parts"][0]["text"],
+            "Be brief."
+        );
+        assert_eq!(
+            v["setup"]["realtimeInputConfig"]["automaticActivityDetection"]["silenceDurationMs"],
+            500
+        );
+        assert_eq!(v["setup"]["inputAudioTranscription"], serde_json::json!({}));
+        assert!(v["setup"].get("tools").is_none());
+    }
+}
