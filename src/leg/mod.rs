@@ -1,1 +1,41 @@
-//! Caller legs.
+//! Caller legs: one adapter per caller protocol, all producing the same [`LegEvent`]s (frames of
+//! decoded PCM at the leg's own rate, stop) and taking the same [`LegCommand`]s (play a frame,
+//! clear, hang up). The call never knows which protocol a leg speaks.
+
+pub mod fixture;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::audio::Frame;
+
+/// What a leg reports to its call.
+#[derive(Debug)]
+pub enum LegEvent {
+    /// One 20 ms caller frame, decoded to PCM at the leg's rate; `received_at` is when its last
+    /// byte arrived.
+    Frame { frame: Frame, received_at: Instant },
+    /// The caller hung up (or the fixture ended).
+    Stop,
+}
+
+/// What a call tells its leg.
+#[derive(Debug)]
+pub enum LegCommand {
+    /// Play one 20 ms frame to the caller (at the leg's rate).
+    Play(Frame),
+    /// Barge-in: drop whatever audio the leg has buffered toward the caller.
+    Clear,
+    /// End the call from baton's side.
+    Hangup,
+}
+
+/// The call's end of a leg.
+pub struct LegHandle {
+    /// The leg's PCM rate, both directions.
+    pub rate: u32,
+    /// The instant the leg's media timeline starts (frame `ts` zero).
+    pub started_at: Instant,
+    pub events: mpsc::Receiver<LegEvent>,
+    pub commands: mpsc::UnboundedSender<LegCommand>,
+}

@@ -1,0 +1,99 @@
+//! Per-call figures (design §6) and their summaries: `first_audio_ms`, `uplink_added_ms`,
+//! `downlink_added_ms`, `underruns`, plus the per-turn timeline a person reads.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// One caller turn and the agent's answer, on the caller's media timeline (ms from call start).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct TurnRecord {
+    pub index: usize,
+    pub caller_start_ms: f64,
+    pub caller_end_ms: f64,
+    /// What the model heard (input transcription).
+    pub caller_text: String,
+    /// First agent audio played after this turn, if any.
+    pub agent_start_ms: Option<f64>,
+    pub agent_end_ms: Option<f64>,
+    pub agent_text: String,
+    /// Voice to voice: end of caller speech → first agent audio frame out.
+    pub first_audio_ms: Option<f64>,
+    pub interrupted: bool,
+}
+
+/// Everything measured on one call.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CallReport {
+    pub turns: Vec<TurnRecord>,
+    pub first_audio_ms: Vec<f64>,
+    pub uplink_added_ms: Vec<f64>,
+    pub downlink_added_ms: Vec<f64>,
+    pub underruns: u64,
+    pub late_ticks: u64,
+    pub frames_played: u64,
+    pub voice_frames: u64,
+    pub interruptions: u64,
+    pub tool_calls: u64,
+    /// Model frames or parts baton could not use (the call carried on).
+    pub protocol_errors: Vec<String>,
+    /// Why the call ended.
+    pub end_reason: String,
+    /// Algorithmic delay of the uplink and downlink resamplers.
+    pub uplink_resampler_delay_ms: f64,
+    pub downlink_resampler_delay_ms: f64,
+}
+
+/// Percentile summary.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct Summary {
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// Nearest-rank percentile of unsorted values (`q` in 0..=100).
+pub fn percentile(values: &[f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((q / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+    Some(v[rank.min(v.len()) - 1])
+}
+
+pub fn summarize(values: &[f64]) -> Summary {
+    Summary {
+        p50: percentile(values, 50.0),
+        p95: percentile(values, 95.0),
+        p99: percentile(values, 99.0),
+        max: values.iter().copied().reduce(f64::max),
+    }
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Rounds to 0.01 ms for display and JSON.
+pub fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50.0));
+        assert_eq!(percentile(&v, 99.0), Some(99.0));
+        assert_eq!(percentile(&[3.0], 95.0), Some(3.0));
+        assert_eq!(percentile(&[], 50.0), None);
+        let s = summarize(&[5.0, 1.0, 3.0]);
+        assert_eq!((s.p50, s.max), (Some(3.0), Some(5.0)));
+    }
+}

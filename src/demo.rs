@@ -1,0 +1,277 @@
+//! `baton demo`: one fixture call end to end — the bundled caller conversation through the Gemini
+//! Live wire protocol to the embedded mock model (or any Live endpoint) and back through playout.
+//! Prints a per-turn timeline and a latency table; writes the caller's stereo recording and a
+//! `summary.json` whose names are fixed for every later report.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::call::metrics::{Summary, round2, summarize};
+use crate::call::{self, CallOptions, CallReport};
+use crate::leg::fixture::{FixtureCaller, LegCodec};
+use crate::mock;
+use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secret};
+use crate::model::gemini::session::{self, SessionConfig, Transport};
+
+/// Options of one demo run.
+#[derive(Clone, Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    baton demo                                  # bundled call, embedded mock, accelerated\n  \
+    baton demo --realtime --leg-codec pcmu8k    # real pace over loopback sockets, phone codec\n  \
+    baton demo --json > summary.json            # the summary on stdout\n  \
+    baton demo --model-url ws://127.0.0.1:9300  # against a separate `baton mock-model`\n  \
+    GEMINI_API_KEY=... baton demo --model-url wss://generativelanguage.googleapis.com")]
+pub struct DemoArgs {
+    /// Scenario file: the caller fixture and the mock model's script.
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// Run at real pace over loopback sockets (default: accelerated on a virtual clock).
+    #[arg(long)]
+    pub realtime: bool,
+    /// Where to write call.wav and summary.json.
+    #[arg(long, value_name = "DIR", default_value = "out/demo")]
+    pub out: PathBuf,
+    /// Print the summary JSON on stdout instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Another Live endpoint (ws:// or wss://): a `baton mock-model`, or the real service.
+    /// Implies --realtime.
+    #[arg(long, value_name = "URL")]
+    pub model_url: Option<String>,
+    /// Model id sent in setup.
+    #[arg(long, default_value = "models/gemini-live-2.5-flash-preview")]
+    pub model: String,
+    /// Environment variable holding the API key for --model-url (never pass the key itself).
+    #[arg(long, value_name = "VAR", default_value = "GEMINI_API_KEY")]
+    pub api_key_env: String,
+    /// How the caller's audio travels: l16-16k (app/browser) or pcmu8k (phone, G.711 μ-law).
+    #[arg(long, default_value = "l16-16k")]
+    pub leg_codec: LegCodec,
+}
+
+/// The demo could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("scenario: {0}")]
+    Scenario(String),
+    #[error("the scenario {0} names no caller fixture (`caller = \"…wav\"`)")]
+    NoCaller(PathBuf),
+    #[error(transparent)]
+    Fixture(#[from] crate::leg::fixture::FixtureError),
+    #[error(transparent)]
+    Endpoint(#[from] crate::model::gemini::endpoint::EndpointError),
+    #[error(transparent)]
+    Session(#[from] session::SessionError),
+    #[error(transparent)]
+    Call(#[from] call::CallError),
+    #[error("mock model: {0}")]
+    Mock(String),
+    #[error("{var} is not set: the real service needs an API key in that environment variable")]
+    MissingKey { var: String },
+    #[error("cannot write {path}: {reason}")]
+    Output { path: PathBuf, reason: String },
+    #[error("cannot start the runtime: {0}")]
+    Runtime(String),
+}
+
+/// `summary.json`: names fixed across baton's reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct DemoSummary {
+    pub calls: u32,
+    pub turns: usize,
+    pub first_audio_ms: P95,
+    pub uplink_added_ms: P99,
+    pub downlink_added_ms: P99,
+    pub underruns: u64,
+    pub handoffs: Vec<serde_json::Value>,
+    pub handoff_gap_ms: Option<f64>,
+    pub recording: String,
+    pub mode: &'static str,
+    pub leg_codec: &'static str,
+    pub end_reason: String,
+}
+
+/// `{"p50","p95","max"}`; null where there were no samples.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct P95 {
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// `{"p50","p99","max"}`; null where there were no samples.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct P99 {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl From<Summary> for P95 {
+    fn from(s: Summary) -> Self {
+        P95 { p50: s.p50.map(round2), p95: s.p95.map(round2), max: s.max.map(round2) }
+    }
+}
+
+impl From<Summary> for P99 {
+    fn from(s: Summary) -> Self {
+        P99 { p50: s.p50.map(round2), p99: s.p99.map(round2), max: s.max.map(round2) }
+    }
+}
+
+/// Where the bundled demo scenario lives.
+pub fn default_scenario() -> PathBuf {
+    let local = Path::new("audio-fixtures/scenarios/demo.toml");
+    if local.exists() {
+        return local.to_path_buf();
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("audio-fixtures/scenarios/demo.toml")
+}
+
+/// Everything a demo run produced.
+pub struct DemoOutcome {
+    pub summary: DemoSummary,
+    pub report: CallReport,
+}
+
+/// Runs the demo on its own runtime: a paused-clock runtime when accelerated.
+pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
+    let realtime = args.realtime || args.model_url.is_some();
+    let rt = if realtime {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()
+    }
+    .map_err(|e| DemoError::Runtime(e.to_string()))?;
+    rt.block_on(run_async(args, realtime))
+}
+
+async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoError> {
+    let scenario_path = args.scenario.clone().unwrap_or_else(default_scenario);
+    let scenario =
+        mock::scenario::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
+    let caller_wav = scenario.caller.clone().ok_or_else(|| DemoError::NoCaller(scenario_path.clone()))?;
+    let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
+    let silence = Duration::from_millis(u64::from(scenario.model.silence_ms));
+
+    let session_cfg = SessionConfig {
+        model: args.model.clone(),
+        system_instruction: Some("You are a friendly financial advisor on a helpline.".into()),
+        ..Default::default()
+    };
+    let opts = Arc::new(mock::MockOptions::new(Arc::new(scenario)));
+    let mut _server = None;
+    let (endpoint, transport) = match (&args.model_url, realtime) {
+        (Some(url), _) => {
+            let key = std::env::var(&args.api_key_env).ok().filter(|k| !k.is_empty()).map(Secret::new);
+            if key.is_none() && url.starts_with(DEVELOPER_API_BASE) {
+                return Err(DemoError::MissingKey { var: args.api_key_env.clone() });
+            }
+            (Endpoint::new(url, Backend::DeveloperApi, "v1beta", key)?, Transport::Network)
+        }
+        (None, true) => {
+            let server = mock::server::bind("127.0.0.1:0".parse().map_err(|_| DemoError::Mock("bad address".into()))?, opts.clone(), None)
+                .await
+                .map_err(|e| DemoError::Mock(e.to_string()))?;
+            let url = server.base_url();
+            _server = Some(server);
+            (Endpoint::new(&url, Backend::DeveloperApi, "v1beta", None)?, Transport::Network)
+        }
+        (None, false) => {
+            let stream = mock::server::connect_in_memory(opts.clone());
+            (Endpoint::new("ws://mock.invalid", Backend::DeveloperApi, "v1beta", None)?, Transport::InMemory(stream))
+        }
+    };
+
+    let session = session::connect(&endpoint, transport, &session_cfg).await?;
+    let (leg, recording) = fixture.spawn();
+    let report = call::run(leg, session, CallOptions { caller_silence: silence, agent: 0 }).await?;
+    let recording = recording.await.unwrap_or_default();
+
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| DemoError::Output { path: args.out.clone(), reason: e.to_string() })?;
+    let wav_path = args.out.join("call.wav");
+    recording
+        .write(&wav_path)
+        .map_err(|e| DemoError::Output { path: wav_path.clone(), reason: e.to_string() })?;
+    let summary = DemoSummary {
+        calls: 1,
+        turns: report.turns.len(),
+        first_audio_ms: summarize(&report.first_audio_ms).into(),
+        uplink_added_ms: summarize(&report.uplink_added_ms).into(),
+        downlink_added_ms: summarize(&report.downlink_added_ms).into(),
+        underruns: report.underruns,
+        handoffs: Vec::new(),
+        handoff_gap_ms: None,
+        recording: wav_path.display().to_string(),
+        mode: if realtime { "realtime" } else { "accelerated" },
+        leg_codec: args.leg_codec.name(),
+        end_reason: report.end_reason.clone(),
+    };
+    let json_path = args.out.join("summary.json");
+    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
+    std::fs::write(&json_path, format!("{json}\n"))
+        .map_err(|e| DemoError::Output { path: json_path.clone(), reason: e.to_string() })?;
+    Ok(DemoOutcome { summary, report })
+}
+
+/// The human-readable timeline and latency table.
+pub fn render(outcome: &DemoOutcome) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let r = &outcome.report;
+    let _ = writeln!(s, "turn  caller speech (s)   agent audio (s)     first_audio  what was said");
+    for t in &r.turns {
+        let agent = match (t.agent_start_ms, t.agent_end_ms) {
+            (Some(a), Some(b)) => format!("{:>6.2} – {:<6.2}", a / 1000.0, b / 1000.0),
+            _ => format!("{:^15}", "(no reply)"),
+        };
+        let v2v = t.first_audio_ms.map_or("—".to_owned(), |v| format!("{v:.0} ms"));
+        let _ = writeln!(
+            s,
+            "{:>4}  {:>6.2} – {:<6.2}  {agent}  {v2v:>11}  caller: {}",
+            t.index + 1,
+            t.caller_start_ms / 1000.0,
+            t.caller_end_ms / 1000.0,
+            quote(&t.caller_text),
+        );
+        let _ = writeln!(s, "{:>55}agent:  {}{}", "", quote(&t.agent_text), if t.interrupted { " [interrupted]" } else { "" });
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "figure               p50       p95/p99   max       samples");
+    let row = |name: &str, v: &[f64], tail: f64| {
+        let sm = summarize(v);
+        let f = |x: Option<f64>| x.map_or("—".to_owned(), |x| format!("{x:.2}"));
+        let tailv = if tail >= 99.0 { sm.p99 } else { sm.p95 };
+        format!("{name:<20} {:<9} {:<9} {:<9} {}\n", f(sm.p50), f(tailv), f(sm.max), v.len())
+    };
+    s.push_str(&row("first_audio_ms", &r.first_audio_ms, 95.0));
+    s.push_str(&row("uplink_added_ms", &r.uplink_added_ms, 99.0));
+    s.push_str(&row("downlink_added_ms", &r.downlink_added_ms, 99.0));
+    let _ = writeln!(s, "underruns            {}", r.underruns);
+    let _ = writeln!(
+        s,
+        "\nmode {}, leg {}; resampler delay up {:.2} ms, down {:.2} ms; {} frames played ({} voiced), {} late ticks",
+        outcome.summary.mode,
+        outcome.summary.leg_codec,
+        r.uplink_resampler_delay_ms,
+        r.downlink_resampler_delay_ms,
+        r.frames_played,
+        r.voice_frames,
+        r.late_ticks
+    );
+    if !r.protocol_errors.is_empty() {
+        let _ = writeln!(s, "{} model frames could not be used: {}", r.protocol_errors.len(), r.protocol_errors[0]);
+    }
+    let _ = writeln!(s, "call ended: {}", r.end_reason);
+    let _ = writeln!(s, "recording: {} (left = caller, right = agent as heard)", outcome.summary.recording);
+    s
+}
+
+fn quote(t: &str) -> String {
+    let t = t.trim();
+    if t.is_empty() { "—".into() } else { format!("\"{t}\"") }
+}
