@@ -155,7 +155,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         mock::scenario::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
     let caller_wav = scenario.caller.clone().ok_or_else(|| DemoError::NoCaller(scenario_path.clone()))?;
     let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
-    let silence = Duration::from_millis(u64::from(scenario.model.silence_ms));
+    let silence = scenario.timing.silence;
 
     let session_cfg = SessionConfig {
         model: args.model.clone(),
