@@ -130,8 +130,8 @@ pub struct Playout {
 }
 
 impl Playout {
-    /// A playout clock at `rate` Hz (the leg's rate; a multiple of 50 Hz so a frame is a whole
-    /// number of samples) whose ticks fall at `start`, `start + 20 ms`, ...
+    /// A playout clock at `rate` Hz (the leg's rate; a multiple of 1000 Hz, as `samples_per_frame`
+    /// assumes) whose ticks fall at `start`, `start + 20 ms`, ...
     pub fn new(rate: u32, start: Instant) -> Self {
         let spf = samples_per_frame(rate);
         Self {
