@@ -31,7 +31,8 @@ fn uplink(c: &mut Criterion) {
     let mut ulaw = Vec::new();
     g711::encode_ulaw(&pcm8, &mut ulaw);
     let mut up = StreamResampler::new(8000, 16000).expect("8k->16k");
-    let (mut dec, mut res, mut scratch, mut json) = (Vec::new(), Vec::new(), Vec::new(), String::new());
+    let (mut dec, mut res, mut scratch, mut json) =
+        (Vec::new(), Vec::new(), Vec::new(), String::new());
     c.bench_function("uplink/pcmu8k frame: decode+resample+base64+json", |b| {
         b.iter(|| {
             dec.clear();
@@ -68,22 +69,25 @@ fn downlink(c: &mut Criterion) {
     let mut group = c.benchmark_group("downlink");
     // Each iteration handles two 20 ms frames' worth; criterion reports per element = per frame.
     group.throughput(criterion::Throughput::Elements(2));
-    group.bench_function("model 40 ms chunk: parse+b64 decode+resample 24k->8k+ulaw", |b| {
-        b.iter(|| {
-            events.clear();
-            let msg = codec::decode(black_box(&frame)).expect("valid frame");
-            codec::into_events(msg, &mut events);
-            for e in events.drain(..) {
-                if let ModelEvent::Audio { samples, .. } = e {
-                    res.clear();
-                    down.process(&samples, &mut res);
-                    ulaw.clear();
-                    g711::encode_ulaw(&res, &mut ulaw);
+    group.bench_function(
+        "model 40 ms chunk: parse+b64 decode+resample 24k->8k+ulaw",
+        |b| {
+            b.iter(|| {
+                events.clear();
+                let msg = codec::decode(black_box(&frame)).expect("valid frame");
+                codec::into_events(msg, &mut events);
+                for e in events.drain(..) {
+                    if let ModelEvent::Audio { samples, .. } = e {
+                        res.clear();
+                        down.process(&samples, &mut res);
+                        ulaw.clear();
+                        g711::encode_ulaw(&res, &mut ulaw);
+                    }
                 }
-            }
-            black_box(ulaw.len())
-        })
-    });
+                black_box(ulaw.len())
+            })
+        },
+    );
     group.finish();
 }
 

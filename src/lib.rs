@@ -6,7 +6,7 @@
 
 pub mod audio;
 pub mod call;
-pub mod demo;
+
 pub mod leg;
 pub mod mock;
 pub mod model;

@@ -20,8 +20,8 @@ use crate::model::gemini::session::{Outbound, Session, SessionEvent};
 use crate::model::gemini::wire::{ClientMessage, FunctionResponse, ToolResponse};
 use crate::model::gemini::{INPUT_RATE, OUTPUT_RATE, codec};
 use crate::model::{ModelEvent, ToolCallRequest};
-pub use metrics::{CallReport, TurnRecord};
 use metrics::ms;
+pub use metrics::{CallReport, TurnRecord};
 
 /// Knobs of the call's own measurement.
 #[derive(Clone, Debug)]
@@ -34,7 +34,10 @@ pub struct CallOptions {
 
 impl Default for CallOptions {
     fn default() -> Self {
-        CallOptions { caller_silence: Duration::from_millis(500), agent: 0 }
+        CallOptions {
+            caller_silence: Duration::from_millis(500),
+            agent: 0,
+        }
     }
 }
 
@@ -51,14 +54,24 @@ struct Downlink {
 }
 
 /// Runs the call until the leg stops or the model session ends.
-pub async fn run(mut leg: LegHandle, mut session: Session, opts: CallOptions) -> Result<CallReport, CallError> {
+pub async fn run(
+    mut leg: LegHandle,
+    mut session: Session,
+    opts: CallOptions,
+) -> Result<CallReport, CallError> {
     let leg_rate = leg.rate;
     let resampler = |from, to| {
-        StreamResampler::new(from, to)
-            .map_err(|e| CallError::Resampler { from, to, reason: e.to_string() })
+        StreamResampler::new(from, to).map_err(|e| CallError::Resampler {
+            from,
+            to,
+            reason: e.to_string(),
+        })
     };
     let mut up = resampler(leg_rate, INPUT_RATE)?;
-    let mut down = Downlink { resampler: resampler(OUTPUT_RATE, leg_rate)?, buf: Vec::new() };
+    let mut down = Downlink {
+        resampler: resampler(OUTPUT_RATE, leg_rate)?,
+        buf: Vec::new(),
+    };
     let mut report = CallReport {
         uplink_resampler_delay_ms: ms(up.delay()),
         downlink_resampler_delay_ms: ms(down.resampler.delay()),
@@ -141,7 +154,6 @@ pub async fn run(mut leg: LegHandle, mut session: Session, opts: CallOptions) ->
                     }
                 }
                 Some(LegEvent::Stop) | None => {
-                    leg_open = false;
                     let _ = leg.commands.send(LegCommand::Hangup);
                     session.send(Outbound::Close);
                     break "caller hung up".to_owned();
@@ -237,8 +249,14 @@ pub async fn run(mut leg: LegHandle, mut session: Session, opts: CallOptions) ->
     };
     // Late `Written` reports for frames sent just before the end.
     while let Ok(ev) = session.events.try_recv() {
-        if let SessionEvent::Written { received_at, written_at } = ev {
-            report.uplink_added_ms.push(ms(written_at.saturating_duration_since(received_at)));
+        if let SessionEvent::Written {
+            received_at,
+            written_at,
+        } = ev
+        {
+            report
+                .uplink_added_ms
+                .push(ms(written_at.saturating_duration_since(received_at)));
         }
     }
     let stats = playout.stats();

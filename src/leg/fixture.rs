@@ -50,7 +50,9 @@ impl FromStr for LegCodec {
         match s {
             "l16-16k" => Ok(LegCodec::L16k16),
             "pcmu8k" => Ok(LegCodec::Pcmu8k),
-            other => Err(format!("unknown leg codec {other:?}: use l16-16k or pcmu8k")),
+            other => Err(format!(
+                "unknown leg codec {other:?}: use l16-16k or pcmu8k"
+            )),
         }
     }
 }
@@ -61,7 +63,11 @@ pub enum FixtureError {
     #[error(transparent)]
     Wav(#[from] wav::WavError),
     #[error("{path}: cannot resample from {from} Hz: {reason}")]
-    Resample { path: String, from: u32, reason: String },
+    Resample {
+        path: String,
+        from: u32,
+        reason: String,
+    },
     #[error("{0}: the fixture holds no audio")]
     Empty(String),
 }
@@ -114,7 +120,11 @@ impl FixtureCaller {
             return Err(FixtureError::Empty(name.to_owned()));
         }
         let mut samples = resample::resample_all(samples, rate, codec.rate()).map_err(|e| {
-            FixtureError::Resample { path: name.to_owned(), from: rate, reason: e.to_string() }
+            FixtureError::Resample {
+                path: name.to_owned(),
+                from: rate,
+                reason: e.to_string(),
+            }
         })?;
         codec.through(&mut samples);
         Ok(FixtureCaller {
@@ -145,7 +155,12 @@ impl FixtureCaller {
         let (ev_tx, ev_rx) = mpsc::channel(64);
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let started_at = Instant::now();
-        let handle = LegHandle { rate: self.codec.rate(), started_at, events: ev_rx, commands: cmd_tx };
+        let handle = LegHandle {
+            rate: self.codec.rate(),
+            started_at,
+            events: ev_rx,
+            commands: cmd_tx,
+        };
         let task = tokio::spawn(self.run(started_at, ev_tx, cmd_rx));
         (handle, task)
     }
@@ -159,7 +174,11 @@ impl FixtureCaller {
         let rate = self.codec.rate();
         let spf = samples_per_frame(rate);
         let frame_len = Duration::from_millis(u64::from(crate::audio::FRAME_MS));
-        let mut rec = Recording { rate, caller: self.samples.clone(), ..Default::default() };
+        let mut rec = Recording {
+            rate,
+            caller: self.samples.clone(),
+            ..Default::default()
+        };
         let fixture_frames = self.samples.len().div_ceil(spf);
         let mut last_voiced_heard: Option<Instant> = None;
         let mut n: usize = 0;
