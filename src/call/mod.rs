@@ -116,7 +116,7 @@ pub async fn run(
                             t.agent_end_ms = Some(ts_ms + ms(played.frame.duration()));
                         }
                     }
-                    if leg_open && leg.commands.send(LegCommand::Play(played.frame)).is_err() {
+                    if leg_open && leg.commands.send(LegCommand::Play { frame: played.frame, kind: played.kind }).is_err() {
                         leg_open = false;
                     }
                 }
@@ -153,6 +153,8 @@ pub async fn run(
                         session.send(Outbound::Text { json, received_at: Some(received_at) });
                     }
                 }
+                Some(LegEvent::Dtmf { digit }) => tracing::debug!(%digit, "caller pressed a key"),
+                Some(LegEvent::Heard { .. }) => {}
                 Some(LegEvent::Stop) | None => {
                     let _ = leg.commands.send(LegCommand::Hangup);
                     session.send(Outbound::Close);

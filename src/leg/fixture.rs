@@ -188,7 +188,7 @@ impl FixtureCaller {
             tokio::select! {
                 biased;
                 cmd = commands.recv() => match cmd {
-                    Some(LegCommand::Play(mut frame)) => {
+                    Some(LegCommand::Play { mut frame, .. }) => {
                         self.codec.through(&mut frame.samples);
                         if vad::rms_dbfs(&frame.samples) > vad::DEFAULT_THRESHOLD_DBFS {
                             last_voiced_heard = Some(Instant::now());
@@ -209,7 +209,7 @@ impl FixtureCaller {
                             // Keep taking frames the call already released until it hangs up.
                             while let Some(cmd) = commands.recv().await {
                                 match cmd {
-                                    LegCommand::Play(mut frame) => {
+                                    LegCommand::Play { mut frame, .. } => {
                                         self.codec.through(&mut frame.samples);
                                         place(&mut rec.agent, &frame, rate);
                                         rec.frames_heard += 1;

@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::audio::Frame;
+pub use crate::audio::playout::PlayedKind;
 
 /// What a leg reports to its call.
 #[derive(Debug)]
@@ -15,6 +16,11 @@ pub enum LegEvent {
     /// One 20 ms caller frame, decoded to PCM at the leg's rate; `received_at` is when its last
     /// byte arrived.
     Frame { frame: Frame, received_at: Instant },
+    /// The caller pressed a key.
+    Dtmf { digit: char },
+    /// The caller has now heard agent audio up to this playout timestamp (from the bridge's
+    /// playback acknowledgements, e.g. Twilio marks).
+    Heard { up_to: std::time::Duration },
     /// The caller hung up (or the fixture ended).
     Stop,
 }
@@ -22,8 +28,9 @@ pub enum LegEvent {
 /// What a call tells its leg.
 #[derive(Debug)]
 pub enum LegCommand {
-    /// Play one 20 ms frame to the caller (at the leg's rate).
-    Play(Frame),
+    /// Play one 20 ms frame to the caller (at the leg's rate). `kind` says whether it is agent
+    /// speech, idle silence, or silence inside a turn (an underrun); a leg may skip idle silence.
+    Play { frame: Frame, kind: PlayedKind },
     /// Barge-in: drop whatever audio the leg has buffered toward the caller.
     Clear,
     /// End the call from baton's side.
