@@ -152,7 +152,7 @@ pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
 async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoError> {
     let scenario_path = args.scenario.clone().unwrap_or_else(default_scenario);
     let scenario =
-        mock::scenario::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
+        mock::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
     let caller_wav = scenario.caller.clone().ok_or_else(|| DemoError::NoCaller(scenario_path.clone()))?;
     let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
     let silence = scenario.timing.silence;
@@ -173,15 +173,16 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
             (Endpoint::new(url, Backend::DeveloperApi, "v1beta", key)?, Transport::Network)
         }
         (None, true) => {
-            let server = mock::server::bind("127.0.0.1:0".parse().map_err(|_| DemoError::Mock("bad address".into()))?, opts.clone(), None)
+            let server = mock::bind("127.0.0.1:0", opts.clone(), None)
                 .await
-                .map_err(|e| DemoError::Mock(e.to_string()))?;
-            let url = server.base_url();
+                .map_err(|e| DemoError::Mock(e.to_string()))?
+                .spawn();
+            let url = server.base_url().to_owned();
             _server = Some(server);
             (Endpoint::new(&url, Backend::DeveloperApi, "v1beta", None)?, Transport::Network)
         }
         (None, false) => {
-            let stream = mock::server::connect_in_memory(opts.clone());
+            let stream = mock::connect_in_memory(opts.clone());
             (Endpoint::new("ws://mock.invalid", Backend::DeveloperApi, "v1beta", None)?, Transport::InMemory(stream))
         }
     };

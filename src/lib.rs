@@ -6,6 +6,7 @@
 
 pub mod audio;
 pub mod call;
+pub mod config;
 
 pub mod leg;
 pub mod mock;

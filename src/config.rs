@@ -1,0 +1,384 @@
+//! The daemon's TOML configuration (`baton serve --config`, `baton check-config`): parsing with
+//! unknown keys refused, then validation that reports every problem with the file, the key and
+//! how to fix it. Credentials are never in the file: it names the environment variable that
+//! holds each one.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub model: ModelConfig,
+    #[serde(default)]
+    pub twilio: TwilioConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: String,
+    /// The public origin bridges reach baton at (`https://baton.example.com`); used for the
+    /// TwiML stream URL and for X-Twilio-Signature validation. Empty: derived from `listen`.
+    pub public_url: String,
+    /// On SIGTERM/SIGINT, how long active calls may run before they are ended.
+    pub drain_timeout_s: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig { listen: "127.0.0.1:8080".into(), public_url: String::new(), drain_timeout_s: 30 }
+    }
+}
+
+/// Which model backend calls use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// The embedded mock model (in-process).
+    #[default]
+    Mock,
+    /// Gemini Developer API (API key).
+    Gemini,
+    /// Vertex AI (OAuth2 access token).
+    Vertex,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    pub backend: BackendKind,
+    /// Endpoint base URL (`wss://…` or `ws://127.0.0.1:9300` for a separate `baton mock-model`).
+    /// Empty: the backend's default (the service, or the in-process mock).
+    pub url: String,
+    /// Model id sent in setup.
+    pub model: String,
+    /// API version path segment; empty means the backend's default.
+    pub api_version: String,
+    /// Name of the environment variable holding the credential (never the credential itself).
+    pub credential_env: String,
+    /// Mock scenario file (backend = mock), relative to the config file.
+    pub scenario: String,
+    /// System instruction for the session.
+    pub instruction: String,
+    /// Prebuilt voice name.
+    pub voice: String,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            backend: BackendKind::Mock,
+            url: String::new(),
+            model: "models/gemini-live-2.5-flash-preview".into(),
+            api_version: String::new(),
+            credential_env: String::new(),
+            scenario: String::new(),
+            instruction: "You are a friendly assistant on a phone line. Keep answers short.".into(),
+            voice: String::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TwilioConfig {
+    /// Name of the environment variable holding the Twilio auth token. When that variable is
+    /// set, every `/twilio` upgrade must carry a valid X-Twilio-Signature.
+    pub auth_token_env: String,
+    /// Turn signature validation off even when a token is configured (local testing only).
+    pub disable_signature_check: bool,
+    /// If set, `start.accountSid` must equal this.
+    pub account_sid: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Calls served at once; more are refused with 503.
+    pub max_calls: usize,
+    /// Bound of each per-call queue between a leg and its call, in 20 ms frames.
+    pub leg_queue_frames: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig { max_calls: 200, leg_queue_frames: 100 }
+    }
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Human,
+    Json,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A tracing filter such as `info` or `baton=debug`.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { format: LogFormat::Human, level: "info".into() }
+    }
+}
+
+/// One problem found in a config file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub key: String,
+    pub message: String,
+    pub fix: String,
+}
+
+/// A config file that cannot be used; `Display` lists every problem.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error("{}", render(path, problems))]
+    Invalid { path: PathBuf, problems: Vec<Problem> },
+}
+
+fn render(path: &Path, problems: &[Problem]) -> String {
+    let mut s = format!("{}: {} problem(s)", path.display(), problems.len());
+    for p in problems {
+        s.push_str(&format!("\n  {}: {}\n    fix: {}", p.key, p.message, p.fix));
+    }
+    s
+}
+
+/// A loaded, validated config and the file it came from.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub config: Config,
+    pub path: PathBuf,
+    pub listen: SocketAddr,
+}
+
+impl Loaded {
+    /// A path in the config, resolved against the config file's folder.
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() { p.to_path_buf() } else { self.path.parent().unwrap_or(Path::new(".")).join(p) }
+    }
+
+    /// The public origin, or `http://<listen>` when none is configured.
+    pub fn public_url(&self) -> String {
+        let u = self.config.server.public_url.trim_end_matches('/');
+        if u.is_empty() { format!("http://{}", self.listen) } else { u.to_owned() }
+    }
+
+    /// The `wss://…/twilio` (or `ws://` for an http origin) URL bridges connect to.
+    pub fn twilio_stream_url(&self) -> String {
+        let base = self.public_url();
+        let ws = if let Some(rest) = base.strip_prefix("https://") {
+            format!("wss://{rest}")
+        } else if let Some(rest) = base.strip_prefix("http://") {
+            format!("ws://{rest}")
+        } else {
+            base
+        };
+        format!("{ws}/twilio")
+    }
+}
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::Read { path: path.to_path_buf(), reason: e.to_string() })?;
+    parse(&text, path)
+}
+
+/// Parses and validates config text; `path` names the file in errors and anchors relative paths.
+pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
+    let invalid = |problems| ConfigError::Invalid { path: path.to_path_buf(), problems };
+    let de = toml::Deserializer::parse(text).map_err(|e| {
+        invalid(vec![Problem {
+            key: "(syntax)".into(),
+            message: e.message().to_owned() + &line_of(text, e.span()),
+            fix: "correct the TOML syntax at that line".into(),
+        }])
+    })?;
+    let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        invalid(vec![Problem {
+            key: if key == "." { "(top level)".into() } else { key },
+            message: inner.message().to_owned() + &line_of(text, inner.span()),
+            fix: "use a key and value documented in config/baton.toml".into(),
+        }])
+    })?;
+    let mut problems = Vec::new();
+    let listen = validate(&config, path, &mut problems);
+    match (listen, problems.is_empty()) {
+        (Some(listen), true) => Ok(Loaded { config, path: path.to_path_buf(), listen }),
+        _ => Err(invalid(problems)),
+    }
+}
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    span.map(|s| {
+        let before = text.get(..s.start.min(text.len())).unwrap_or("");
+        format!(" (line {})", before.matches('\n').count() + 1)
+    })
+        .unwrap_or_default()
+}
+
+fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAddr> {
+    let mut problem = |key: &str, message: String, fix: &str| {
+        out.push(Problem { key: key.into(), message, fix: fix.into() })
+    };
+    let listen = c.server.listen.parse::<SocketAddr>().ok();
+    if listen.is_none() {
+        problem(
+            "server.listen",
+            format!("{:?} is not an address:port", c.server.listen),
+            "write it as \"127.0.0.1:8080\" (or \"0.0.0.0:8080\" to accept other hosts)",
+        );
+    }
+    let pu = &c.server.public_url;
+    if !pu.is_empty() {
+        match url::Url::parse(pu) {
+            Ok(u) if matches!(u.scheme(), "https" | "http") && u.path() == "/" && u.query().is_none() => {}
+            _ => problem(
+                "server.public_url",
+                format!("{pu:?} is not an http(s) origin"),
+                "write the origin bridges reach baton at, e.g. \"https://baton.example.com\" (no path)",
+            ),
+        }
+    }
+    if c.limits.max_calls == 0 {
+        problem("limits.max_calls", "is 0, so every call would be refused".into(), "set a positive number, e.g. 200");
+    }
+    if c.limits.leg_queue_frames < 5 {
+        problem(
+            "limits.leg_queue_frames",
+            format!("{} frames (100 ms) is too small to absorb scheduling jitter", c.limits.leg_queue_frames),
+            "use at least 5; the default is 100 (2 s)",
+        );
+    }
+    if tracing_subscriber::EnvFilter::try_new(&c.log.level).is_err() {
+        problem("log.level", format!("{:?} is not a log filter", c.log.level), "use error, warn, info, debug or e.g. \"baton=debug\"");
+    }
+    let m = &c.model;
+    if !m.url.is_empty() && !(m.url.starts_with("ws://") || m.url.starts_with("wss://")) {
+        problem("model.url", format!("{:?} is not a ws:// or wss:// URL", m.url), "e.g. \"ws://127.0.0.1:9300\" for a separate baton mock-model");
+    }
+    match m.backend {
+        BackendKind::Mock => {
+            if !m.scenario.is_empty() {
+                let p = path.parent().unwrap_or(Path::new(".")).join(&m.scenario);
+                if !p.exists() {
+                    problem("model.scenario", format!("{} does not exist", p.display()), "give a scenario path relative to this config file, or remove the key to use the built-in script");
+                }
+            }
+        }
+        BackendKind::Gemini | BackendKind::Vertex => {
+            if m.credential_env.is_empty() {
+                problem(
+                    "model.credential_env",
+                    format!("backend {:?} needs a credential but no environment variable is named", m.backend).to_lowercase(),
+                    "name the variable that holds it, e.g. credential_env = \"GEMINI_API_KEY\" (never put the key in this file)",
+                );
+            } else if !m.credential_env.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+                problem(
+                    "model.credential_env",
+                    "must be the NAME of an environment variable, not a credential".into(),
+                    "write e.g. credential_env = \"GEMINI_API_KEY\" and export the key in that variable",
+                );
+            }
+            if m.backend == BackendKind::Vertex && m.url.is_empty() {
+                problem("model.url", "vertex needs the regional endpoint".into(), "e.g. url = \"wss://us-central1-aiplatform.googleapis.com\"");
+            }
+        }
+    }
+    let t = &c.twilio;
+    if !t.auth_token_env.is_empty() && !t.auth_token_env.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+        problem(
+            "twilio.auth_token_env",
+            "must be the NAME of an environment variable, not the token".into(),
+            "write e.g. auth_token_env = \"TWILIO_AUTH_TOKEN\" and export the token in that variable",
+        );
+    }
+    if !t.account_sid.is_empty() && !(t.account_sid.starts_with("AC") && t.account_sid.len() == 34) {
+        problem("twilio.account_sid", format!("{:?} is not a Twilio account SID", t.account_sid), "copy it from the Twilio console: \"AC\" followed by 32 hex digits");
+    }
+    listen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(text: &str) -> Vec<Problem> {
+        match parse(text, Path::new("/tmp/x/baton.toml")) {
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_file_is_the_default_mock_setup() {
+        let l = parse("", Path::new("baton.toml")).unwrap();
+        assert_eq!(l.config.model.backend, BackendKind::Mock);
+        assert_eq!(l.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(l.twilio_stream_url(), "ws://127.0.0.1:8080/twilio");
+    }
+
+    #[test]
+    fn public_url_makes_the_wss_stream_url() {
+        let l = parse("[server]\npublic_url = \"https://b.example.com/\"\n", Path::new("c.toml")).unwrap();
+        assert_eq!(l.twilio_stream_url(), "wss://b.example.com/twilio");
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key_and_line() {
+        let p = problems("[server]\nlisten = \"127.0.0.1:1\"\nlisen = 3\n");
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].key, "server.lisen");
+        assert!(p[0].message.contains("line 3"), "{:?}", p[0]);
+        let p = problems("[model]\nbackend = \"gpt\"\n");
+        assert_eq!(p[0].key, "model.backend");
+    }
+
+    #[test]
+    fn every_semantic_problem_is_reported() {
+        let p = problems(
+            "[server]\nlisten = \"nowhere\"\npublic_url = \"ftp://x\"\n[model]\nbackend = \"gemini\"\n[limits]\nmax_calls = 0\n[twilio]\nauth_token_env = \"abc 123\"\n",
+        );
+        let keys: Vec<_> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["server.listen", "server.public_url", "limits.max_calls", "model.credential_env", "twilio.auth_token_env"]
+        );
+        let text = ConfigError::Invalid { path: "/tmp/x/baton.toml".into(), problems: p }.to_string();
+        assert!(text.starts_with("/tmp/x/baton.toml: 5 problem(s)"), "{text}");
+        assert!(text.contains("fix:"));
+    }
+
+    #[test]
+    fn syntax_errors_name_the_line() {
+        let p = problems("[server]\nlisten = \n");
+        assert_eq!(p[0].key, "(syntax)");
+        assert!(p[0].message.contains("line 2"), "{:?}", p[0]);
+    }
+}
