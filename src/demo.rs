@@ -14,7 +14,8 @@ use crate::call::{self, CallOptions, CallReport};
 use crate::leg::fixture::{FixtureCaller, LegCodec};
 use crate::mock;
 use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secret};
-use crate::model::gemini::session::{self, SessionConfig, Transport};
+use crate::call::backend::ModelBackend;
+use crate::model::gemini::session::{self, SessionConfig};
 
 /// Options of one demo run.
 #[derive(Clone, Debug, clap::Args)]
@@ -164,13 +165,13 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
     };
     let opts = Arc::new(mock::MockOptions::new(Arc::new(scenario)));
     let mut _server = None;
-    let (endpoint, transport) = match (&args.model_url, realtime) {
+    let backend = match (&args.model_url, realtime) {
         (Some(url), _) => {
             let key = std::env::var(&args.api_key_env).ok().filter(|k| !k.is_empty()).map(Secret::new);
             if key.is_none() && url.starts_with(DEVELOPER_API_BASE) {
                 return Err(DemoError::MissingKey { var: args.api_key_env.clone() });
             }
-            (Endpoint::new(url, Backend::DeveloperApi, "v1beta", key)?, Transport::Network)
+            ModelBackend::Remote(Endpoint::new(url, Backend::DeveloperApi, "v1beta", key)?)
         }
         (None, true) => {
             let server = mock::bind("127.0.0.1:0", opts.clone(), None)
@@ -179,15 +180,12 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
                 .spawn();
             let url = server.base_url().to_owned();
             _server = Some(server);
-            (Endpoint::new(&url, Backend::DeveloperApi, "v1beta", None)?, Transport::Network)
+            ModelBackend::Remote(Endpoint::new(&url, Backend::DeveloperApi, "v1beta", None)?)
         }
-        (None, false) => {
-            let stream = mock::connect_in_memory(opts.clone());
-            (Endpoint::new("ws://mock.invalid", Backend::DeveloperApi, "v1beta", None)?, Transport::InMemory(stream))
-        }
+        (None, false) => ModelBackend::InProcessMock(opts.clone()),
     };
 
-    let session = session::connect(&endpoint, transport, &session_cfg).await?;
+    let session = backend.open(&session_cfg).await?;
     let (leg, recording) = fixture.spawn();
     let report = call::run(leg, session, CallOptions { caller_silence: silence, agent: 0 }).await?;
     let recording = recording.await.unwrap_or_default();

@@ -6,6 +6,7 @@
 //! playout queue; every 20 ms tick playout releases exactly one frame to the leg.
 //! The clock is tokio's, so the same code runs in real time or on a paused (accelerated) clock.
 
+pub mod backend;
 pub mod metrics;
 
 use std::time::Duration;
