@@ -187,7 +187,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
 
     let session = backend.open(&session_cfg).await?;
     let (leg, recording) = fixture.spawn();
-    let report = call::run(leg, session, CallOptions { caller_silence: silence, agent: 0 }).await?;
+    let report = call::run(leg, session, CallOptions { caller_silence: silence, ..Default::default() }).await?;
     let recording = recording.await.unwrap_or_default();
 
     std::fs::create_dir_all(&args.out)

@@ -31,6 +31,8 @@ pub struct CallOptions {
     pub caller_silence: Duration,
     /// Agent id tagged on model audio (the orchestrator sets it once handoffs exist).
     pub agent: u32,
+    /// When this turns true the call hangs up (server drain deadline).
+    pub hangup: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Default for CallOptions {
@@ -91,10 +93,16 @@ pub async fn run(
     let mut current: Option<usize> = None; // index in report.turns of the turn being answered
     let mut leg_open = true;
 
+    let mut hangup = opts.hangup.take();
     let end_reason = loop {
         let deadline = Instant::from_std(playout.poll_timeout());
         tokio::select! {
             biased;
+            _ = wait_true(&mut hangup) => {
+                let _ = leg.commands.send(LegCommand::Hangup);
+                session.send(Outbound::Close);
+                break "server is shutting down".to_owned();
+            }
             _ = sleep_until(deadline) => {
                 let now = Instant::now();
                 while let Some(played) = playout.poll_frame(now.into_std()) {
@@ -269,6 +277,18 @@ pub async fn run(
     report.voice_frames = stats.voice_frames;
     report.end_reason = end_reason;
     Ok(report)
+}
+
+/// Resolves when the watched flag is (or becomes) true; never without a watch.
+async fn wait_true(w: &mut Option<tokio::sync::watch::Receiver<bool>>) {
+    match w {
+        Some(rx) => {
+            if rx.wait_for(|v| *v).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
 }
 
 /// Until tool backends are configured, every call is answered with an error result so a BLOCKING
