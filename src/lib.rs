@@ -7,6 +7,8 @@
 pub mod audio;
 pub mod call;
 pub mod config;
+pub mod demo;
+pub mod server;
 
 pub mod leg;
 pub mod mock;

@@ -37,10 +37,7 @@ pub struct CallOptions {
 
 impl Default for CallOptions {
     fn default() -> Self {
-        CallOptions {
-            caller_silence: Duration::from_millis(500),
-            agent: 0,
-        }
+        CallOptions { caller_silence: Duration::from_millis(500), agent: 0, hangup: None }
     }
 }
 
@@ -60,7 +57,7 @@ struct Downlink {
 pub async fn run(
     mut leg: LegHandle,
     mut session: Session,
-    opts: CallOptions,
+    mut opts: CallOptions,
 ) -> Result<CallReport, CallError> {
     let leg_rate = leg.rate;
     let resampler = |from, to| {

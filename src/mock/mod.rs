@@ -1,1 +1,28 @@
-//! Embedded mock model.
+//! The embedded mock model: a local server that speaks the Gemini Live wire protocol, scripted by
+//! a scenario file, for tests, the demo and benchmarks (design §5, reference §12.1).
+//!
+//! - [`engine`]: the sans-IO session core ([`MockSession`]); never reads a clock.
+//! - [`inbound`]: client frame → typed message, with the real service's close codes.
+//! - [`setup`]: `setup` validation, backend/API version, model profiles.
+//! - [`listen`] / [`speak`]: caller audio + VAD in; reply chunks + transcription out.
+//! - [`scenario`] / [`clip`]: the script and its audio.
+//! - [`server`]: the tokio/WebSocket shell (TCP, TLS, in-memory duplex), [`record`]: message
+//!   recording, [`cli`]: `baton mock-model`.
+
+pub mod cli;
+pub mod clip;
+pub mod engine;
+pub mod inbound;
+pub mod listen;
+pub mod record;
+pub mod scenario;
+pub mod server;
+pub mod setup;
+pub mod speak;
+pub mod tls;
+
+pub use engine::{MockSession, Outgoing};
+pub use inbound::Rejection;
+pub use scenario::{Scenario, ScenarioError};
+pub use server::{MockError, MockOptions, MockServer, bind, connect_in_memory, serve_connection};
+pub use setup::{Backend, Endpoint, Profile};

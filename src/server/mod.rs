@@ -3,7 +3,7 @@
 //! call's failure never touches another.
 
 pub mod calls;
-pub mod twilio;
+
 pub mod twiml;
 
 use std::net::SocketAddr;
@@ -105,7 +105,6 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/twiml", get(twiml_get).post(twiml_post))
-        .route("/twilio", get(twilio::upgrade))
         .with_state(state)
 }
 

@@ -1,0 +1,289 @@
+//! Inbound client frames → [`ClientMessage`]. Owns everything between the bytes of one WebSocket
+//! message and a typed client message: the size limit, JSON parsing, the snake_case → camelCase key
+//! normalisation the Python SDK needs (it sends `realtime_input`, `tool_response`), the "exactly one
+//! top-level key" rule, and typed decoding whose error names the offending field. Every failure is
+//! a [`Rejection`]: the close code and reason the real service would give.
+
+use serde_json::{Map, Value};
+
+use crate::model::gemini::wire::ClientMessage;
+
+/// Close code for malformed or invalid client data.
+pub const CLOSE_INVALID: u16 = 1007;
+/// Close code for policy failures: unknown model, bad credentials.
+pub const CLOSE_POLICY: u16 = 1008;
+/// Close code for a message larger than [`MAX_MESSAGE_BYTES`].
+pub const CLOSE_TOO_BIG: u16 = 1009;
+
+/// Largest client message the mock accepts (the real service publishes no limit).
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The top-level keys a client message may carry (one per message).
+pub const TOP_LEVEL_KEYS: [&str; 5] = [
+    "setup",
+    "clientContent",
+    "realtimeInput",
+    "toolResponse",
+    "contextUpdate",
+];
+
+/// Keys whose values are the caller's own data (function arguments, schemas, results) and are
+/// passed through untouched by key normalisation.
+const OPAQUE_KEYS: [&str; 5] = [
+    "args",
+    "response",
+    "parameters",
+    "parametersJsonSchema",
+    "responseJsonSchema",
+];
+
+/// Why the session ends: a WebSocket close code and a human-readable reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("close {code}: {reason}")]
+pub struct Rejection {
+    pub code: u16,
+    pub reason: String,
+}
+
+impl Rejection {
+    pub fn new(code: u16, reason: impl Into<String>) -> Self {
+        Rejection {
+            code,
+            reason: reason.into(),
+        }
+    }
+
+    /// 1007 with the real service's "invalid argument" wording.
+    pub fn invalid(what: impl std::fmt::Display) -> Self {
+        Rejection::new(
+            CLOSE_INVALID,
+            format!("Request contains an invalid argument: {what}"),
+        )
+    }
+}
+
+/// Parses one WebSocket message (text or binary payload) into a client message.
+pub fn parse(frame: &[u8]) -> Result<ClientMessage, Rejection> {
+    if frame.len() > MAX_MESSAGE_BYTES {
+        return Err(Rejection::new(
+            CLOSE_TOO_BIG,
+            format!(
+                "message of {} bytes exceeds the {} MiB limit",
+                frame.len(),
+                MAX_MESSAGE_BYTES / (1024 * 1024)
+            ),
+        ));
+    }
+    let text = std::str::from_utf8(frame).map_err(|e| {
+        Rejection::new(
+            CLOSE_INVALID,
+            format!("Invalid JSON payload received: not UTF-8 ({e})"),
+        )
+    })?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        Rejection::new(CLOSE_INVALID, format!("Invalid JSON payload received: {e}"))
+    })?;
+    let Value::Object(obj) = value else {
+        return Err(Rejection::new(
+            CLOSE_INVALID,
+            "Invalid JSON payload received: a client message must be a JSON object",
+        ));
+    };
+    let obj = normalise_object(obj)?;
+    check_top_level(&obj)?;
+    serde_path_to_error::deserialize::<_, ClientMessage>(Value::Object(obj)).map_err(|e| {
+        Rejection::new(
+            CLOSE_INVALID,
+            format!(
+                "Invalid JSON payload received at '{}': {}",
+                e.path(),
+                e.inner()
+            ),
+        )
+    })
+}
+
+fn check_top_level(obj: &Map<String, Value>) -> Result<(), Rejection> {
+    if let Some(unknown) = obj.keys().find(|k| !TOP_LEVEL_KEYS.contains(&k.as_str())) {
+        return Err(Rejection::new(
+            CLOSE_INVALID,
+            format!(
+                "Invalid JSON payload received. Unknown name \"{unknown}\": Cannot find field."
+            ),
+        ));
+    }
+    match obj.len() {
+        1 => Ok(()),
+        0 => Err(Rejection::new(
+            CLOSE_INVALID,
+            "Invalid JSON payload received: empty message; expected one of setup, clientContent, \
+             realtimeInput, toolResponse, contextUpdate",
+        )),
+        _ => {
+            let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+            Err(Rejection::new(
+                CLOSE_INVALID,
+                format!(
+                    "Invalid JSON payload received: exactly one message kind allowed, got {}",
+                    keys.join(" and ")
+                ),
+            ))
+        }
+    }
+}
+
+/// snake_case → lowerCamelCase (`realtime_input` → `realtimeInput`); other keys are unchanged.
+pub fn camel_case(key: &str) -> String {
+    if !key.contains('_') {
+        return key.to_owned();
+    }
+    let mut out = String::with_capacity(key.len());
+    let mut upper = false;
+    for (i, c) in key.chars().enumerate() {
+        if c == '_' && i > 0 {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn normalise_object(obj: Map<String, Value>) -> Result<Map<String, Value>, Rejection> {
+    let mut out = Map::with_capacity(obj.len());
+    for (key, value) in obj {
+        let key = camel_case(&key);
+        let value = if OPAQUE_KEYS.contains(&key.as_str()) {
+            value
+        } else {
+            normalise(value)?
+        };
+        if out.contains_key(&key) {
+            return Err(Rejection::new(
+                CLOSE_INVALID,
+                format!("Invalid JSON payload received: field \"{key}\" given twice"),
+            ));
+        }
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
+fn normalise(value: Value) -> Result<Value, Rejection> {
+    Ok(match value {
+        Value::Object(obj) => Value::Object(normalise_object(obj)?),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(normalise).collect::<Result<_, _>>()?)
+        }
+        other => other,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::gemini::wire::{FunctionResponse, RealtimeInput, ToolResponse};
+    use serde_json::json;
+
+    fn parse_json(v: Value) -> Result<ClientMessage, Rejection> {
+        parse(v.to_string().as_bytes())
+    }
+
+    #[test]
+    fn sdk_snake_case_top_level_keys_are_accepted() {
+        let m = parse_json(json!({"realtime_input": {"audio": {"mime_type": "audio/pcm;rate=16000", "data": "AA-_"}}}))
+            .unwrap();
+        let ClientMessage::RealtimeInput(RealtimeInput {
+            audio: Some(blob), ..
+        }) = m
+        else {
+            panic!("{m:?}")
+        };
+        assert_eq!(blob.mime_type.as_deref(), Some("audio/pcm;rate=16000"));
+        assert_eq!(blob.data.as_deref(), Some("AA-_"));
+    }
+
+    #[test]
+    fn user_data_keeps_its_keys() {
+        let m = parse_json(json!({"tool_response": {"function_responses": [
+            {"id": "1", "name": "f", "response": {"snake_key": {"inner_key": 1}}, "will_continue": false}
+        ]}}))
+        .unwrap();
+        let ClientMessage::ToolResponse(ToolResponse {
+            function_responses: Some(frs),
+        }) = m
+        else {
+            panic!("{m:?}")
+        };
+        let FunctionResponse {
+            response,
+            will_continue,
+            ..
+        } = &frs[0];
+        assert_eq!(response, &Some(json!({"snake_key": {"inner_key": 1}})));
+        assert_eq!(will_continue, &Some(false));
+
+        let m = parse_json(json!({"setup": {"model": "models/x", "tools": [{"function_declarations": [
+            {"name": "f", "parameters_json_schema": {"type": "object", "properties": {"my_arg": {}}}}
+        ]}]}}))
+        .unwrap();
+        let ClientMessage::Setup(s) = m else { panic!() };
+        assert_eq!(
+            s.tools.unwrap()[0],
+            json!({"functionDeclarations": [{"name": "f", "parametersJsonSchema": {"type": "object", "properties": {"my_arg": {}}}}]})
+        );
+    }
+
+    #[test]
+    fn rejections_name_the_problem() {
+        let e = parse(b"{\"setup\": {\"model\": ").unwrap_err();
+        assert_eq!(e.code, CLOSE_INVALID);
+        assert!(e.reason.contains("EOF"), "{e}");
+
+        let e = parse(b"not json").unwrap_err();
+        assert_eq!(e.code, CLOSE_INVALID);
+        assert!(e.reason.starts_with("Invalid JSON payload received"), "{e}");
+
+        let e = parse_json(json!({"bogus": {}})).unwrap_err();
+        assert_eq!(e.code, CLOSE_INVALID);
+        assert!(e.reason.contains("\"bogus\""), "{e}");
+
+        let e = parse_json(json!({"setup": {}, "realtimeInput": {}})).unwrap_err();
+        assert!(e.reason.contains("exactly one"), "{e}");
+
+        let e = parse_json(json!({})).unwrap_err();
+        assert!(e.reason.contains("empty"), "{e}");
+
+        let e = parse_json(json!([1])).unwrap_err();
+        assert!(e.reason.contains("object"), "{e}");
+
+        let e = parse_json(json!({"realtimeInput": {"audio": {"data": 5}}})).unwrap_err();
+        assert_eq!(e.code, CLOSE_INVALID);
+        assert!(e.reason.contains("realtimeInput.audio.data"), "{e}");
+
+        let e = parse_json(json!({"realtime_input": {}, "realtimeInput": {}})).unwrap_err();
+        assert!(e.reason.contains("twice"), "{e}");
+
+        let e = parse(&[0xff, 0xfe]).unwrap_err();
+        assert!(e.reason.contains("UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn oversized_messages_close_1009() {
+        let big = vec![b' '; MAX_MESSAGE_BYTES + 1];
+        let e = parse(&big).unwrap_err();
+        assert_eq!(e.code, CLOSE_TOO_BIG);
+        assert!(e.reason.contains("16 MiB"), "{e}");
+    }
+
+    #[test]
+    fn camel_case_conversion() {
+        assert_eq!(camel_case("realtime_input"), "realtimeInput");
+        assert_eq!(camel_case("parameters_json_schema"), "parametersJsonSchema");
+        assert_eq!(camel_case("mimeType"), "mimeType");
+        assert_eq!(camel_case("_private"), "_private");
+    }
+}
