@@ -38,7 +38,11 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { listen: "127.0.0.1:8080".into(), public_url: String::new(), drain_timeout_s: 30 }
+        ServerConfig {
+            listen: "127.0.0.1:8080".into(),
+            public_url: String::new(),
+            drain_timeout_s: 30,
+        }
     }
 }
 
@@ -114,7 +118,10 @@ pub struct LimitsConfig {
 
 impl Default for LimitsConfig {
     fn default() -> Self {
-        LimitsConfig { max_calls: 200, leg_queue_frames: 100 }
+        LimitsConfig {
+            max_calls: 200,
+            leg_queue_frames: 100,
+        }
     }
 }
 
@@ -137,7 +144,10 @@ pub struct LogConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        LogConfig { format: LogFormat::Human, level: "info".into() }
+        LogConfig {
+            format: LogFormat::Human,
+            level: "info".into(),
+        }
     }
 }
 
@@ -155,7 +165,10 @@ pub enum ConfigError {
     #[error("{path}: cannot read: {reason}")]
     Read { path: PathBuf, reason: String },
     #[error("{}", render(path, problems))]
-    Invalid { path: PathBuf, problems: Vec<Problem> },
+    Invalid {
+        path: PathBuf,
+        problems: Vec<Problem>,
+    },
 }
 
 fn render(path: &Path, problems: &[Problem]) -> String {
@@ -178,13 +191,21 @@ impl Loaded {
     /// A path in the config, resolved against the config file's folder.
     pub fn resolve(&self, p: &str) -> PathBuf {
         let p = Path::new(p);
-        if p.is_absolute() { p.to_path_buf() } else { self.path.parent().unwrap_or(Path::new(".")).join(p) }
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.path.parent().unwrap_or(Path::new(".")).join(p)
+        }
     }
 
     /// The public origin, or `http://<listen>` when none is configured.
     pub fn public_url(&self) -> String {
         let u = self.config.server.public_url.trim_end_matches('/');
-        if u.is_empty() { format!("http://{}", self.listen) } else { u.to_owned() }
+        if u.is_empty() {
+            format!("http://{}", self.listen)
+        } else {
+            u.to_owned()
+        }
     }
 
     /// The `wss://…/twilio` (or `ws://` for an http origin) URL bridges connect to.
@@ -203,14 +224,19 @@ impl Loaded {
 
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::Read { path: path.to_path_buf(), reason: e.to_string() })?;
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     parse(&text, path)
 }
 
 /// Parses and validates config text; `path` names the file in errors and anchors relative paths.
 pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
-    let invalid = |problems| ConfigError::Invalid { path: path.to_path_buf(), problems };
+    let invalid = |problems| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        problems,
+    };
     let de = toml::Deserializer::parse(text).map_err(|e| {
         invalid(vec![Problem {
             key: "(syntax)".into(),
@@ -222,7 +248,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
         let key = e.path().to_string();
         let inner = e.into_inner();
         invalid(vec![Problem {
-            key: if key == "." { "(top level)".into() } else { key },
+            key: if key == "." {
+                "(top level)".into()
+            } else {
+                key
+            },
             message: inner.message().to_owned() + &line_of(text, inner.span()),
             fix: "use a key and value documented in config/baton.toml".into(),
         }])
@@ -230,7 +260,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
     let mut problems = Vec::new();
     let listen = validate(&config, path, &mut problems);
     match (listen, problems.is_empty()) {
-        (Some(listen), true) => Ok(Loaded { config, path: path.to_path_buf(), listen }),
+        (Some(listen), true) => Ok(Loaded {
+            config,
+            path: path.to_path_buf(),
+            listen,
+        }),
         _ => Err(invalid(problems)),
     }
 }
@@ -240,12 +274,16 @@ fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
         let before = text.get(..s.start.min(text.len())).unwrap_or("");
         format!(" (line {})", before.matches('\n').count() + 1)
     })
-        .unwrap_or_default()
+    .unwrap_or_default()
 }
 
 fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAddr> {
     let mut problem = |key: &str, message: String, fix: &str| {
-        out.push(Problem { key: key.into(), message, fix: fix.into() })
+        out.push(Problem {
+            key: key.into(),
+            message,
+            fix: fix.into(),
+        })
     };
     let listen = c.server.listen.parse::<SocketAddr>().ok();
     if listen.is_none() {
@@ -258,7 +296,10 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
     let pu = &c.server.public_url;
     if !pu.is_empty() {
         match url::Url::parse(pu) {
-            Ok(u) if matches!(u.scheme(), "https" | "http") && u.path() == "/" && u.query().is_none() => {}
+            Ok(u)
+                if matches!(u.scheme(), "https" | "http")
+                    && u.path() == "/"
+                    && u.query().is_none() => {}
             _ => problem(
                 "server.public_url",
                 format!("{pu:?} is not an http(s) origin"),
@@ -267,28 +308,47 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
         }
     }
     if c.limits.max_calls == 0 {
-        problem("limits.max_calls", "is 0, so every call would be refused".into(), "set a positive number, e.g. 200");
+        problem(
+            "limits.max_calls",
+            "is 0, so every call would be refused".into(),
+            "set a positive number, e.g. 200",
+        );
     }
     if c.limits.leg_queue_frames < 5 {
         problem(
             "limits.leg_queue_frames",
-            format!("{} frames (100 ms) is too small to absorb scheduling jitter", c.limits.leg_queue_frames),
+            format!(
+                "{} frames (100 ms) is too small to absorb scheduling jitter",
+                c.limits.leg_queue_frames
+            ),
             "use at least 5; the default is 100 (2 s)",
         );
     }
     if tracing_subscriber::EnvFilter::try_new(&c.log.level).is_err() {
-        problem("log.level", format!("{:?} is not a log filter", c.log.level), "use error, warn, info, debug or e.g. \"baton=debug\"");
+        problem(
+            "log.level",
+            format!("{:?} is not a log filter", c.log.level),
+            "use error, warn, info, debug or e.g. \"baton=debug\"",
+        );
     }
     let m = &c.model;
-    if !m.url.is_empty() && !(m.url.starts_with("ws://") || m.url.starts_with("wss://")) {
-        problem("model.url", format!("{:?} is not a ws:// or wss:// URL", m.url), "e.g. \"ws://127.0.0.1:9300\" for a separate baton mock-model");
+    if !(m.url.is_empty() || m.url.starts_with("ws://") || m.url.starts_with("wss://")) {
+        problem(
+            "model.url",
+            format!("{:?} is not a ws:// or wss:// URL", m.url),
+            "e.g. \"ws://127.0.0.1:9300\" for a separate baton mock-model",
+        );
     }
     match m.backend {
         BackendKind::Mock => {
             if !m.scenario.is_empty() {
                 let p = path.parent().unwrap_or(Path::new(".")).join(&m.scenario);
                 if !p.exists() {
-                    problem("model.scenario", format!("{} does not exist", p.display()), "give a scenario path relative to this config file, or remove the key to use the built-in script");
+                    problem(
+                        "model.scenario",
+                        format!("{} does not exist", p.display()),
+                        "give a scenario path relative to this config file, or remove the key to use the built-in script",
+                    );
                 }
             }
         }
@@ -296,10 +356,18 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             if m.credential_env.is_empty() {
                 problem(
                     "model.credential_env",
-                    format!("backend {:?} needs a credential but no environment variable is named", m.backend).to_lowercase(),
+                    format!(
+                        "backend {:?} needs a credential but no environment variable is named",
+                        m.backend
+                    )
+                    .to_lowercase(),
                     "name the variable that holds it, e.g. credential_env = \"GEMINI_API_KEY\" (never put the key in this file)",
                 );
-            } else if !m.credential_env.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+            } else if !m
+                .credential_env
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+            {
                 problem(
                     "model.credential_env",
                     "must be the NAME of an environment variable, not a credential".into(),
@@ -307,20 +375,34 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
                 );
             }
             if m.backend == BackendKind::Vertex && m.url.is_empty() {
-                problem("model.url", "vertex needs the regional endpoint".into(), "e.g. url = \"wss://us-central1-aiplatform.googleapis.com\"");
+                problem(
+                    "model.url",
+                    "vertex needs the regional endpoint".into(),
+                    "e.g. url = \"wss://us-central1-aiplatform.googleapis.com\"",
+                );
             }
         }
     }
     let t = &c.twilio;
-    if !t.auth_token_env.is_empty() && !t.auth_token_env.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_') {
+    if !t.auth_token_env.is_empty()
+        && !t
+            .auth_token_env
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+    {
         problem(
             "twilio.auth_token_env",
             "must be the NAME of an environment variable, not the token".into(),
             "write e.g. auth_token_env = \"TWILIO_AUTH_TOKEN\" and export the token in that variable",
         );
     }
-    if !t.account_sid.is_empty() && !(t.account_sid.starts_with("AC") && t.account_sid.len() == 34) {
-        problem("twilio.account_sid", format!("{:?} is not a Twilio account SID", t.account_sid), "copy it from the Twilio console: \"AC\" followed by 32 hex digits");
+    let sid_ok = t.account_sid.starts_with("AC") && t.account_sid.len() == 34;
+    if !(t.account_sid.is_empty() || sid_ok) {
+        problem(
+            "twilio.account_sid",
+            format!("{:?} is not a Twilio account SID", t.account_sid),
+            "copy it from the Twilio console: \"AC\" followed by 32 hex digits",
+        );
     }
     listen
 }
@@ -346,7 +428,11 @@ mod tests {
 
     #[test]
     fn public_url_makes_the_wss_stream_url() {
-        let l = parse("[server]\npublic_url = \"https://b.example.com/\"\n", Path::new("c.toml")).unwrap();
+        let l = parse(
+            "[server]\npublic_url = \"https://b.example.com/\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
         assert_eq!(l.twilio_stream_url(), "wss://b.example.com/twilio");
     }
 
@@ -368,10 +454,23 @@ mod tests {
         let keys: Vec<_> = p.iter().map(|p| p.key.as_str()).collect();
         assert_eq!(
             keys,
-            ["server.listen", "server.public_url", "limits.max_calls", "model.credential_env", "twilio.auth_token_env"]
+            [
+                "server.listen",
+                "server.public_url",
+                "limits.max_calls",
+                "model.credential_env",
+                "twilio.auth_token_env"
+            ]
         );
-        let text = ConfigError::Invalid { path: "/tmp/x/baton.toml".into(), problems: p }.to_string();
-        assert!(text.starts_with("/tmp/x/baton.toml: 5 problem(s)"), "{text}");
+        let text = ConfigError::Invalid {
+            path: "/tmp/x/baton.toml".into(),
+            problems: p,
+        }
+        .to_string();
+        assert!(
+            text.starts_with("/tmp/x/baton.toml: 5 problem(s)"),
+            "{text}"
+        );
         assert!(text.contains("fix:"));
     }
 

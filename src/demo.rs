@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::call::backend::ModelBackend;
 use crate::call::metrics::{Summary, round2, summarize};
 use crate::call::{self, CallOptions, CallReport};
 use crate::leg::fixture::{FixtureCaller, LegCodec};
 use crate::mock;
 use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secret};
-use crate::call::backend::ModelBackend;
 use crate::model::gemini::session::{self, SessionConfig};
 
 /// Options of one demo run.
@@ -112,13 +112,21 @@ pub struct P99 {
 
 impl From<Summary> for P95 {
     fn from(s: Summary) -> Self {
-        P95 { p50: s.p50.map(round2), p95: s.p95.map(round2), max: s.max.map(round2) }
+        P95 {
+            p50: s.p50.map(round2),
+            p95: s.p95.map(round2),
+            max: s.max.map(round2),
+        }
     }
 }
 
 impl From<Summary> for P99 {
     fn from(s: Summary) -> Self {
-        P99 { p50: s.p50.map(round2), p99: s.p99.map(round2), max: s.max.map(round2) }
+        P99 {
+            p50: s.p50.map(round2),
+            p99: s.p99.map(round2),
+            max: s.max.map(round2),
+        }
     }
 }
 
@@ -141,9 +149,14 @@ pub struct DemoOutcome {
 pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
     let realtime = args.realtime || args.model_url.is_some();
     let rt = if realtime {
-        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
     } else {
-        tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
     }
     .map_err(|e| DemoError::Runtime(e.to_string()))?;
     rt.block_on(run_async(args, realtime))
@@ -153,7 +166,10 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
     let scenario_path = args.scenario.clone().unwrap_or_else(default_scenario);
     let scenario =
         mock::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
-    let caller_wav = scenario.caller.clone().ok_or_else(|| DemoError::NoCaller(scenario_path.clone()))?;
+    let caller_wav = scenario
+        .caller
+        .clone()
+        .ok_or_else(|| DemoError::NoCaller(scenario_path.clone()))?;
     let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
     let silence = scenario.timing.silence;
 
@@ -166,9 +182,14 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
     let mut _server = None;
     let backend = match (&args.model_url, realtime) {
         (Some(url), _) => {
-            let key = std::env::var(&args.api_key_env).ok().filter(|k| !k.is_empty()).map(Secret::new);
+            let key = std::env::var(&args.api_key_env)
+                .ok()
+                .filter(|k| !k.is_empty())
+                .map(Secret::new);
             if key.is_none() && url.starts_with(DEVELOPER_API_BASE) {
-                return Err(DemoError::MissingKey { var: args.api_key_env.clone() });
+                return Err(DemoError::MissingKey {
+                    var: args.api_key_env.clone(),
+                });
             }
             ModelBackend::Remote(Endpoint::new(url, Backend::DeveloperApi, "v1beta", key)?)
         }
@@ -186,15 +207,26 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
 
     let session = backend.open(&session_cfg).await?;
     let (leg, recording) = fixture.spawn();
-    let report = call::run(leg, session, CallOptions { caller_silence: silence, ..Default::default() }).await?;
+    let report = call::run(
+        leg,
+        session,
+        CallOptions {
+            caller_silence: silence,
+            ..Default::default()
+        },
+    )
+    .await?;
     let recording = recording.await.unwrap_or_default();
 
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| DemoError::Output { path: args.out.clone(), reason: e.to_string() })?;
+    std::fs::create_dir_all(&args.out).map_err(|e| DemoError::Output {
+        path: args.out.clone(),
+        reason: e.to_string(),
+    })?;
     let wav_path = args.out.join("call.wav");
-    recording
-        .write(&wav_path)
-        .map_err(|e| DemoError::Output { path: wav_path.clone(), reason: e.to_string() })?;
+    recording.write(&wav_path).map_err(|e| DemoError::Output {
+        path: wav_path.clone(),
+        reason: e.to_string(),
+    })?;
     let summary = DemoSummary {
         calls: 1,
         turns: report.turns.len(),
@@ -211,8 +243,10 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
     };
     let json_path = args.out.join("summary.json");
     let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
-    std::fs::write(&json_path, format!("{json}\n"))
-        .map_err(|e| DemoError::Output { path: json_path.clone(), reason: e.to_string() })?;
+    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
+        path: json_path.clone(),
+        reason: e.to_string(),
+    })?;
     Ok(DemoOutcome { summary, report })
 }
 
@@ -221,13 +255,18 @@ pub fn render(outcome: &DemoOutcome) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let r = &outcome.report;
-    let _ = writeln!(s, "turn  caller speech (s)   agent audio (s)     first_audio  what was said");
+    let _ = writeln!(
+        s,
+        "turn  caller speech (s)   agent audio (s)     first_audio  what was said"
+    );
     for t in &r.turns {
         let agent = match (t.agent_start_ms, t.agent_end_ms) {
             (Some(a), Some(b)) => format!("{:>6.2} – {:<6.2}", a / 1000.0, b / 1000.0),
             _ => format!("{:^15}", "(no reply)"),
         };
-        let v2v = t.first_audio_ms.map_or("—".to_owned(), |v| format!("{v:.0} ms"));
+        let v2v = t
+            .first_audio_ms
+            .map_or("—".to_owned(), |v| format!("{v:.0} ms"));
         let _ = writeln!(
             s,
             "{:>4}  {:>6.2} – {:<6.2}  {agent}  {v2v:>11}  caller: {}",
@@ -236,15 +275,30 @@ pub fn render(outcome: &DemoOutcome) -> String {
             t.caller_end_ms / 1000.0,
             quote(&t.caller_text),
         );
-        let _ = writeln!(s, "{:>55}agent:  {}{}", "", quote(&t.agent_text), if t.interrupted { " [interrupted]" } else { "" });
+        let _ = writeln!(
+            s,
+            "{:>55}agent:  {}{}",
+            "",
+            quote(&t.agent_text),
+            if t.interrupted { " [interrupted]" } else { "" }
+        );
     }
     let _ = writeln!(s);
-    let _ = writeln!(s, "figure               p50       p95/p99   max       samples");
+    let _ = writeln!(
+        s,
+        "figure               p50       p95/p99   max       samples"
+    );
     let row = |name: &str, v: &[f64], tail: f64| {
         let sm = summarize(v);
         let f = |x: Option<f64>| x.map_or("—".to_owned(), |x| format!("{x:.2}"));
         let tailv = if tail >= 99.0 { sm.p99 } else { sm.p95 };
-        format!("{name:<20} {:<9} {:<9} {:<9} {}\n", f(sm.p50), f(tailv), f(sm.max), v.len())
+        format!(
+            "{name:<20} {:<9} {:<9} {:<9} {}\n",
+            f(sm.p50),
+            f(tailv),
+            f(sm.max),
+            v.len()
+        )
     };
     s.push_str(&row("first_audio_ms", &r.first_audio_ms, 95.0));
     s.push_str(&row("uplink_added_ms", &r.uplink_added_ms, 99.0));
@@ -262,14 +316,27 @@ pub fn render(outcome: &DemoOutcome) -> String {
         r.late_ticks
     );
     if !r.protocol_errors.is_empty() {
-        let _ = writeln!(s, "{} model frames could not be used: {}", r.protocol_errors.len(), r.protocol_errors[0]);
+        let _ = writeln!(
+            s,
+            "{} model frames could not be used: {}",
+            r.protocol_errors.len(),
+            r.protocol_errors[0]
+        );
     }
     let _ = writeln!(s, "call ended: {}", r.end_reason);
-    let _ = writeln!(s, "recording: {} (left = caller, right = agent as heard)", outcome.summary.recording);
+    let _ = writeln!(
+        s,
+        "recording: {} (left = caller, right = agent as heard)",
+        outcome.summary.recording
+    );
     s
 }
 
 fn quote(t: &str) -> String {
     let t = t.trim();
-    if t.is_empty() { "—".into() } else { format!("\"{t}\"") }
+    if t.is_empty() {
+        "—".into()
+    } else {
+        format!("\"{t}\"")
+    }
 }

@@ -14,12 +14,16 @@ use baton::mock::cli::MockModelArgs;
 /// the model's audio is played back to the caller on a steady 20 ms clock, and every step is
 /// measured.
 #[derive(Parser)]
-#[command(name = "baton", version, after_help = "Examples:\n  \
+#[command(
+    name = "baton",
+    version,
+    after_help = "Examples:\n  \
     baton demo                       # one bundled call against the embedded mock model\n  \
     baton demo --realtime --json     # the same at real pace, summary as JSON\n  \
     baton mock-model --listen 127.0.0.1:9300\n                                   \
     # a Gemini-Live-protocol mock for any client\n\n\
-    Logging: set BATON_LOG (e.g. BATON_LOG=debug); logs go to stderr.")]
+    Logging: set BATON_LOG (e.g. BATON_LOG=debug); logs go to stderr."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -54,7 +58,10 @@ fn main() -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
@@ -68,7 +75,9 @@ fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
 }
 
 fn run_mock(args: MockModelArgs) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(baton::mock::cli::run(args))?;
     Ok(())
 }

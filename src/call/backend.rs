@@ -30,14 +30,18 @@ impl ModelBackend {
                 )?;
                 session::connect(&endpoint, Transport::InMemory(stream), config).await
             }
-            ModelBackend::Remote(endpoint) => session::connect(endpoint, Transport::Network, config).await,
+            ModelBackend::Remote(endpoint) => {
+                session::connect(endpoint, Transport::Network, config).await
+            }
         }
     }
 
     /// A short description for logs (never a credential).
     pub fn describe(&self) -> String {
         match self {
-            ModelBackend::InProcessMock(o) => format!("embedded mock (scenario {:?})", o.scenario.name),
+            ModelBackend::InProcessMock(o) => {
+                format!("embedded mock (scenario {:?})", o.scenario.name)
+            }
             ModelBackend::Remote(e) => e.url.clone(),
         }
     }

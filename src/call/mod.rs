@@ -37,7 +37,11 @@ pub struct CallOptions {
 
 impl Default for CallOptions {
     fn default() -> Self {
-        CallOptions { caller_silence: Duration::from_millis(500), agent: 0, hangup: None }
+        CallOptions {
+            caller_silence: Duration::from_millis(500),
+            agent: 0,
+            hangup: None,
+        }
     }
 }
 
@@ -99,33 +103,6 @@ pub async fn run(
                 let _ = leg.commands.send(LegCommand::Hangup);
                 session.send(Outbound::Close);
                 break "server is shutting down".to_owned();
-            }
-            _ = sleep_until(deadline) => {
-                let now = Instant::now();
-                while let Some(played) = playout.poll_frame(now.into_std()) {
-                    if let Some(cs) = played.chunk_start {
-                        let waited = now.into_std().saturating_duration_since(cs.received_at);
-                        report.downlink_added_ms.push(ms(waited.saturating_sub(cs.ahead)));
-                    }
-                    if played.kind == PlayedKind::Voice {
-                        let ts_ms = ms(played.frame.ts);
-                        if let Some((idx, end)) = awaiting_first_audio.take() {
-                            let v2v = ms(now.saturating_duration_since(end));
-                            report.first_audio_ms.push(v2v);
-                            if let Some(t) = report.turns.get_mut(idx) {
-                                t.first_audio_ms = Some(v2v);
-                                t.agent_start_ms = Some(ts_ms);
-                            }
-                            current = Some(idx);
-                        }
-                        if let Some(t) = current.and_then(|i| report.turns.get_mut(i)) {
-                            t.agent_end_ms = Some(ts_ms + ms(played.frame.duration()));
-                        }
-                    }
-                    if leg_open && leg.commands.send(LegCommand::Play { frame: played.frame, kind: played.kind }).is_err() {
-                        leg_open = false;
-                    }
-                }
             }
             ev = leg.events.recv(), if leg_open => match ev {
                 Some(LegEvent::Frame { frame, received_at }) => {
@@ -253,6 +230,33 @@ pub async fn run(
                     break "model session ended".to_owned();
                 }
             },
+            _ = sleep_until(deadline) => {
+                let now = Instant::now();
+                while let Some(played) = playout.poll_frame(now.into_std()) {
+                    if let Some(cs) = played.chunk_start {
+                        let waited = now.into_std().saturating_duration_since(cs.received_at);
+                        report.downlink_added_ms.push(ms(waited.saturating_sub(cs.ahead)));
+                    }
+                    if played.kind == PlayedKind::Voice {
+                        let ts_ms = ms(played.frame.ts);
+                        if let Some((idx, end)) = awaiting_first_audio.take() {
+                            let v2v = ms(now.saturating_duration_since(end));
+                            report.first_audio_ms.push(v2v);
+                            if let Some(t) = report.turns.get_mut(idx) {
+                                t.first_audio_ms = Some(v2v);
+                                t.agent_start_ms = Some(ts_ms);
+                            }
+                            current = Some(idx);
+                        }
+                        if let Some(t) = current.and_then(|i| report.turns.get_mut(i)) {
+                            t.agent_end_ms = Some(ts_ms + ms(played.frame.duration()));
+                        }
+                    }
+                    if leg_open && leg.commands.send(LegCommand::Play { frame: played.frame, kind: played.kind }).is_err() {
+                        leg_open = false;
+                    }
+                }
+            }
         }
     };
     // Late `Written` reports for frames sent just before the end.

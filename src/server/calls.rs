@@ -60,12 +60,19 @@ impl CallRegistry {
             if n >= self.inner.max {
                 return None;
             }
-            match self.inner.active.compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Acquire) {
+            match self
+                .inner
+                .active
+                .compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => break,
                 Err(actual) => n = actual,
             }
         }
-        Some(CallSlot { inner: self.inner.clone(), hangup: self.inner.hangup.subscribe() })
+        Some(CallSlot {
+            inner: self.inner.clone(),
+            hangup: self.inner.hangup.subscribe(),
+        })
     }
 
     pub fn active(&self) -> usize {

@@ -55,7 +55,10 @@ fn env_secret(var: &str, key: &'static str) -> Result<Secret, ServeError> {
         .ok()
         .filter(|v| !v.is_empty())
         .map(Secret::new)
-        .ok_or_else(|| ServeError::MissingCredential { var: var.to_owned(), key })
+        .ok_or_else(|| ServeError::MissingCredential {
+            var: var.to_owned(),
+            key,
+        })
 }
 
 /// Builds the shared state from a validated config.
@@ -71,23 +74,48 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             };
             ModelBackend::InProcessMock(Arc::new(MockOptions::new(Arc::new(scenario))))
         }
-        BackendKind::Mock => ModelBackend::Remote(Endpoint::new(&c.model.url, Backend::DeveloperApi, "v1beta", None)?),
+        BackendKind::Mock => ModelBackend::Remote(Endpoint::new(
+            &c.model.url,
+            Backend::DeveloperApi,
+            "v1beta",
+            None,
+        )?),
         BackendKind::Gemini => {
             let key = env_secret(&c.model.credential_env, "model.credential_env")?;
-            let url = if c.model.url.is_empty() { DEVELOPER_API_BASE } else { &c.model.url };
-            let v = if c.model.api_version.is_empty() { "v1beta" } else { &c.model.api_version };
+            let url = if c.model.url.is_empty() {
+                DEVELOPER_API_BASE
+            } else {
+                &c.model.url
+            };
+            let v = if c.model.api_version.is_empty() {
+                "v1beta"
+            } else {
+                &c.model.api_version
+            };
             ModelBackend::Remote(Endpoint::new(url, Backend::DeveloperApi, v, Some(key))?)
         }
         BackendKind::Vertex => {
             let token = env_secret(&c.model.credential_env, "model.credential_env")?;
-            let v = if c.model.api_version.is_empty() { "v1beta1" } else { &c.model.api_version };
-            ModelBackend::Remote(Endpoint::new(&c.model.url, Backend::Vertex, v, Some(token))?)
+            let v = if c.model.api_version.is_empty() {
+                "v1beta1"
+            } else {
+                &c.model.api_version
+            };
+            ModelBackend::Remote(Endpoint::new(
+                &c.model.url,
+                Backend::Vertex,
+                v,
+                Some(token),
+            )?)
         }
     };
     let twilio_token = if c.twilio.auth_token_env.is_empty() || c.twilio.disable_signature_check {
         None
     } else {
-        Some(env_secret(&c.twilio.auth_token_env, "twilio.auth_token_env")?)
+        Some(env_secret(
+            &c.twilio.auth_token_env,
+            "twilio.auth_token_env",
+        )?)
     };
     let session = SessionConfig {
         model: c.model.model.clone(),
@@ -97,7 +125,14 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     };
     let stream_url = loaded.twilio_stream_url();
     let calls = CallRegistry::new(c.limits.max_calls);
-    Ok(Arc::new(AppState { loaded, backend, session, twilio_token, stream_url, calls }))
+    Ok(Arc::new(AppState {
+        loaded,
+        backend,
+        session,
+        twilio_token,
+        stream_url,
+        calls,
+    }))
 }
 
 /// The router: `/healthz`, `/twiml`, `/twilio`.
@@ -114,19 +149,29 @@ async fn healthz(State(app): State<Arc<AppState>>) -> impl IntoResponse {
         "active_calls": app.calls.active(),
         "max_calls": app.loaded.config.limits.max_calls,
     });
-    let code = if app.calls.draining() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    let code = if app.calls.draining() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
     (code, axum::Json(body))
 }
 
 /// Twilio's voice webhook fields passed on to the stream as `<Parameter>`s.
 const FORWARDED: [&str; 4] = ["From", "To", "CallSid", "Direction"];
 
-fn twiml_response(app: &AppState, fields: &std::collections::HashMap<String, String>) -> impl IntoResponse + use<> {
+fn twiml_response(
+    app: &AppState,
+    fields: &std::collections::HashMap<String, String>,
+) -> impl IntoResponse + use<> {
     let params: Vec<(String, String)> = FORWARDED
         .iter()
         .filter_map(|k| fields.get(*k).map(|v| ((*k).to_owned(), v.clone())))
         .collect();
-    ([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml::connect_stream(&app.stream_url, &params))
+    (
+        [(header::CONTENT_TYPE, "text/xml; charset=utf-8")],
+        twiml::connect_stream(&app.stream_url, &params),
+    )
 }
 
 async fn twiml_get(
@@ -159,14 +204,16 @@ pub async fn serve(
         tracing::info!(active = app2.calls.active(), "draining: refusing new calls");
         let _ = stop_tx.send(());
     };
-    let server = axum::serve(listener, router(app.clone()))
-        .with_graceful_shutdown(async move {
-            let _ = stop_rx.await;
-        });
+    let server = axum::serve(listener, router(app.clone())).with_graceful_shutdown(async move {
+        let _ = stop_rx.await;
+    });
     let server = tokio::spawn(server.into_future());
     signal.await;
     if !app.calls.wait_idle(drain).await {
-        tracing::warn!(active = app.calls.active(), "drain deadline passed: hanging up remaining calls");
+        tracing::warn!(
+            active = app.calls.active(),
+            "drain deadline passed: hanging up remaining calls"
+        );
         app.calls.hang_up_all();
         app.calls.wait_idle(Duration::from_secs(5)).await;
     }

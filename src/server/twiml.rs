@@ -21,8 +21,12 @@ pub fn xml_escape(s: &str) -> String {
 
 /// The TwiML document for a bidirectional stream to `stream_url`.
 pub fn connect_stream(stream_url: &str, parameters: &[(String, String)]) -> String {
-    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response>\n  <Connect>\n");
-    xml.push_str(&format!("    <Stream url=\"{}\">\n", xml_escape(stream_url)));
+    let mut xml =
+        String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response>\n  <Connect>\n");
+    xml.push_str(&format!(
+        "    <Stream url=\"{}\">\n",
+        xml_escape(stream_url)
+    ));
     for (name, value) in parameters {
         xml.push_str(&format!(
             "      <Parameter name=\"{}\" value=\"{}\"/>\n",
@@ -42,7 +46,10 @@ mod tests {
     fn document_shape_and_escaping() {
         let x = connect_stream(
             "wss://b.example.com/twilio",
-            &[("From".into(), "+1555<&>".into()), ("q".into(), "\"x\"".into())],
+            &[
+                ("From".into(), "+1555<&>".into()),
+                ("q".into(), "\"x\"".into()),
+            ],
         );
         assert!(x.contains("<Stream url=\"wss://b.example.com/twilio\">"));
         assert!(x.contains("<Parameter name=\"From\" value=\"+1555&lt;&amp;&gt;\"/>"));
