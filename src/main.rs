@@ -4,8 +4,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use std::path::PathBuf;
+
+use baton::config::{self, LogFormat};
 use baton::demo::{self, DemoArgs};
 use baton::mock::cli::MockModelArgs;
+use baton::server;
 
 /// baton — a real-time voice pipeline daemon.
 ///
@@ -37,14 +41,45 @@ enum Cmd {
     /// Serve the embedded Gemini-Live-protocol mock model on a socket, for baton or any client
     /// (including the official google-genai SDK over wss://).
     MockModel(MockModelArgs),
+    /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio) connect, each call is
+    /// carried to the configured model and back.
+    Serve(ServeArgs),
+    /// Validate a config file; every problem is reported with its key and how to fix it.
+    #[command(after_help = "Example:\n  baton check-config config/baton.toml")]
+    CheckConfig {
+        /// The TOML config file.
+        file: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+    baton serve --config config/baton.toml                 # embedded mock, 127.0.0.1:8080\n  \
+    baton serve --config config/baton.toml --listen 0.0.0.0:8080\n\n\
+    Point a Twilio number's voice webhook at https://<public_url>/twiml; it answers with\n\
+    <Connect><Stream url=\"wss://<public_url>/twilio\">. Health: GET /healthz.")]
+struct ServeArgs {
+    /// The TOML config file (see config/baton.toml).
+    #[arg(long, value_name = "FILE", default_value = "config/baton.toml")]
+    config: PathBuf,
+    /// Listen address; overrides server.listen.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
 }
 
 fn main() -> ExitCode {
-    init_logging();
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Demo(args) => run_demo(&args),
-        Cmd::MockModel(args) => run_mock(args),
+        Cmd::Demo(args) => {
+            init_logging("warn", LogFormat::Human);
+            run_demo(&args)
+        }
+        Cmd::MockModel(args) => {
+            init_logging("info", LogFormat::Human);
+            run_mock(args)
+        }
+        Cmd::Serve(args) => run_serve(args),
+        Cmd::CheckConfig { file } => check_config(&file),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -55,13 +90,66 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+/// Logs go to stderr; BATON_LOG overrides the level.
+fn init_logging(default_level: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
+    let loaded = config::load(file)?;
+    let c = &loaded.config;
+    println!("{}: ok", file.display());
+    println!(
+        "  listen {} · model backend {:?} · max {} calls",
+        loaded.listen, c.model.backend, c.limits.max_calls
+    );
+    println!("  twilio stream URL {}", loaded.twilio_stream_url());
+    if c.twilio.auth_token_env.is_empty() || c.twilio.disable_signature_check {
+        println!("  X-Twilio-Signature checking is OFF (no twilio.auth_token_env)");
+    } else {
+        println!(
+            "  X-Twilio-Signature required (token from ${})",
+            c.twilio.auth_token_env
+        );
+    }
+    Ok(())
+}
+
+fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut loaded = config::load(&args.config)?;
+    if let Some(listen) = args.listen {
+        loaded.listen = listen;
+        loaded.config.server.listen = listen.to_string();
+    }
+    init_logging(&loaded.config.log.level, loaded.config.log.format);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listen = loaded.listen;
+        let app = server::state(loaded)?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+        let addr = listener.local_addr()?;
+        println!(
+            "baton serve listening on http://{addr} (model: {}; twilio stream {})",
+            app.backend.describe(),
+            app.stream_url
+        );
+        tracing::info!(%addr, model = %app.backend.describe(), "serving");
+        server::serve(app, listener, server::termination_signal()).await?;
+        tracing::info!("stopped");
+        anyhow::Ok(())
+    })
 }
 
 fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
