@@ -29,6 +29,7 @@ use super::listen::{self, Heard, Listener};
 use super::scenario::{Scenario, Turn};
 use super::setup::{self, Backend, Behavior, Endpoint, Profile, SessionConfig};
 use super::speak::{self, ReplyStream, Rng, content};
+use super::timers::{Timer, Timers};
 use crate::model::gemini::wire::{
     ClientContent, ClientMessage, Content, ContextUpdate, FunctionCall, RealtimeInput,
     ServerContent, ServerMessage, SetupComplete, ToolCall, ToolCallCancellation, ToolResponse,
@@ -44,46 +45,6 @@ pub enum Outgoing {
     Message(ServerMessage),
     /// Close the WebSocket with this code and reason; the session is over.
     Close { code: u16, reason: String },
-}
-
-/// The session's timers, one slot each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Timer {
-    /// The model starts its reply (tool call or first audio).
-    Reply = 0,
-    /// The next burst of audio chunks.
-    Burst = 1,
-    /// The client has played the reply: send `turnComplete`.
-    TurnComplete = 2,
-}
-
-const TIMERS: [Timer; 3] = [Timer::Reply, Timer::Burst, Timer::TurnComplete];
-
-#[derive(Debug, Default)]
-struct Timers([Option<Instant>; 3]);
-
-impl Timers {
-    fn set(&mut self, t: Timer, at: Instant) {
-        self.0[t as usize] = Some(at);
-    }
-    fn stop(&mut self, t: Timer) {
-        self.0[t as usize] = None;
-    }
-    fn stop_all(&mut self) {
-        self.0 = Default::default();
-    }
-    fn next(&self) -> Option<Instant> {
-        self.0.iter().flatten().min().copied()
-    }
-    /// The earliest timer due at `now`, disarmed.
-    fn pop_due(&mut self, now: Instant) -> Option<Timer> {
-        let t = TIMERS
-            .into_iter()
-            .filter(|&t| self.0[t as usize].is_some_and(|at| at <= now))
-            .min_by_key(|&t| self.0[t as usize])?;
-        self.stop(t);
-        Some(t)
-    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -200,11 +161,13 @@ impl MockSession {
         if self.closed {
             return;
         }
+        // Re-checked here: the fields are public, so the length limit may not have been applied.
+        let rejection = Rejection::new(rejection.code, rejection.reason);
         self.closed = true;
         self.timers.stop_all();
         self.out.push_back(Outgoing::Close {
             code: rejection.code,
-            reason: close_reason(rejection.reason),
+            reason: rejection.reason,
         });
     }
 
@@ -280,7 +243,7 @@ impl MockSession {
         let silence = config.silence.unwrap_or(self.scenario.timing.silence);
         self.listener = Some(Listener::new(config.auto_vad, silence));
         if let Some(si) = &config.system_instruction {
-            self.prompt_tokens += text_tokens(si);
+            self.prompt_tokens += speak::text_tokens(si);
         }
         self.config = Some(config);
         self.send(ServerMessage {
@@ -355,7 +318,7 @@ impl MockSession {
             }
         }
         for t in turns {
-            self.prompt_tokens += text_tokens(&t);
+            self.prompt_tokens += speak::text_tokens(&t);
             self.history.push(t);
         }
         if cc.turn_complete == Some(true) {
@@ -642,31 +605,6 @@ impl MockSession {
     }
 }
 
-/// Rough token count of a text content (4 characters a token).
-fn text_tokens(c: &Content) -> u64 {
-    let chars: usize = c
-        .parts
-        .iter()
-        .filter_map(|p| p.text.as_deref())
-        .map(str::len)
-        .sum();
-    (chars as u64).div_ceil(4)
-}
-
-/// A WebSocket close reason is at most 123 bytes; longer ones are cut at a character boundary.
-fn close_reason(mut reason: String) -> String {
-    const MAX: usize = 123;
-    if reason.len() > MAX {
-        let mut cut = MAX - '…'.len_utf8();
-        while !reason.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        reason.truncate(cut);
-        reason.push('…');
-    }
-    reason
-}
-
 #[cfg(test)]
-#[path = "engine_tests.rs"]
+#[path = "engine_tests/mod.rs"]
 mod tests;
