@@ -1,1 +1,316 @@
-//! (placeholder)
+//! The playout clock: a sans-IO state machine that queues the model's bursty audio and releases
+//! exactly one 20 ms frame per tick to the caller leg, whatever arrives when.
+//!
+//! It never reads a clock; every call that depends on time takes `now`. Ticks fall at `start`,
+//! `start + 20 ms`, ... and frame `n` carries media timestamp `n × 20 ms`.
+//!
+//! Queued audio is kept as a sample ring plus two small side queues: one mark per pushed chunk
+//! (for [`ChunkStart`] latency reporting) and one segment per run of consecutive audio from the
+//! same turn (for underrun accounting and turn boundaries). The tick path does not allocate except
+//! for the returned frame's buffer, which [`Playout::recycle`] lets the caller hand back.
+//!
+//! Rules:
+//! * Within a turn, chunks are played back to back: a frame can hold the tail of one chunk and the
+//!   head of the next.
+//! * A frame never mixes two turns. When a turn's audio runs out mid-frame and the turn has ended
+//!   (or another turn's audio is queued behind it), the partial frame is padded with silence. If the
+//!   turn is still open and nothing else is queued, the partial frame is held back for the rest of
+//!   the turn's audio and the tick is an underrun: a hole inside a frame would be a click, the
+//!   underrun is a gap either way.
+//! * A turn is being spoken from its first pushed audio until it has ended ([`Playout::end_turn`])
+//!   and its audio has been played, or until a later turn's audio starts playing. A tick with no
+//!   playable audio while a turn is being spoken is an [`PlayedKind::Underrun`]; otherwise it is
+//!   plain [`PlayedKind::Silence`].
+//! * Only [`Playout::flush`] discards audio; a handoff to another turn or agent never does.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::frame::{FRAME_MS, Frame, samples_per_frame};
+
+const TICK: Duration = Duration::from_millis(FRAME_MS as u64);
+
+/// Which agent and which model turn produced some audio.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TurnTag {
+    /// The agent (model session) that spoke.
+    pub agent: u32,
+    /// The model turn within that agent's session.
+    pub turn: u64,
+}
+
+/// What a released frame carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PlayedKind {
+    /// Model audio (possibly padded with silence at the end of a turn).
+    Voice,
+    /// Silence while no turn is being spoken.
+    Silence,
+    /// Silence because a turn being spoken has no audio ready: a glitch the caller hears.
+    Underrun,
+}
+
+/// Reported on the frame that plays the first sample of a pushed chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkStart {
+    /// When the chunk arrived at baton.
+    pub received_at: Instant,
+    /// Audio that was queued ahead of the chunk when it was pushed.
+    pub ahead: Duration,
+}
+
+/// One released frame.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Played {
+    /// The 20 ms of audio for this tick, at the playout rate.
+    pub frame: Frame,
+    /// Voice, silence or underrun.
+    pub kind: PlayedKind,
+    /// For `Voice`, the turn whose audio the frame carries; for `Underrun`, the turn that ran dry;
+    /// `None` for `Silence`.
+    pub tag: Option<TurnTag>,
+    /// Set on the frame holding the first sample of a pushed chunk, so that
+    /// `downlink_added = (tick time - received_at) - ahead`. If one frame holds the starts of
+    /// several chunks, the earliest chunk is reported.
+    pub chunk_start: Option<ChunkStart>,
+}
+
+/// Running counts; `frames == voice_frames + silence_frames + underruns`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlayoutStats {
+    /// Frames released.
+    pub frames: u64,
+    /// Frames carrying model audio.
+    pub voice_frames: u64,
+    /// Frames of plain silence (no turn being spoken); underruns are not included.
+    pub silence_frames: u64,
+    /// Silent frames released while a turn was being spoken.
+    pub underruns: u64,
+    /// Frames released a full tick or more after their deadline.
+    pub late_ticks: u64,
+    /// Samples discarded by [`Playout::flush`].
+    pub flushed_samples: u64,
+}
+
+/// The first sample of a pushed chunk, by absolute sample position.
+#[derive(Clone, Copy, Debug)]
+struct Mark {
+    pos: u64,
+    received_at: Instant,
+    ahead: Duration,
+}
+
+/// A run of consecutive queued audio from one turn, ending at absolute position `end`.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    tag: TurnTag,
+    end: u64,
+    ended: bool,
+}
+
+/// The playout clock for one caller leg.
+#[derive(Debug)]
+pub struct Playout {
+    rate: u32,
+    spf: usize,
+    start: Instant,
+    /// Index of the next tick to release.
+    next_tick: u64,
+    queue: VecDeque<i16>,
+    /// Absolute position of `queue[0]` (samples pushed before it were played or flushed).
+    head: u64,
+    marks: VecDeque<Mark>,
+    segments: VecDeque<Segment>,
+    /// The most recent turn `end_turn` was called for, so audio pushed for it afterwards does not
+    /// reopen it.
+    last_ended: Option<TurnTag>,
+    speaking: Option<TurnTag>,
+    stats: PlayoutStats,
+    spare: Option<Vec<i16>>,
+}
+
+impl Playout {
+    /// A playout clock at `rate` Hz (the leg's rate; a multiple of 1000 Hz, as `samples_per_frame`
+    /// assumes) whose ticks fall at `start`, `start + 20 ms`, ...
+    pub fn new(rate: u32, start: Instant) -> Self {
+        let spf = samples_per_frame(rate);
+        Self {
+            rate: rate.max(1),
+            spf,
+            start,
+            next_tick: 0,
+            queue: VecDeque::with_capacity(spf * 50),
+            head: 0,
+            marks: VecDeque::with_capacity(16),
+            segments: VecDeque::with_capacity(4),
+            last_ended: None,
+            speaking: None,
+            stats: PlayoutStats::default(),
+            spare: None,
+        }
+    }
+
+    /// Queues model audio (already at the playout rate) produced by turn `tag`. `received_at` is
+    /// when the model chunk arrived at baton.
+    pub fn push(&mut self, samples: &[i16], tag: TurnTag, received_at: Instant) {
+        if samples.is_empty() {
+            return;
+        }
+        let pos = self.tail();
+        self.marks.push_back(Mark {
+            pos,
+            received_at,
+            ahead: self.samples_to_duration(self.queue.len()),
+        });
+        self.queue.extend(samples);
+        let end = self.tail();
+        match self.segments.back_mut() {
+            Some(seg) if seg.tag == tag => seg.end = end,
+            _ => self.segments.push_back(Segment {
+                tag,
+                end,
+                ended: self.last_ended == Some(tag),
+            }),
+        }
+    }
+
+    /// The model finished generating `tag`'s turn: running dry after its queued audio is not an
+    /// underrun.
+    pub fn end_turn(&mut self, tag: TurnTag) {
+        for seg in self.segments.iter_mut().filter(|s| s.tag == tag) {
+            seg.ended = true;
+        }
+        self.last_ended = Some(tag);
+    }
+
+    /// The next tick deadline: the next 20 ms boundary not yet released.
+    pub fn poll_timeout(&self) -> Instant {
+        self.deadline(self.next_tick)
+    }
+
+    /// Releases the frame for the next tick if it is due (`now >= poll_timeout()`), else `None`.
+    /// When `now` is several ticks late, each call releases one frame (call again until `None`);
+    /// a frame released a full tick or more past its deadline counts in `stats().late_ticks`.
+    pub fn poll_frame(&mut self, now: Instant) -> Option<Played> {
+        let deadline = self.deadline(self.next_tick);
+        if now < deadline {
+            return None;
+        }
+        if now >= deadline + TICK {
+            self.stats.late_ticks += 1;
+        }
+        let ts = Duration::from_millis(self.next_tick * u64::from(FRAME_MS));
+        self.next_tick += 1;
+
+        self.prune();
+        let mut samples = self.spare.take().unwrap_or_default();
+        samples.clear();
+        let (kind, tag, taken) = match self.segments.front() {
+            None => (PlayedKind::Silence, None, 0),
+            Some(seg) => {
+                let avail = seg.end.saturating_sub(self.head) as usize;
+                let turn_complete = seg.ended || self.segments.len() > 1;
+                if avail >= self.spf {
+                    (PlayedKind::Voice, Some(seg.tag), self.spf)
+                } else if avail > 0 && turn_complete {
+                    (PlayedKind::Voice, Some(seg.tag), avail)
+                } else {
+                    (PlayedKind::Underrun, Some(seg.tag), 0)
+                }
+            }
+        };
+        samples.extend(self.queue.drain(..taken));
+        samples.resize(self.spf, 0);
+        self.head += taken as u64;
+
+        let mut chunk_start = None;
+        while let Some(mark) = self.marks.front().copied() {
+            if mark.pos >= self.head {
+                break;
+            }
+            self.marks.pop_front();
+            chunk_start.get_or_insert(ChunkStart {
+                received_at: mark.received_at,
+                ahead: mark.ahead,
+            });
+        }
+
+        self.stats.frames += 1;
+        match kind {
+            PlayedKind::Voice => self.stats.voice_frames += 1,
+            PlayedKind::Silence => self.stats.silence_frames += 1,
+            PlayedKind::Underrun => self.stats.underruns += 1,
+        }
+        self.speaking = if kind == PlayedKind::Voice { tag } else { None };
+        Some(Played {
+            frame: Frame {
+                rate: self.rate,
+                ts,
+                samples,
+            },
+            kind,
+            tag,
+            chunk_start,
+        })
+    }
+
+    /// Barge-in: drops everything queued and forgets the turns being spoken, so the next tick is
+    /// plain silence. Returns the number of samples dropped. The only way audio is discarded.
+    pub fn flush(&mut self) -> usize {
+        let dropped = self.queue.len();
+        self.queue.clear();
+        self.head += dropped as u64;
+        self.marks.clear();
+        self.segments.clear();
+        self.speaking = None;
+        self.stats.flushed_samples += dropped as u64;
+        dropped
+    }
+
+    /// Audio queued and not yet released.
+    pub fn queued(&self) -> Duration {
+        self.samples_to_duration(self.queue.len())
+    }
+
+    /// Counters since construction.
+    pub fn stats(&self) -> PlayoutStats {
+        self.stats
+    }
+
+    /// The turn whose audio the last released frame carried, if it carried voice (`None` after a
+    /// flush).
+    pub fn speaking(&self) -> Option<TurnTag> {
+        self.speaking
+    }
+
+    /// Hands a released frame's buffer back so a later tick can reuse it instead of allocating.
+    pub fn recycle(&mut self, frame: Frame) {
+        if frame.samples.capacity() >= self.spf {
+            self.spare = Some(frame.samples);
+        }
+    }
+
+    /// Drops front segments that are fully played and no longer being spoken: ended, or followed
+    /// by a later turn's audio.
+    fn prune(&mut self) {
+        while let Some(seg) = self.segments.front() {
+            if seg.end <= self.head && (seg.ended || self.segments.len() > 1) {
+                self.segments.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn tail(&self) -> u64 {
+        self.head + self.queue.len() as u64
+    }
+
+    fn deadline(&self, tick: u64) -> Instant {
+        self.start + Duration::from_millis(tick * u64::from(FRAME_MS))
+    }
+
+    fn samples_to_duration(&self, n: usize) -> Duration {
+        Duration::from_nanos(n as u64 * 1_000_000_000 / u64::from(self.rate))
+    }
+}

@@ -1,0 +1,311 @@
+//! Playout clock under a virtual clock: steady cadence from bursty input, sample-exact content,
+//! underrun accounting, turn boundaries, flush, late ticks and chunk-start reporting.
+
+use std::time::{Duration, Instant};
+
+use baton::audio::playout::{ChunkStart, PlayedKind, Playout, TurnTag};
+
+const RATE: u32 = 8000;
+const SPF: usize = 160;
+const TICK: Duration = Duration::from_millis(20);
+
+const A: TurnTag = TurnTag { agent: 1, turn: 7 };
+const B: TurnTag = TurnTag { agent: 2, turn: 1 };
+
+fn tick(start: Instant, n: u64) -> Instant {
+    start + TICK * n as u32
+}
+
+/// Distinct, recognisable samples: position `i` of the test stream holds `(i % 30000) + 1`.
+fn ramp(from: usize, len: usize) -> Vec<i16> {
+    (from..from + len).map(|i| (i % 30000) as i16 + 1).collect()
+}
+
+/// Tiny deterministic PRNG so irregular schedules are reproducible.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % below
+    }
+}
+
+/// Polls exactly at tick `n`, checking the clock neither fires early nor twice.
+fn poll_at_tick(p: &mut Playout, start: Instant, n: u64) -> baton::audio::playout::Played {
+    let due = tick(start, n);
+    assert_eq!(p.poll_timeout(), due);
+    assert!(p.poll_frame(due - Duration::from_nanos(1)).is_none());
+    let played = p.poll_frame(due).expect("tick due");
+    assert!(p.poll_frame(due).is_none(), "second frame for one tick");
+    assert_eq!(played.frame.ts, TICK * n as u32);
+    assert_eq!(played.frame.rate, RATE);
+    assert_eq!(played.frame.samples.len(), SPF);
+    played
+}
+
+#[test]
+fn bursts_at_four_times_real_time_leave_at_steady_cadence() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    let total = 2 * RATE as usize; // 2 s of audio, pushed 80 ms per 20 ms of virtual time
+    let burst = 4 * SPF;
+    let mut pushed = 0;
+    let mut played = Vec::new();
+    // Tick 0 falls before any audio: plain silence.
+    assert_eq!(poll_at_tick(&mut p, start, 0).kind, PlayedKind::Silence);
+    for n in 0..200u64 {
+        // Model chunks land 7 ms after a tick, before the next one.
+        if pushed < total {
+            p.push(
+                &ramp(pushed, burst),
+                A,
+                tick(start, n) + Duration::from_millis(7),
+            );
+            pushed += burst;
+            if pushed == total {
+                p.end_turn(A);
+            }
+        }
+        let out = poll_at_tick(&mut p, start, n + 1);
+        match out.kind {
+            PlayedKind::Voice => {
+                assert_eq!(out.tag, Some(A));
+                played.extend_from_slice(&out.frame.samples);
+            }
+            PlayedKind::Silence => assert!(out.frame.samples.iter().all(|&s| s == 0)),
+            PlayedKind::Underrun => panic!("underrun at tick {}", n + 1),
+        }
+    }
+    assert_eq!(played, ramp(0, total));
+    let st = p.stats();
+    assert_eq!(st.voice_frames, (total / SPF) as u64);
+    assert_eq!(st.frames, 201);
+    assert_eq!(st.silence_frames, 201 - st.voice_frames);
+    assert_eq!((st.underruns, st.late_ticks, st.flushed_samples), (0, 0, 0));
+    assert_eq!(p.queued(), Duration::ZERO);
+    assert_eq!(p.speaking(), None);
+}
+
+#[test]
+fn irregular_chunks_are_played_in_order_and_sample_exact() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    let mut rng = Lcg(42);
+    let total = 5 * RATE as usize;
+    // Keep at least 100 ms queued, topping up with chunks of 1..=2000 samples (not frame
+    // multiples) at irregular moments between ticks.
+    let mut pushed = 0;
+    let mut played = Vec::new();
+    for n in 0..400u64 {
+        while pushed < total && p.queued() < Duration::from_millis(100) {
+            let len = (1 + rng.next(2000) as usize).min(total - pushed);
+            let at = tick(start, n) + Duration::from_micros(rng.next(19_000));
+            p.push(&ramp(pushed, len), A, at);
+            pushed += len;
+        }
+        if pushed == total {
+            p.end_turn(A);
+        }
+        let out = poll_at_tick(&mut p, start, n);
+        if out.kind == PlayedKind::Voice {
+            played.extend_from_slice(&out.frame.samples);
+        }
+        assert_ne!(out.kind, PlayedKind::Underrun, "tick {n}");
+    }
+    // The last frame of the turn was padded with silence.
+    let pad = played.len() - total;
+    assert!(pad < SPF);
+    assert!(played[total..].iter().all(|&s| s == 0));
+    played.truncate(total);
+    assert_eq!(played, ramp(0, total));
+    assert_eq!(p.stats().underruns, 0);
+}
+
+#[test]
+fn underruns_are_counted_only_inside_a_turn() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    // Before any turn: silence, not counted.
+    assert_eq!(poll_at_tick(&mut p, start, 0).kind, PlayedKind::Silence);
+    assert_eq!(p.speaking(), None);
+
+    p.push(&ramp(0, 2 * SPF), A, tick(start, 0));
+    assert_eq!(poll_at_tick(&mut p, start, 1).kind, PlayedKind::Voice);
+    assert_eq!(p.speaking(), Some(A));
+    assert_eq!(poll_at_tick(&mut p, start, 2).kind, PlayedKind::Voice);
+    // Gap inside an unfinished turn: underruns, counted, tagged with the starving turn.
+    let u = poll_at_tick(&mut p, start, 3);
+    assert_eq!((u.kind, u.tag), (PlayedKind::Underrun, Some(A)));
+    assert!(u.frame.samples.iter().all(|&s| s == 0));
+    assert_eq!(p.speaking(), None);
+    assert_eq!(poll_at_tick(&mut p, start, 4).kind, PlayedKind::Underrun);
+    assert_eq!(p.stats().underruns, 2);
+
+    // The turn resumes, then ends; once drained the silence is not counted.
+    p.push(&ramp(2 * SPF, SPF), A, tick(start, 4));
+    p.end_turn(A);
+    let v = poll_at_tick(&mut p, start, 5);
+    assert_eq!(v.kind, PlayedKind::Voice);
+    assert_eq!(v.frame.samples, ramp(2 * SPF, SPF));
+    for n in 6..10 {
+        assert_eq!(poll_at_tick(&mut p, start, n).kind, PlayedKind::Silence);
+    }
+    let st = p.stats();
+    assert_eq!(
+        (st.frames, st.voice_frames, st.silence_frames, st.underruns),
+        (10, 3, 5, 2)
+    );
+}
+
+#[test]
+fn partial_frame_is_held_mid_turn_and_padded_at_turn_end() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    // 100 samples of an open turn: not a full frame, so the tick waits for more (an underrun).
+    p.push(&ramp(0, 100), A, start);
+    let u = poll_at_tick(&mut p, start, 0);
+    assert_eq!(u.kind, PlayedKind::Underrun);
+    assert_eq!(p.queued(), Duration::from_micros(12_500));
+    // The rest arrives: one frame assembled across the two chunks, nothing lost.
+    p.push(&ramp(100, 150), A, start);
+    let v = poll_at_tick(&mut p, start, 1);
+    assert_eq!(v.kind, PlayedKind::Voice);
+    assert_eq!(v.frame.samples, ramp(0, SPF));
+    // 90 samples left; the turn ends: they play, padded with silence.
+    p.end_turn(A);
+    let last = poll_at_tick(&mut p, start, 2);
+    assert_eq!(last.kind, PlayedKind::Voice);
+    assert_eq!(&last.frame.samples[..90], &ramp(SPF, 90)[..]);
+    assert!(last.frame.samples[90..].iter().all(|&s| s == 0));
+    assert_eq!(poll_at_tick(&mut p, start, 3).kind, PlayedKind::Silence);
+    assert_eq!(p.stats().underruns, 1);
+}
+
+#[test]
+fn handoff_between_turns_never_mixes_or_flushes() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    // Agent A's turn leaves 100 samples for its last frame; agent B's turn is queued behind it
+    // before A's generation-complete arrives.
+    p.push(&ramp(0, SPF + 100), A, start);
+    p.push(&ramp(1000, 2 * SPF), B, start);
+    let f0 = poll_at_tick(&mut p, start, 0);
+    assert_eq!((f0.kind, f0.tag), (PlayedKind::Voice, Some(A)));
+    assert_eq!(f0.frame.samples, ramp(0, SPF));
+    // A's tail is padded rather than joined with B's head.
+    let f1 = poll_at_tick(&mut p, start, 1);
+    assert_eq!((f1.kind, f1.tag), (PlayedKind::Voice, Some(A)));
+    assert_eq!(&f1.frame.samples[..100], &ramp(SPF, 100)[..]);
+    assert!(f1.frame.samples[100..].iter().all(|&s| s == 0));
+    for (n, k) in [(2, 0), (3, 1)] {
+        let f = poll_at_tick(&mut p, start, n);
+        assert_eq!((f.kind, f.tag), (PlayedKind::Voice, Some(B)));
+        assert_eq!(f.frame.samples, ramp(1000 + k * SPF, SPF));
+        assert_eq!(p.speaking(), Some(B));
+    }
+    // B never ended: running dry is an underrun of B. A was superseded, so it no longer counts.
+    let u = poll_at_tick(&mut p, start, 4);
+    assert_eq!((u.kind, u.tag), (PlayedKind::Underrun, Some(B)));
+    // A's late end_turn changes nothing; B's ends the underruns.
+    p.end_turn(A);
+    assert_eq!(poll_at_tick(&mut p, start, 5).kind, PlayedKind::Underrun);
+    p.end_turn(B);
+    assert_eq!(poll_at_tick(&mut p, start, 6).kind, PlayedKind::Silence);
+    assert_eq!(p.stats().flushed_samples, 0);
+    assert_eq!(p.stats().underruns, 2);
+}
+
+#[test]
+fn flush_drops_everything_and_next_tick_is_silence() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    p.push(&ramp(0, RATE as usize), A, start); // 1 s, turn still open
+    assert_eq!(poll_at_tick(&mut p, start, 0).kind, PlayedKind::Voice);
+    assert_eq!(poll_at_tick(&mut p, start, 1).kind, PlayedKind::Voice);
+    assert_eq!(p.queued(), Duration::from_millis(960));
+    let dropped = p.flush();
+    assert_eq!(dropped, RATE as usize - 2 * SPF);
+    assert_eq!(p.queued(), Duration::ZERO);
+    assert_eq!(p.speaking(), None);
+    let s = poll_at_tick(&mut p, start, 2);
+    assert_eq!((s.kind, s.tag), (PlayedKind::Silence, None));
+    assert!(s.frame.samples.iter().all(|&v| v == 0));
+    let st = p.stats();
+    assert_eq!((st.flushed_samples, st.underruns), (dropped as u64, 0));
+    assert_eq!(p.flush(), 0);
+
+    // The next turn plays normally after a flush.
+    p.push(&ramp(5000, SPF), B, start);
+    let v = poll_at_tick(&mut p, start, 3);
+    assert_eq!((v.kind, v.tag), (PlayedKind::Voice, Some(B)));
+    assert_eq!(v.frame.samples, ramp(5000, SPF));
+}
+
+#[test]
+fn late_now_releases_one_frame_per_call() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    p.push(&ramp(0, 10 * SPF), A, start);
+    let now = start + Duration::from_millis(65); // ticks 0, 1, 2, 3 are due
+    let mut got = Vec::new();
+    while let Some(f) = p.poll_frame(now) {
+        got.push(f);
+        assert!(got.len() <= 4, "released more frames than ticks due");
+    }
+    assert_eq!(got.len(), 4);
+    for (k, f) in got.iter().enumerate() {
+        assert_eq!(f.frame.ts, TICK * k as u32);
+        assert_eq!(f.frame.samples, ramp(k * SPF, SPF));
+    }
+    // Ticks 0-2 went out a full tick or more late; tick 3 (due at 60 ms) did not.
+    assert_eq!(p.stats().late_ticks, 3);
+    assert_eq!(p.poll_timeout(), start + Duration::from_millis(80));
+    assert_eq!(poll_at_tick(&mut p, start, 4).frame.ts, TICK * 4);
+    assert_eq!(p.stats().late_ticks, 3);
+}
+
+#[test]
+fn chunk_start_reports_arrival_and_audio_ahead() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    assert_eq!(poll_at_tick(&mut p, start, 0).chunk_start, None);
+    let r1 = start + Duration::from_millis(3);
+    let r2 = start + Duration::from_millis(4);
+    let r3 = start + Duration::from_millis(5);
+    let r4 = start + Duration::from_millis(6);
+    p.push(&ramp(0, 200), A, r1); // [0, 200), nothing ahead
+    p.push(&ramp(200, 300), A, r2); // [200, 500), 200 samples = 25 ms ahead
+    p.push(&ramp(500, 10), A, r3); // [500, 510), 62.5 ms ahead
+    p.push(&ramp(510, 170), A, r4); // [510, 680), 63.75 ms ahead
+    let cs = |r, us| {
+        Some(ChunkStart {
+            received_at: r,
+            ahead: Duration::from_micros(us),
+        })
+    };
+    assert_eq!(poll_at_tick(&mut p, start, 1).chunk_start, cs(r1, 0)); // [0, 160)
+    assert_eq!(poll_at_tick(&mut p, start, 2).chunk_start, cs(r2, 25_000)); // [160, 320)
+    assert_eq!(poll_at_tick(&mut p, start, 3).chunk_start, None); // [320, 480)
+    // [480, 640) holds the starts of chunks 3 and 4: the earliest is reported.
+    assert_eq!(poll_at_tick(&mut p, start, 4).chunk_start, cs(r3, 62_500));
+    // [640, 680) + padding after end_turn: no chunk starts here.
+    p.end_turn(A);
+    let last = poll_at_tick(&mut p, start, 5);
+    assert_eq!((last.kind, last.chunk_start), (PlayedKind::Voice, None));
+}
+
+#[test]
+fn recycled_buffers_are_reused() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    p.push(&ramp(0, 4 * SPF), A, start);
+    let f = poll_at_tick(&mut p, start, 0);
+    let ptr = f.frame.samples.as_ptr();
+    p.recycle(f.frame);
+    let g = poll_at_tick(&mut p, start, 1);
+    assert_eq!(g.frame.samples.as_ptr(), ptr);
+    assert_eq!(g.frame.samples, ramp(SPF, SPF));
+}
