@@ -86,9 +86,9 @@ pub struct MockSession {
     /// Caller turns so far (each consumes one scripted turn).
     caller_turns: usize,
     turn: Option<ModelTurn>,
-    /// A caller turn that ended (at the instant given) while the model was talking under
-    /// `NO_INTERRUPTION`; answered after the current turn.
-    queued: Option<(Turn, Instant)>,
+    /// Caller turns that ended (at the instant given) while the model was talking under
+    /// `NO_INTERRUPTION`; answered in order after the current turn.
+    queued: VecDeque<(Turn, Instant)>,
     /// Unanswered function calls: id → behaviour.
     pending_calls: HashMap<String, Behavior>,
     /// Calls cancelled by a barge-in: a late response to them is not an error.
@@ -115,7 +115,7 @@ impl MockSession {
             rng: Rng::new(seed),
             caller_turns: 0,
             turn: None,
-            queued: None,
+            queued: VecDeque::new(),
             pending_calls: HashMap::new(),
             cancelled_calls: HashSet::new(),
             next_call_id: 1,
@@ -430,7 +430,7 @@ impl MockSession {
         }
         if self.turn.is_some() {
             if !self.interrupts() {
-                self.queued = Some((script, now));
+                self.queued.push_back((script, now));
                 return;
             }
             self.interrupt(now);
@@ -533,7 +533,7 @@ impl MockSession {
             return;
         };
         self.finish(turn, false);
-        if let Some((script, ended)) = self.queued.take() {
+        if let Some((script, ended)) = self.queued.pop_front() {
             let at = (ended + self.scenario.timing.first_audio).max(now);
             self.begin_turn(script, at);
         }

@@ -26,5 +26,8 @@ pub mod tls;
 pub use engine::{MockSession, Outgoing};
 pub use inbound::Rejection;
 pub use scenario::{Scenario, ScenarioError};
-pub use server::{MockError, MockOptions, MockServer, bind, connect_in_memory, serve_connection};
+pub use server::{
+    MockError, MockOptions, MockServer, RunningMockServer, bind, connect_in_memory,
+    serve_connection,
+};
 pub use setup::{Backend, Endpoint, Profile};
