@@ -20,7 +20,7 @@
 //! `interrupted`, `toolCallCancellation`, `turnComplete`; BLOCKING tool calls pause generation until
 //! their `toolResponse`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,6 +70,14 @@ struct ModelTurn {
     calls: Vec<String>,
 }
 
+/// A function call the client has not answered yet.
+#[derive(Debug)]
+struct PendingCall {
+    id: String,
+    name: String,
+    behavior: Behavior,
+}
+
 /// One mock-model session (one WebSocket connection).
 #[derive(Debug)]
 pub struct MockSession {
@@ -89,8 +97,8 @@ pub struct MockSession {
     /// Caller turns that ended (at the instant given) while the model was talking under
     /// `NO_INTERRUPTION`; answered in order after the current turn.
     queued: VecDeque<(Turn, Instant)>,
-    /// Unanswered function calls: id → behaviour.
-    pending_calls: HashMap<String, Behavior>,
+    /// Unanswered function calls, oldest first.
+    pending_calls: Vec<PendingCall>,
     /// Calls cancelled by a barge-in: a late response to them is not an error.
     cancelled_calls: HashSet<String>,
     next_call_id: u64,
@@ -116,7 +124,7 @@ impl MockSession {
             caller_turns: 0,
             turn: None,
             queued: VecDeque::new(),
-            pending_calls: HashMap::new(),
+            pending_calls: Vec::new(),
             cancelled_calls: HashSet::new(),
             next_call_id: 1,
             history: Vec::new(),
@@ -351,13 +359,16 @@ impl MockSession {
             if self.cancelled_calls.contains(&id) {
                 continue;
             }
-            let Some(&behavior) = self.pending_calls.get(&id) else {
+            let Some(pos) = self.pending_calls.iter().position(|c| c.id == id) else {
                 return Err(Rejection::invalid(format!(
                     "function response id {id:?} not found among the outstanding function calls"
                 )));
             };
-            if !(behavior == Behavior::NonBlocking && fr.will_continue == Some(true)) {
-                self.pending_calls.remove(&id);
+            // A NON_BLOCKING function may answer in several parts (`willContinue`).
+            let more = self.pending_calls[pos].behavior == Behavior::NonBlocking
+                && fr.will_continue == Some(true);
+            if !more {
+                self.pending_calls.remove(pos);
             }
             if let Some(v) = &fr.response {
                 self.prompt_tokens += (v.to_string().len() as u64).div_ceil(4);
@@ -390,15 +401,13 @@ impl MockSession {
         Ok(())
     }
 
+    /// The oldest outstanding call of the function `name`.
     fn call_by_name(&self, name: Option<&str>) -> Option<String> {
-        let turn = self.turn.as_ref()?;
-        turn.calls
+        let name = name?;
+        self.pending_calls
             .iter()
-            .find(|id| self.pending_calls.contains_key(*id))
-            .filter(|_| {
-                name.is_some_and(|n| turn.script.tool_call.as_ref().is_some_and(|c| c.name == n))
-            })
-            .cloned()
+            .find(|c| c.name == name)
+            .map(|c| c.id.clone())
     }
 
     // -- turn taking ----------------------------------------------------------------------------
@@ -465,7 +474,11 @@ impl MockSession {
                 .as_ref()
                 .map_or(Behavior::Blocking, |c| c.behavior(&call.name));
             turn.calls.push(id.clone());
-            self.pending_calls.insert(id.clone(), behavior);
+            self.pending_calls.push(PendingCall {
+                id: id.clone(),
+                name: call.name.clone(),
+                behavior,
+            });
             let blocking = behavior == Behavior::Blocking;
             if blocking {
                 turn.stage = Stage::AwaitingTool(id.clone());
@@ -561,9 +574,10 @@ impl MockSession {
             let ids: Vec<String> = turn
                 .calls
                 .iter()
-                .filter(|id| self.pending_calls.remove(*id).is_some())
+                .filter(|id| self.pending_calls.iter().any(|c| &c.id == *id))
                 .cloned()
                 .collect();
+            self.pending_calls.retain(|c| !ids.contains(&c.id));
             if !ids.is_empty() {
                 self.cancelled_calls.extend(ids.iter().cloned());
                 self.send(ServerMessage {

@@ -63,9 +63,14 @@ pub(super) struct Harness {
 
 impl Harness {
     pub(super) fn new(scenario: Arc<Scenario>) -> Self {
+        Harness::at(scenario, Endpoint::default())
+    }
+
+    /// A session for a client connected to `endpoint`.
+    pub(super) fn at(scenario: Arc<Scenario>, endpoint: Endpoint) -> Self {
         let t0 = Instant::now();
         Harness {
-            s: MockSession::new(scenario, Endpoint::default(), Profile::default()),
+            s: MockSession::new(scenario, endpoint, Profile::default()),
             t0,
             now: t0,
             log: Vec::new(),

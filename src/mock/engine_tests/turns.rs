@@ -340,3 +340,51 @@ fn non_blocking_tool_call_keeps_talking_and_context_update_swaps_tools() {
         })
     );
 }
+
+#[test]
+fn vertex_matches_a_response_without_id_and_counts_candidates() {
+    let mut h = Harness::at(
+        scenario(vec![tool_turn("get_balance")]),
+        Endpoint {
+            backend: Backend::Vertex,
+            api_version: "v1beta1".into(),
+        },
+    );
+    h.send(json!({"setup": {"model": "projects/p/locations/us-central1/publishers/google/models/gemini-live-2.5-flash-native-audio"}}));
+    h.send(json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "balance?"}]}], "turnComplete": true}}));
+    h.advance(300 * MS);
+    assert!(first_tool_call(&h.take()).is_some());
+    h.send(json!({"toolResponse": {"functionResponses": [{"name": "get_balance", "response": {"output": 1}}]}}));
+    h.settle();
+    let out = h.take();
+    assert!(out.iter().any(|o| audio_samples(o) > 0));
+    let Some(Outgoing::Message(last)) = out.last() else {
+        panic!()
+    };
+    let usage = last.usage_metadata.clone().unwrap();
+    assert_eq!(usage.candidates_token_count, Some(25));
+    assert_eq!(usage.response_token_count, None);
+}
+
+#[test]
+fn non_blocking_responses_may_continue() {
+    let mut h = Harness::ready(
+        scenario(vec![tool_turn("lookup")]),
+        json!({"tools": [{"functionDeclarations": [{"name": "lookup", "behavior": "NON_BLOCKING"}]}]}),
+    );
+    h.send(json!({"realtimeInput": {"text": "look it up"}}));
+    h.advance(300 * MS);
+    let id = first_tool_call(&h.take()).unwrap().id.unwrap();
+    let part = |more: bool| {
+        json!({"toolResponse": {"functionResponses": [
+        {"id": id, "name": "lookup", "response": {"output": "partial"}, "willContinue": more, "scheduling": "SILENT"}]}})
+    };
+    h.send(part(true));
+    h.send(part(true));
+    h.send(part(false));
+    assert!(!h.s.is_closed());
+    h.send(part(false));
+    let (code, reason) = close_of(&h.log);
+    assert_eq!(code, 1007);
+    assert!(reason.contains("not found"), "{reason}");
+}
