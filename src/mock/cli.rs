@@ -53,7 +53,7 @@ pub struct MockModelArgs {
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// Append every client message as received to FILE, one JSON object per line.
+    /// Write every client message as received to FILE (replacing it), one JSON object per line.
     #[arg(long, value_name = "FILE")]
     pub record_messages: Option<PathBuf>,
 

@@ -1,11 +1,12 @@
 //! Reply clips: what the mock model says. Loads WAV clips, brings them to the 24 kHz the Gemini
-//! Live API always speaks (once, at load time), and provides the built-in default reply so the mock
+//! Live API always speaks (once, at load time, with the streaming resampler), and provides the built-in default reply so the mock
 //! works with no files at all.
 
 use std::io::Cursor;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::audio::resample::resample_all;
 use crate::audio::wav::{self, WavError};
 
 /// The model's output rate: `audio/pcm;rate=24000`.
@@ -90,35 +91,12 @@ pub fn synthetic_utterance() -> Vec<i16> {
     out
 }
 
-/// Converts mono PCM16 from `rate` to [`OUTPUT_RATE`].
+/// Converts mono PCM16 from `rate` to [`OUTPUT_RATE`] (whole clip, time-aligned).
 pub fn to_output_rate(samples: &[i16], rate: u32) -> Result<Vec<i16>, String> {
     if rate == OUTPUT_RATE {
         return Ok(samples.to_vec());
     }
-    temporary_linear_resample(samples, rate, OUTPUT_RATE)
-}
-
-/// TEMPORARY: linear interpolation until `audio::resample::resample_all` lands; replace the call in
-/// [`to_output_rate`] and delete this function then.
-fn temporary_linear_resample(input: &[i16], from: u32, to: u32) -> Result<Vec<i16>, String> {
-    if from == 0 || to == 0 {
-        return Err("sample rate must be positive".into());
-    }
-    if input.is_empty() {
-        return Ok(Vec::new());
-    }
-    let out_len = (input.len() as u64 * u64::from(to) / u64::from(from)) as usize;
-    let step = f64::from(from) / f64::from(to);
-    Ok((0..out_len)
-        .map(|i| {
-            let pos = i as f64 * step;
-            let i0 = pos.floor() as usize;
-            let frac = pos - i0 as f64;
-            let a = f64::from(input[i0.min(input.len() - 1)]);
-            let b = f64::from(input[(i0 + 1).min(input.len() - 1)]);
-            (a + (b - a) * frac).round() as i16
-        })
-        .collect())
+    resample_all(samples, rate, OUTPUT_RATE).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 //! `interrupted`, `toolCallCancellation`, `turnComplete`; BLOCKING tool calls pause generation until
 //! their `toolResponse`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,7 @@ use super::listen::{self, Heard, Listener};
 use super::scenario::{Scenario, Turn};
 use super::setup::{self, Backend, Behavior, Endpoint, Profile, SessionConfig};
 use super::speak::{self, ReplyStream, Rng, content};
+use super::timers::{Timer, Timers};
 use crate::model::gemini::wire::{
     ClientContent, ClientMessage, Content, ContextUpdate, FunctionCall, RealtimeInput,
     ServerContent, ServerMessage, SetupComplete, ToolCall, ToolCallCancellation, ToolResponse,
@@ -44,46 +45,6 @@ pub enum Outgoing {
     Message(ServerMessage),
     /// Close the WebSocket with this code and reason; the session is over.
     Close { code: u16, reason: String },
-}
-
-/// The session's timers, one slot each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Timer {
-    /// The model starts its reply (tool call or first audio).
-    Reply = 0,
-    /// The next burst of audio chunks.
-    Burst = 1,
-    /// The client has played the reply: send `turnComplete`.
-    TurnComplete = 2,
-}
-
-const TIMERS: [Timer; 3] = [Timer::Reply, Timer::Burst, Timer::TurnComplete];
-
-#[derive(Debug, Default)]
-struct Timers([Option<Instant>; 3]);
-
-impl Timers {
-    fn set(&mut self, t: Timer, at: Instant) {
-        self.0[t as usize] = Some(at);
-    }
-    fn stop(&mut self, t: Timer) {
-        self.0[t as usize] = None;
-    }
-    fn stop_all(&mut self) {
-        self.0 = Default::default();
-    }
-    fn next(&self) -> Option<Instant> {
-        self.0.iter().flatten().min().copied()
-    }
-    /// The earliest timer due at `now`, disarmed.
-    fn pop_due(&mut self, now: Instant) -> Option<Timer> {
-        let t = TIMERS
-            .into_iter()
-            .filter(|&t| self.0[t as usize].is_some_and(|at| at <= now))
-            .min_by_key(|&t| self.0[t as usize])?;
-        self.stop(t);
-        Some(t)
-    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -109,6 +70,14 @@ struct ModelTurn {
     calls: Vec<String>,
 }
 
+/// A function call the client has not answered yet.
+#[derive(Debug)]
+struct PendingCall {
+    id: String,
+    name: String,
+    behavior: Behavior,
+}
+
 /// One mock-model session (one WebSocket connection).
 #[derive(Debug)]
 pub struct MockSession {
@@ -125,11 +94,11 @@ pub struct MockSession {
     /// Caller turns so far (each consumes one scripted turn).
     caller_turns: usize,
     turn: Option<ModelTurn>,
-    /// A caller turn that ended (at the instant given) while the model was talking under
-    /// `NO_INTERRUPTION`; answered after the current turn.
-    queued: Option<(Turn, Instant)>,
-    /// Unanswered function calls: id → behaviour.
-    pending_calls: HashMap<String, Behavior>,
+    /// Caller turns that ended (at the instant given) while the model was talking under
+    /// `NO_INTERRUPTION`; answered in order after the current turn.
+    queued: VecDeque<(Turn, Instant)>,
+    /// Unanswered function calls, oldest first.
+    pending_calls: Vec<PendingCall>,
     /// Calls cancelled by a barge-in: a late response to them is not an error.
     cancelled_calls: HashSet<String>,
     next_call_id: u64,
@@ -154,8 +123,8 @@ impl MockSession {
             rng: Rng::new(seed),
             caller_turns: 0,
             turn: None,
-            queued: None,
-            pending_calls: HashMap::new(),
+            queued: VecDeque::new(),
+            pending_calls: Vec::new(),
             cancelled_calls: HashSet::new(),
             next_call_id: 1,
             history: Vec::new(),
@@ -200,11 +169,13 @@ impl MockSession {
         if self.closed {
             return;
         }
+        // Re-checked here: the fields are public, so the length limit may not have been applied.
+        let rejection = Rejection::new(rejection.code, rejection.reason);
         self.closed = true;
         self.timers.stop_all();
         self.out.push_back(Outgoing::Close {
             code: rejection.code,
-            reason: close_reason(rejection.reason),
+            reason: rejection.reason,
         });
     }
 
@@ -280,7 +251,7 @@ impl MockSession {
         let silence = config.silence.unwrap_or(self.scenario.timing.silence);
         self.listener = Some(Listener::new(config.auto_vad, silence));
         if let Some(si) = &config.system_instruction {
-            self.prompt_tokens += text_tokens(si);
+            self.prompt_tokens += speak::text_tokens(si);
         }
         self.config = Some(config);
         self.send(ServerMessage {
@@ -355,7 +326,7 @@ impl MockSession {
             }
         }
         for t in turns {
-            self.prompt_tokens += text_tokens(&t);
+            self.prompt_tokens += speak::text_tokens(&t);
             self.history.push(t);
         }
         if cc.turn_complete == Some(true) {
@@ -388,13 +359,16 @@ impl MockSession {
             if self.cancelled_calls.contains(&id) {
                 continue;
             }
-            let Some(&behavior) = self.pending_calls.get(&id) else {
+            let Some(pos) = self.pending_calls.iter().position(|c| c.id == id) else {
                 return Err(Rejection::invalid(format!(
                     "function response id {id:?} not found among the outstanding function calls"
                 )));
             };
-            if !(behavior == Behavior::NonBlocking && fr.will_continue == Some(true)) {
-                self.pending_calls.remove(&id);
+            // A NON_BLOCKING function may answer in several parts (`willContinue`).
+            let more = self.pending_calls[pos].behavior == Behavior::NonBlocking
+                && fr.will_continue == Some(true);
+            if !more {
+                self.pending_calls.remove(pos);
             }
             if let Some(v) = &fr.response {
                 self.prompt_tokens += (v.to_string().len() as u64).div_ceil(4);
@@ -427,15 +401,13 @@ impl MockSession {
         Ok(())
     }
 
+    /// The oldest outstanding call of the function `name`.
     fn call_by_name(&self, name: Option<&str>) -> Option<String> {
-        let turn = self.turn.as_ref()?;
-        turn.calls
+        let name = name?;
+        self.pending_calls
             .iter()
-            .find(|id| self.pending_calls.contains_key(*id))
-            .filter(|_| {
-                name.is_some_and(|n| turn.script.tool_call.as_ref().is_some_and(|c| c.name == n))
-            })
-            .cloned()
+            .find(|c| c.name == name)
+            .map(|c| c.id.clone())
     }
 
     // -- turn taking ----------------------------------------------------------------------------
@@ -467,7 +439,7 @@ impl MockSession {
         }
         if self.turn.is_some() {
             if !self.interrupts() {
-                self.queued = Some((script, now));
+                self.queued.push_back((script, now));
                 return;
             }
             self.interrupt(now);
@@ -502,7 +474,11 @@ impl MockSession {
                 .as_ref()
                 .map_or(Behavior::Blocking, |c| c.behavior(&call.name));
             turn.calls.push(id.clone());
-            self.pending_calls.insert(id.clone(), behavior);
+            self.pending_calls.push(PendingCall {
+                id: id.clone(),
+                name: call.name.clone(),
+                behavior,
+            });
             let blocking = behavior == Behavior::Blocking;
             if blocking {
                 turn.stage = Stage::AwaitingTool(id.clone());
@@ -570,7 +546,7 @@ impl MockSession {
             return;
         };
         self.finish(turn, false);
-        if let Some((script, ended)) = self.queued.take() {
+        if let Some((script, ended)) = self.queued.pop_front() {
             let at = (ended + self.scenario.timing.first_audio).max(now);
             self.begin_turn(script, at);
         }
@@ -598,9 +574,10 @@ impl MockSession {
             let ids: Vec<String> = turn
                 .calls
                 .iter()
-                .filter(|id| self.pending_calls.remove(*id).is_some())
+                .filter(|id| self.pending_calls.iter().any(|c| &c.id == *id))
                 .cloned()
                 .collect();
+            self.pending_calls.retain(|c| !ids.contains(&c.id));
             if !ids.is_empty() {
                 self.cancelled_calls.extend(ids.iter().cloned());
                 self.send(ServerMessage {
@@ -642,31 +619,6 @@ impl MockSession {
     }
 }
 
-/// Rough token count of a text content (4 characters a token).
-fn text_tokens(c: &Content) -> u64 {
-    let chars: usize = c
-        .parts
-        .iter()
-        .filter_map(|p| p.text.as_deref())
-        .map(str::len)
-        .sum();
-    (chars as u64).div_ceil(4)
-}
-
-/// A WebSocket close reason is at most 123 bytes; longer ones are cut at a character boundary.
-fn close_reason(mut reason: String) -> String {
-    const MAX: usize = 123;
-    if reason.len() > MAX {
-        let mut cut = MAX - '…'.len_utf8();
-        while !reason.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        reason.truncate(cut);
-        reason.push('…');
-    }
-    reason
-}
-
 #[cfg(test)]
-#[path = "engine_tests.rs"]
+#[path = "engine_tests/mod.rs"]
 mod tests;

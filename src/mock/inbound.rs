@@ -45,12 +45,23 @@ pub struct Rejection {
     pub reason: String,
 }
 
+/// A WebSocket close reason holds at most 123 bytes.
+pub const MAX_REASON_BYTES: usize = 123;
+
 impl Rejection {
+    /// A rejection; a reason too long for a close frame is cut at a character boundary and ends
+    /// with `…`.
     pub fn new(code: u16, reason: impl Into<String>) -> Self {
-        Rejection {
-            code,
-            reason: reason.into(),
+        let mut reason = reason.into();
+        if reason.len() > MAX_REASON_BYTES {
+            let mut cut = MAX_REASON_BYTES - '…'.len_utf8();
+            while !reason.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            reason.truncate(cut);
+            reason.push('…');
         }
+        Rejection { code, reason }
     }
 
     /// 1007 with the real service's "invalid argument" wording.

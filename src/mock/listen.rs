@@ -151,7 +151,7 @@ impl Listener {
     fn require_manual(&self, what: &str) -> Result<(), Rejection> {
         if self.auto {
             Err(Rejection::invalid(format!(
-                "realtimeInput.{what} requires realtimeInputConfig.automaticActivityDetection.disabled = true"
+                "realtimeInput.{what} needs automaticActivityDetection.disabled = true"
             )))
         } else {
             Ok(())
@@ -237,6 +237,7 @@ mod tests {
         // 0xFBFF / 0xFFFE produce '+' '/' or '-' '_' in base64.
         let samples = [-1i16, -1025, 0x3ffb, 7];
         let bytes = pcm(&samples);
+        assert!(URL_SAFE_NO_PAD.encode(&bytes).contains(['-', '_']));
         for data in [STANDARD.encode(&bytes), URL_SAFE_NO_PAD.encode(&bytes)] {
             let a = decode_audio(&blob("audio/pcm;rate=8000", data), "audio").unwrap();
             assert_eq!(

@@ -1,7 +1,8 @@
 //! The embedded mock model: a local server that speaks the Gemini Live wire protocol, scripted by
 //! a scenario file, for tests, the demo and benchmarks (design §5, reference §12.1).
 //!
-//! - [`engine`]: the sans-IO session core ([`MockSession`]); never reads a clock.
+//! - [`engine`]: the sans-IO session core ([`MockSession`]); never reads a clock; [`timers`]: its
+//!   timer table.
 //! - [`inbound`]: client frame → typed message, with the real service's close codes.
 //! - [`setup`]: `setup` validation, backend/API version, model profiles.
 //! - [`listen`] / [`speak`]: caller audio + VAD in; reply chunks + transcription out.
@@ -19,10 +20,14 @@ pub mod scenario;
 pub mod server;
 pub mod setup;
 pub mod speak;
+pub mod timers;
 pub mod tls;
 
 pub use engine::{MockSession, Outgoing};
 pub use inbound::Rejection;
 pub use scenario::{Scenario, ScenarioError};
-pub use server::{MockError, MockOptions, MockServer, bind, connect_in_memory, serve_connection};
+pub use server::{
+    MockError, MockOptions, MockServer, RunningMockServer, bind, connect_in_memory,
+    serve_connection,
+};
 pub use setup::{Backend, Endpoint, Profile};

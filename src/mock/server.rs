@@ -29,6 +29,9 @@ use super::tls::{self, TlsError, TlsSetup};
 /// Size of each direction's buffer in [`connect_in_memory`].
 pub const DUPLEX_BUFFER: usize = 256 * 1024;
 
+/// How long a client may take over the WebSocket handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How long a closing session waits for the client's close reply.
 const CLOSE_LINGER: Duration = Duration::from_secs(5);
 
@@ -244,12 +247,15 @@ where
     let config = WebSocketConfig::default()
         .max_message_size(Some(2 * MAX_MESSAGE_BYTES))
         .max_frame_size(Some(2 * MAX_MESSAGE_BYTES));
-    let ws = match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config))
-        .await
-    {
-        Ok(ws) => ws,
-        Err(e) => {
+    let handshake = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config));
+    let ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(ws)) => ws,
+        Ok(Err(e)) => {
             tracing::debug!(error = %e, "WebSocket handshake refused");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("WebSocket handshake timed out");
             return;
         }
     };

@@ -25,6 +25,17 @@ pub fn audio_tokens(d: Duration) -> u64 {
     (d.as_secs_f64() * TOKENS_PER_SECOND).ceil() as u64
 }
 
+/// Rough token count of a text content (4 characters a token).
+pub fn text_tokens(c: &Content) -> u64 {
+    let chars: usize = c
+        .parts
+        .iter()
+        .filter_map(|p| p.text.as_deref())
+        .map(str::len)
+        .sum();
+    (chars as u64).div_ceil(4)
+}
+
 /// One reply being streamed.
 #[derive(Debug)]
 pub struct ReplyStream {
@@ -36,6 +47,8 @@ pub struct ReplyStream {
     fragments: Vec<String>,
     sent_samples: usize,
     sent_text: String,
+    /// Fragments sent so far (alternates where the next one rides).
+    fragments_sent: usize,
     play_end: Option<Instant>,
 }
 
@@ -58,6 +71,7 @@ impl ReplyStream {
             fragments,
             sent_samples: 0,
             sent_text: String::new(),
+            fragments_sent: 0,
             play_end: None,
         }
     }
@@ -82,9 +96,9 @@ impl ReplyStream {
         self.play_end
     }
 
-    /// Produces up to `n` chunks sent at `now`, as server messages in order. A chunk's transcription
-    /// fragment rides in the same message on even chunks and follows in its own message on odd ones
-    /// (the real service does both).
+    /// Produces up to `n` chunks sent at `now`, as server messages in order. Transcription fragments
+    /// alternate between riding in the same message as their chunk and following in their own
+    /// message (the real service does both).
     pub fn burst(&mut self, n: u32, now: Instant) -> Vec<ServerMessage> {
         let mut out = Vec::new();
         for _ in 0..n {
@@ -96,8 +110,10 @@ impl ReplyStream {
             let start = (i * self.chunk_samples).min(self.audio.len());
             let end = (start + self.chunk_samples).min(self.audio.len());
             let fragment = self.fragments.get(i).filter(|f| !f.is_empty()).cloned();
+            let same_message = self.fragments_sent.is_multiple_of(2);
             if let Some(f) = &fragment {
                 self.sent_text.push_str(f);
+                self.fragments_sent += 1;
             }
             let transcription = fragment.map(|text| Transcription {
                 text: Some(text),
@@ -129,7 +145,7 @@ impl ReplyStream {
                     ..Default::default()
                 }],
             };
-            if i.is_multiple_of(2) {
+            if same_message {
                 out.push(content(ServerContent {
                     model_turn: Some(model_turn),
                     output_transcription: transcription,
@@ -238,7 +254,7 @@ mod tests {
         let t0 = Instant::now();
         let first = s.burst(2, t0);
         assert!(!s.done());
-        // chunk 0 carries its fragment; chunk 1's follows in its own message.
+        // The first fragment rides with chunk 0; the second follows chunk 1 in its own message.
         assert_eq!(first.len(), 3);
         let sc0 = first[0].server_content.as_ref().unwrap();
         assert!(sc0.model_turn.is_some() && sc0.output_transcription.is_some());
