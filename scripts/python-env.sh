@@ -29,6 +29,13 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 
 mkdir -p "$(dirname "$venv")"
+# Several tests may ask at once on a fresh checkout: one creates, the others wait and reuse.
+exec 9>"$venv.lock"
+flock 9
+if [[ -x "$python" ]] && "$python" -c "from importlib.metadata import version; import sys; sys.exit(0 if version('google-genai') == '$GENAI_VERSION' else 1)" >/dev/null 2>&1; then
+    echo "$python"
+    exit 0
+fi
 if ! python3 -m venv "$venv" >&2; then
     echo "python-env.sh: 'python3 -m venv $venv' failed; install the venv module (Debian: apt-get install python3-venv)" >&2
     exit 1

@@ -6,6 +6,11 @@ FILE holds one client message (JSON object) per line, as recorded by
 `baton mock-model --record-messages FILE`. Each line is checked with
 google.genai.types.LiveClientMessage.model_validate, which accepts the wire's camelCase (and
 snake_case) names and refuses unknown fields. Exits non-zero naming the first bad line.
+
+One gap in the SDK's types is bridged: the SDK's own converter (_live_converters.py,
+_LiveConnectConfig_to_mldev) puts `setup.realtimeInputConfig` on the wire, but the
+LiveClientSetup model has no such field. That object is validated on its own against
+types.RealtimeInputConfig (also strict), then removed before the rest of setup is validated.
 """
 
 import json
@@ -40,6 +45,13 @@ def main():
                   file=sys.stderr)
             sys.exit(1)
         try:
+            setup = obj.get("setup")
+            if isinstance(setup, dict):
+                for key in ("realtimeInputConfig", "realtime_input_config"):
+                    if key in setup:
+                        types.RealtimeInputConfig.model_validate(setup[key])
+                        obj = {"setup": {k: v for k, v in setup.items() if k != key}}
+                        setup = obj["setup"]
             types.LiveClientMessage.model_validate(obj)
         except ValidationError as e:
             print(f"{path}:{n}: not a valid LiveClientMessage: {e}", file=sys.stderr)
