@@ -3,8 +3,10 @@
 //! benchmarks against any Twilio-protocol server).
 //!
 //! Layers, each owning one thing:
+//! * [`wire`]: the JSON messages both ways and their parsers (no sockets, no state);
 //! * [`signature`]: `X-Twilio-Signature` signing and validation.
 
 pub mod signature;
+pub mod wire;
 
 pub use signature::{AuthToken, SignatureError, sign, verify_upgrade};
