@@ -4,9 +4,12 @@
 //!
 //! Layers, each owning one thing:
 //! * [`wire`]: the JSON messages both ways and their parsers (no sockets, no state);
-//! * [`signature`]: `X-Twilio-Signature` signing and validation.
+//! * [`signature`]: `X-Twilio-Signature` signing and validation;
+//! * [`stream`]: the sans-IO core of one stream (re-framing, gaps, marks, clear; no clock).
 
 pub mod signature;
+pub mod stream;
 pub mod wire;
 
 pub use signature::{AuthToken, SignatureError, sign, verify_upgrade};
+pub use stream::{StartInfo, StreamOptions, StreamStats, TwilioStream};
