@@ -5,11 +5,16 @@
 //! Layers, each owning one thing:
 //! * [`wire`]: the JSON messages both ways and their parsers (no sockets, no state);
 //! * [`signature`]: `X-Twilio-Signature` signing and validation;
-//! * [`stream`]: the sans-IO core of one stream (re-framing, gaps, marks, clear; no clock).
+//! * [`stream`]: the sans-IO core of one stream (re-framing, gaps, marks, clear; no clock);
+//! * [`server`]: the async shell over an axum WebSocket that hands the call a `LegHandle`;
+//! * [`cadence`]: frame-interval figures for the reports.
 
+pub mod cadence;
+pub mod server;
 pub mod signature;
 pub mod stream;
 pub mod wire;
 
+pub use server::{LegEnd, LegStats, TwilioLegError, TwilioLegOptions, accept, configure_upgrade};
 pub use signature::{AuthToken, SignatureError, sign, verify_upgrade};
 pub use stream::{StartInfo, StreamOptions, StreamStats, TwilioStream};
