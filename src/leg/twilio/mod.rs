@@ -7,14 +7,17 @@
 //! * [`signature`]: `X-Twilio-Signature` signing and validation;
 //! * [`stream`]: the sans-IO core of one stream (re-framing, gaps, marks, clear; no clock);
 //! * [`server`]: the async shell over an axum WebSocket that hands the call a `LegHandle`;
-//! * [`cadence`]: frame-interval figures for the reports.
+//! * [`caller`]: the Twilio-protocol client with Twilio-like playback and a stereo recording;
+//! * [`cadence`]: frame-interval figures shared by the server's and the caller's reports.
 
 pub mod cadence;
+pub mod caller;
 pub mod server;
 pub mod signature;
 pub mod stream;
 pub mod wire;
 
+pub use caller::{CallerEnd, CallerError, CallerOptions, CallerReport, dial};
 pub use server::{LegEnd, LegStats, TwilioLegError, TwilioLegOptions, accept, configure_upgrade};
 pub use signature::{AuthToken, SignatureError, sign, verify_upgrade};
 pub use stream::{StartInfo, StreamOptions, StreamStats, TwilioStream};
