@@ -3,6 +3,7 @@
 //! clear, hang up). The call never knows which protocol a leg speaks.
 
 pub mod fixture;
+pub mod twilio;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
