@@ -130,13 +130,19 @@ impl From<Summary> for P99 {
     }
 }
 
-/// Where the bundled demo scenario lives.
-pub fn default_scenario() -> PathBuf {
-    let local = Path::new("audio-fixtures/scenarios/demo.toml");
+/// A bundled file: under the current directory when run from a checkout, else next to the
+/// sources the binary was built from.
+pub fn bundled(relative: &str) -> PathBuf {
+    let local = Path::new(relative);
     if local.exists() {
         return local.to_path_buf();
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("audio-fixtures/scenarios/demo.toml")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// Where the bundled demo scenario lives.
+pub fn default_scenario() -> PathBuf {
+    bundled("audio-fixtures/scenarios/demo.toml")
 }
 
 /// Everything a demo run produced.

@@ -8,6 +8,7 @@ pub mod audio;
 pub mod call;
 pub mod config;
 pub mod demo;
+pub mod dial;
 pub mod server;
 
 pub mod leg;

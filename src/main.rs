@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use baton::config::{self, LogFormat};
 use baton::demo::{self, DemoArgs};
+use baton::dial::{self, DialTwilioArgs};
 use baton::mock::cli::MockModelArgs;
 use baton::server;
 
@@ -44,12 +45,21 @@ enum Cmd {
     /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio) connect, each call is
     /// carried to the configured model and back.
     Serve(ServeArgs),
+    /// Place a call to a telephony-protocol server from a WAV fixture, as the bridge would.
+    #[command(subcommand)]
+    Dial(DialTarget),
     /// Validate a config file; every problem is reported with its key and how to fix it.
     #[command(after_help = "Example:\n  baton check-config config/baton.toml")]
     CheckConfig {
         /// The TOML config file.
         file: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum DialTarget {
+    /// Dial a Twilio Media Streams server (baton's /twilio or any other).
+    Twilio(DialTwilioArgs),
 }
 
 #[derive(clap::Args)]
@@ -80,6 +90,10 @@ fn main() -> ExitCode {
         }
         Cmd::Serve(args) => run_serve(args),
         Cmd::CheckConfig { file } => check_config(&file),
+        Cmd::Dial(DialTarget::Twilio(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial(&args)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -119,6 +133,16 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
             "  X-Twilio-Signature required (token from ${})",
             c.twilio.auth_token_env
         );
+    }
+    Ok(())
+}
+
+fn run_dial(args: &DialTwilioArgs) -> anyhow::Result<()> {
+    let report = dial::run(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", dial::render(&report));
     }
     Ok(())
 }

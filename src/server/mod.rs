@@ -3,6 +3,7 @@
 //! call's failure never touches another.
 
 pub mod calls;
+pub mod twilio;
 
 pub mod twiml;
 
@@ -18,6 +19,7 @@ use axum::routing::get;
 
 use crate::call::backend::ModelBackend;
 use crate::config::{BackendKind, Loaded};
+use crate::leg::twilio::signature::AuthToken;
 use crate::mock::{MockOptions, Scenario};
 use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secret};
 use crate::model::gemini::session::SessionConfig;
@@ -29,7 +31,7 @@ pub struct AppState {
     pub backend: ModelBackend,
     pub session: SessionConfig,
     /// Twilio auth token when signatures are checked.
-    pub twilio_token: Option<Secret>,
+    pub twilio_token: Option<AuthToken>,
     /// The public `wss://…/twilio` URL (what Twilio signs).
     pub stream_url: String,
     pub calls: CallRegistry,
@@ -112,10 +114,8 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     let twilio_token = if c.twilio.auth_token_env.is_empty() || c.twilio.disable_signature_check {
         None
     } else {
-        Some(env_secret(
-            &c.twilio.auth_token_env,
-            "twilio.auth_token_env",
-        )?)
+        let token = env_secret(&c.twilio.auth_token_env, "twilio.auth_token_env")?;
+        Some(AuthToken::new(token.expose()))
     };
     let session = SessionConfig {
         model: c.model.model.clone(),
@@ -140,6 +140,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/twiml", get(twiml_get).post(twiml_post))
+        .route("/twilio", get(twilio::upgrade))
         .with_state(state)
 }
 
@@ -204,6 +205,12 @@ pub async fn serve(
         tracing::info!(active = app2.calls.active(), "draining: refusing new calls");
         let _ = stop_tx.send(());
     };
+    // Every 20 ms frame goes out at once: without TCP_NODELAY each waits for the previous one's
+    // delayed ACK and reaches the caller ~40 ms late.
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let server = axum::serve(listener, router(app.clone())).with_graceful_shutdown(async move {
         let _ = stop_rx.await;
     });

@@ -9,7 +9,10 @@ use axum::extract::ws::WebSocketUpgrade;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use tracing::Instrument;
+
 use super::AppState;
+use super::calls::CallSlot;
 use crate::call::{self, CallOptions};
 use crate::leg::LegCommand;
 use crate::leg::twilio::server::{self as twilio_leg, TwilioLegOptions};
@@ -17,66 +20,84 @@ use crate::leg::twilio::signature;
 use crate::leg::twilio::stream::StreamOptions;
 
 /// The upgrade handler.
-pub async fn upgrade(State(app): State<Arc<AppState>>, headers: HeaderMap, ws: WebSocketUpgrade) -> Response {
-    if let Some(token) = &app.twilio_token {
-        if let Err(e) = signature::verify_upgrade(&headers, &app.stream_url, token) {
-            tracing::warn!(error = %e, "refused a /twilio upgrade: bad X-Twilio-Signature");
-            return (StatusCode::FORBIDDEN, "invalid X-Twilio-Signature\n").into_response();
-        }
+pub async fn upgrade(
+    State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if let Some(token) = &app.twilio_token
+        && let Err(e) = signature::verify_upgrade(&headers, &app.stream_url, token)
+    {
+        tracing::warn!(error = %e, "refused a /twilio upgrade: bad X-Twilio-Signature");
+        return (StatusCode::FORBIDDEN, "invalid X-Twilio-Signature\n").into_response();
     }
     let Some(slot) = app.calls.try_admit() else {
-        let why = if app.calls.draining() { "baton is shutting down" } else { "baton is at its call limit" };
+        let why = if app.calls.draining() {
+            "baton is shutting down"
+        } else {
+            "baton is at its call limit"
+        };
         tracing::warn!(active = app.calls.active(), "refused a call: {why}");
         return (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response();
     };
     twilio_leg::configure_upgrade(ws)
         .on_upgrade(move |socket| async move {
-            let c = &app.loaded.config;
-            let opts = TwilioLegOptions {
-                stream: StreamOptions {
-                    expected_account_sid: (!c.twilio.account_sid.is_empty()).then(|| c.twilio.account_sid.clone()),
-                    ..Default::default()
-                },
-                event_queue: c.limits.leg_queue_frames,
-                outbound_queue: c.limits.leg_queue_frames * 2,
-                ..Default::default()
-            };
-            let (leg, start, leg_task) = match twilio_leg::accept(socket, opts).await {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "Twilio stream ended before the call began");
-                    return;
-                }
-            };
-            let span = tracing::info_span!("call", stream_sid = %start.stream_sid);
-            let _guard = span.enter();
-            let session = match app.backend.open(&app.session).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot open the model session; hanging up");
-                    let _ = leg.commands.send(LegCommand::Hangup);
-                    drop(leg);
-                    let _ = leg_task.await;
-                    return;
-                }
-            };
-            let opts = CallOptions { hangup: Some(slot.hangup.clone()), ..Default::default() };
-            match call::run(leg, session, opts).await {
-                Ok(report) => {
-                    let stats = leg_task.await.ok();
-                    let cadence = stats.as_ref().map(|s| s.send_cadence());
-                    tracing::info!(
-                        turns = report.turns.len(),
-                        underruns = report.underruns,
-                        end = %report.end_reason,
-                        first_audio_ms = ?report.first_audio_ms,
-                        send_cadence = ?cadence,
-                        "call ended"
-                    );
-                }
-                Err(e) => tracing::error!(error = %e, "call failed"),
-            }
-            drop(slot);
+            let span = tracing::info_span!("twilio");
+            run_call(app, socket, slot).instrument(span).await
         })
         .into_response()
+}
+
+/// One Twilio call, start to end.
+async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot: CallSlot) {
+    let c = &app.loaded.config;
+    let opts = TwilioLegOptions {
+        stream: StreamOptions {
+            expected_account_sid: (!c.twilio.account_sid.is_empty())
+                .then(|| c.twilio.account_sid.clone()),
+            ..Default::default()
+        },
+        event_queue: c.limits.leg_queue_frames,
+        outbound_queue: c.limits.leg_queue_frames * 2,
+        ..Default::default()
+    };
+    let (leg, start, leg_task) = match twilio_leg::accept(socket, opts).await {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::warn!(error = %e, "Twilio stream ended before the call began");
+            return;
+        }
+    };
+    tracing::info!(stream_sid = %start.stream_sid, call_sid = start.call_sid.as_deref().unwrap_or("-"), "call started");
+    let session = match app.backend.open(&app.session).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(stream_sid = %start.stream_sid, error = %e, "cannot open the model session; hanging up");
+            let _ = leg.commands.send(LegCommand::Hangup);
+            drop(leg);
+            let _ = leg_task.await;
+            return;
+        }
+    };
+    let opts = CallOptions {
+        hangup: Some(slot.hangup.clone()),
+        ..Default::default()
+    };
+    match call::run(leg, session, opts).await {
+        Ok(report) => {
+            let stats = leg_task.await.ok();
+            let cadence = stats.as_ref().map(|s| s.send_cadence());
+            tracing::info!(
+                stream_sid = %start.stream_sid,
+                turns = report.turns.len(),
+                underruns = report.underruns,
+                end = %report.end_reason,
+                first_audio_ms = ?report.first_audio_ms,
+                send_cadence = ?cadence,
+                "call ended"
+            );
+        }
+        Err(e) => tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed"),
+    }
+    drop(slot);
 }

@@ -6,7 +6,7 @@ use crate::audio::FRAME_MS;
 const PERIOD_US: i64 = FRAME_MS as i64 * 1000;
 
 /// Deviation of frame intervals from 20 ms, in µs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Cadence {
     /// Intervals measured.
     pub intervals: usize,

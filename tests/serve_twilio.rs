@@ -1,0 +1,200 @@
+//! `baton serve` with Twilio-protocol callers over loopback: the bundled call end to end in real
+//! time, barge-in, signatures, capacity, isolation between concurrent calls, hostile input, TwiML
+//! and drain.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use baton::leg::twilio::caller::{self, CallerEnd, CallerError, CallerOptions};
+use baton::leg::twilio::signature::AuthToken;
+use support::{Daemon, ROOT, voiced_segments};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_barge_in_makes_baton_send_clear() {
+    let d = Daemon::start(&support::mock_config(
+        "audio-fixtures/scenarios/demo.toml",
+        "",
+    ))
+    .await;
+    // The caller says turn 1, then talks over the agent's reply 1.4 s after finishing.
+    let c1 = baton::audio::wav::read(&Path::new(ROOT).join("audio-fixtures/clips/caller_01.wav"))
+        .unwrap();
+    let c2 = baton::audio::wav::read(&Path::new(ROOT).join("audio-fixtures/clips/caller_02.wav"))
+        .unwrap();
+    let mut pcm = vec![0i16; 8000];
+    pcm.extend_from_slice(&c1.samples);
+    pcm.extend(std::iter::repeat_n(0, 16000 * 14 / 10));
+    let barge_at = pcm.len() as f64 / 16000.0;
+    pcm.extend_from_slice(&c2.samples);
+    pcm.extend(std::iter::repeat_n(0, 16000));
+    let opts = CallerOptions::from_pcm(&pcm, 16000, "barge-in").unwrap();
+    let report = caller::dial(&d.twilio_url(), opts).await.unwrap();
+    assert!(report.clears_received >= 1, "{report:?}");
+    // The reply that was talked over stops soon after the caller starts talking (the mock's VAD
+    // needs two frames; baton then flushes and clears).
+    let segs = voiced_segments(&report.recording.agent, 8000);
+    let cut = segs
+        .iter()
+        .find(|(s, e)| *s < barge_at && *e > barge_at - 1.0)
+        .copied();
+    let (_, end) =
+        cut.unwrap_or_else(|| panic!("no reply around the barge-in at {barge_at}s: {segs:?}"));
+    assert!(
+        end < barge_at + 0.3,
+        "the interrupted reply kept playing until {end}s (barge-in at {barge_at}s)"
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signatures_are_checked_before_the_upgrade() {
+    let token = AuthToken::new("12345678901234567890123456789012");
+    let d = Daemon::start_with_token(&support::mock_config("", ""), Some(token.clone())).await;
+    let short = || CallerOptions::from_pcm(&vec![0i16; 8000], 8000, "silence").unwrap();
+
+    let unsigned = caller::dial(&d.twilio_url(), short())
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(unsigned, CallerError::Refused { status: 403, .. }),
+        "{unsigned}"
+    );
+
+    let mut wrong_token = short();
+    wrong_token.auth_token = Some(AuthToken::new("00000000000000000000000000000000"));
+    wrong_token.signed_url = Some(d.public_stream_url());
+    let e = caller::dial(&d.twilio_url(), wrong_token)
+        .await
+        .expect_err("refused");
+    assert!(matches!(e, CallerError::Refused { status: 403, .. }), "{e}");
+
+    let mut wrong_url = short();
+    wrong_url.auth_token = Some(token.clone());
+    wrong_url.signed_url = Some("wss://evil.example.com/twilio".into());
+    let e = caller::dial(&d.twilio_url(), wrong_url)
+        .await
+        .expect_err("refused");
+    assert!(matches!(e, CallerError::Refused { status: 403, .. }), "{e}");
+
+    let mut good = short();
+    good.auth_token = Some(token);
+    good.signed_url = Some(d.public_stream_url());
+    good.max_tail = Duration::from_secs(3);
+    let report = caller::dial(&d.twilio_url(), good)
+        .await
+        .expect("a signed call is accepted");
+    assert_eq!(report.end, CallerEnd::HungUp);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_concurrent_calls_each_hear_only_themselves() {
+    let echo = support::EchoModel::start().await;
+    let d = Daemon::start(&support::mock_config(
+        "",
+        &format!("url = \"{}\"", echo.url),
+    ))
+    .await;
+    let mut calls = Vec::new();
+    for i in 0..20u32 {
+        let hz = 300.0 + 45.0 * f64::from(i);
+        let tone: Vec<i16> = (0..8000 * 2)
+            .map(|n| {
+                (8000.0 * (2.0 * std::f64::consts::PI * hz * f64::from(n) / 8000.0).sin()) as i16
+            })
+            .collect();
+        let mut opts = CallerOptions::from_pcm(&tone, 8000, "tone").unwrap();
+        opts.max_tail = Duration::from_secs(3);
+        opts.call_sid = format!("CA{i:032}");
+        let url = d.twilio_url();
+        calls.push(tokio::spawn(
+            async move { (hz, caller::dial(&url, opts).await) },
+        ));
+    }
+    for c in calls {
+        let (hz, report) = c.await.unwrap();
+        let report = report.unwrap();
+        assert_eq!(report.end, CallerEnd::HungUp);
+        let heard = support::dominant_hz(&report.recording.agent, 8000, 250.0, 1250.0);
+        assert!(
+            (heard - hz).abs() < 10.0,
+            "a caller at {hz} Hz heard {heard} Hz"
+        );
+    }
+    assert_eq!(d.active_calls().await, 0);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_input_ends_only_that_call() {
+    let d = Daemon::start(&support::mock_config("", "")).await;
+    // A well-behaved call runs throughout.
+    let mut good = CallerOptions::from_pcm(&vec![0i16; 8000 * 3], 8000, "silence").unwrap();
+    good.max_tail = Duration::from_secs(2);
+    let url = d.twilio_url();
+    let good = tokio::spawn(async move { caller::dial(&url, good).await });
+    for script in support::hostile_scripts() {
+        support::send_raw(&d.twilio_url(), &script).await;
+    }
+    let report = good.await.unwrap().unwrap();
+    assert_eq!(report.end, CallerEnd::HungUp, "{report:?}");
+    assert_eq!(report.bad_messages, 0);
+    // Every hostile call was cleaned up.
+    for _ in 0..50 {
+        if d.active_calls().await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(d.active_calls().await, 0);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twiml_points_twilio_at_the_stream() {
+    let d = Daemon::start(&support::mock_config("", "")).await;
+    let body = support::http(&d.addr, "POST /twiml HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 29\r\nConnection: close\r\n\r\nFrom=%2B15550100&CallSid=CA12").await;
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains("text/xml"), "{body}");
+    assert!(
+        body.contains(&format!("<Stream url=\"ws://{}/twilio\">", d.addr)),
+        "{body}"
+    );
+    assert!(
+        body.contains("<Parameter name=\"From\" value=\"+15550100\"/>"),
+        "{body}"
+    );
+    assert!(
+        body.contains("<Parameter name=\"CallSid\" value=\"CA12\"/>"),
+        "{body}"
+    );
+    let health = support::http(
+        &d.addr,
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(health.contains("\"status\":\"ok\""), "{health}");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_hangs_up_calls_after_the_deadline() {
+    let d = Daemon::start(&support::mock_config("", "")).await;
+    let mut long = CallerOptions::from_pcm(&vec![0i16; 8000 * 30], 8000, "long silence").unwrap();
+    long.max_tail = Duration::from_secs(1);
+    let url = d.twilio_url();
+    let call = tokio::spawn(async move { caller::dial(&url, long).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(d.active_calls().await, 1);
+    let started = std::time::Instant::now();
+    d.stop().await; // drain_timeout_s = 1 in the test config
+    let report = call.await.unwrap().unwrap();
+    assert!(
+        matches!(report.end, CallerEnd::ServerClosed { .. }),
+        "{:?}",
+        report.end
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+}

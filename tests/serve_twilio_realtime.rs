@@ -1,0 +1,37 @@
+//! The bundled call through `baton serve` from a Twilio-protocol caller, in real time. In a test
+//! binary of its own so no other test shares the machine's two cores while cadence is measured.
+
+mod support;
+
+use std::path::Path;
+
+use baton::leg::twilio::caller::{self, CallerEnd, CallerOptions};
+use support::{Daemon, ROOT, voiced_segments};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundled_call_over_twilio_in_real_time() {
+    let d = Daemon::start(&support::mock_config(
+        "audio-fixtures/scenarios/demo.toml",
+        "",
+    ))
+    .await;
+    let opts = CallerOptions::from_wav(
+        &Path::new(ROOT).join("audio-fixtures/clips/caller_conversation.wav"),
+    )
+    .unwrap();
+    let report = caller::dial(&d.twilio_url(), opts).await.unwrap();
+    assert_eq!(report.end, CallerEnd::HungUp, "{report:?}");
+    assert_eq!(report.bad_messages, 0, "{:?}", report.errors);
+    // Every agent reply is in what the caller heard, one voiced stretch per turn.
+    let segs = voiced_segments(&report.recording.agent, 8000);
+    assert_eq!(segs.len(), 4, "agent speech segments heard: {segs:?}");
+    // Outbound media paced at real time: inter-send interval within 20 ± 5 ms at p99.
+    assert!(report.cadence.intervals > 400, "{:?}", report.cadence);
+    eprintln!("outbound cadence as received: {:?}", report.cadence);
+    assert!(report.cadence.p99_dev_us <= 5_000, "{:?}", report.cadence);
+    // A mark per outbound chunk, all of them echoed back once played.
+    assert!(report.marks_received > 400);
+    assert_eq!(report.marks_echoed, report.marks_received);
+    assert_eq!(report.clears_received, 0);
+    d.stop().await;
+}

@@ -1,0 +1,266 @@
+//! Helpers shared by the `serve` integration tests: an in-process daemon on a loopback port, an
+//! echo Live model, raw hostile clients, and signal measurements on recordings.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+
+use baton::leg::twilio::signature::AuthToken;
+use baton::server::{self, AppState};
+
+pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A config on the embedded mock (scenario path relative to the repository root, or "" for the
+/// built-in script), loopback, 1 s drain. `model_extra` is added to `[model]`.
+pub fn mock_config(scenario: &str, model_extra: &str) -> String {
+    let scenario = if scenario.is_empty() {
+        String::new()
+    } else {
+        format!("scenario = \"../{scenario}\"")
+    };
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ndrain_timeout_s = 1\n[model]\nbackend = \"mock\"\n{scenario}\n{model_extra}\n[limits]\nmax_calls = 50\n"
+    )
+}
+
+pub struct Daemon {
+    pub addr: SocketAddr,
+    pub app: Arc<AppState>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Daemon {
+    pub async fn start(config: &str) -> Daemon {
+        Self::start_with_token(config, None).await
+    }
+
+    pub async fn start_with_token(config: &str, token: Option<AuthToken>) -> Daemon {
+        let mut loaded =
+            baton::config::parse(config, &Path::new(ROOT).join("config/test.toml")).unwrap();
+        let listener = tokio::net::TcpListener::bind(loaded.listen).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        loaded.listen = addr;
+        let app = server::state(loaded).unwrap();
+        let app = if token.is_some() {
+            let mut st = Arc::try_unwrap(app).ok().expect("state not shared yet");
+            st.twilio_token = token;
+            Arc::new(st)
+        } else {
+            app
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn({
+            let app = app.clone();
+            async move {
+                server::serve(app, listener, async {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+            }
+        });
+        Daemon {
+            addr,
+            app,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    pub fn twilio_url(&self) -> String {
+        format!("ws://{}/twilio", self.addr)
+    }
+
+    /// What baton validates signatures against.
+    pub fn public_stream_url(&self) -> String {
+        self.app.stream_url.clone()
+    }
+
+    pub async fn active_calls(&self) -> usize {
+        self.app.calls.active()
+    }
+
+    /// Triggers the drain and waits for the server to stop.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(15), &mut self.task).await;
+    }
+}
+
+/// Voiced stretches `(start_s, end_s)` of a track (20 ms blocks above −45 dBFS, gaps < 600 ms
+/// bridged).
+pub fn voiced_segments(track: &[i16], rate: u32) -> Vec<(f64, f64)> {
+    let block = (rate / 50) as usize;
+    let mut segs: Vec<(f64, f64)> = Vec::new();
+    for (i, b) in track.chunks(block).enumerate() {
+        if baton::audio::vad::rms_dbfs(b) > -45.0 {
+            let (s, e) = (i as f64 * 0.02, (i + 1) as f64 * 0.02);
+            match segs.last_mut() {
+                Some(last) if s - last.1 < 0.6 => last.1 = e,
+                _ => segs.push((s, e)),
+            }
+        }
+    }
+    segs
+}
+
+/// The strongest frequency of a track between `lo` and `hi` Hz (Goertzel scan, 5 Hz steps).
+pub fn dominant_hz(track: &[i16], rate: u32, lo: f64, hi: f64) -> f64 {
+    let voiced: Vec<f64> = track
+        .chunks((rate / 50) as usize)
+        .filter(|b| baton::audio::vad::rms_dbfs(b) > -45.0)
+        .flatten()
+        .map(|&s| f64::from(s))
+        .collect();
+    let mut best = (0.0, 0.0);
+    let mut f = lo;
+    while f <= hi {
+        let w = 2.0 * std::f64::consts::PI * f / f64::from(rate);
+        let (mut s1, mut s2) = (0.0f64, 0.0f64);
+        for &x in &voiced {
+            let s0 = x + 2.0 * w.cos() * s1 - s2;
+            s2 = s1;
+            s1 = s0;
+        }
+        let p = s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2;
+        if p > best.1 {
+            best = (f, p);
+        }
+        f += 5.0;
+    }
+    best.0
+}
+
+/// A Live model that answers every audio chunk with the same audio: each caller hears only
+/// itself unless calls get mixed up.
+pub struct EchoModel {
+    pub url: String,
+}
+
+impl EchoModel {
+    pub async fn start() -> EchoModel {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
+                        return;
+                    };
+                    let _setup = ws.next().await;
+                    let _ = ws
+                        .send(Message::binary(br#"{"setupComplete":{}}"#.to_vec()))
+                        .await;
+                    while let Some(Ok(msg)) = ws.next().await {
+                        let Message::Text(t) = msg else { continue };
+                        let Ok(v) = serde_json::from_str::<serde_json::Value>(t.as_str()) else {
+                            continue;
+                        };
+                        if let Some(data) = v["realtimeInput"]["audio"]["data"].as_str() {
+                            let reply = serde_json::json!({"serverContent": {"modelTurn": {"parts": [
+                                {"inlineData": {"mimeType": "audio/pcm;rate=16000", "data": data}}]}}});
+                            if ws
+                                .send(Message::binary(reply.to_string().into_bytes()))
+                                .await
+                                .is_err()
+                            {
+                                break;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        EchoModel { url }
+    }
+}
+
+/// One step of a hostile client.
+pub enum Raw {
+    Text(String),
+    Binary(Vec<u8>),
+    /// Drop the TCP connection without a close frame.
+    Abort,
+}
+
+fn start_json() -> String {
+    r#"{"event":"start","sequenceNumber":"2","streamSid":"MZh","start":{"streamSid":"MZh","accountSid":"AC00000000000000000000000000000000","callSid":"CAh","tracks":["inbound"],"customParameters":{},"mediaFormat":{"encoding":"audio/x-mulaw","sampleRate":8000,"channels":1}}}"#.into()
+}
+
+fn media_json(seq: u32, payload: &str) -> String {
+    format!(
+        r#"{{"event":"media","sequenceNumber":"{seq}","streamSid":"MZh","media":{{"track":"inbound","chunk":"{seq}","timestamp":"{}","payload":"{payload}"}}}}"#,
+        seq * 20
+    )
+}
+
+pub fn hostile_scripts() -> Vec<Vec<Raw>> {
+    use base64::Engine;
+    let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![0xFFu8; n]);
+    vec![
+        vec![
+            Raw::Text("this is not json".into()),
+            Raw::Text(r#"{"event":"bogus","x":1}"#.into()),
+            Raw::Text(media_json(1, &b64(160))),
+            Raw::Binary(vec![1, 2, 3]),
+            Raw::Abort,
+        ],
+        vec![
+            Raw::Text(r#"{"event":"connected","protocol":"Call","version":"1.0.0"}"#.into()),
+            Raw::Text(start_json()),
+            Raw::Text(media_json(3, "%%%not base64%%%")),
+            Raw::Text(media_json(4, &b64(1))),
+            Raw::Text(media_json(5, &b64(159))),
+            Raw::Text(media_json(6, &b64(321))),
+            Raw::Text(r#"{"event":"media","sequenceNumber":"7","streamSid":"MZh"}"#.into()),
+            Raw::Text(format!(
+                r#"{{"event":"media","pad":"{}"}}"#,
+                "x".repeat(1 << 20)
+            )),
+            Raw::Abort,
+        ],
+        vec![
+            Raw::Text(r#"{"event":"connected","protocol":"Call","version":"1.0.0"}"#.into()),
+            Raw::Text(start_json()),
+            Raw::Text(media_json(3, &b64(160))),
+            Raw::Abort,
+        ],
+    ]
+}
+
+/// Runs one hostile script against a Twilio endpoint, ignoring every error.
+pub async fn send_raw(url: &str, script: &[Raw]) {
+    let Ok((mut ws, _)) = tokio_tungstenite::connect_async(url).await else {
+        return;
+    };
+    for step in script {
+        let r = match step {
+            Raw::Text(t) => ws.send(Message::text(t.clone())).await,
+            Raw::Binary(b) => ws.send(Message::binary(b.clone())).await,
+            Raw::Abort => break,
+        };
+        if r.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(ws);
+}
+
+/// A raw HTTP/1.1 exchange; returns the whole response.
+pub async fn http(addr: &SocketAddr, request: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
