@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use super::AppState;
 use super::calls::CallSlot;
+use crate::call::metrics::summarize;
 use crate::call::{self, CallOptions};
 use crate::leg::LegCommand;
 use crate::leg::twilio::server::{self as twilio_leg, TwilioLegOptions};
@@ -93,6 +94,8 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
                 underruns = report.underruns,
                 end = %report.end_reason,
                 first_audio_ms = ?report.first_audio_ms,
+                uplink_added_ms = ?summarize(&report.uplink_added_ms),
+                downlink_added_ms = ?summarize(&report.downlink_added_ms),
                 send_cadence = ?cadence,
                 "call ended"
             );
