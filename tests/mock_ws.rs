@@ -23,14 +23,13 @@ const PATH: &str = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.Bi
 
 fn options() -> MockOptions {
     let mut s = Scenario::builtin();
-    s.turns.push(Turn {
-        input_text: Some("hello mock".into()),
-        reply: Reply {
+    s.turns.push(Turn::new(
+        Some("hello mock".into()),
+        Reply {
             audio: clip::synthetic_utterance().into(),
             text: "hello caller".into(),
         },
-        tool_call: None,
-    });
+    ));
     MockOptions::new(Arc::new(s))
 }
 

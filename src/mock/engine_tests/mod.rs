@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::mock::clip::OUTPUT_RATE;
-use crate::mock::scenario::{Reply, ScriptedToolCall, Timing};
-use crate::model::gemini::wire::ServerContent;
+use crate::mock::scenario::{Reply, ScriptedToolCall, Timing, Turn};
+use crate::mock::setup::Backend;
+use crate::model::gemini::wire::{FunctionCall, ServerContent};
 
 pub(super) const MS: Duration = Duration::from_millis(1);
 pub(super) const REPLY_TEXT: &str = "one two three four five six";
@@ -39,17 +40,19 @@ pub(super) fn scenario(turns: Vec<Turn>) -> Arc<Scenario> {
         timing: Timing::default(),
         default_reply: reply_clip(),
         turns,
+        profile: Profile::default(),
+        quirks: Default::default(),
+        personas: Vec::new(),
     })
 }
 
 pub(super) fn tool_turn(name: &str) -> Turn {
     Turn {
-        input_text: Some("what's my balance".into()),
-        reply: reply_clip(),
         tool_call: Some(ScriptedToolCall {
             name: name.into(),
             args: json!({"account": "checking"}),
         }),
+        ..Turn::new(Some("what's my balance".into()), reply_clip())
     }
 }
 
