@@ -28,7 +28,8 @@ pub enum Profile {
     /// `clientContent` accepted mid-session.
     Gemini25,
     /// gemini-3.1-flash-live-preview as launched: no `contextUpdate`; synchronous tools only;
-    /// mid-session `clientContent` refused (initial history excepted).
+    /// mid-session `clientContent` refused (initial history, before the first `turnComplete:true`
+    /// and the model's first reply, excepted).
     Gemini31,
 }
 

@@ -73,7 +73,9 @@
 //! `handoff.tool_call` is emitted after the first burst of the announcing reply, only if the
 //! function is declared in the session's tools and `to` is not already active.
 //!
-//! **Initial history**: a session whose `setup` asks for it resumes the script after the last
+//! **Initial history** (`historyConfig.initialHistoryInClientContent`): `clientContent` is history,
+//! ingested without calling the model, until the first `turnComplete:true` or the model's first
+//! reply, whichever comes first. A session whose `setup` asks for it resumes the script after the last
 //! `[[turn]]` whose `input_text` equals (trimmed) a user turn of the ingested history, in order;
 //! if none matches, after as many turns as the history has non-empty user turns.
 

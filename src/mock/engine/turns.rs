@@ -178,6 +178,8 @@ impl MockSession {
     fn begin_turn(&mut self, plan: Plan, reply_at: Instant) {
         self.voice = Some(plan.persona);
         self.resumed = false;
+        // Initial history is over once the conversation has started.
+        self.history_open = false;
         self.turn = Some(ModelTurn {
             plan,
             stage: Stage::Thinking,

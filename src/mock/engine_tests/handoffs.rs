@@ -297,6 +297,17 @@ fn gemini_31_takes_initial_history_only() {
     assert_eq!(code, 1007);
     assert!(reason.contains("mid-session"), "{reason}");
 
+    // Once the model has replied, history is no longer initial.
+    let mut h = Harness::ready_as(
+        scenario(vec![]),
+        Profile::Gemini31,
+        json!({"historyConfig": {"initialHistoryInClientContent": true}}),
+    );
+    h.send(text("hi"));
+    h.settle();
+    h.send(history.clone());
+    assert_eq!(close_of(&h.log).0, 1007);
+
     let mut h = Harness::ready_as(scenario(vec![]), Profile::Gemini31, json!({}));
     h.send(history);
     assert_eq!(close_of(&h.log).0, 1007);
