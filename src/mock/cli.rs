@@ -137,3 +137,30 @@ fn parse_profile(s: &str) -> Result<Profile, String> {
     s.parse()
         .map_err(|e: super::profile::UnknownProfile| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: MockModelArgs,
+    }
+
+    #[test]
+    fn profile_flag_names_a_model_generation() {
+        let cli = Cli::try_parse_from(["mock-model", "--profile", "gemini-3.1"]).unwrap();
+        assert_eq!(cli.args.profile, Some(Profile::Gemini31));
+        assert_eq!(
+            Cli::try_parse_from(["mock-model"]).unwrap().args.profile,
+            None
+        );
+        let err = Cli::try_parse_from(["mock-model", "--profile", "gpt"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("gemini-3.8"), "{err}");
+    }
+}
