@@ -23,14 +23,13 @@ const PATH: &str = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.Bi
 
 fn options() -> MockOptions {
     let mut s = Scenario::builtin();
-    s.turns.push(Turn {
-        input_text: Some("hello mock".into()),
-        reply: Reply {
+    s.turns.push(Turn::new(
+        Some("hello mock".into()),
+        Reply {
             audio: clip::synthetic_utterance().into(),
             text: "hello caller".into(),
         },
-        tool_call: None,
-    });
+    ));
     MockOptions::new(Arc::new(s))
 }
 
@@ -310,6 +309,52 @@ async fn in_memory_bad_input_closes_with_code_and_reason() {
                 assert!(frame.reason.contains(want), "{want}: {}", frame.reason);
             }
             other => panic!("expected a close, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_scenario_profile_reaches_every_session_and_the_server_can_override_it() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("audio-fixtures/scenarios/seed000.toml");
+    let mut scenario = Scenario::load(&path).unwrap();
+    scenario.profile = baton::mock::Profile::Gemini25;
+    let update = Message::text(
+        json!({"contextUpdate": {"systemInstruction": {"parts": [{"text": "You are Ravi."}]}}})
+            .to_string(),
+    );
+    let opts = MockOptions::new(Arc::new(scenario));
+    assert_eq!(opts.profile, baton::mock::Profile::Gemini25);
+    assert!(!opts.capabilities().update_instructions);
+    for (profile, refused) in [
+        (baton::mock::Profile::Gemini25, true),
+        (baton::mock::Profile::Gemini38, false),
+    ] {
+        let mut ws = in_memory_client(MockOptions {
+            profile,
+            ..opts.clone()
+        })
+        .await;
+        ws.send(setup()).await.unwrap();
+        assert_eq!(recv(&mut ws).await, json!({"setupComplete": {}}));
+        ws.send(update.clone()).await.unwrap();
+        ws.send(Message::text(
+            json!({"realtimeInput": {"text": "hi"}}).to_string(),
+        ))
+        .await
+        .unwrap();
+        if refused {
+            match ws.next().await {
+                Some(Ok(Message::Close(Some(frame)))) => {
+                    assert_eq!(u16::from(frame.code), 1007, "{}", frame.reason);
+                    assert!(frame.reason.contains("contextUpdate"), "{}", frame.reason);
+                }
+                other => panic!("{profile}: expected a close, got {other:?}"),
+            }
+        } else {
+            // The update named Ravi: he answers turn 1 (Asha's line) with his own default.
+            let turn = read_turn(&mut ws).await;
+            assert_eq!(turn.output_text, "Sorry, I didn't catch that.");
         }
     }
 }

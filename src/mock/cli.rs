@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::profile::Profile;
 use super::record::RecordSink;
 use super::scenario::Scenario;
 use super::server::{self, MockError, MockOptions};
@@ -20,6 +21,9 @@ Examples:
 
   # A scripted conversation, any free port (the URL is printed on stdout):
   baton mock-model --listen 127.0.0.1:0 --scenario audio-fixtures/scenarios/demo.toml
+
+  # The financial-advisor handoff scenario, behaving like a model without contextUpdate:
+  baton mock-model --scenario audio-fixtures/scenarios/seed000.toml --profile gemini-2.5
 
   # For the official google-genai SDK, which always connects with TLS:
   baton mock-model --tls-self-signed /tmp/mock-cert.pem
@@ -39,6 +43,12 @@ pub struct MockModelArgs {
     /// Scenario TOML (turns, reply clips, timing); without it every turn gets the default reply.
     #[arg(long, value_name = "FILE")]
     pub scenario: Option<PathBuf>,
+
+    /// Model behaviour (overrides the scenario's `[model] profile`): gemini-3.8 (contextUpdate,
+    /// NON_BLOCKING tools), gemini-2.5 (no contextUpdate), gemini-3.1 (no contextUpdate, blocking
+    /// tools only, no mid-session clientContent).
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
+    pub profile: Option<Profile>,
 
     /// Serve wss:// with a fresh self-signed certificate for localhost and 127.0.0.1, written as
     /// PEM to CERT_OUT so clients can trust it (SSL_CERT_FILE=CERT_OUT).
@@ -94,9 +104,11 @@ pub async fn run(args: MockModelArgs) -> Result<(), MockError> {
         Some((sink, task)) => (Some(sink), Some(task)),
         None => (None, None),
     };
+    let profile = args.profile.unwrap_or(scenario.profile);
     let opts = Arc::new(MockOptions {
         api_key,
         record,
+        profile,
         ..MockOptions::new(Arc::new(scenario))
     });
     let server = server::bind(&args.listen, opts, tls).await?;
@@ -119,4 +131,36 @@ pub async fn run(args: MockModelArgs) -> Result<(), MockError> {
         .await;
     drop(writer);
     Ok(())
+}
+
+fn parse_profile(s: &str) -> Result<Profile, String> {
+    s.parse()
+        .map_err(|e: super::profile::UnknownProfile| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: MockModelArgs,
+    }
+
+    #[test]
+    fn profile_flag_names_a_model_generation() {
+        let cli = Cli::try_parse_from(["mock-model", "--profile", "gemini-3.1"]).unwrap();
+        assert_eq!(cli.args.profile, Some(Profile::Gemini31));
+        assert_eq!(
+            Cli::try_parse_from(["mock-model"]).unwrap().args.profile,
+            None
+        );
+        let err = Cli::try_parse_from(["mock-model", "--profile", "gpt"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("gemini-3.8"), "{err}");
+    }
 }

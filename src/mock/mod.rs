@@ -4,9 +4,10 @@
 //! - [`engine`]: the sans-IO session core ([`MockSession`]); never reads a clock; [`timers`]: its
 //!   timer table.
 //! - [`inbound`]: client frame → typed message, with the real service's close codes.
-//! - [`setup`]: `setup` validation, backend/API version, model profiles.
+//! - [`setup`]: `setup` validation, backend/API version; [`profile`]: model-behaviour profiles
+//!   (gemini-3.8 / 2.5 / 3.1) and their [`Capabilities`](crate::model::Capabilities).
 //! - [`listen`] / [`speak`]: caller audio + VAD in; reply chunks + transcription out.
-//! - [`scenario`] / [`clip`]: the script and its audio.
+//! - [`scenario`] / [`clip`]: the script and its audio; [`persona`]: which agent the wire named.
 //! - [`server`]: the tokio/WebSocket shell (TCP, TLS, in-memory duplex), [`record`]: message
 //!   recording, [`cli`]: `baton mock-model`.
 
@@ -15,6 +16,8 @@ pub mod clip;
 pub mod engine;
 pub mod inbound;
 pub mod listen;
+pub mod persona;
+pub mod profile;
 pub mod record;
 pub mod scenario;
 pub mod server;
@@ -25,9 +28,10 @@ pub mod tls;
 
 pub use engine::{MockSession, Outgoing};
 pub use inbound::Rejection;
+pub use profile::{Profile, Quirks};
 pub use scenario::{Scenario, ScenarioError};
 pub use server::{
     MockError, MockOptions, MockServer, RunningMockServer, bind, connect_in_memory,
     serve_connection,
 };
-pub use setup::{Backend, Endpoint, Profile};
+pub use setup::{Backend, Endpoint};

@@ -6,6 +6,7 @@
 //! description = "A caller checks a balance, then asks about a savings scheme."
 //! caller = "../clips/caller_conversation.wav"  # optional: what a fixture caller replays (not used by the mock itself)
 //! [model]
+//! profile = "gemini-3.8"   # model behaviour: gemini-3.8 | gemini-2.5 | gemini-3.1 (see profile.rs); `baton mock-model --profile` overrides
 //! first_audio_ms = 300     # end of the caller's turn (after the VAD silence window) → first audio chunk sent
 //! speed = 4.0              # generation speed, × real time
 //! chunk_ms = 40            # audio per modelTurn message
@@ -15,13 +16,33 @@
 //! silence_ms = 500         # VAD silence window when setup sets no silenceDurationMs
 //! default_reply = "../clips/advisor_default.wav"   # optional
 //! default_reply_text = "Sorry, could you say that again?"
+//! partial_content_wedges_vad = false   # gemini-2.5 quirk: after clientContent without turnComplete, VAD turns get no reply
+//! partial_content_interrupts = false   # clientContent with turnComplete:false interrupts a reply being generated
+//!
+//! [[persona]]                          # optional, any number: the agents the model can speak as
+//! id = "advisor"                       # agent id
+//! marker = "Asha"                      # the persona is named on the wire by this text
+//! default_reply = "../clips/advisor_default.wav"   # optional: its own default reply
+//! default_reply_text = "Sorry, could you say that again?"
+//!
 //! [[turn]]
 //! input_text = "Hi, what's my balance?"     # inputTranscription when the caller's turn ends
 //! reply = "../clips/advisor_01.wav"
 //! output_text = "Your balance is ..."        # outputTranscription of the reply
+//! by = "advisor"                             # optional: whose voice `reply` is
 //! [turn.tool_call]                           # optional: emitted before the reply audio
 //! name = "get_balance"
 //! args = { account = "checking" }
+//! [turn.by_persona]                          # optional: the same turn answered by another persona
+//! schemes = { reply = "../clips/schemes_01.wav", output_text = "..." }
+//! [turn.handoff]                             # optional: the handoff announced in this turn
+//! to = "schemes"                             # the persona that takes over
+//! reply = "../clips/schemes_greet.wav"       # what it says right after the handoff
+//! output_text = "..."
+//! tool_call = { name = "transfer_to_schemes", args = { summary = "..." } }  # optional, see below
+//! [turn.after_tool]                          # optional: what the model says about a NON_BLOCKING
+//! reply = "../clips/advisor_found.wav"       # call's result answered with WHEN_IDLE or INTERRUPT
+//! output_text = "..."
 //! ```
 //!
 //! Each caller turn (however it ends: VAD, `activityEnd`, `clientContent` with `turnComplete`,
@@ -29,7 +50,36 @@
 //! default reply. All `[model]` keys are optional with the defaults shown. A `[[turn]]` without
 //! `reply` speaks the default reply clip; without `output_text` it has no output transcription
 //! (unless it also has no `reply`, then the default reply text is used). Unknown keys are errors.
+//!
+//! **Personas** (all optional; a scenario without them behaves as before). The *active* persona
+//! is the one most recently named on the wire (see [`super::persona`] for the matching rule): by
+//! the system instruction of `setup` or of a `contextUpdate`, by an injected `clientContent` user
+//! turn, or by the content of a `toolResponse`; texts naming no persona leave it unchanged, and
+//! initial history (`historyConfig.initialHistoryInClientContent`) never changes it. A caller turn
+//! is answered with the active persona's `by_persona` entry; without one, with `reply`, unless
+//! `by` names another persona, in which case the active persona says its own default reply (a
+//! persona never speaks in another's voice). Past the last `[[turn]]` the active persona's
+//! `default_reply` is used, else the scenario's.
+//!
+//! **Handoffs**. A handoff *follow-up* is what makes the new persona speak right after the
+//! announcing turn without a caller turn: a `realtimeInput.text` (unless it equals the next turn's
+//! `input_text`), a `clientContent` with `turnComplete:true`, a NON_BLOCKING call's response with
+//! `scheduling` `WHEN_IDLE` (the default) or `INTERRUPT`, or the first trigger on a session set up
+//! with initial history. It takes effect only if the active persona changed since the model last
+//! spoke (on a session with initial history: if the current turn's `handoff.to` is active); then
+//! the model says the current turn's `[turn.handoff]` reply when `to` is the active persona (else
+//! that persona's default reply) and consumes no `[[turn]]`. Otherwise the input is an ordinary
+//! caller turn (or, for a tool response, the `after_tool` reply if scripted, else nothing). A
+//! `handoff.tool_call` is emitted after the first burst of the announcing reply, only if the
+//! function is declared in the session's tools and `to` is not already active.
+//!
+//! **Initial history** (`historyConfig.initialHistoryInClientContent`): `clientContent` is history,
+//! ingested without calling the model, until the first `turnComplete:true` or the model's first
+//! reply, whichever comes first. A session whose `setup` asks for it resumes the script after the last
+//! `[[turn]]` whose `input_text` equals (trimmed) a user turn of the ingested history, in order;
+//! if none matches, after as many turns as the history has non-empty user turns.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -37,6 +87,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::clip::{self, BUILTIN_DEFAULT_TEXT, Clip, ClipError};
+use super::profile::{Profile, Quirks};
 
 /// A scenario could not be loaded; the message names the file and, where it applies, the key.
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +147,7 @@ impl Default for Timing {
 }
 
 /// Something the model says: 24 kHz audio and its transcription.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Reply {
     pub audio: Clip,
     /// The `outputTranscription` text; empty for none.
@@ -111,13 +162,52 @@ pub struct ScriptedToolCall {
     pub args: Value,
 }
 
-/// One scripted exchange: what the caller is heard to say and what the model answers.
+/// An agent the model can speak as.
 #[derive(Clone, Debug, PartialEq)]
+pub struct Persona {
+    /// The agent id (`advisor`, `crm_billing`, …).
+    pub id: String,
+    /// The text that names this persona on the wire (the agent's name).
+    pub marker: String,
+    /// Its own default reply, if any.
+    pub default_reply: Option<Reply>,
+}
+
+/// The handoff announced in a turn: who takes over and what they say right after it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Handoff {
+    /// The persona id that takes over.
+    pub to: String,
+    pub reply: Reply,
+    /// Emitted during the announcing reply (a model-driven handoff).
+    pub tool_call: Option<ScriptedToolCall>,
+}
+
+/// One scripted exchange: what the caller is heard to say and what the model answers.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Turn {
     /// The `inputTranscription` text, if any.
     pub input_text: Option<String>,
     pub reply: Reply,
     pub tool_call: Option<ScriptedToolCall>,
+    /// Whose voice `reply` is (a persona id), if said.
+    pub by: Option<String>,
+    /// The reply when the persona with this id is active.
+    pub by_persona: BTreeMap<String, Reply>,
+    pub handoff: Option<Handoff>,
+    /// Said about a NON_BLOCKING call's result (`WHEN_IDLE` / `INTERRUPT`).
+    pub after_tool: Option<Reply>,
+}
+
+impl Turn {
+    /// A turn with just a caller text and a reply.
+    pub fn new(input_text: Option<String>, reply: Reply) -> Self {
+        Turn {
+            input_text,
+            reply,
+            ..Turn::default()
+        }
+    }
 }
 
 /// A loaded scenario: all clips are in memory at 24 kHz.
@@ -130,6 +220,10 @@ pub struct Scenario {
     pub timing: Timing,
     pub default_reply: Reply,
     pub turns: Vec<Turn>,
+    /// The model behaviour this scenario is written for (a server may override it).
+    pub profile: Profile,
+    pub quirks: Quirks,
+    pub personas: Vec<Persona>,
 }
 
 impl Scenario {
@@ -146,16 +240,52 @@ impl Scenario {
                 text: BUILTIN_DEFAULT_TEXT.into(),
             },
             turns: Vec::new(),
+            profile: Profile::default(),
+            quirks: Quirks::default(),
+            personas: Vec::new(),
         }
     }
 
     /// The scripted turn for the `index`-th caller turn (0-based), or the default reply.
     pub fn turn(&self, index: usize) -> Turn {
-        self.turns.get(index).cloned().unwrap_or_else(|| Turn {
-            input_text: None,
-            reply: self.default_reply.clone(),
-            tool_call: None,
-        })
+        self.turns
+            .get(index)
+            .cloned()
+            .unwrap_or_else(|| Turn::new(None, self.default_reply.clone()))
+    }
+
+    /// The index of the persona with this id.
+    pub fn persona_index(&self, id: &str) -> Option<usize> {
+        self.personas.iter().position(|p| p.id == id)
+    }
+
+    /// Every persona's marker, in persona order.
+    pub fn markers(&self) -> Vec<&str> {
+        self.personas.iter().map(|p| p.marker.as_str()).collect()
+    }
+
+    /// The default reply of `persona` (an index), or the scenario's.
+    pub fn default_for(&self, persona: Option<usize>) -> &Reply {
+        persona
+            .and_then(|i| self.personas.get(i)?.default_reply.as_ref())
+            .unwrap_or(&self.default_reply)
+    }
+
+    /// What `persona` answers to the `index`-th caller turn (see the module doc).
+    pub fn reply_for(&self, index: usize, persona: Option<usize>) -> &Reply {
+        let Some(turn) = self.turns.get(index) else {
+            return self.default_for(persona);
+        };
+        let Some(p) = persona.and_then(|i| self.personas.get(i)) else {
+            return &turn.reply;
+        };
+        if let Some(r) = turn.by_persona.get(&p.id) {
+            return r;
+        }
+        match &turn.by {
+            Some(by) if *by != p.id => self.default_for(persona),
+            _ => &turn.reply,
+        }
     }
 
     /// Loads a scenario file and every clip it names.
@@ -201,6 +331,12 @@ impl Scenario {
         if burst == 0 {
             return Err(invalid("model.burst", "must be at least 1"));
         }
+        let profile = match &m.profile {
+            None => Profile::default(),
+            Some(name) => name.parse().map_err(|e: super::profile::UnknownProfile| {
+                invalid("model.profile", &e.to_string())
+            })?,
+        };
         let ms = |v: Option<u64>, d: Duration| v.map(Duration::from_millis).unwrap_or(d);
         let timing = Timing {
             first_audio: ms(m.first_audio_ms, defaults.first_audio),
@@ -210,6 +346,10 @@ impl Scenario {
             jitter: ms(m.jitter_ms, defaults.jitter),
             seed: m.seed.unwrap_or(defaults.seed),
             silence: ms(m.silence_ms, defaults.silence),
+        };
+        let quirks = Quirks {
+            partial_content_wedges_vad: m.partial_content_wedges_vad.unwrap_or(false),
+            partial_content_interrupts: m.partial_content_interrupts.unwrap_or(false),
         };
 
         let default_audio = match &m.default_reply {
@@ -223,11 +363,85 @@ impl Scenario {
                 .unwrap_or_else(|| BUILTIN_DEFAULT_TEXT.into()),
         };
 
+        let mut personas: Vec<Persona> = Vec::with_capacity(raw.persona.len());
+        for (i, p) in raw.persona.into_iter().enumerate() {
+            let key = format!("persona[{i}]");
+            if p.id.trim().is_empty() {
+                return Err(invalid(&format!("{key}.id"), "must not be empty"));
+            }
+            if personas.iter().any(|q| q.id == p.id) {
+                return Err(invalid(
+                    &format!("{key}.id"),
+                    "is used by an earlier persona",
+                ));
+            }
+            if p.marker.trim().is_empty() || p.marker.trim() != p.marker {
+                return Err(invalid(
+                    &format!("{key}.marker"),
+                    "must be a non-empty name without surrounding spaces",
+                ));
+            }
+            if personas.iter().any(|q| q.marker == p.marker) {
+                return Err(invalid(
+                    &format!("{key}.marker"),
+                    "is used by an earlier persona",
+                ));
+            }
+            let default_reply = match &p.default_reply {
+                Some(rel) => Some(Reply {
+                    audio: load_clip(format!("{key}.default_reply"), rel)?,
+                    text: p
+                        .default_reply_text
+                        .unwrap_or_else(|| default_reply.text.clone()),
+                }),
+                None if p.default_reply_text.is_some() => {
+                    return Err(invalid(
+                        &format!("{key}.default_reply_text"),
+                        "needs default_reply",
+                    ));
+                }
+                None => None,
+            };
+            personas.push(Persona {
+                id: p.id,
+                marker: p.marker,
+                default_reply,
+            });
+        }
+        let known = |key: &str, id: &str| {
+            if personas.iter().any(|p| p.id == id) {
+                Ok(())
+            } else {
+                Err(invalid(key, &format!("no [[persona]] has id {id:?}")))
+            }
+        };
+        let tool_call = |key: String, tc: RawToolCall| {
+            if tc.name.trim().is_empty() {
+                return Err(invalid(&format!("{key}.name"), "must not be empty"));
+            }
+            let args = match tc.args {
+                None => Value::Object(Default::default()),
+                Some(v @ Value::Object(_)) => v,
+                Some(_) => return Err(invalid(&format!("{key}.args"), "must be a table")),
+            };
+            Ok(ScriptedToolCall {
+                name: tc.name,
+                args,
+            })
+        };
+        let reply = |key: String, r: RawReply| {
+            Ok::<_, ScenarioError>(Reply {
+                audio: load_clip(format!("{key}.reply"), &r.reply)?,
+                text: r.output_text.unwrap_or_default(),
+            })
+        };
+
         let mut turns = Vec::with_capacity(raw.turn.len());
         for (i, t) in raw.turn.into_iter().enumerate() {
-            let reply = match &t.reply {
+            let key = format!("turn[{i}]");
+            let main = match &t.reply {
                 Some(rel) => Reply {
-                    audio: load_clip(format!("turn[{i}].reply"), rel)?,
+                    audio: load_clip(format!("{key}.reply"), rel)?,
                     text: t.output_text.unwrap_or_default(),
                 },
                 None => Reply {
@@ -235,30 +449,50 @@ impl Scenario {
                     text: t.output_text.unwrap_or_else(|| default_reply.text.clone()),
                 },
             };
-            let tool_call = match t.tool_call {
+            if let Some(by) = &t.by {
+                known(&format!("{key}.by"), by)?;
+            }
+            let mut by_persona = BTreeMap::new();
+            for (id, r) in t.by_persona.unwrap_or_default() {
+                let k = format!("{key}.by_persona.{id}");
+                known(&k, &id)?;
+                by_persona.insert(id, reply(k, r)?);
+            }
+            let handoff = match t.handoff {
                 None => None,
-                Some(tc) => {
-                    let key = format!("turn[{i}].tool_call");
-                    if tc.name.trim().is_empty() {
-                        return Err(invalid(&format!("{key}.name"), "must not be empty"));
-                    }
-                    let args = match tc.args {
-                        None => Value::Object(Default::default()),
-                        Some(v @ Value::Object(_)) => v,
-                        Some(_) => {
-                            return Err(invalid(&format!("{key}.args"), "must be a table"));
-                        }
-                    };
-                    Some(ScriptedToolCall {
-                        name: tc.name,
-                        args,
+                Some(h) => {
+                    let k = format!("{key}.handoff");
+                    known(&format!("{k}.to"), &h.to)?;
+                    Some(Handoff {
+                        to: h.to,
+                        reply: reply(
+                            k.clone(),
+                            RawReply {
+                                reply: h.reply,
+                                output_text: h.output_text,
+                            },
+                        )?,
+                        tool_call: h
+                            .tool_call
+                            .map(|tc| tool_call(format!("{k}.tool_call"), tc))
+                            .transpose()?,
                     })
                 }
             };
             turns.push(Turn {
                 input_text: t.input_text,
-                reply,
-                tool_call,
+                reply: main,
+                tool_call: t
+                    .tool_call
+                    .map(|tc| tool_call(format!("{key}.tool_call"), tc))
+                    .transpose()?,
+                by: t.by,
+                by_persona,
+                handoff,
+                after_tool: t
+                    .after_tool
+                    .map(|r| reply(format!("{key}.after_tool"), r))
+                    .transpose()?,
             });
         }
 
@@ -273,6 +507,9 @@ impl Scenario {
             timing,
             default_reply,
             turns,
+            profile,
+            quirks,
+            personas,
         })
     }
 }
@@ -286,12 +523,15 @@ struct RawScenario {
     #[serde(default)]
     model: RawModel,
     #[serde(default)]
+    persona: Vec<RawPersona>,
+    #[serde(default)]
     turn: Vec<RawTurn>,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawModel {
+    profile: Option<String>,
     first_audio_ms: Option<u64>,
     speed: Option<f64>,
     chunk_ms: Option<u64>,
@@ -301,6 +541,17 @@ struct RawModel {
     silence_ms: Option<u64>,
     default_reply: Option<String>,
     default_reply_text: Option<String>,
+    partial_content_wedges_vad: Option<bool>,
+    partial_content_interrupts: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPersona {
+    id: String,
+    marker: String,
+    default_reply: Option<String>,
+    default_reply_text: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -308,6 +559,26 @@ struct RawModel {
 struct RawTurn {
     input_text: Option<String>,
     reply: Option<String>,
+    output_text: Option<String>,
+    tool_call: Option<RawToolCall>,
+    by: Option<String>,
+    by_persona: Option<BTreeMap<String, RawReply>>,
+    handoff: Option<RawHandoff>,
+    after_tool: Option<RawReply>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReply {
+    reply: String,
+    output_text: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHandoff {
+    to: String,
+    reply: String,
     output_text: Option<String>,
     tool_call: Option<RawToolCall>,
 }
@@ -320,91 +591,5 @@ struct RawToolCall {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    #[test]
-    fn loads_clips_relative_to_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("clips")).unwrap();
-        crate::audio::wav::write_mono(&dir.path().join("clips/a.wav"), 16000, &[100; 16000])
-            .unwrap();
-        let p = write(
-            dir.path(),
-            "s.toml",
-            r#"
-name = "t"
-caller = "clips/a.wav"
-[model]
-speed = 2.0
-jitter_ms = 7
-[[turn]]
-input_text = "hello"
-reply = "clips/a.wav"
-output_text = "hi there"
-[turn.tool_call]
-name = "get_balance"
-args = { account = "checking" }
-[[turn]]
-"#,
-        );
-        let s = Scenario::load(&p).unwrap();
-        assert_eq!(s.name, "t");
-        assert_eq!(s.caller, Some(dir.path().join("clips/a.wav")));
-        assert_eq!(s.timing.speed, 2.0);
-        assert_eq!(s.timing.jitter, Duration::from_millis(7));
-        assert_eq!(s.timing.chunk, Duration::from_millis(40));
-        assert_eq!(s.turns.len(), 2);
-        assert_eq!(s.turns[0].reply.audio.len(), 24000);
-        assert_eq!(s.turns[0].reply.text, "hi there");
-        assert_eq!(
-            s.turns[0].tool_call,
-            Some(ScriptedToolCall {
-                name: "get_balance".into(),
-                args: serde_json::json!({"account": "checking"})
-            })
-        );
-        assert_eq!(s.turns[1].reply, s.default_reply);
-        assert_eq!(s.turn(5).reply, s.default_reply);
-    }
-
-    #[test]
-    fn errors_name_file_and_key() {
-        let dir = tempfile::tempdir().unwrap();
-        let cases = [
-            ("[model]\nspeeed = 2.0\n", "speeed"),
-            ("[model]\nspeed = -1.0\n", "model.speed"),
-            ("[model]\nburst = 0\n", "model.burst"),
-            ("[[turn]]\nreply = \"missing.wav\"\n", "turn[0].reply"),
-            (
-                "[[turn]]\n[turn.tool_call]\nname = \"f\"\nargs = 3\n",
-                "turn[0].tool_call.args",
-            ),
-            ("name = ", "line 1"),
-        ];
-        for (text, key) in cases {
-            let p = write(dir.path(), "bad.toml", text);
-            let err = Scenario::load(&p).unwrap_err().to_string();
-            assert!(err.contains("bad.toml"), "{err}");
-            assert!(err.contains(key), "{key}: {err}");
-        }
-        let err = Scenario::load(&dir.path().join("none.toml"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("none.toml"), "{err}");
-    }
-
-    #[test]
-    fn builtin_needs_no_files() {
-        let s = Scenario::builtin();
-        assert!(s.turns.is_empty());
-        assert!(!s.default_reply.audio.is_empty());
-        assert_eq!(s.turn(0).reply.text, BUILTIN_DEFAULT_TEXT);
-    }
-}
+#[path = "scenario_tests.rs"]
+mod tests;

@@ -43,18 +43,24 @@ pub struct MockOptions {
     pub api_key: Option<String>,
     /// If set, every client message is recorded.
     pub record: Option<RecordSink>,
+    /// The model behaviour every session follows.
     pub profile: Profile,
 }
 
 impl MockOptions {
-    /// No key, no recording, the default profile.
+    /// No key, no recording, the scenario's profile.
     pub fn new(scenario: Arc<Scenario>) -> Self {
         MockOptions {
+            profile: scenario.profile,
             scenario,
             api_key: None,
             record: None,
-            profile: Profile::default(),
         }
+    }
+
+    /// What a client can do in place in a session of this server.
+    pub fn capabilities(&self) -> crate::model::Capabilities {
+        self.profile.capabilities()
     }
 }
 

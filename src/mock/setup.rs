@@ -1,6 +1,7 @@
 //! The session's configuration: validates a client's `setup` (model name, enums, tools) the way
 //! the real service does and turns it into the [`SessionConfig`] the engine runs with. Also owns
-//! what the endpoint path implies (backend, API version) and the model-behaviour [`Profile`].
+//! what the endpoint path implies (backend, API version). Model-behaviour profiles live in
+//! [`super::profile`] (re-exported here).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,6 +10,8 @@ use serde_json::Value;
 
 use super::inbound::{CLOSE_POLICY, Rejection};
 use crate::model::gemini::wire::{Content, Setup};
+
+pub use super::profile::Profile;
 
 /// Which service the client connected to; decides naming and a few rules.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -37,16 +40,6 @@ impl Default for Endpoint {
     }
 }
 
-/// Model-generation behaviours where the real models differ (reference §7). Only the 3.8-like
-/// behaviour exists so far; other generations become variants here.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Profile {
-    /// gemini-3.8-live: `clientContent` with roles all session long, `turnComplete:true`
-    /// interrupts, `turnComplete:false` only appends, `contextUpdate` accepted.
-    #[default]
-    Gemini38,
-}
-
 /// How a declared function behaves when the model calls it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Behavior {
@@ -71,6 +64,9 @@ pub struct SessionConfig {
     pub system_instruction: Option<Content>,
     /// Declared functions by name.
     pub functions: HashMap<String, Behavior>,
+    /// `historyConfig.initialHistoryInClientContent`: `clientContent` up to the first
+    /// `turnComplete:true` is history, ingested without calling the model.
+    pub initial_history: bool,
 }
 
 impl SessionConfig {
@@ -80,6 +76,11 @@ impl SessionConfig {
             .get(name)
             .copied()
             .unwrap_or(Behavior::Blocking)
+    }
+
+    /// The function is declared in the current tools (setup or the latest `contextUpdate`).
+    pub fn declares(&self, name: &str) -> bool {
+        self.functions.contains_key(name)
     }
 }
 
@@ -142,6 +143,10 @@ pub fn validate(setup: &Setup, endpoint: &Endpoint) -> Result<SessionConfig, Rej
         output_transcription: setup.output_audio_transcription.is_some(),
         system_instruction: setup.system_instruction.clone(),
         functions: functions(setup.tools.as_deref().unwrap_or_default(), "setup.tools")?,
+        initial_history: setup
+            .history_config
+            .as_ref()
+            .is_some_and(|h| h.initial_history_in_client_content == Some(true)),
     })
 }
 

@@ -76,6 +76,13 @@ impl ReplyStream {
         }
     }
 
+    /// The client is still playing earlier audio until `until` (a reply that follows another
+    /// without a cut): this reply's playback starts after it.
+    pub fn after(mut self, until: Option<Instant>) -> Self {
+        self.play_end = until;
+        self
+    }
+
     /// Every chunk (and every transcription fragment) has been produced.
     pub fn done(&self) -> bool {
         self.next_chunk >= self.chunks.max(1)
@@ -91,7 +98,8 @@ impl ReplyStream {
         &self.sent_text
     }
 
-    /// When the client will have played everything sent so far (`None` before the first chunk).
+    /// When the client will have played everything sent so far (`None` before the first chunk,
+    /// unless the reply follows earlier audio).
     pub fn play_end(&self) -> Option<Instant> {
         self.play_end
     }

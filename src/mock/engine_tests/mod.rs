@@ -1,7 +1,8 @@
 //! Engine tests on a virtual clock: plain `Instant` arithmetic, jumping straight to each deadline.
 //! This file holds the harness; `turns` tests turn taking, replies and tools, `inputs` tests setup
-//! and input handling.
+//! and input handling, `handoffs` personas, scheduling, initial history and profiles.
 
+mod handoffs;
 mod inputs;
 mod turns;
 
@@ -14,8 +15,9 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::mock::clip::OUTPUT_RATE;
-use crate::mock::scenario::{Reply, ScriptedToolCall, Timing};
-use crate::model::gemini::wire::ServerContent;
+use crate::mock::scenario::{Reply, ScriptedToolCall, Timing, Turn};
+use crate::mock::setup::Backend;
+use crate::model::gemini::wire::{FunctionCall, ServerContent};
 
 pub(super) const MS: Duration = Duration::from_millis(1);
 pub(super) const REPLY_TEXT: &str = "one two three four five six";
@@ -39,17 +41,19 @@ pub(super) fn scenario(turns: Vec<Turn>) -> Arc<Scenario> {
         timing: Timing::default(),
         default_reply: reply_clip(),
         turns,
+        profile: Profile::default(),
+        quirks: Default::default(),
+        personas: Vec::new(),
     })
 }
 
 pub(super) fn tool_turn(name: &str) -> Turn {
     Turn {
-        input_text: Some("what's my balance".into()),
-        reply: reply_clip(),
         tool_call: Some(ScriptedToolCall {
             name: name.into(),
             args: json!({"account": "checking"}),
         }),
+        ..Turn::new(Some("what's my balance".into()), reply_clip())
     }
 }
 
@@ -68,9 +72,14 @@ impl Harness {
 
     /// A session for a client connected to `endpoint`.
     pub(super) fn at(scenario: Arc<Scenario>, endpoint: Endpoint) -> Self {
+        Harness::with(scenario, endpoint, Profile::default())
+    }
+
+    /// A session of `profile` for a client connected to `endpoint`.
+    pub(super) fn with(scenario: Arc<Scenario>, endpoint: Endpoint, profile: Profile) -> Self {
         let t0 = Instant::now();
         Harness {
-            s: MockSession::new(scenario, endpoint, Profile::default()),
+            s: MockSession::new(scenario, endpoint, profile),
             t0,
             now: t0,
             log: Vec::new(),
@@ -79,7 +88,12 @@ impl Harness {
 
     /// A session after a setup with both transcriptions on, plus `extra` setup fields.
     pub(super) fn ready(scenario: Arc<Scenario>, extra: Value) -> Self {
-        let mut h = Harness::new(scenario);
+        Harness::ready_as(scenario, Profile::default(), extra)
+    }
+
+    /// [`Harness::ready`] for a session of `profile`.
+    pub(super) fn ready_as(scenario: Arc<Scenario>, profile: Profile, extra: Value) -> Self {
+        let mut h = Harness::with(scenario, Endpoint::default(), profile);
         let mut setup = json!({"model": "models/gemini-3.8-live",
                                "inputAudioTranscription": {}, "outputAudioTranscription": {}});
         if let (Some(s), Value::Object(e)) = (setup.as_object_mut(), extra) {

@@ -7,11 +7,7 @@ use super::*;
 #[test]
 fn vad_turn_gets_a_bursty_reply_then_turn_complete_after_playback() {
     let mut h = Harness::ready(
-        scenario(vec![Turn {
-            input_text: Some("hello there".into()),
-            reply: reply_clip(),
-            tool_call: None,
-        }]),
+        scenario(vec![Turn::new(Some("hello there".into()), reply_clip())]),
         json!({}),
     );
     h.speak(&tone(1000));
