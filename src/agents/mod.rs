@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! config/agents/<set>.toml ──load──▶ Registry ──▶ Orchestrator (pure: handle / poll_action / poll_timeout)
+//!                                                      │ Action::RunTool ──▶ runner::run (async shell)
 //!                                                      ▼
 //!                                     wire actions for the call layer (contextUpdate, toolResponse,
 //!                                     clientContent, standby sessions), attribution, call events
@@ -14,7 +15,7 @@
 //! declarations, the tool filter, function responses), [`prompts`] (instructions and briefs),
 //! [`setup`] (a session's setup and transferred history), [`strategy`] (how a handoff reaches the
 //! model, and when), [`events`] (call events, transcript, agent history), [`orchestrator`] (the
-//! state machine).
+//! state machine), [`runner`] (running tools).
 //!
 //! **Architecture invariant:** the orchestrator knows no sockets and no clock; nothing it emits
 //! flushes playout or cuts a turn being generated.
@@ -27,6 +28,7 @@ pub mod orchestrator;
 pub mod phrases;
 pub mod prompts;
 pub mod registry;
+pub mod runner;
 pub mod setup;
 pub mod strategy;
 pub mod tools;
