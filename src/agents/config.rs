@@ -1,5 +1,5 @@
 //! The agent-set file as written (`config/agents/<set>.toml`): serde mirrors with unknown keys
-//! refused and documented defaults. Nothing here is checked beyond types; [`super::load`] turns a
+//! refused and documented defaults. Nothing here is checked beyond types; [`super::load()`] turns a
 //! [`SetFile`] into a validated [`super::Registry`] and reports every problem with its key.
 
 use std::collections::BTreeMap;

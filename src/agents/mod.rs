@@ -9,7 +9,7 @@
 //!                                     clientContent, standby sessions), attribution, call events
 //! ```
 //!
-//! Modules, one job each: [`config`] (the file as written), [`load`] (validation, every problem
+//! Modules, one job each: [`config`] (the file as written), [`load`](mod@load) (validation, every problem
 //! with key and fix), [`registry`] (the validated set), [`matching`] (keywords, patterns,
 //! call-data conditions), [`phrases`] (seed 002 handoff phrases), [`tools`] (function
 //! declarations, the tool filter, function responses), [`prompts`] (instructions and briefs),

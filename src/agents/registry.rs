@@ -1,6 +1,6 @@
 //! The validated agent set a call runs with: agents (indexed by position, the index tags model
 //! audio), their policies and triggers, the configured tools and the guards. Built only by
-//! [`super::load`], so everything here is known to be consistent: every referenced agent and
+//! [`super::load()`], so everything here is known to be consistent: every referenced agent and
 //! tool exists, there is exactly one primary, every regex compiles.
 
 use std::collections::BTreeMap;

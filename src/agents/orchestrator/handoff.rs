@@ -58,26 +58,26 @@ pub(super) struct Request {
 /// Who takes over, with what the model is told and why (for the history).
 #[derive(Clone, Debug)]
 pub(super) struct Switch {
-    members: Vec<u32>,
+    pub members: Vec<u32>,
     /// For the model: a transfer's summary, or what the caller last said.
-    context: Option<String>,
+    pub context: Option<String>,
     /// For the agent history: the summary, or the trigger's reason.
-    why: String,
-    strategy: Strategy,
+    pub why: String,
+    pub strategy: Strategy,
 }
 
 /// A handoff whose new session is being prepared (or, cold, is to be opened).
 pub(super) struct Standby {
-    switch: Switch,
-    from: String,
-    cold: bool,
+    pub switch: Switch,
+    pub from: String,
+    pub cold: bool,
     /// Cold: the close-then-open was requested.
-    sent: bool,
-    ready: bool,
+    pub sent: bool,
+    pub ready: bool,
     /// Cold: reopening the previous agents after a failed replacement.
-    restore: bool,
+    pub restore: bool,
     /// Transcript lines when the setup was made; later ones go into the greeting prompt.
-    lines_at_setup: usize,
+    pub lines_at_setup: usize,
 }
 
 /// A turn-completing `clientContent` waiting for the turn boundary; `switch`: the agents that
@@ -339,7 +339,7 @@ impl Orchestrator {
         }
     }
 
-    fn standby_setup(&self, sb: &Standby) -> crate::agents::setup::SessionSetup {
+    pub(super) fn standby_setup(&self, sb: &Standby) -> crate::agents::setup::SessionSetup {
         let sw = &sb.switch;
         let lead = self.reg.agent(sw.members[0]);
         let history = history_turns(&self.lines, lead.policy.history);
@@ -358,7 +358,7 @@ impl Orchestrator {
     }
 
     /// Makes the switch's agents the active ones: history, events, the way back, attribution.
-    fn apply_members(&mut self, sw: Switch) {
+    pub(super) fn apply_members(&mut self, sw: Switch) {
         let next = sw.members;
         let old = std::mem::replace(&mut self.members, next.clone());
         let (from, to) = (old[0], next[0]);
@@ -464,100 +464,6 @@ impl Orchestrator {
             if speaking_turn {
                 self.own_interrupt = true;
             }
-        }
-    }
-
-    /// The new session is active: its agents take over and the lead is prompted to speak.
-    fn finish_standby(&mut self) {
-        let Some(sb) = self.standby.take() else {
-            return;
-        };
-        self.timers.stop(Timer::StandbySetup);
-        self.drop_calls();
-        self.session.epoch += 1;
-        self.session.tool_names = tools::tool_names(&self.reg, &sb.switch.members);
-        if let Some(v) = sb
-            .switch
-            .members
-            .iter()
-            .find_map(|&m| self.reg.agent(m).voice.clone())
-        {
-            self.session.voice = Some(v);
-        }
-        self.phase = Phase::Idle;
-        self.own_interrupt = false;
-        if sb.restore {
-            return;
-        }
-        let missed: Vec<_> = self
-            .lines
-            .iter()
-            .skip(sb.lines_at_setup)
-            .filter(|l| l.role == crate::agents::events::Speaker::Caller)
-            .cloned()
-            .collect();
-        let lead = sb.switch.members[0];
-        let context = sb.switch.context.clone();
-        self.apply_members(sb.switch);
-        if let Some(a) = self.announced.as_mut() {
-            a.from = sb.from;
-        }
-        let text = prompts::greeting_prompt(&self.reg, lead, context.as_deref(), &missed);
-        self.actions.push_back(Action::ClientContent(ClientContent {
-            turns: Some(vec![Content::text(Some("user"), text)]),
-            turn_complete: Some(true),
-        }));
-        self.reply_owed = true;
-    }
-
-    pub(super) fn on_standby_ready(&mut self) {
-        match self.standby.as_mut() {
-            Some(sb) if sb.cold && sb.sent => self.finish_standby(),
-            Some(sb) if !sb.cold => sb.ready = true,
-            _ => {}
-        }
-    }
-
-    /// The standby (or cold replacement) failed or is overdue: the handoff is abandoned.
-    pub(super) fn on_standby_failed(&mut self, reason: &str, overdue: bool, now: Instant) {
-        let Some(sb) = self.standby.take() else {
-            return;
-        };
-        self.timers.stop(Timer::StandbySetup);
-        if overdue && !sb.cold {
-            self.actions.push_back(Action::DiscardStandby {
-                reason: reason.to_owned(),
-            });
-        }
-        let e = CallEvent::HandoffFailed {
-            from: sb.from.clone(),
-            to: self.id(sb.switch.members[0]),
-            reason: format!("{} session: {reason}", sb.switch.strategy.as_str()),
-            at_ms: self.ms(now),
-        };
-        self.event(e);
-        if sb.cold && sb.sent && !sb.restore {
-            // The old session is closed already: reopen the agents that were active.
-            let members = self.members.clone();
-            let history = history_turns(&self.lines, crate::agents::registry::HistoryTransfer::All);
-            let setup = self.setup_for(&members, self.summary.as_deref(), history);
-            self.actions.push_back(Action::RecreateCold(setup));
-            self.timers
-                .set(Timer::StandbySetup, now + self.reg.timing.standby_timeout);
-            self.standby = Some(Standby {
-                switch: Switch {
-                    members,
-                    context: self.summary.clone(),
-                    why: String::new(),
-                    strategy: Strategy::RecreateCold,
-                },
-                from: sb.from,
-                cold: true,
-                sent: true,
-                ready: false,
-                restore: true,
-                lines_at_setup: self.lines.len(),
-            });
         }
     }
 

@@ -28,6 +28,7 @@
 mod calls;
 mod decide;
 mod handoff;
+mod standby;
 mod timers;
 mod turns;
 
