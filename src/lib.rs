@@ -4,6 +4,7 @@
 //!
 //! See `ARCHITECTURE.md` for the codemap and the path of one frame.
 
+pub mod agents;
 pub mod audio;
 pub mod call;
 pub mod config;

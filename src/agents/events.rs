@@ -1,0 +1,182 @@
+//! What a call reports about its agents: the per-call event stream (seed 002's names, one JSON
+//! object per line), transcript lines tagged with the agent, and the agent history (seed 000
+//! §5.1: activated/deactivated times and message counts). Times are milliseconds since the
+//! orchestrator started (the call's start).
+
+use serde::Serialize;
+
+use super::phrases::PhraseRule;
+use super::strategy::Strategy;
+
+/// Where a handoff decision came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerKind {
+    /// An operator (admin API) activated or deactivated an agent.
+    Manual,
+    /// The model called a generated `transfer_to_<agent>` tool.
+    TransferTool,
+    /// A routing tool's arguments (seed 000: `topic`, `requires_specialist`, …).
+    FunctionArgs,
+    /// Keywords or intent patterns in the caller's words.
+    CallerWords,
+    /// The caller's words matched the active specialist's handback triggers.
+    CallerHandback,
+    /// A handoff phrase in the agent's own words (seed 002 rules).
+    AgentPhrase,
+    /// The agent said its configured handback phrase.
+    HandbackPhrase,
+    /// Call data met an agent's activation conditions.
+    CallData,
+}
+
+/// Who spoke a transcript line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Speaker {
+    Caller,
+    Agent,
+}
+
+/// One line of the call's transcript. Caller lines carry the agent that was listening.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TranscriptLine {
+    pub role: Speaker,
+    pub agent: String,
+    pub text: String,
+    pub at_ms: u64,
+}
+
+/// One activation of an agent in a call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AgentActivation {
+    pub agent: String,
+    pub activated_at_ms: u64,
+    pub deactivated_at_ms: Option<u64>,
+    /// Model turns the agent spoke while active.
+    pub message_count: u32,
+    /// Why it was brought in (a transfer tool's `summary`, or the trigger's description).
+    pub activation_summary: String,
+}
+
+/// The per-call event stream, serialised as `{"type": "<name>", …}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CallEvent {
+    /// An agent became active (`handoff`: through a handoff rather than at call start).
+    AgentStart {
+        agent_id: String,
+        agent_name: String,
+        handoff: bool,
+        summary: String,
+        at_ms: u64,
+    },
+    /// A handoff was decided and is being carried out.
+    HandoffAnnouncement {
+        from: String,
+        to: String,
+        strategy: Strategy,
+        trigger: TriggerKind,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        phrase_rule: Option<PhraseRule>,
+        reason: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        at_ms: u64,
+    },
+    /// The new agent's first audio: the handoff is audible. `gap_ms` is filled by the call
+    /// layer from its playout (silence between the two agents' voiced frames).
+    HandoffComplete {
+        from: String,
+        to: String,
+        strategy: Strategy,
+        gap_ms: Option<u64>,
+        at_ms: u64,
+    },
+    /// A handoff was refused (loop guard, blocking rule, another handoff in progress).
+    HandoffBlocked {
+        from: String,
+        to: String,
+        trigger: TriggerKind,
+        reason: String,
+        at_ms: u64,
+    },
+    /// A handoff could not be completed (standby session failed); the previous agent stays.
+    HandoffFailed {
+        from: String,
+        to: String,
+        reason: String,
+        at_ms: u64,
+    },
+    /// The model called a function (`allowed: false`: refused by the active agents' tool filter).
+    ToolCalled {
+        agent_id: String,
+        tool_name: String,
+        call_id: String,
+        turn: u64,
+        allowed: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        at_ms: u64,
+    },
+    /// A complete transcript line.
+    Transcript {
+        role: Speaker,
+        agent_id: String,
+        text: String,
+        at_ms: u64,
+    },
+    /// An agent stopped being active.
+    AgentEnd {
+        agent_id: String,
+        message_count: u32,
+        duration_ms: u64,
+        at_ms: u64,
+    },
+    /// Something worth knowing that changed nothing (e.g. a routing argument of the wrong type).
+    Notice { message: String, at_ms: u64 },
+}
+
+impl CallEvent {
+    /// The event as one line of JSON (no trailing newline).
+    pub fn to_json_line(&self) -> String {
+        // Serialising plain data with string keys cannot fail.
+        serde_json::to_string(self)
+            .unwrap_or_else(|e| format!("{{\"type\":\"error\",\"message\":\"{e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialise_with_the_seed_names() {
+        let e = CallEvent::HandoffAnnouncement {
+            from: "crm_billing".into(),
+            to: "product_promotions".into(),
+            strategy: Strategy::ContextUpdate,
+            trigger: TriggerKind::AgentPhrase,
+            phrase_rule: Some(PhraseRule::ExactTemplate),
+            reason: "r".into(),
+            note: None,
+            at_ms: 5,
+        };
+        let v: serde_json::Value = serde_json::from_str(&e.to_json_line()).unwrap();
+        assert_eq!(v["type"], "handoff_announcement");
+        assert_eq!(v["strategy"], "context_update");
+        assert_eq!(v["trigger"], "agent_phrase");
+        assert_eq!(v["phrase_rule"], "exact_template");
+        assert!(v.get("note").is_none());
+        let c = CallEvent::HandoffComplete {
+            from: "a".into(),
+            to: "b".into(),
+            strategy: Strategy::Recreate,
+            gap_ms: None,
+            at_ms: 9,
+        };
+        let v: serde_json::Value = serde_json::from_str(&c.to_json_line()).unwrap();
+        assert_eq!(v["type"], "handoff_complete");
+        assert!(v["gap_ms"].is_null(), "present for the call layer to fill");
+    }
+}

@@ -1,0 +1,342 @@
+//! Reading an agent-set file: TOML with unknown keys refused, then validation that reports every
+//! problem with the file, the key and how to fix it (the style of `crate::config`), and the
+//! conversion into a [`Registry`]. This file holds the set level; `agent` and `tool` check one
+//! agent or one tool each.
+
+mod agent;
+mod tool;
+
+pub use agent::parse_history;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::config::{PhrasesSection, RoleName, SetFile};
+use super::matching::compile;
+use super::phrases::{PhraseRules, group_regex};
+use super::registry::{Guards, Registry, Timing};
+use crate::config::Problem;
+
+/// Longest instruction accepted: real models follow short explicit instructions, not long ones.
+pub const MAX_INSTRUCTION_CHARS: usize = 4_000;
+
+/// An agent-set file that cannot be used; `Display` lists every problem.
+#[derive(Debug, thiserror::Error)]
+pub enum SetError {
+    #[error("{path}: cannot read: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error("{}", render(path, problems))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<Problem>,
+    },
+}
+
+impl SetError {
+    /// The problems found (empty for a read error).
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            SetError::Read { .. } => &[],
+            SetError::Invalid { problems, .. } => problems,
+        }
+    }
+}
+
+fn render(path: &Path, problems: &[Problem]) -> String {
+    let mut s = format!("{}: {} problem(s)", path.display(), problems.len());
+    for p in problems {
+        s.push_str(&format!("\n  {}: {}\n    fix: {}", p.key, p.message, p.fix));
+    }
+    s
+}
+
+/// Reads and validates one agent-set file.
+pub fn load(path: &Path) -> Result<Registry, SetError> {
+    let text = std::fs::read_to_string(path).map_err(|e| SetError::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    parse(&text, path)
+}
+
+/// Every `*.toml` set in a folder, by file name.
+pub fn load_dir(dir: &Path) -> Result<Vec<(PathBuf, Registry)>, SetError> {
+    let read_err = |e: std::io::Error| SetError::Read {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(read_err)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| load(&p).map(|r| (p, r)))
+        .collect()
+}
+
+/// Parses and validates set text; `path` names the file in errors.
+pub fn parse(text: &str, path: &Path) -> Result<Registry, SetError> {
+    let invalid = |problems| SetError::Invalid {
+        path: path.to_path_buf(),
+        problems,
+    };
+    let de = toml::Deserializer::parse(text).map_err(|e| {
+        invalid(vec![Problem {
+            key: "(syntax)".into(),
+            message: e.message().to_owned() + &line_of(text, e.span()),
+            fix: "correct the TOML syntax at that line".into(),
+        }])
+    })?;
+    let file: SetFile = serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        invalid(vec![Problem {
+            key: if key == "." {
+                "(top level)".into()
+            } else {
+                key
+            },
+            message: inner.message().to_owned() + &line_of(text, inner.span()),
+            fix: "use a key and value documented in config/agents/README.md".into(),
+        }])
+    })?;
+    let mut p = Problems(Vec::new());
+    let registry = build(&file, &mut p);
+    match registry {
+        Some(r) if p.0.is_empty() => Ok(r),
+        _ => Err(invalid(p.0)),
+    }
+}
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    span.map(|s| {
+        let before = text.get(..s.start.min(text.len())).unwrap_or("");
+        format!(" (line {})", before.matches('\n').count() + 1)
+    })
+    .unwrap_or_default()
+}
+
+pub(super) struct Problems(Vec<Problem>);
+
+impl Problems {
+    pub(super) fn add(
+        &mut self,
+        key: impl Into<String>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) {
+        self.0.push(Problem {
+            key: key.into(),
+            message: message.into(),
+            fix: fix.into(),
+        });
+    }
+}
+
+fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
+    if f.set.name.trim().is_empty() {
+        p.add(
+            "set.name",
+            "is empty",
+            "name the set, e.g. name = \"support\"",
+        );
+    }
+    for (key, v) in [
+        ("set.standby_timeout_ms", f.set.standby_timeout_ms),
+        ("set.held_timeout_ms", f.set.held_timeout_ms),
+        ("set.reroute_window_s", f.set.reroute_window_s),
+    ] {
+        if v == 0 {
+            p.add(
+                key,
+                "is 0",
+                "use a positive value or remove the key for the default",
+            );
+        }
+    }
+    let g = &f.guards;
+    if g.max_handoffs == 0 {
+        p.add(
+            "guards.max_handoffs",
+            "is 0, so no handoff could ever happen",
+            "use at least 1; seed 003's loop guard is 3",
+        );
+    }
+    if g.window_s == 0 {
+        p.add(
+            "guards.window_s",
+            "is 0, so the loop guard never counts anything",
+            "use the window in seconds, e.g. 60",
+        );
+    }
+    let phrases = phrase_rules(&f.phrases, p);
+    let ids: Vec<&String> = f.agents.keys().collect();
+    let index_of = |id: &str| ids.iter().position(|x| *x == id).map(|i| i as u32);
+    if f.agents.is_empty() {
+        p.add(
+            "agents",
+            "the set has no agents",
+            "add at least one [agents.<id>] table with role = \"primary\"",
+        );
+    }
+    let primaries: Vec<&String> = f
+        .agents
+        .iter()
+        .filter(|(_, a)| a.role == RoleName::Primary)
+        .map(|(id, _)| id)
+        .collect();
+    match primaries.as_slice() {
+        [] if !f.agents.is_empty() => p.add(
+            "agents",
+            "no agent has role = \"primary\"",
+            "mark the agent a call starts with as role = \"primary\"",
+        ),
+        [_] | [] => {}
+        [first, rest @ ..] => {
+            for id in rest {
+                p.add(
+                    format!("agents.{id}.role"),
+                    format!("a second primary (agents.{first} is one already)"),
+                    "keep exactly one role = \"primary\"; make the others \"specialist\"",
+                );
+            }
+        }
+    }
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    let mut agents = Vec::new();
+    for (i, (id, a)) in f.agents.iter().enumerate() {
+        let ctx = agent::AgentCtx {
+            id,
+            key: format!("agents.{id}"),
+            index_of: &index_of,
+            count: f.agents.len() as u32,
+            tools: &f.tools,
+        };
+        for n in std::iter::once(id)
+            .chain(std::iter::once(&a.name))
+            .chain(&a.aliases)
+        {
+            let norm = super::matching::normalize(n);
+            match names.get(&norm) {
+                Some(other) if other != id => p.add(
+                    format!("agents.{id}.aliases"),
+                    format!("{n:?} also names agents.{other}"),
+                    "give every agent distinct ids, names and aliases",
+                ),
+                _ => {
+                    names.insert(norm, id.clone());
+                }
+            }
+        }
+        agents.push(agent::agent(i as u32, a, &ctx, p));
+    }
+    let mut tools = BTreeMap::new();
+    for (name, t) in &f.tools {
+        if let Some(tool) = tool::tool(name, t, p) {
+            tools.insert(name.clone(), Arc::new(tool));
+        }
+        if !f.agents.values().any(|a| a.tools.contains(name)) {
+            p.add(
+                format!("tools.{name}"),
+                "no agent lists this tool",
+                format!("add \"{name}\" to an agent's tools, or remove the table"),
+            );
+        }
+    }
+    let primary = primaries.first().and_then(|id| index_of(id))?;
+    Some(Registry {
+        name: f.set.name.clone(),
+        description: f.set.description.clone(),
+        agents: agents.into_iter().collect::<Option<Vec<_>>>()?,
+        tools,
+        primary,
+        guards: Guards {
+            max_handoffs: g.max_handoffs,
+            window: Duration::from_secs(g.window_s),
+            sticky: g.sticky,
+            min_turns: g.min_turns,
+        },
+        phrases: phrases?,
+        timing: Timing {
+            standby_timeout: Duration::from_millis(f.set.standby_timeout_ms),
+            held_timeout: Duration::from_millis(f.set.held_timeout_ms),
+            reroute_window: Duration::from_secs(f.set.reroute_window_s),
+        },
+    })
+}
+
+fn phrase_rules(s: &PhrasesSection, p: &mut Problems) -> Option<PhraseRules> {
+    let mut ok = true;
+    let mut list = |name: &str, v: &[String], p: &mut Problems| {
+        let mut out = Vec::new();
+        for (i, pat) in v.iter().enumerate() {
+            match compile(pat) {
+                Ok(r) => out.push(r),
+                Err(e) => {
+                    ok = false;
+                    p.add(
+                        format!("phrases.{name}[{i}]"),
+                        format!("{pat:?} is not a valid regex: {}", first_line(&e.to_string())),
+                        "fix the regex (https://docs.rs/regex syntax), e.g. \"outside my (area|domain)\"",
+                    );
+                }
+            }
+        }
+        out
+    };
+    let exact = list("exact", &s.exact, p);
+    let boundary = list("boundary", &s.boundary, p);
+    let explicit = list("explicit", &s.explicit, p);
+    let mut groups = Vec::new();
+    for (i, g) in s.proximity_groups.iter().enumerate() {
+        if g.is_empty() || g.iter().any(|w| w.trim().is_empty()) {
+            ok = false;
+            p.add(
+                format!("phrases.proximity_groups[{i}]"),
+                "a group is empty or holds an empty word",
+                "list at least one word per group, e.g. [\"outside\", \"not my\"]",
+            );
+            continue;
+        }
+        match group_regex(g) {
+            Ok(r) => groups.push(r),
+            Err(e) => {
+                ok = false;
+                p.add(
+                    format!("phrases.proximity_groups[{i}]"),
+                    first_line(&e.to_string()),
+                    "use plain words",
+                );
+            }
+        }
+    }
+    if !s.proximity_groups.is_empty() && s.proximity_window == 0 {
+        ok = false;
+        p.add(
+            "phrases.proximity_window",
+            "is 0 characters",
+            "use the seed's 100, or remove the key",
+        );
+    }
+    ok.then_some(PhraseRules {
+        enabled: s.enabled,
+        exact,
+        boundary,
+        explicit,
+        groups,
+        window: s.proximity_window,
+    })
+}
+
+pub(super) fn first_line(s: &str) -> String {
+    s.lines()
+        .rfind(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim()
+        .to_owned()
+}

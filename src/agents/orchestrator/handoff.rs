@@ -1,0 +1,519 @@
+//! Carrying out a handoff: the guards (another handoff in progress, blocking rules, the loop
+//! guard), the strategy choice, the wire actions of each strategy and when they go out (held
+//! messages and standby switches wait for the turn boundary), and the bookkeeping of who is
+//! active (history, events, the way back).
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::{Action, CommandError, Orchestrator, Phase, Timer};
+use crate::agents::events::{CallEvent, TriggerKind};
+use crate::agents::phrases::PhraseRule;
+use crate::agents::registry::{Isolation, Mode, Scheduling};
+use crate::agents::setup::history_turns;
+use crate::agents::strategy::{self, Situation, Strategy};
+use crate::agents::{prompts, tools};
+use crate::model::gemini::wire::{
+    ClientContent, Content, ContextUpdate, FunctionResponseScheduling, ToolsWrapper,
+};
+
+/// The model call a handoff decision came from.
+#[derive(Clone, Debug)]
+pub(super) struct CallCtx {
+    pub id: String,
+    pub name: String,
+    pub non_blocking: bool,
+    /// A generated transfer tool (answered by the orchestrator), not a routing tool.
+    pub transfer: bool,
+}
+
+impl CallCtx {
+    pub fn sched(&self) -> Option<FunctionResponseScheduling> {
+        self.non_blocking
+            .then_some(FunctionResponseScheduling::WhenIdle)
+    }
+}
+
+/// Whom a handoff goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Target {
+    Agent(u32),
+    /// Back to the agent before the lead (or the primary).
+    Back,
+    /// This agent's part ends.
+    Leave(u32),
+}
+
+pub(super) struct Request {
+    pub target: Target,
+    pub trigger: TriggerKind,
+    pub phrase_rule: Option<PhraseRule>,
+    pub reason: String,
+    pub summary: Option<String>,
+    pub call: Option<CallCtx>,
+    pub manual: bool,
+}
+
+/// Who takes over, with what the model is told and why (for the history).
+#[derive(Clone, Debug)]
+pub(super) struct Switch {
+    pub members: Vec<u32>,
+    /// For the model: a transfer's summary, or what the caller last said.
+    pub context: Option<String>,
+    /// For the agent history: the summary, or the trigger's reason.
+    pub why: String,
+    pub strategy: Strategy,
+}
+
+/// A handoff whose new session is being prepared (or, cold, is to be opened).
+pub(super) struct Standby {
+    pub switch: Switch,
+    pub from: String,
+    pub cold: bool,
+    /// Cold: the close-then-open was requested.
+    pub sent: bool,
+    pub ready: bool,
+    /// Cold: reopening the previous agents after a failed replacement.
+    pub restore: bool,
+    /// Transcript lines when the setup was made; later ones go into the greeting prompt.
+    pub lines_at_setup: usize,
+}
+
+/// A turn-completing `clientContent` waiting for the turn boundary; `switch`: the agents that
+/// take over when it goes out (an injected brief), none for a greeting prompt.
+pub(super) struct Held {
+    content: ClientContent,
+    switch: Option<Switch>,
+}
+
+/// A handoff waiting for the new agent's first audio.
+pub(super) struct Announced {
+    pub from: String,
+    pub strategy: Strategy,
+}
+
+impl Orchestrator {
+    /// The active set after `target`, or `None` when nothing would change.
+    fn next_members(&self, target: Target) -> Option<Vec<u32>> {
+        let lead = self.lead();
+        let next = match target {
+            Target::Agent(t) if self.members.contains(&t) => {
+                if t == lead {
+                    return None;
+                }
+                vec![t]
+            }
+            Target::Agent(t) if self.reg.agent(t).policy.mode == Mode::Joint => {
+                let mut v = vec![t];
+                v.extend(self.members.iter().copied());
+                v
+            }
+            Target::Agent(t) => vec![t],
+            Target::Leave(a) if a != lead => {
+                self.members.iter().copied().filter(|&m| m != a).collect()
+            }
+            Target::Back | Target::Leave(_) => {
+                if self.members.len() > 1 {
+                    self.members[1..].to_vec()
+                } else {
+                    let back = self.return_to.last().copied().unwrap_or(self.reg.primary);
+                    if back == lead {
+                        return None;
+                    }
+                    vec![back]
+                }
+            }
+        };
+        (next != self.members).then_some(next)
+    }
+
+    /// Decides and starts a handoff; false when it was refused (or changes nothing).
+    pub(super) fn begin_handoff(&mut self, req: Request, now: Instant) -> bool {
+        let from = self.lead();
+        let Some(next) = self.next_members(req.target) else {
+            if let Some(c) = req.call.as_ref().filter(|c| c.transfer) {
+                let msg = format!("{} is already speaking", self.reg.agent(self.lead()).name);
+                let r = tools::output(&c.id, &c.name, json!({ "status": msg }), c.sched());
+                self.actions.push_back(Action::ToolResponse(r));
+            }
+            return false;
+        };
+        let to = next[0];
+        let entering: Vec<u32> = next
+            .iter()
+            .copied()
+            .filter(|m| !self.members.contains(m))
+            .collect();
+        let blocked = if self.standby.is_some() || !self.held.is_empty() {
+            Some("another handoff is in progress".to_owned())
+        } else if let Some(c) = entering.iter().find_map(|&m| {
+            let data = &self.data;
+            self.reg
+                .agent(m)
+                .blocked_when
+                .iter()
+                .find(|c| c.holds(data))
+        }) {
+            Some(format!("blocked: {}", c.describe()))
+        } else {
+            self.loop_guard(now, req.manual)
+        };
+        if let Some(reason) = blocked {
+            let e = CallEvent::HandoffBlocked {
+                from: self.id(from),
+                to: self.id(to),
+                trigger: req.trigger,
+                reason: reason.clone(),
+                at_ms: self.ms(now),
+            };
+            self.event(e);
+            if let Some(c) = &req.call
+                && c.transfer
+            {
+                let msg = format!(
+                    "transfer to {} refused ({reason}); tell the caller and carry on",
+                    self.reg.agent(to).name
+                );
+                let r = tools::error(&c.id, &c.name, &msg, c.sched());
+                self.actions.push_back(Action::ToolResponse(r));
+            }
+            return false;
+        }
+        self.handoffs.push_back(now);
+        let lead_changes = to != from;
+        let isolated = lead_changes
+            && [to, from]
+                .iter()
+                .any(|&a| self.reg.agent(a).policy.isolation == Isolation::Isolated);
+        let voice = next.iter().find_map(|&m| self.reg.agent(m).voice.clone());
+        let situation = Situation {
+            caps: self.caps,
+            isolated,
+            // An agent without a voice speaks in the session's.
+            voice_changes: voice.is_some() && voice != self.session.voice,
+            tools_change: tools::tool_names(&self.reg, &next) != self.session.tool_names,
+            from_non_blocking_call: req.call.as_ref().is_some_and(|c| c.non_blocking),
+        };
+        let choice = strategy::choose(self.reg.agent(to).policy.strategy, &situation);
+        let e = CallEvent::HandoffAnnouncement {
+            from: self.id(from),
+            to: self.id(to),
+            strategy: choice.strategy,
+            trigger: req.trigger,
+            phrase_rule: req.phrase_rule,
+            reason: req.reason.clone(),
+            note: choice.note,
+            at_ms: self.ms(now),
+        };
+        self.event(e);
+        let last = self.last_caller.trim();
+        let context = req
+            .summary
+            .clone()
+            .or_else(|| (!last.is_empty()).then(|| format!("The caller said: \"{last}\"")));
+        let sw = Switch {
+            members: next.clone(),
+            context: context.clone(),
+            why: req.summary.clone().unwrap_or_else(|| req.reason.clone()),
+            strategy: choice.strategy,
+        };
+        match choice.strategy {
+            Strategy::ContextUpdate | Strategy::Auto => {
+                self.apply_members(sw);
+                let instruction = prompts::system_instruction(&self.reg, &next, context.as_deref());
+                let tools = self.caps.update_tools.then(|| ToolsWrapper {
+                    tools: tools::declarations(&self.reg, &next, &self.caps),
+                });
+                if tools.is_some() {
+                    self.session.tool_names = tools::tool_names(&self.reg, &next);
+                }
+                self.actions.push_back(Action::ContextUpdate(ContextUpdate {
+                    system_instruction: Some(Content::text(None, instruction)),
+                    tools,
+                }));
+                match &req.call {
+                    Some(c) if c.transfer => {
+                        let v = json!({
+                            "status": "transferred",
+                            "agent": self.reg.agent(to).name,
+                            "next": format!("continue as {}: greet the caller briefly", self.reg.agent(to).name),
+                        });
+                        let r = tools::output(&c.id, &c.name, v, c.sched());
+                        self.actions.push_back(Action::ToolResponse(r));
+                    }
+                    Some(c) => {
+                        // A blocking or WHEN_IDLE routing answer makes the model speak; a
+                        // SILENT one does not, so the new agent is prompted at the boundary.
+                        let silent = c.non_blocking
+                            && self
+                                .reg
+                                .tool(&c.name)
+                                .is_some_and(|t| t.scheduling == Scheduling::Silent);
+                        if silent && self.reg.agent(to).policy.greet {
+                            let text =
+                                prompts::greeting_prompt(&self.reg, to, context.as_deref(), &[]);
+                            self.hold(text, None);
+                        }
+                    }
+                    None => {
+                        let caller_waits = self.phase == Phase::Idle && self.reply_owed;
+                        if self.reg.agent(to).policy.greet && !caller_waits {
+                            let text =
+                                prompts::greeting_prompt(&self.reg, to, context.as_deref(), &[]);
+                            self.hold(text, None);
+                        }
+                    }
+                }
+            }
+            Strategy::ToolResponse => {
+                self.apply_members(sw);
+                let brief = prompts::brief(&self.reg, &next, context.as_deref());
+                if let Some(c) = &req.call {
+                    if c.transfer {
+                        let v = json!({ "status": "transferred", "brief": brief });
+                        let sched = Some(FunctionResponseScheduling::WhenIdle);
+                        let r = tools::output(&c.id, &c.name, v, sched);
+                        self.actions.push_back(Action::ToolResponse(r));
+                    } else {
+                        self.attach_brief(&c.id, brief);
+                    }
+                }
+            }
+            Strategy::InjectTurn => {
+                // The agents change when the brief goes out: until then the model speaks as
+                // the old ones.
+                self.ack_transferring(&req);
+                let brief = prompts::brief(&self.reg, &next, context.as_deref());
+                self.hold(brief, Some(sw));
+            }
+            Strategy::Recreate | Strategy::RecreateCold => {
+                self.ack_transferring(&req);
+                let cold = choice.strategy == Strategy::RecreateCold;
+                let sb = Standby {
+                    switch: sw,
+                    from: self.id(from),
+                    cold,
+                    sent: false,
+                    ready: false,
+                    restore: false,
+                    lines_at_setup: self.lines.len(),
+                };
+                if !cold {
+                    let setup = self.standby_setup(&sb);
+                    self.actions.push_back(Action::PrepareStandby(setup));
+                    let at = now + self.reg.timing.standby_timeout;
+                    self.timers.set(Timer::StandbySetup, at);
+                }
+                self.standby = Some(sb);
+            }
+        }
+        true
+    }
+
+    /// The loop guard: at most `max_handoffs` within the window (operators are exempt).
+    fn loop_guard(&mut self, now: Instant, manual: bool) -> Option<String> {
+        let g = &self.reg.guards;
+        while self
+            .handoffs
+            .front()
+            .is_some_and(|&t| now.saturating_duration_since(t) >= g.window)
+        {
+            self.handoffs.pop_front();
+        }
+        (!manual && self.handoffs.len() >= g.max_handoffs as usize).then(|| {
+            format!(
+                "loop guard: {} handoffs within {} s already",
+                self.handoffs.len(),
+                g.window.as_secs()
+            )
+        })
+    }
+
+    /// Answers a transfer call whose handoff goes out later (quietly: nothing to say about it).
+    fn ack_transferring(&mut self, req: &Request) {
+        if let Some(c) = req.call.as_ref().filter(|c| c.transfer) {
+            let sched = c.non_blocking.then_some(FunctionResponseScheduling::Silent);
+            let r = tools::output(&c.id, &c.name, json!({ "status": "transferring" }), sched);
+            self.actions.push_back(Action::ToolResponse(r));
+        }
+    }
+
+    pub(super) fn standby_setup(&self, sb: &Standby) -> crate::agents::setup::SessionSetup {
+        let sw = &sb.switch;
+        let lead = self.reg.agent(sw.members[0]);
+        let history = history_turns(&self.lines, lead.policy.history);
+        self.setup_for(&sw.members, sw.context.as_deref(), history)
+    }
+
+    /// Queues a turn-completing `clientContent` for the turn boundary.
+    fn hold(&mut self, text: String, switch: Option<Switch>) {
+        self.held.push_back(Held {
+            content: ClientContent {
+                turns: Some(vec![Content::text(Some("user"), text)]),
+                turn_complete: Some(true),
+            },
+            switch,
+        });
+    }
+
+    /// Makes the switch's agents the active ones: history, events, the way back, attribution.
+    pub(super) fn apply_members(&mut self, sw: Switch) {
+        let next = sw.members;
+        let old = std::mem::replace(&mut self.members, next.clone());
+        let (from, to) = (old[0], next[0]);
+        for &m in old.iter().filter(|m| !next.contains(m)) {
+            self.end_agent(m);
+        }
+        for &m in next.iter().filter(|m| !old.contains(m)) {
+            let why = if m == to {
+                sw.why.clone()
+            } else {
+                String::new()
+            };
+            self.start_agent(m, true, why);
+        }
+        if from != to {
+            if self.return_to.last() == Some(&to) {
+                self.return_to.pop();
+            } else {
+                self.return_to.push(from);
+            }
+        }
+        self.summary = sw.context;
+        self.reroute = None;
+        self.timers.stop(Timer::Reroute);
+        self.caller_turns_since_handoff = 0;
+        self.line_before_handoff = !self.caller_line.is_empty();
+        self.announced = Some(Announced {
+            from: self.id(from),
+            strategy: sw.strategy,
+        });
+    }
+
+    /// The turn boundary: nothing being generated, no BLOCKING call unanswered, and no reply
+    /// owed to the caller (or the model has not started it within `held_timeout`).
+    fn at_boundary(&self, now: Instant) -> bool {
+        if self.blocking_call_open() {
+            return false;
+        }
+        match self.phase {
+            Phase::Generating => false,
+            Phase::Generated => true,
+            Phase::Idle => {
+                !self.reply_owed
+                    || self
+                        .hold_started
+                        .is_some_and(|t| now >= t + self.reg.timing.held_timeout)
+            }
+        }
+    }
+
+    /// Sends what waits for the turn boundary, if this is one.
+    pub(super) fn try_release(&mut self, now: Instant) {
+        let waiting = !self.held.is_empty()
+            || self
+                .standby
+                .as_ref()
+                .is_some_and(|s| (s.cold && !s.sent) || (!s.cold && s.ready));
+        if !waiting {
+            return;
+        }
+        if !self.at_boundary(now) {
+            if self.hold_started.is_none() && self.phase == Phase::Idle {
+                self.hold_started = Some(now);
+                let at = now + self.reg.timing.held_timeout;
+                self.timers.set(Timer::HeldMessage, at);
+            }
+            return;
+        }
+        self.hold_started = None;
+        self.timers.stop(Timer::HeldMessage);
+        let pending = self
+            .standby
+            .as_ref()
+            .map(|s| (s.cold, s.sent, s.ready, s.switch.members[0]));
+        if let Some((cold, sent, ready, lead)) = pending {
+            if cold && !sent {
+                let lines = self.lines.len();
+                if let Some(sb) = self.standby.as_mut() {
+                    sb.sent = true;
+                    sb.lines_at_setup = lines;
+                }
+                if let Some(sb) = self.standby.as_ref() {
+                    let setup = self.standby_setup(sb);
+                    self.actions.push_back(Action::RecreateCold(setup));
+                }
+                let at = now + self.reg.timing.standby_timeout;
+                self.timers.set(Timer::StandbySetup, at);
+            } else if !cold && ready {
+                let tag = self.tag(lead);
+                self.actions
+                    .push_back(Action::SwitchToStandby { agent: tag });
+                self.finish_standby();
+            }
+            return;
+        }
+        let speaking_turn = self.phase == Phase::Generated;
+        while let Some(h) = self.held.pop_front() {
+            if let Some(sw) = h.switch {
+                self.apply_members(sw);
+            }
+            self.actions.push_back(Action::ClientContent(h.content));
+            self.reply_owed = true;
+            if speaking_turn {
+                self.own_interrupt = true;
+            }
+        }
+    }
+
+    pub(super) fn on_activate(&mut self, agent: &str, now: Instant) -> Result<(), CommandError> {
+        let a = self
+            .reg
+            .find(agent)
+            .ok_or_else(|| CommandError::UnknownAgent(agent.to_owned()))?;
+        let (index, name) = (a.index, a.name.clone());
+        self.begin_handoff(
+            Request {
+                target: Target::Agent(index),
+                trigger: TriggerKind::Manual,
+                phrase_rule: None,
+                reason: format!("an operator brought in {name}"),
+                summary: None,
+                call: None,
+                manual: true,
+            },
+            now,
+        );
+        self.try_release(now);
+        Ok(())
+    }
+
+    pub(super) fn on_deactivate(&mut self, agent: &str, now: Instant) -> Result<(), CommandError> {
+        let a = self
+            .reg
+            .find(agent)
+            .ok_or_else(|| CommandError::UnknownAgent(agent.to_owned()))?;
+        let (index, name) = (a.index, a.name.clone());
+        if !self.members.contains(&index) {
+            return Err(CommandError::NotActive(agent.to_owned()));
+        }
+        if self.next_members(Target::Leave(index)).is_none() {
+            return Err(CommandError::LastAgent);
+        }
+        self.begin_handoff(
+            Request {
+                target: Target::Leave(index),
+                trigger: TriggerKind::Manual,
+                phrase_rule: None,
+                reason: format!("an operator ended {name}'s part"),
+                summary: None,
+                call: None,
+                manual: true,
+            },
+            now,
+        );
+        self.try_release(now);
+        Ok(())
+    }
+}

@@ -1,0 +1,249 @@
+//! The validated agent set a call runs with: agents (indexed by position, the index tags model
+//! audio), their policies and triggers, the configured tools and the guards. Built only by
+//! [`super::load()`], so everything here is known to be consistent: every referenced agent and
+//! tool exists, there is exactly one primary, every regex compiles.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::matching::{Condition, TextTriggers};
+use super::phrases::PhraseRules;
+use super::strategy::Strategy;
+
+/// Whether an agent starts the call or is brought in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Primary,
+    Specialist,
+}
+
+/// Whether the agent shares the live session or needs its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    Shared,
+    Isolated,
+}
+
+/// How an agent takes over: replacing the active one or joining it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Exclusive,
+    Joint,
+}
+
+/// History a recreated session receives (seed 002's `HANDOFF_CONTEXT_TRANSFER_TURNS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryTransfer {
+    All,
+    None,
+    /// The last N turns (a caller line and the agent's answer each).
+    LastTurns(usize),
+}
+
+/// How handoffs to an agent are carried out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    pub strategy: Strategy,
+    pub isolation: Isolation,
+    pub history: HistoryTransfer,
+    pub mode: Mode,
+    pub greet: bool,
+    pub transfer_tool: bool,
+}
+
+/// What brings an agent in (or sends the caller back).
+#[derive(Clone, Debug, Default)]
+pub struct Triggers {
+    pub text: TextTriggers,
+    pub topics: Vec<String>,
+    pub intents: Vec<String>,
+    /// All holding: hand the caller to this agent.
+    pub when: Vec<Condition>,
+}
+
+/// One agent of the set.
+#[derive(Clone, Debug)]
+pub struct Agent {
+    /// Position in the set; tags this agent's audio and turns.
+    pub index: u32,
+    pub id: String,
+    pub name: String,
+    pub role: Role,
+    pub instruction: String,
+    pub expertise: Vec<String>,
+    pub greeting: String,
+    pub handback_phrase: String,
+    pub voice: Option<String>,
+    pub aliases: Vec<String>,
+    /// Configured tools, in declaration order.
+    pub tools: Vec<String>,
+    /// Agents this one may hand the caller to (indexes).
+    pub handoffs: Vec<u32>,
+    pub priority: i32,
+    pub activation: Triggers,
+    pub handback: Triggers,
+    pub policy: Policy,
+    /// Any holding: no handoff to this agent.
+    pub blocked_when: Vec<Condition>,
+}
+
+/// `BLOCKING` (the model waits for the result) or `NON_BLOCKING` (it keeps talking).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behavior {
+    Blocking,
+    NonBlocking,
+}
+
+/// Delivery of a non-blocking tool's result (never `INTERRUPT`: it would cut the agent off).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduling {
+    WhenIdle,
+    Silent,
+}
+
+/// Where a tool's result comes from.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// A canned JSON reply.
+    Static {
+        reply: Value,
+    },
+    Http(HttpBackend),
+}
+
+/// POST the arguments as JSON to `url`; the JSON body of a 2xx answer is the result.
+#[derive(Clone, Debug)]
+pub struct HttpBackend {
+    pub url: url::Url,
+    pub timeout: Duration,
+    /// A header name and the NAME of the environment variable holding its value.
+    pub header: Option<(String, String)>,
+}
+
+/// Which call data a tool call records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallDataSource {
+    None,
+    Args,
+    Result,
+}
+
+/// Argument names a routing tool's decisions are read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub topic: String,
+    pub intent: String,
+    pub requires_specialist: String,
+    pub specialist: String,
+    pub handback: String,
+}
+
+/// A configured tool.
+#[derive(Clone, Debug)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+    pub behavior: Behavior,
+    pub scheduling: Scheduling,
+    pub backend: Backend,
+    pub call_data: CallDataSource,
+    pub route: Option<Route>,
+}
+
+impl Tool {
+    /// How long the orchestrator waits for a result before answering the model with an error.
+    pub fn deadline(&self) -> Duration {
+        match &self.backend {
+            Backend::Static { .. } => Duration::from_secs(1),
+            Backend::Http(h) => h.timeout + Duration::from_secs(1),
+        }
+    }
+}
+
+/// The loop guard and routing stickiness.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Guards {
+    pub max_handoffs: u32,
+    pub window: Duration,
+    pub sticky: bool,
+    pub min_turns: u32,
+}
+
+/// Deadlines of the set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timing {
+    pub standby_timeout: Duration,
+    pub held_timeout: Duration,
+    pub reroute_window: Duration,
+}
+
+/// A validated agent set.
+#[derive(Clone, Debug)]
+pub struct Registry {
+    pub name: String,
+    pub description: String,
+    pub agents: Vec<Agent>,
+    pub tools: BTreeMap<String, Arc<Tool>>,
+    pub primary: u32,
+    pub guards: Guards,
+    pub phrases: PhraseRules,
+    pub timing: Timing,
+}
+
+impl Registry {
+    /// The agent at `index` (an index from this registry; out of range falls back to the primary).
+    pub fn agent(&self, index: u32) -> &Agent {
+        self.agents
+            .get(index as usize)
+            .or_else(|| self.agents.get(self.primary as usize))
+            .unwrap_or_else(|| unreachable_empty())
+    }
+
+    /// The agent with this id, or whose name or alias is this (case and punctuation ignored).
+    pub fn find(&self, name: &str) -> Option<&Agent> {
+        let key = super::matching::normalize(name);
+        self.agents.iter().find(|a| a.id == name).or_else(|| {
+            self.agents.iter().find(|a| {
+                std::iter::once(&a.id)
+                    .chain(std::iter::once(&a.name))
+                    .chain(a.aliases.iter())
+                    .any(|n| super::matching::normalize(n) == key)
+            })
+        })
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&Arc<Tool>> {
+        self.tools.get(name)
+    }
+
+    /// The environment variables the set's tools name that are not set now (checked at start-up
+    /// so a missing secret is reported before the first call, never with its value).
+    pub fn missing_env(&self) -> Vec<(String, String)> {
+        self.tools
+            .values()
+            .filter_map(|t| match &t.backend {
+                Backend::Http(HttpBackend {
+                    header: Some((_, env)),
+                    ..
+                }) if std::env::var_os(env).is_none() => Some((t.name.clone(), env.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A registry is never built without agents (validation refuses it).
+#[cold]
+fn unreachable_empty() -> &'static Agent {
+    panic!("an agent registry without agents cannot be built")
+}

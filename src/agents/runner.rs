@@ -1,0 +1,208 @@
+//! The async shell that runs a tool for the orchestrator: a `static` tool returns its canned
+//! reply; an `http` tool POSTs the arguments as JSON (HTTP/1.1 over TCP, or TLS with rustls+ring
+//! and the webpki roots) within its timeout and returns the JSON body of a 2xx answer. A header's
+//! value comes from the environment variable the config names; it is marked sensitive and never
+//! appears in an error.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use super::orchestrator::{Input, ToolRun};
+use super::registry::{Backend, HttpBackend};
+
+/// Largest response body accepted from a tool.
+pub const MAX_BODY: usize = 1 << 20;
+
+/// Why a tool produced no result. The message is what the model is told.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ToolError {
+    #[error("tool '{tool}' is not configured: environment variable {var} is not set")]
+    MissingEnv { tool: String, var: String },
+    #[error(
+        "tool '{tool}' is not configured: environment variable {var} does not hold a valid header value"
+    )]
+    BadHeaderValue { tool: String, var: String },
+    #[error("tool '{tool}' gave no result within {ms} ms")]
+    Timeout { tool: String, ms: u128 },
+    #[error("tool '{tool}' could not reach {url}: {reason}")]
+    Connect {
+        tool: String,
+        url: String,
+        reason: String,
+    },
+    #[error("tool '{tool}': {url} answered HTTP {status}")]
+    Status {
+        tool: String,
+        url: String,
+        status: u16,
+    },
+    #[error("tool '{tool}': the answer from {url} is not JSON ({reason})")]
+    NotJson {
+        tool: String,
+        url: String,
+        reason: String,
+    },
+}
+
+impl ToolRun {
+    /// The input that reports this run's outcome to the orchestrator.
+    pub fn into_input(self, result: Result<Value, ToolError>) -> Input {
+        Input::ToolResult {
+            call_id: self.call_id,
+            result: result.map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// Runs the tool of `run` with its arguments.
+pub async fn run(run: &ToolRun) -> Result<Value, ToolError> {
+    match &run.tool.backend {
+        Backend::Static { reply } => Ok(reply.clone()),
+        Backend::Http(h) => post_json(&run.tool.name, h, &run.args).await,
+    }
+}
+
+/// POSTs `args` to the backend within its timeout.
+pub async fn post_json(tool: &str, h: &HttpBackend, args: &Value) -> Result<Value, ToolError> {
+    let header = match &h.header {
+        None => None,
+        Some((name, var)) => {
+            let value = std::env::var(var).map_err(|_| ToolError::MissingEnv {
+                tool: tool.to_owned(),
+                var: var.clone(),
+            })?;
+            let mut v =
+                http::HeaderValue::from_str(&value).map_err(|_| ToolError::BadHeaderValue {
+                    tool: tool.to_owned(),
+                    var: var.clone(),
+                })?;
+            v.set_sensitive(true);
+            Some((name.clone(), v))
+        }
+    };
+    let fut = exchange(tool, h, args, header);
+    match tokio::time::timeout(h.timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(ToolError::Timeout {
+            tool: tool.to_owned(),
+            ms: h.timeout.as_millis(),
+        }),
+    }
+}
+
+async fn exchange(
+    tool: &str,
+    h: &HttpBackend,
+    args: &Value,
+    header: Option<(String, http::HeaderValue)>,
+) -> Result<Value, ToolError> {
+    let url = &h.url;
+    let connect_err = |reason: String| ToolError::Connect {
+        tool: tool.to_owned(),
+        url: url.to_string(),
+        reason,
+    };
+    let host = url
+        .host_str()
+        .ok_or_else(|| connect_err("no host".into()))?;
+    let port = url
+        .port_or_known_default()
+        .ok_or_else(|| connect_err("no port".into()))?;
+    let authority = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    };
+    let mut path = url.path().to_owned();
+    if let Some(q) = url.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    let body = serde_json::to_vec(args).unwrap_or_else(|_| b"{}".to_vec());
+    let mut req = http::Request::post(path)
+        .header(http::header::HOST, authority)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "application/json");
+    if let Some((name, value)) = header {
+        req = req.header(name, value);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| connect_err(format!("bad request: {e}")))?;
+    let tcp = TcpStream::connect((host.trim_start_matches('[').trim_end_matches(']'), port))
+        .await
+        .map_err(|e| connect_err(e.to_string()))?;
+    let _ = tcp.set_nodelay(true);
+    let (status, bytes) = if url.scheme() == "https" {
+        let tls = tls_connector().map_err(connect_err)?;
+        let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+            .map_err(|e| connect_err(format!("bad TLS name: {e}")))?;
+        let stream = tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| connect_err(format!("TLS: {e}")))?;
+        send(stream, req).await.map_err(connect_err)?
+    } else {
+        send(tcp, req).await.map_err(connect_err)?
+    };
+    if !(200..300).contains(&status) {
+        return Err(ToolError::Status {
+            tool: tool.to_owned(),
+            url: url.to_string(),
+            status,
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|e| ToolError::NotJson {
+        tool: tool.to_owned(),
+        url: url.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// One request on a fresh HTTP/1.1 connection; the status and the body (at most [`MAX_BODY`]).
+async fn send<S>(io: S, req: http::Request<Full<Bytes>>) -> Result<(u16, Bytes), String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| e.to_string())?;
+    let work = async move {
+        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let body = Limited::new(resp.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the answer: {e}"))?
+            .to_bytes();
+        Ok::<_, String>((status, body))
+    };
+    tokio::pin!(conn);
+    tokio::pin!(work);
+    tokio::select! {
+        r = &mut work => r,
+        c = &mut conn => match c {
+            Ok(()) => work.await,
+            Err(e) => Err(e.to_string()),
+        },
+    }
+}
+
+fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS configuration: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}

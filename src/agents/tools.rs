@@ -1,0 +1,238 @@
+//! Tools as the model sees them: the exact Gemini `functionDeclarations` for the active agents
+//! (their configured tools plus generated `transfer_to_<agent>` tools with a required `summary`),
+//! the filter that decides what a model call refers to, and the function responses the
+//! orchestrator sends back.
+//!
+//! Declarations use `parametersJsonSchema` (the configured JSON Schema, verbatim). `behavior:
+//! NON_BLOCKING` is declared only when the adapter has non-blocking tools; transfer tools are
+//! then always non-blocking, so the model keeps talking while the handoff is prepared.
+//!
+//! Which transfer tools exist: with in-place tool updates, those of the agents the active ones
+//! may hand to; without them the declared set cannot change inside a session, so every transfer
+//! tool of the set is declared from the start and a call to one the active agent may not use is
+//! refused at call time.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::registry::{Agent, Behavior, Registry, Scheduling, Tool};
+use crate::model::Capabilities;
+use crate::model::gemini::wire::{FunctionResponse, FunctionResponseScheduling};
+
+/// Prefix of the generated handoff tools.
+pub const TRANSFER_PREFIX: &str = "transfer_to_";
+
+/// The handoff tool for `agent`.
+pub fn transfer_name(agent: &Agent) -> String {
+    format!("{TRANSFER_PREFIX}{}", agent.id)
+}
+
+/// Agents the active set (`members[0]` leads) may hand the caller to.
+pub fn reachable(reg: &Registry, members: &[u32]) -> Vec<u32> {
+    let mut out: Vec<u32> = members
+        .iter()
+        .flat_map(|&m| reg.agent(m).handoffs.iter().copied())
+        .filter(|&t| Some(&t) != members.first())
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Agents whose transfer tool the model sees for this active set.
+pub fn transfer_targets(reg: &Registry, members: &[u32], caps: &Capabilities) -> Vec<u32> {
+    let mut out: Vec<u32> = if caps.update_tools {
+        reachable(reg, members)
+    } else {
+        reg.agents
+            .iter()
+            .flat_map(|a| a.handoffs.iter().copied())
+            .collect()
+    };
+    out.sort_unstable();
+    out.dedup();
+    out.retain(|&t| reg.agent(t).policy.transfer_tool);
+    out
+}
+
+/// The configured tools of the active agents, in their declared order, without duplicates.
+pub fn agent_tools(reg: &Registry, members: &[u32]) -> Vec<Arc<Tool>> {
+    let mut out: Vec<Arc<Tool>> = Vec::new();
+    for &m in members {
+        for name in &reg.agent(m).tools {
+            if let Some(t) = reg.tool(name)
+                && !out.iter().any(|x| x.name == *name)
+            {
+                out.push(t.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Names of the configured (non-transfer) tools the model sees, sorted: two sets with equal
+/// names need no tool update.
+pub fn tool_names(reg: &Registry, members: &[u32]) -> Vec<String> {
+    let mut v: Vec<String> = agent_tools(reg, members)
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The `tools` list for setup or `contextUpdate`: one `Tool` holding every function
+/// declaration, or nothing when the agents have no functions.
+pub fn declarations(reg: &Registry, members: &[u32], caps: &Capabilities) -> Vec<Value> {
+    let mut decls: Vec<Value> = agent_tools(reg, members)
+        .iter()
+        .map(|t| tool_declaration(t, caps))
+        .collect();
+    decls.extend(
+        transfer_targets(reg, members, caps)
+            .into_iter()
+            .map(|t| transfer_declaration(reg.agent(t), caps)),
+    );
+    if decls.is_empty() {
+        Vec::new()
+    } else {
+        vec![json!({ "functionDeclarations": decls })]
+    }
+}
+
+fn tool_declaration(t: &Tool, caps: &Capabilities) -> Value {
+    let mut d = json!({
+        "name": t.name,
+        "description": t.description,
+        "parametersJsonSchema": t.parameters,
+    });
+    if declared_non_blocking(t, caps) {
+        d["behavior"] = json!("NON_BLOCKING");
+    }
+    d
+}
+
+fn transfer_declaration(target: &Agent, caps: &Capabilities) -> Value {
+    let about = if target.expertise.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", target.expertise.join(", "))
+    };
+    let mut d = json!({
+        "name": transfer_name(target),
+        "description": format!(
+            "Hand the caller to {}{about}. Say one short sentence announcing it first.",
+            target.name
+        ),
+        "parametersJsonSchema": {
+            "type": "object",
+            "properties": {
+                "summary": {
+                    "type": "string",
+                    "description": format!(
+                        "One or two sentences for {}: what the caller needs and what is known.",
+                        target.name
+                    )
+                }
+            },
+            "required": ["summary"]
+        }
+    });
+    if caps.non_blocking_tools {
+        d["behavior"] = json!("NON_BLOCKING");
+    }
+    d
+}
+
+/// Whether the model treats calls of `t` as NON_BLOCKING.
+pub fn declared_non_blocking(t: &Tool, caps: &Capabilities) -> bool {
+    caps.non_blocking_tools && t.behavior == Behavior::NonBlocking
+}
+
+/// What a model function call refers to, for the active set.
+#[derive(Clone, Debug)]
+pub enum Resolved {
+    /// A configured tool the active agents may use.
+    Tool(Arc<Tool>),
+    /// A handoff to this agent.
+    Transfer(u32),
+    /// Anything else, with the reason told to the model.
+    Refused(String),
+}
+
+/// Resolves the function `name` the model called while `members` are active.
+pub fn resolve(reg: &Registry, members: &[u32], name: &str) -> Resolved {
+    let lead = reg.agent(members.first().copied().unwrap_or(reg.primary));
+    if let Some(id) = name.strip_prefix(TRANSFER_PREFIX)
+        && let Some(target) = reg.agents.iter().find(|a| a.id == id)
+    {
+        if target.index == lead.index {
+            return Resolved::Refused(format!("you are already {}", lead.name));
+        }
+        if !target.policy.transfer_tool || !reachable(reg, members).contains(&target.index) {
+            return Resolved::Refused(format!(
+                "{} cannot hand the caller to {} with a tool",
+                lead.name, target.name
+            ));
+        }
+        return Resolved::Transfer(target.index);
+    }
+    match agent_tools(reg, members)
+        .into_iter()
+        .find(|t| t.name == name)
+    {
+        Some(t) => Resolved::Tool(t),
+        None => {
+            let available: Vec<String> = agent_tools(reg, members)
+                .iter()
+                .map(|t| t.name.clone())
+                .collect();
+            Resolved::Refused(format!(
+                "tool '{name}' is not available to {}; available: [{}]",
+                lead.name,
+                available.join(", ")
+            ))
+        }
+    }
+}
+
+/// The wire value of a scheduling choice.
+pub fn scheduling(s: Scheduling) -> FunctionResponseScheduling {
+    match s {
+        Scheduling::WhenIdle => FunctionResponseScheduling::WhenIdle,
+        Scheduling::Silent => FunctionResponseScheduling::Silent,
+    }
+}
+
+/// A successful result: `{"output": value}`.
+pub fn output(
+    id: &str,
+    name: &str,
+    value: Value,
+    sched: Option<FunctionResponseScheduling>,
+) -> FunctionResponse {
+    FunctionResponse {
+        id: Some(id.to_owned()),
+        name: Some(name.to_owned()),
+        response: Some(json!({ "output": value })),
+        will_continue: None,
+        scheduling: sched,
+    }
+}
+
+/// A failure the model can act on: `{"error": message}`.
+pub fn error(
+    id: &str,
+    name: &str,
+    message: &str,
+    sched: Option<FunctionResponseScheduling>,
+) -> FunctionResponse {
+    FunctionResponse {
+        id: Some(id.to_owned()),
+        name: Some(name.to_owned()),
+        response: Some(json!({ "error": message })),
+        will_continue: None,
+        scheduling: sched,
+    }
+}

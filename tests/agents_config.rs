@@ -1,0 +1,216 @@
+//! The shipped agent sets load and validate; bad sets report every problem with its key and fix.
+
+use std::path::{Path, PathBuf};
+
+use baton::agents::registry::{HistoryTransfer, Isolation, Mode, Role};
+use baton::agents::{self, Strategy};
+
+fn shipped(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("config/agents")
+        .join(name)
+}
+
+#[test]
+fn every_shipped_set_loads() {
+    let sets = agents::load_dir(&shipped("")).unwrap();
+    let names: Vec<&str> = sets.iter().map(|(_, r)| r.name.as_str()).collect();
+    assert_eq!(names, ["financial", "realty", "support"]);
+    for (path, r) in &sets {
+        assert_eq!(
+            r.agents.iter().filter(|a| a.role == Role::Primary).count(),
+            1,
+            "{}",
+            path.display()
+        );
+        assert!(r.missing_env().is_empty(), "shipped sets need no secrets");
+    }
+}
+
+#[test]
+fn seed_000_financial_advisor_and_joint_schemes_specialist() {
+    let r = agents::load(&shipped("financial.toml")).unwrap();
+    let primary = r.agent(r.primary);
+    assert_eq!(primary.id, "financial_advisor");
+    let s = r.find("government_schemes").expect("alias");
+    assert_eq!(s.id, "government_schemes_specialist");
+    assert_eq!(s.policy.mode, Mode::Joint);
+    assert!(
+        s.activation
+            .topics
+            .contains(&"government_scheme".to_owned())
+    );
+    let route = r
+        .tool("respond_to_financial_query")
+        .unwrap()
+        .route
+        .clone()
+        .unwrap();
+    assert_eq!(route.requires_specialist, "requires_specialist");
+    assert_eq!(route.specialist, "specialist_type");
+}
+
+#[test]
+fn seed_002_domains_with_filtered_tools_and_phrases() {
+    let r = agents::load(&shipped("support.toml")).unwrap();
+    assert!(r.phrases.enabled);
+    assert_eq!(r.phrases.window, 100);
+    let sec = r.find("security_authentication").unwrap();
+    assert_eq!(sec.policy.isolation, Isolation::Isolated);
+    assert_eq!(sec.policy.history, HistoryTransfer::LastTurns(2));
+    assert!(sec.tools.contains(&"unlock_account".to_owned()));
+    assert!(
+        !r.find("crm_billing")
+            .unwrap()
+            .tools
+            .contains(&"unlock_account".to_owned())
+    );
+    assert_eq!(r.agents.len(), 3);
+}
+
+#[test]
+fn seed_003_pipeline_with_dicom_rule_and_loop_guard() {
+    let r = agents::load(&shipped("realty.toml")).unwrap();
+    assert_eq!(r.guards.max_handoffs, 3);
+    let sched = r.find("scheduler").unwrap();
+    assert_eq!(sched.blocked_when[0].key, "dicom_status");
+    assert_eq!(sched.activation.when.len(), 6);
+    assert!(!sched.policy.transfer_tool);
+    assert_eq!(sched.policy.strategy, Strategy::Auto);
+    let f = r.find("follow_up").unwrap();
+    assert!(f.handoffs.is_empty(), "terminal agent");
+    assert!(f.priority > sched.priority && sched.priority > r.agent(r.primary).priority);
+}
+
+fn problems(text: &str) -> Vec<(String, String, String)> {
+    match agents::parse(text, Path::new("/tmp/sets/bad.toml")) {
+        Err(e) => {
+            let rendered = e.to_string();
+            assert!(rendered.starts_with("/tmp/sets/bad.toml: "), "{rendered}");
+            e.problems()
+                .iter()
+                .map(|p| (p.key.clone(), p.message.clone(), p.fix.clone()))
+                .collect()
+        }
+        Ok(_) => panic!("expected problems"),
+    }
+}
+
+#[test]
+fn unknown_keys_are_refused_with_their_line() {
+    let p = problems(
+        "[set]\nname = \"x\"\n[agents.a]\nname = \"A\"\nrole = \"primary\"\ninstruction = \"i\"\ncolour = 3\n",
+    );
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].0, "agents.a.colour");
+    assert!(p[0].1.contains("line 7"), "{p:?}");
+    let p = problems(
+        "[set]\nname = \"x\"\n[agents.a]\nname = \"A\"\nrole = \"boss\"\ninstruction = \"i\"\n",
+    );
+    assert_eq!(p[0].0, "agents.a.role");
+}
+
+#[test]
+fn every_semantic_problem_is_reported_with_key_and_fix() {
+    let text = r#"
+[set]
+name = "bad"
+[guards]
+max_handoffs = 0
+[phrases]
+enabled = true
+explicit = ["let me (transfer"]
+[agents.one]
+name = "One"
+role = "primary"
+instruction = "You are one."
+tools = ["nope"]
+handoffs = ["ghost"]
+[agents.one.activation]
+patterns = ["(unclosed"]
+[agents.two]
+name = "Two"
+role = "primary"
+instruction = "You are two."
+voice = "Puck"
+[agents.two.policy]
+mode = "joint"
+history = "most"
+[[agents.two.blocked_when]]
+key = "dicom_status"
+[tools.lookup]
+description = "Look up."
+backend = "http"
+url = "ftp://x"
+header = "Authorization"
+reply = { a = 1 }
+scheduling = "interrupt"
+[tools.lookup.parameters]
+type = "object"
+required = ["id"]
+"#;
+    let p = problems(text);
+    let keys: Vec<&str> = p.iter().map(|(k, _, _)| k.as_str()).collect();
+    for k in [
+        "guards.max_handoffs",
+        "phrases.explicit[0]",
+        "agents.two.role",
+        "agents.one.tools[0]",
+        "agents.one.handoffs[0]",
+        "agents.one.activation.patterns[0]",
+        "agents.two.policy.mode",
+        "agents.two.policy.history",
+        "agents.two.voice",
+        "agents.two.blocked_when[0]",
+        "tools.lookup.parameters",
+        "tools.lookup.scheduling",
+        "tools.lookup.reply",
+        "tools.lookup.url",
+        "tools.lookup.header_env",
+        "tools.lookup",
+    ] {
+        assert!(keys.contains(&k), "missing {k} in {keys:#?}");
+    }
+    assert!(p.iter().all(|(_, m, f)| !m.is_empty() && !f.is_empty()));
+    let regex = p
+        .iter()
+        .find(|(k, _, _)| k == "agents.one.activation.patterns[0]")
+        .unwrap();
+    assert!(regex.1.contains("not a valid regex"), "{regex:?}");
+}
+
+#[test]
+fn a_secret_is_named_never_written() {
+    let text = r#"
+[set]
+name = "s"
+[agents.a]
+name = "A"
+role = "primary"
+instruction = "i"
+tools = ["crm"]
+[tools.crm]
+description = "CRM lookup."
+backend = "http"
+url = "https://crm.example.com/x"
+header = "Authorization"
+header_env = "Bearer abc123"
+"#;
+    let p = problems(text);
+    assert_eq!(p[0].0, "tools.crm.header_env");
+    assert!(p[0].1.contains("NAME of an environment variable"));
+}
+
+#[test]
+fn a_set_without_agents_or_primary_is_refused() {
+    let p = problems("[set]\nname = \"e\"\n");
+    assert_eq!(p[0].0, "agents");
+    let p = problems(
+        "[set]\nname = \"e\"\n[agents.a]\nname = \"A\"\nrole = \"specialist\"\ninstruction = \"i\"\n",
+    );
+    assert!(
+        p.iter()
+            .any(|(k, m, _)| k == "agents" && m.contains("primary")),
+        "{p:?}"
+    );
+}

@@ -1,0 +1,407 @@
+//! Every handoff trigger, driven through the orchestrator on a virtual clock: a routing tool's
+//! arguments (seed 000), transfer tools with a summary (seed 001), the caller's words, the
+//! agent's own handoff phrases (seed 002) and handback phrase, call data (seed 003), and
+//! operator commands.
+
+mod agents_support;
+
+use agents_support::*;
+use baton::agents::orchestrator::Timer;
+use baton::agents::{Action, CommandError, Input};
+use baton::model::gemini::wire::FunctionResponseScheduling;
+use serde_json::json;
+
+fn financial_query(topic: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut v = json!({
+        "response": "…",
+        "topic": topic,
+        "conversation_stage": "providing_information",
+        "user_intent": "learn_about_topic",
+    });
+    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        o.extend(e.clone());
+    }
+    v
+}
+
+#[test]
+fn seed_000_function_args_bring_the_specialist_in_and_hand_back() {
+    let mut h = H::new(shipped("financial.toml"), ALL);
+    h.caller("Can the government help with my hospital costs?");
+    h.speaks("There is a health scheme. Let me bring in our government schemes specialist.");
+    let (id, a) = h.call(
+        "respond_to_financial_query",
+        financial_query(
+            "government_scheme",
+            json!({"requires_specialist": true, "specialist_type": "government_schemes_specialist",
+                   "conversation_stage": "specialist_handoff"}),
+        ),
+    );
+    let ann = announcements(&a);
+    assert_eq!(ann.len(), 1, "{a:#?}");
+    assert_eq!(ann[0]["from"], "financial_advisor");
+    assert_eq!(ann[0]["to"], "government_schemes_specialist");
+    assert_eq!(ann[0]["trigger"], "function_args");
+    assert_eq!(ann[0]["strategy"], "context_update");
+    // Joint mode: both agents active, one instruction with both personas and both tools.
+    assert_eq!(
+        h.active(),
+        ["government_schemes_specialist", "financial_advisor"]
+    );
+    let cu = &context_updates(&a)[0];
+    let text = instruction(cu);
+    assert!(text.starts_with("2 agents share this call"), "{text}");
+    assert!(text.contains("Government Schemes Specialist answers about: PM-KISAN"));
+    let names = function_names(&cu.tools.as_ref().unwrap().tools);
+    assert!(
+        names.contains(&"respond_to_scheme_query".to_owned()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"respond_to_financial_query".to_owned()));
+    // The routing tool still runs and its own answer lets the model continue.
+    let r = h.run_tools(&a);
+    let resp = &responses(&r)[0];
+    assert_eq!(resp.id.as_deref(), Some(id.as_str()));
+    assert_eq!(resp.response, Some(json!({"output": {"status": "noted"}})));
+    h.generation_complete();
+    h.turn_complete();
+    // The specialist's first turn: attribution switches and the handoff is complete.
+    let a = h.speaks("Hello! I'm the Government Schemes Specialist.");
+    assert!(
+        a.iter()
+            .any(|x| matches!(x, Action::Attribute(t) if t.id == "government_schemes_specialist"))
+    );
+    assert_eq!(
+        event_json(&a, "handoff_complete")[0]["to"],
+        "government_schemes_specialist"
+    );
+    h.generation_complete();
+    h.turn_complete();
+    // "Should not activate for general loans": a loans topic changes nothing while both are on.
+    h.caller("Now about my farm loan.");
+    let (_, a) = h.call(
+        "respond_to_financial_query",
+        financial_query("loans", json!({})),
+    );
+    assert!(announcements(&a).is_empty());
+    h.run_tools(&a);
+    // The specialist asks to hand back.
+    let (_, a) = h.call(
+        "respond_to_scheme_query",
+        json!({"response": "…", "user_intent": "learn_about_scheme", "requires_handback": true}),
+    );
+    let ann = announcements(&a);
+    assert_eq!(ann[0]["to"], "financial_advisor");
+    assert_eq!(
+        ann[0]["reason"],
+        "respond_to_scheme_query: requires_handback = true"
+    );
+    assert_eq!(h.active(), ["financial_advisor"]);
+    let end = event_json(&a, "agent_end");
+    assert_eq!(end[0]["agent_id"], "government_schemes_specialist");
+    assert_eq!(end[0]["message_count"], 1);
+    let hist = h.o.history();
+    assert_eq!(hist.len(), 2);
+    assert!(hist[1].deactivated_at_ms.is_some());
+}
+
+#[test]
+fn seed_000_routing_arguments_of_the_wrong_type_are_noticed_not_fatal() {
+    let mut h = H::new(shipped("financial.toml"), ALL);
+    let (_, a) = h.call(
+        "respond_to_financial_query",
+        financial_query("loans", json!({"requires_specialist": "yes"})),
+    );
+    let n = event_json(&a, "notice");
+    assert!(
+        n[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("requires_specialist (expected true or false)")
+    );
+    assert!(announcements(&a).is_empty());
+    assert_eq!(
+        a.iter().filter(|x| matches!(x, Action::RunTool(_))).count(),
+        1
+    );
+}
+
+#[test]
+fn a_transfer_tool_carries_its_summary_to_the_next_agent() {
+    let mut h = H::new(shipped("support.toml"), ALL);
+    h.caller("Hmm, what else can I do?");
+    h.speaks("I'll hand you over.");
+    let (id, a) = h.call(
+        "transfer_to_product_promotions",
+        json!({"summary": "Customer 251 wants a cheaper plan"}),
+    );
+    assert_eq!(announcements(&a)[0]["trigger"], "transfer_tool");
+    let cu = &context_updates(&a)[0];
+    assert!(instruction(cu).ends_with("CONTEXT: Customer 251 wants a cheaper plan"));
+    let r = &responses(&a)[0];
+    assert_eq!(r.id.as_deref(), Some(id.as_str()));
+    assert_eq!(r.scheduling, Some(FunctionResponseScheduling::WhenIdle));
+    assert_eq!(
+        r.response.as_ref().unwrap()["output"]["status"],
+        "transferred"
+    );
+    let start = event_json(&a, "agent_start");
+    assert_eq!(start[0]["summary"], "Customer 251 wants a cheaper plan");
+    assert_eq!(start[0]["handoff"], true);
+    assert_eq!(
+        h.o.history()[1].activation_summary,
+        "Customer 251 wants a cheaper plan"
+    );
+    // Only the new agent's tools and transfers are declared.
+    let names = function_names(&cu.tools.as_ref().unwrap().tools);
+    assert!(names.contains(&"get_promotions".to_owned()));
+    assert!(names.contains(&"transfer_to_crm_billing".to_owned()));
+    assert!(!names.contains(&"get_billing_summary".to_owned()));
+    assert!(!names.contains(&"transfer_to_product_promotions".to_owned()));
+}
+
+#[test]
+fn a_transfer_without_summary_is_answered_with_an_error_naming_the_argument() {
+    let mut h = H::new(shipped("support.toml"), ALL);
+    let (_, a) = h.call("transfer_to_product_promotions", json!({"reason": "plans"}));
+    assert!(announcements(&a).is_empty());
+    let r = &responses(&a)[0];
+    let err = r.response.as_ref().unwrap()["error"].as_str().unwrap();
+    assert!(err.contains("argument 'summary'"), "{err}");
+    assert_eq!(h.lead(), "crm_billing");
+}
+
+#[test]
+fn caller_keywords_hand_over_and_the_model_answers_as_the_new_agent() {
+    let mut h = H::new(shipped("support.toml"), ALL);
+    let a = h.caller("What promotions are available?");
+    let ann = announcements(&a);
+    assert_eq!(ann[0]["to"], "product_promotions");
+    assert_eq!(ann[0]["trigger"], "caller_words");
+    assert!(
+        ann[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("keyword \"promotions\"")
+    );
+    // The caller is owed a reply: the model gives it as the new agent, no greeting prompt.
+    let mut a = h.model_turn("We have three promotions.");
+    a.extend(h.advance(std::time::Duration::from_secs(10)));
+    assert!(contents(&a).is_empty() && contents(&h.log).is_empty());
+    let t = h.o.transcript();
+    assert_eq!(
+        (t[0].agent.as_str(), t[0].text.as_str()),
+        ("crm_billing", "What promotions are available?")
+    );
+    assert_eq!(t[1].agent, "product_promotions");
+}
+
+#[test]
+fn seed_002_phrases_each_rule_hands_over_to_the_agent_named() {
+    let cases = [
+        (
+            "This is outside my area. Let me connect you with the right specialist, our promotions specialist.",
+            "exact_template",
+        ),
+        (
+            "Plans are not my expertise; the promotions specialist can help.",
+            "boundary_phrase",
+        ),
+        (
+            "Let me transfer you to the promotions specialist.",
+            "explicit_handoff",
+        ),
+        (
+            "Plans are outside of what my area covers; our promotions specialist will take it from here.",
+            "keyword_proximity",
+        ),
+    ];
+    for (said, rule) in cases {
+        let mut h = H::new(shipped("support.toml"), ALL);
+        h.caller("Tell me more.");
+        let a = h.speaks(said);
+        let ann = announcements(&a);
+        assert_eq!(ann.len(), 1, "{said}");
+        assert_eq!(ann[0]["trigger"], "agent_phrase");
+        assert_eq!(ann[0]["phrase_rule"], rule, "{said}");
+        assert_eq!(ann[0]["to"], "product_promotions", "{said}");
+        // The agent is mid-turn: the new agent is prompted to greet after generationComplete.
+        assert!(contents(&a).is_empty());
+        let a = h.generation_complete();
+        let c = contents(&a);
+        assert_eq!(c.len(), 1, "{said}");
+        assert!(content_text(&c[0]).contains("You are now Product & Promotions Specialist"));
+        assert_eq!(c[0].turn_complete, Some(true));
+    }
+}
+
+#[test]
+fn seed_002_phrase_without_a_name_uses_the_callers_words_or_waits_for_them() {
+    // The caller's words matched both domains; billing kept the caller (sticky) until it said
+    // the template: then the caller's words pick promotions.
+    let mut h = H::new(shipped("support.toml"), ALL);
+    let a = h.caller("I want to pay for a new plan");
+    assert!(
+        announcements(&a).is_empty(),
+        "sticky: billing matched 'pay'"
+    );
+    let a = h.speaks("This is outside my area. Let me connect you with the right specialist.");
+    assert_eq!(announcements(&a)[0]["to"], "product_promotions");
+    // Nothing to go on: the next caller words pick the agent (seed 002: re-classify next message).
+    let mut h = H::new(shipped("support.toml"), ALL);
+    h.caller("Hello there.");
+    let a = h.speaks("This is outside my area. Let me connect you with the right specialist.");
+    assert!(announcements(&a).is_empty());
+    assert_eq!(h.o.poll_timeout().map(|(_, r)| r), Some(Timer::Reroute));
+    h.generation_complete();
+    h.turn_complete();
+    let a = h.caller("Yes please, I'm locked out.");
+    let ann = announcements(&a);
+    assert_eq!(ann[0]["to"], "security_authentication");
+    assert_eq!(ann[0]["trigger"], "agent_phrase");
+    assert_eq!(ann[0]["phrase_rule"], "exact_template");
+}
+
+#[test]
+fn seed_002_words_spread_beyond_100_characters_are_not_a_handoff() {
+    let mut h = H::new(shipped("support.toml"), ALL);
+    h.caller("Tell me more.");
+    let filler = "and ".repeat(30);
+    let a = h.speaks(&format!(
+        "That is outside {filler} the area I cover; I will transfer you."
+    ));
+    assert!(announcements(&a).is_empty());
+    assert_eq!(h.o.poll_timeout(), None, "no reroute armed");
+}
+
+#[test]
+fn the_specialists_handback_phrase_returns_the_caller() {
+    let mut h = H::new(shipped("financial.toml"), ALL);
+    h.o.handle(
+        Input::Activate {
+            agent: "government_schemes".into(),
+        },
+        h.now,
+    )
+    .unwrap();
+    h.model_turn("Hello! I'm the Government Schemes Specialist.");
+    let a = h.speaks("For that, Let me bring back the financial advisor for that.");
+    let ann = announcements(&a);
+    assert_eq!(ann[0]["trigger"], "handback_phrase");
+    assert_eq!(ann[0]["to"], "financial_advisor");
+    assert_eq!(h.active(), ["financial_advisor"]);
+}
+
+#[test]
+fn caller_handback_keywords_return_an_exclusive_specialist() {
+    let mut h = H::new(shipped("support.toml"), ALL);
+    h.caller("What promotions are available?");
+    h.model_turn("We have three.");
+    assert_eq!(h.lead(), "product_promotions");
+    // Back to billing through billing's own activation words (the way back is the return stack).
+    let a = h.caller("Thanks. Now, why is my bill so high?");
+    assert_eq!(announcements(&a)[0]["to"], "crm_billing");
+}
+
+#[test]
+fn seed_003_call_data_hands_over_but_never_while_dicom_is_dirty() {
+    let mut h = H::new(shipped("realty.toml"), ALL);
+    h.caller("Hi, I'm Ana, I'd like to see apartments in Ñuñoa.");
+    let lead = json!({"name": "Ana", "phone": "+56 9 1234 5678", "email": "ana@example.com",
+                      "budget": "1.500.000 CLP", "location": "Ñuñoa", "dicom_status": "dirty"});
+    let (_, a) = h.call("record_lead_data", lead);
+    let b = blocked(&a);
+    assert_eq!(b.len(), 1, "{a:#?}");
+    assert_eq!(b[0]["to"], "scheduler");
+    assert_eq!(b[0]["trigger"], "call_data");
+    assert_eq!(
+        b[0]["reason"],
+        "blocked: DICOM status is dirty: no visit can be scheduled"
+    );
+    assert_eq!(h.lead(), "qualifier");
+    assert_eq!(h.o.call_data()["dicom_status"], "dirty");
+    h.run_tools(&a);
+    // A caller asking for a visit does not get past the rule either.
+    h.generation_complete();
+    h.turn_complete();
+    let a = h.caller("Can I book a visit anyway?");
+    assert_eq!(blocked(&a)[0]["trigger"], "caller_words");
+    h.model_turn("Not until your DICOM is clean, sorry.");
+    // Once clean, the scheduler takes over.
+    let a = h.feed(Input::CallData {
+        key: "dicom_status".into(),
+        value: "clean".into(),
+    });
+    let ann = announcements(&a);
+    assert_eq!(ann[0]["to"], "scheduler");
+    assert_eq!(ann[0]["trigger"], "call_data");
+    assert_eq!(h.lead(), "scheduler");
+    // The model never sees a transfer_to_scheduler (policy.transfer_tool = false).
+    assert!(
+        !function_names(&h.o.initial_setup().tools).contains(&"transfer_to_scheduler".to_owned())
+    );
+}
+
+#[test]
+fn seed_003_a_confirmed_visit_hands_the_lead_to_follow_up() {
+    let mut h = H::new(shipped("realty.toml"), ALL);
+    h.feed(Input::Activate {
+        agent: "scheduler".into(),
+    });
+    h.model_turn("Great news, you qualify!");
+    let (_, a) = h.call(
+        "book_visit",
+        json!({"project": "Vista Andes", "slot": "2026-12-02T10:00"}),
+    );
+    assert!(
+        announcements(&a).is_empty(),
+        "the result, not the call, confirms"
+    );
+    let r = h.run_tools(&a);
+    assert_eq!(announcements(&r)[0]["to"], "follow_up");
+    assert_eq!(h.o.call_data()["appointment_status"], "confirmed");
+}
+
+#[test]
+fn operators_activate_and_deactivate_agents() {
+    let mut h = H::new(shipped("support.toml"), ALL);
+    assert_eq!(
+        h.o.handle(
+            Input::Activate {
+                agent: "nobody".into()
+            },
+            h.now
+        ),
+        Err(CommandError::UnknownAgent("nobody".into()))
+    );
+    assert_eq!(
+        h.o.handle(
+            Input::Deactivate {
+                agent: "crm_billing".into()
+            },
+            h.now
+        ),
+        Err(CommandError::LastAgent)
+    );
+    let a = h.feed(Input::Activate {
+        agent: "Product & Promotions Specialist".into(),
+    });
+    assert_eq!(announcements(&a)[0]["trigger"], "manual");
+    assert_eq!(h.lead(), "product_promotions");
+    // Nobody is speaking and nobody waits: the greeting prompt goes out at once.
+    assert_eq!(contents(&a).len(), 1);
+    assert_eq!(
+        h.o.handle(
+            Input::Deactivate {
+                agent: "security_authentication".into()
+            },
+            h.now
+        ),
+        Err(CommandError::NotActive("security_authentication".into()))
+    );
+    h.model_turn("Hi, I'm the promotions specialist.");
+    let a = h.feed(Input::Deactivate {
+        agent: "product_promotions".into(),
+    });
+    assert_eq!(announcements(&a)[0]["to"], "crm_billing");
+}
