@@ -5,6 +5,7 @@
 //! name = "demo"
 //! description = "A caller checks a balance, then asks about a savings scheme."
 //! caller = "../clips/caller_conversation.wav"  # optional: what a fixture caller replays (not used by the mock itself)
+//! agents = "../../config/agents/financial.toml" # optional: the agent set baton runs for this call (not used by the mock)
 //! [model]
 //! profile = "gemini-3.8"   # model behaviour: gemini-3.8 | gemini-2.5 | gemini-3.1 (see profile.rs); `baton mock-model --profile` overrides
 //! first_audio_ms = 300     # end of the caller's turn (after the VAD silence window) → first audio chunk sent
@@ -217,6 +218,8 @@ pub struct Scenario {
     pub description: String,
     /// What a fixture caller replays (absolute path); the mock itself does not use it.
     pub caller: Option<PathBuf>,
+    /// The agent set baton runs for this scenario (absolute path); the mock itself does not use it.
+    pub agents: Option<PathBuf>,
     pub timing: Timing,
     pub default_reply: Reply,
     pub turns: Vec<Turn>,
@@ -234,6 +237,7 @@ impl Scenario {
             name: "builtin".into(),
             description: "Answers every caller turn with the default reply.".into(),
             caller: None,
+            agents: None,
             timing: Timing::default(),
             default_reply: Reply {
                 audio: clip::builtin_default(),
@@ -504,6 +508,7 @@ impl Scenario {
             }),
             description: raw.description.unwrap_or_default(),
             caller: raw.caller.map(|c| base.join(c)),
+            agents: raw.agents.map(|a| base.join(a)),
             timing,
             default_reply,
             turns,
@@ -520,6 +525,7 @@ struct RawScenario {
     name: Option<String>,
     description: Option<String>,
     caller: Option<String>,
+    agents: Option<String>,
     #[serde(default)]
     model: RawModel,
     #[serde(default)]
