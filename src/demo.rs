@@ -25,9 +25,21 @@ use crate::model::gemini::session::{self, SessionConfig};
     baton demo --model-url ws://127.0.0.1:9300  # against a separate `baton mock-model`\n  \
     GEMINI_API_KEY=... baton demo --model-url wss://generativelanguage.googleapis.com")]
 pub struct DemoArgs {
-    /// Scenario file: the caller fixture and the mock model's script.
-    #[arg(long, value_name = "FILE")]
-    pub scenario: Option<PathBuf>,
+    /// Scenario: a bundled name (see --list) or a file. It names the caller fixture, the mock
+    /// model's script and, for multi-agent calls, the agent set.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub scenario: Option<String>,
+    /// List the bundled scenarios, one per line, name first.
+    #[arg(long)]
+    pub list: bool,
+    /// Carry every handoff with this strategy: auto, context_update, tool_response, inject_turn,
+    /// recreate, recreate_cold (default: each agent's configured policy).
+    #[arg(long, value_name = "STRATEGY")]
+    pub strategy: Option<String>,
+    /// The embedded mock's model profile: gemini-3.8, gemini-2.5 or gemini-3.1 (default: the
+    /// scenario's).
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
     /// Run at real pace over loopback sockets (default: accelerated on a virtual clock).
     #[arg(long)]
     pub realtime: bool,
@@ -52,11 +64,34 @@ pub struct DemoArgs {
     pub leg_codec: LegCodec,
 }
 
+impl Default for DemoArgs {
+    /// The same defaults as the command line.
+    fn default() -> Self {
+        DemoArgs {
+            scenario: None,
+            list: false,
+            strategy: None,
+            profile: None,
+            realtime: false,
+            out: PathBuf::from("out/demo"),
+            json: false,
+            model_url: None,
+            model: "models/gemini-live-2.5-flash-preview".into(),
+            api_key_env: "GEMINI_API_KEY".into(),
+            leg_codec: LegCodec::L16k16,
+        }
+    }
+}
+
 /// The demo could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
     #[error("scenario: {0}")]
     Scenario(String),
+    #[error("agent set: {0}")]
+    Agents(String),
+    #[error("{0}")]
+    Usage(String),
     #[error("the scenario {0} names no caller fixture (`caller = \"…wav\"`)")]
     NoCaller(PathBuf),
     #[error(transparent)]
@@ -86,8 +121,8 @@ pub struct DemoSummary {
     pub uplink_added_ms: P99,
     pub downlink_added_ms: P99,
     pub underruns: u64,
-    pub handoffs: Vec<serde_json::Value>,
-    pub handoff_gap_ms: Option<f64>,
+    pub handoffs: Vec<crate::call::HandoffRecord>,
+    pub handoff_gap_ms: Option<P95>,
     pub recording: String,
     pub mode: &'static str,
     pub leg_codec: &'static str,
@@ -145,6 +180,61 @@ pub fn default_scenario() -> PathBuf {
     bundled("audio-fixtures/scenarios/demo.toml")
 }
 
+/// A scenario argument: a bundled name, or a path.
+pub fn scenario_path(arg: &str) -> PathBuf {
+    if arg.ends_with(".toml") || arg.contains('/') {
+        PathBuf::from(arg)
+    } else {
+        bundled(&format!("audio-fixtures/scenarios/{arg}.toml"))
+    }
+}
+
+/// The bundled scenarios: `name  description`, one per line, sorted.
+pub fn list_scenarios() -> Result<String, DemoError> {
+    let dir = bundled("audio-fixtures/scenarios");
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|e| DemoError::Scenario(format!("{}: {e}", dir.display())))?;
+    let mut names: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    names.sort();
+    let mut out = String::new();
+    for p in names {
+        let name = p
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let s = mock::Scenario::load(&p).map_err(|e| DemoError::Scenario(e.to_string()))?;
+        let agents = s
+            .agents
+            .as_ref()
+            .and_then(|a| a.file_stem())
+            .map(|a| format!(" [agents: {}]", a.to_string_lossy()))
+            .unwrap_or_default();
+        out.push_str(&format!("{name}  {}{agents}\n", s.description));
+    }
+    Ok(out)
+}
+
+fn parse_strategy(s: &str) -> Result<crate::agents::strategy::Strategy, DemoError> {
+    use crate::agents::strategy::Strategy;
+    Ok(match s {
+        "auto" => Strategy::Auto,
+        "context_update" => Strategy::ContextUpdate,
+        "tool_response" => Strategy::ToolResponse,
+        "inject_turn" => Strategy::InjectTurn,
+        "recreate" => Strategy::Recreate,
+        "recreate_cold" => Strategy::RecreateCold,
+        other => {
+            return Err(DemoError::Usage(format!(
+                "unknown strategy {other:?}: use auto, context_update, tool_response, inject_turn, recreate or recreate_cold"
+            )));
+        }
+    })
+}
+
 /// Everything a demo run produced.
 pub struct DemoOutcome {
     pub summary: DemoSummary,
@@ -169,9 +259,17 @@ pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
 }
 
 async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoError> {
-    let scenario_path = args.scenario.clone().unwrap_or_else(default_scenario);
-    let scenario =
+    let scenario_path = args
+        .scenario
+        .as_deref()
+        .map_or_else(default_scenario, scenario_path);
+    let mut scenario =
         mock::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
+    if let Some(p) = &args.profile {
+        scenario.profile = p
+            .parse()
+            .map_err(|e: crate::mock::profile::UnknownProfile| DemoError::Usage(e.to_string()))?;
+    }
     let caller_wav = scenario
         .caller
         .clone()
@@ -179,10 +277,30 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
     let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
     let silence = scenario.timing.silence;
 
-    let session_cfg = SessionConfig {
+    let mut session_cfg = SessionConfig {
         model: args.model.clone(),
         system_instruction: Some("You are a friendly financial advisor on a helpline.".into()),
         ..Default::default()
+    };
+    let registry = match &scenario.agents {
+        Some(path) => {
+            let mut reg =
+                crate::agents::load(path).map_err(|e| DemoError::Agents(e.to_string()))?;
+            if let Some(s) = &args.strategy {
+                let strategy = parse_strategy(s)?;
+                for a in &mut reg.agents {
+                    a.policy.strategy = strategy;
+                }
+            }
+            Some(Arc::new(reg))
+        }
+        None if args.strategy.is_some() => {
+            return Err(DemoError::Usage(format!(
+                "--strategy needs a scenario with an agent set; {} has none (try --list)",
+                scenario_path.display()
+            )));
+        }
+        None => None,
     };
     let opts = Arc::new(mock::MockOptions::new(Arc::new(scenario)));
     let mut _server = None;
@@ -211,17 +329,28 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         (None, false) => ModelBackend::InProcessMock(opts.clone()),
     };
 
+    let agents = registry.map(|reg| {
+        let caps = match &backend {
+            ModelBackend::InProcessMock(o) => o.capabilities(),
+            ModelBackend::Remote(_) if args.model_url.is_none() => opts.capabilities(),
+            ModelBackend::Remote(_) => crate::model::gemini::CAPABILITIES,
+        };
+        let orchestrator =
+            crate::agents::Orchestrator::new(reg, caps, tokio::time::Instant::now().into_std());
+        orchestrator.initial_setup().apply(&mut session_cfg);
+        call::Agents {
+            orchestrator,
+            backend: backend.clone(),
+            base: session_cfg.clone(),
+        }
+    });
     let session = backend.open(&session_cfg).await?;
     let (leg, recording) = fixture.spawn();
-    let report = call::run(
-        leg,
-        session,
-        CallOptions {
-            caller_silence: silence,
-            ..Default::default()
-        },
-    )
-    .await?;
+    let call_opts = CallOptions {
+        caller_silence: silence,
+        ..Default::default()
+    };
+    let report = call::run_with_agents(leg, session, call_opts, agents).await?;
     let recording = recording.await.unwrap_or_default();
 
     std::fs::create_dir_all(&args.out).map_err(|e| DemoError::Output {
@@ -240,8 +369,11 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         uplink_added_ms: summarize(&report.uplink_added_ms).into(),
         downlink_added_ms: summarize(&report.downlink_added_ms).into(),
         underruns: report.underruns,
-        handoffs: Vec::new(),
-        handoff_gap_ms: None,
+        handoffs: report.handoffs.clone(),
+        handoff_gap_ms: (!report.handoffs.is_empty()).then(|| {
+            let gaps: Vec<f64> = report.handoffs.iter().filter_map(|h| h.gap_ms).collect();
+            summarize(&gaps).into()
+        }),
         recording: wav_path.display().to_string(),
         mode: if realtime { "realtime" } else { "accelerated" },
         leg_codec: args.leg_codec.name(),
@@ -281,13 +413,39 @@ pub fn render(outcome: &DemoOutcome) -> String {
             t.caller_end_ms / 1000.0,
             quote(&t.caller_text),
         );
+        let who = if t.agent.is_empty() {
+            "agent"
+        } else {
+            t.agent.as_str()
+        };
         let _ = writeln!(
             s,
-            "{:>55}agent:  {}{}",
+            "{:>55}{who}: {}{}",
             "",
             quote(&t.agent_text),
             if t.interrupted { " [interrupted]" } else { "" }
         );
+    }
+    if !r.handoffs.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nhandoff                                   strategy        trigger          gap_ms  announcement queued"
+        );
+        for h in &r.handoffs {
+            let gap = h
+                .gap_ms
+                .map_or("not heard".to_owned(), |g| format!("{g:.0}"));
+            let queued = h
+                .announcement_queued_ms
+                .map_or("—".to_owned(), |q| format!("{q:.0} ms"));
+            let _ = writeln!(
+                s,
+                "{:<41} {:<15} {:<16} {gap:>6}  {queued}",
+                format!("{} → {}", h.from, h.to),
+                h.strategy,
+                h.trigger
+            );
+        }
     }
     let _ = writeln!(s);
     let _ = writeln!(

@@ -177,6 +177,10 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
+    if args.list {
+        print!("{}", demo::list_scenarios()?);
+        return Ok(());
+    }
     let outcome = demo::run(args)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome.summary)?);

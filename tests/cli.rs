@@ -4,7 +4,10 @@
 use std::process::Command;
 
 fn baton(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_baton")).args(args).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(args)
+        .output()
+        .unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -19,13 +22,25 @@ fn every_subcommand_has_help_with_an_example() {
     for sub in ["demo", "mock-model", "serve", "check-config", "dial"] {
         assert!(top.contains(sub), "top-level help lacks {sub}");
     }
-    for sub in [&["demo"][..], &["mock-model"], &["serve"], &["check-config"], &["dial", "twilio"]] {
+    for sub in [
+        &["demo"][..],
+        &["mock-model"],
+        &["serve"],
+        &["check-config"],
+        &["dial", "twilio"],
+    ] {
         let mut args = sub.to_vec();
         args.push("--help");
         let (ok, help, _) = baton(&args);
         assert!(ok, "{sub:?} --help failed");
-        assert!(help.contains("Example"), "{sub:?} help has no example:\n{help}");
-        assert!(help.contains("baton "), "{sub:?} help example does not show a command:\n{help}");
+        assert!(
+            help.contains("Example"),
+            "{sub:?} help has no example:\n{help}"
+        );
+        assert!(
+            help.contains("baton "),
+            "{sub:?} help example does not show a command:\n{help}"
+        );
     }
 }
 
@@ -33,7 +48,11 @@ fn every_subcommand_has_help_with_an_example() {
 fn check_config_names_file_key_and_fix() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
-    std::fs::write(&bad, "[server]\nlisten = \"everywhere\"\n[model]\nbackend = \"vertex\"\n").unwrap();
+    std::fs::write(
+        &bad,
+        "[server]\nlisten = \"everywhere\"\n[model]\nbackend = \"vertex\"\n",
+    )
+    .unwrap();
     let (ok, _, err) = baton(&["check-config", bad.to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("bad.toml"), "{err}");
@@ -42,9 +61,15 @@ fn check_config_names_file_key_and_fix() {
     }
     assert!(err.matches("fix:").count() >= 3, "{err}");
 
-    let (ok, out, err) = baton(&["check-config", concat!(env!("CARGO_MANIFEST_DIR"), "/config/baton.toml")]);
+    let (ok, out, err) = baton(&[
+        "check-config",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/config/baton.toml"),
+    ]);
     assert!(ok, "{err}");
-    assert!(out.contains("checking is OFF"), "the shipped config must say signatures are off:\n{out}");
+    assert!(
+        out.contains("checking is OFF"),
+        "the shipped config must say signatures are off:\n{out}"
+    );
 }
 
 #[test]
@@ -52,7 +77,10 @@ fn the_demo_prints_its_timeline_and_writes_its_files() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, out, err) = baton(&["demo", "--out", dir.path().to_str().unwrap()]);
     assert!(ok, "{err}");
-    assert!(out.contains("first_audio_ms") && out.contains("underruns"), "{out}");
+    assert!(
+        out.contains("first_audio_ms") && out.contains("underruns"),
+        "{out}"
+    );
     assert!(dir.path().join("call.wav").exists());
     let (ok, json, _) = baton(&["demo", "--json", "--out", dir.path().to_str().unwrap()]);
     assert!(ok);

@@ -15,14 +15,16 @@ fn root() -> PathBuf {
 
 fn args(out: &Path, codec: LegCodec) -> DemoArgs {
     DemoArgs {
-        scenario: Some(root().join("audio-fixtures/scenarios/demo.toml")),
-        realtime: false,
+        scenario: Some(
+            root()
+                .join("audio-fixtures/scenarios/demo.toml")
+                .display()
+                .to_string(),
+        ),
         out: out.to_path_buf(),
-        json: false,
-        model_url: None,
-        model: "models/gemini-live-2.5-flash-preview".into(),
         api_key_env: "BATON_TEST_NO_KEY".into(),
         leg_codec: codec,
+        ..Default::default()
     }
 }
 
@@ -192,7 +194,7 @@ fn a_scenario_without_a_caller_is_refused_clearly() {
     let scenario = dir.path().join("s.toml");
     std::fs::write(&scenario, "name = \"x\"\n").unwrap();
     let mut a = args(dir.path(), LegCodec::L16k16);
-    a.scenario = Some(scenario.clone());
+    a.scenario = Some(scenario.display().to_string());
     let err = demo::run(&a).err().expect("no caller fixture").to_string();
     assert!(err.contains("s.toml") && err.contains("caller"), "{err}");
 }

@@ -20,6 +20,25 @@ pub struct TurnRecord {
     /// Voice to voice: end of caller speech → first agent audio frame out.
     pub first_audio_ms: Option<f64>,
     pub interrupted: bool,
+    /// The agent whose voice answered (empty without an agent set).
+    pub agent: String,
+}
+
+/// One handoff as the caller experienced it.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct HandoffRecord {
+    pub from: String,
+    pub to: String,
+    pub strategy: String,
+    pub trigger: String,
+    /// Silence between the last voiced frame of `from` and the first voiced frame of `to`, as
+    /// played out; `None` when `to` was never heard.
+    pub gap_ms: Option<f64>,
+    /// Audio of the announcing agent still queued in playout when `to`'s first audio arrived.
+    pub announcement_queued_ms: Option<f64>,
+    /// When the handoff was announced (ms from call start).
+    #[serde(skip)]
+    pub at_ms: u64,
 }
 
 /// Everything measured on one call.
@@ -39,6 +58,18 @@ pub struct CallReport {
     pub protocol_errors: Vec<String>,
     /// Why the call ended.
     pub end_reason: String,
+    /// Handoffs in order, with their gaps.
+    pub handoffs: Vec<HandoffRecord>,
+    /// Every voice change heard on the caller's timeline (ms of silence between two agents).
+    pub handoff_gap_ms: Vec<f64>,
+    /// The orchestrator's per-call events (seed 002 names), gaps filled in.
+    pub events: Vec<crate::agents::CallEvent>,
+    /// Agent activations (seed 000 §5.1).
+    pub agent_history: serde_json::Value,
+    /// Samples dropped from playout (only barge-ins flush).
+    pub playout_flushed_samples: u64,
+    /// Caller frames that could not be kept between sessions.
+    pub uplink_dropped: u64,
     /// Algorithmic delay of the uplink and downlink resamplers.
     pub uplink_resampler_delay_ms: f64,
     pub downlink_resampler_delay_ms: f64,

@@ -1,11 +1,15 @@
-//! One call: wires a caller leg, a model session and playout together, and measures it.
+//! One call: wires a caller leg, a model session (two while a warm standby is prepared), playout
+//! and, when the call has an agent set, the orchestrator; measures everything.
 //!
-//! A single task per call selects over the leg's frames, the session's events and one playout
-//! deadline. Uplink: leg frame → energy VAD (for voice-to-voice timing) → resample to the model's
-//! input rate → JSON → writer channel. Downlink: model audio → resample to the leg's rate →
-//! playout queue; every 20 ms tick playout releases exactly one frame to the leg.
-//! The clock is tokio's, so the same code runs in real time or on a paused (accelerated) clock.
+//! A single task per call selects over the leg's frames, the session's events, the playout
+//! deadline and (with agents) tool results, standby sessions and the orchestrator's timer; input
+//! that is ready at a tick's instant is taken before that tick is played. Uplink: leg frame →
+//! energy VAD (for voice-to-voice timing) → resample to the model's input rate → JSON → writer
+//! channel. Downlink: model audio → resample to the leg's rate → playout queue; every 20 ms tick
+//! playout releases exactly one frame to the leg. The clock is tokio's, so the same code runs in
+//! real time or on a paused (accelerated) clock.
 
+pub mod agents;
 pub mod backend;
 pub mod metrics;
 
@@ -21,16 +25,16 @@ use crate::model::gemini::session::{Outbound, Session, SessionEvent};
 use crate::model::gemini::wire::{ClientMessage, FunctionResponse, ToolResponse};
 use crate::model::gemini::{INPUT_RATE, OUTPUT_RATE, codec};
 use crate::model::{ModelEvent, ToolCallRequest};
+pub use agents::Agents;
+use agents::AgentsDriver;
 use metrics::ms;
-pub use metrics::{CallReport, TurnRecord};
+pub use metrics::{CallReport, HandoffRecord, TurnRecord};
 
 /// Knobs of the call's own measurement.
 #[derive(Clone, Debug)]
 pub struct CallOptions {
     /// Silence that ends a caller turn for `first_audio_ms` bookkeeping (not sent to the model).
     pub caller_silence: Duration,
-    /// Agent id tagged on model audio (the orchestrator sets it once handoffs exist).
-    pub agent: u32,
     /// When this turns true the call hangs up (server drain deadline).
     pub hangup: Option<tokio::sync::watch::Receiver<bool>>,
 }
@@ -39,7 +43,6 @@ impl Default for CallOptions {
     fn default() -> Self {
         CallOptions {
             caller_silence: Duration::from_millis(500),
-            agent: 0,
             hangup: None,
         }
     }
@@ -52,171 +55,46 @@ pub enum CallError {
     Resampler { from: u32, to: u32, reason: String },
 }
 
-struct Downlink {
-    resampler: StreamResampler,
-    buf: Vec<i16>,
+fn resampler(from: u32, to: u32) -> Result<StreamResampler, CallError> {
+    StreamResampler::new(from, to).map_err(|e| CallError::Resampler {
+        from,
+        to,
+        reason: e.to_string(),
+    })
 }
 
-/// Runs the call until the leg stops or the model session ends.
+/// Runs a call with one agent and no orchestrator.
 pub async fn run(
-    mut leg: LegHandle,
-    mut session: Session,
-    mut opts: CallOptions,
+    leg: LegHandle,
+    session: Session,
+    opts: CallOptions,
 ) -> Result<CallReport, CallError> {
-    let leg_rate = leg.rate;
-    let resampler = |from, to| {
-        StreamResampler::new(from, to).map_err(|e| CallError::Resampler {
-            from,
-            to,
-            reason: e.to_string(),
-        })
-    };
-    let mut up = resampler(leg_rate, INPUT_RATE)?;
-    let mut down = Downlink {
-        resampler: resampler(OUTPUT_RATE, leg_rate)?,
-        buf: Vec::new(),
-    };
-    let mut report = CallReport {
-        uplink_resampler_delay_ms: ms(up.delay()),
-        downlink_resampler_delay_ms: ms(down.resampler.delay()),
-        ..Default::default()
-    };
-    let mut playout = Playout::new(leg_rate, leg.started_at.into_std());
-    let mut vad = TurnDetector::new(opts.caller_silence);
-    let mut up_buf: Vec<i16> = Vec::with_capacity(1024);
-    let mut scratch: Vec<u8> = Vec::with_capacity(2048);
+    run_with_agents(leg, session, opts, None).await
+}
 
-    let mut turn_no: u64 = 0;
-    let mut turn_open = false;
-    // Voice-to-voice bookkeeping.
-    let mut last_voiced_at: Option<Instant> = None;
-    let mut awaiting_first_audio: Option<(usize, Instant)> = None;
-    let mut current: Option<usize> = None; // index in report.turns of the turn being answered
-    let mut leg_open = true;
-
+/// Runs the call until the leg stops or the model session ends. With `agents`, the orchestrator
+/// sees every model event and its actions are carried out on the wire.
+pub async fn run_with_agents(
+    mut leg: LegHandle,
+    session: Session,
+    mut opts: CallOptions,
+    agents: Option<Agents>,
+) -> Result<CallReport, CallError> {
+    let mut call = Call::new(&leg, session, &opts, agents)?;
     let mut hangup = opts.hangup.take();
     let end_reason = loop {
-        let deadline = Instant::from_std(playout.poll_timeout());
+        let deadline = Instant::from_std(call.playout.poll_timeout());
+        let agents_deadline = call.agents.as_ref().and_then(AgentsDriver::deadline);
         tokio::select! {
             biased;
             _ = wait_true(&mut hangup) => {
-                let _ = leg.commands.send(LegCommand::Hangup);
-                session.send(Outbound::Close);
+                call.hang_up(&leg);
                 break "server is shutting down".to_owned();
             }
-            ev = leg.events.recv(), if leg_open => match ev {
-                Some(LegEvent::Frame { frame, received_at }) => {
-                    let before = vad.last_voiced_end();
-                    let vad_event = vad.push(&frame.samples, frame.ts, frame.duration());
-                    if vad.last_voiced_end() != before {
-                        last_voiced_at = Some(received_at);
-                    }
-                    match vad_event {
-                        Some(VadEvent::SpeechStart(ts)) => {
-                            awaiting_first_audio = None;
-                            report.turns.push(TurnRecord {
-                                index: report.turns.len(),
-                                caller_start_ms: ms(ts),
-                                ..Default::default()
-                            });
-                        }
-                        Some(VadEvent::SpeechEnd(ts)) => {
-                            if let Some(t) = report.turns.last_mut() {
-                                t.caller_end_ms = ms(ts);
-                                awaiting_first_audio = last_voiced_at.map(|at| (t.index, at));
-                            }
-                        }
-                        None => {}
-                    }
-                    up_buf.clear();
-                    up.process(&frame.samples, &mut up_buf);
-                    if !up_buf.is_empty() {
-                        let mut json = String::with_capacity(up_buf.len() * 3 + 96);
-                        codec::encode_audio(&up_buf, INPUT_RATE, &mut scratch, &mut json);
-                        session.send(Outbound::Text { json, received_at: Some(received_at) });
-                    }
-                }
-                Some(LegEvent::Dtmf { digit }) => tracing::debug!(%digit, "caller pressed a key"),
-                Some(LegEvent::Heard { .. }) => {}
-                Some(LegEvent::Stop) | None => {
-                    let _ = leg.commands.send(LegCommand::Hangup);
-                    session.send(Outbound::Close);
-                    break "caller hung up".to_owned();
-                }
-            },
-            ev = session.events.recv() => match ev {
-                Some(SessionEvent::Model(e, at)) => {
-                    let tag = TurnTag { agent: opts.agent, turn: turn_no };
-                    match e {
-                        ModelEvent::Audio { rate, samples } => {
-                            if rate != down.resampler.from_hz() {
-                                match resampler(rate, leg_rate) {
-                                    Ok(r) => down.resampler = r,
-                                    Err(e) => { report.protocol_errors.push(e.to_string()); continue; }
-                                }
-                            }
-                            if !turn_open {
-                                turn_open = true;
-                                turn_no += 1;
-                            }
-                            let tag = TurnTag { agent: opts.agent, turn: turn_no };
-                            down.buf.clear();
-                            down.resampler.process(&samples, &mut down.buf);
-                            playout.push(&down.buf, tag, at.into_std());
-                        }
-                        ModelEvent::GenerationComplete => {
-                            down.buf.clear();
-                            down.resampler.flush(&mut down.buf);
-                            playout.push(&down.buf, tag, at.into_std());
-                            playout.end_turn(tag);
-                            turn_open = false;
-                        }
-                        ModelEvent::TurnComplete => {
-                            if turn_open {
-                                playout.end_turn(tag);
-                                turn_open = false;
-                            }
-                        }
-                        ModelEvent::Interrupted => {
-                            playout.flush();
-                            report.interruptions += 1;
-                            if let Some(t) = current.and_then(|i| report.turns.get_mut(i)) {
-                                t.interrupted = true;
-                            }
-                            turn_open = false;
-                            let _ = leg.commands.send(LegCommand::Clear);
-                        }
-                        ModelEvent::InputTranscript { text, .. } => {
-                            if let Some(t) = report.turns.last_mut() {
-                                t.caller_text.push_str(&text);
-                            }
-                        }
-                        ModelEvent::OutputTranscript { text, .. } => {
-                            let idx = awaiting_first_audio.map(|(i, _)| i).or(current);
-                            if let Some(t) = idx.and_then(|i| report.turns.get_mut(i)) {
-                                if !t.agent_text.is_empty() && !text.starts_with(' ') {
-                                    t.agent_text.push(' ');
-                                }
-                                t.agent_text.push_str(&text);
-                            }
-                        }
-                        ModelEvent::ToolCall(calls) => {
-                            report.tool_calls += calls.len() as u64;
-                            session.send_message(&no_backend_response(&calls));
-                        }
-                        ModelEvent::ProtocolError(msg) => {
-                            tracing::warn!(error = %msg, "model sent something baton cannot use; carrying on");
-                            report.protocol_errors.push(msg);
-                        }
-                        ModelEvent::SetupComplete
-                        | ModelEvent::ToolCallCancellation(_)
-                        | ModelEvent::GoAway { .. }
-                        | ModelEvent::ResumptionUpdate { .. }
-                        | ModelEvent::Usage { .. } => {}
-                    }
-                }
+            ev = recv_session(&mut call.session) => match ev {
+                Some(SessionEvent::Model(e, at)) => call.on_model_event(e, at, &leg),
                 Some(SessionEvent::Written { received_at, written_at }) => {
-                    report.uplink_added_ms.push(ms(written_at.saturating_duration_since(received_at)));
+                    call.report.uplink_added_ms.push(ms(written_at.saturating_duration_since(received_at)));
                 }
                 Some(SessionEvent::Closed { code, reason }) => {
                     let _ = leg.commands.send(LegCommand::Hangup);
@@ -230,54 +108,349 @@ pub async fn run(
                     break "model session ended".to_owned();
                 }
             },
-            _ = sleep_until(deadline) => {
+            wake = agents::wake(&mut call.agents) => {
                 let now = Instant::now();
-                while let Some(played) = playout.poll_frame(now.into_std()) {
-                    if let Some(cs) = played.chunk_start {
-                        let waited = now.into_std().saturating_duration_since(cs.received_at);
-                        report.downlink_added_ms.push(ms(waited.saturating_sub(cs.ahead)));
-                    }
-                    if played.kind == PlayedKind::Voice {
-                        let ts_ms = ms(played.frame.ts);
-                        if let Some((idx, end)) = awaiting_first_audio.take() {
-                            let v2v = ms(now.saturating_duration_since(end));
-                            report.first_audio_ms.push(v2v);
-                            if let Some(t) = report.turns.get_mut(idx) {
-                                t.first_audio_ms = Some(v2v);
-                                t.agent_start_ms = Some(ts_ms);
-                            }
-                            current = Some(idx);
+                if let Some(a) = call.agents.as_mut() {
+                    a.on_wake(wake, now, &mut call.session);
+                }
+                call.apply_agent_actions(now);
+            }
+            _ = sleep_until_opt(agents_deadline) => {
+                let now = Instant::now();
+                if let Some(a) = call.agents.as_mut() {
+                    a.on_timeout(now);
+                }
+                call.apply_agent_actions(now);
+            }
+            ev = leg.events.recv() => match ev {
+                Some(LegEvent::Frame { frame, received_at }) => call.on_caller_frame(frame, received_at),
+                Some(LegEvent::Dtmf { digit }) => tracing::debug!(%digit, "caller pressed a key"),
+                Some(LegEvent::Heard { .. }) => {}
+                Some(LegEvent::Stop) | None => {
+                    call.hang_up(&leg);
+                    break "caller hung up".to_owned();
+                }
+            },
+            _ = sleep_until(deadline) => call.on_tick(Instant::now(), &leg),
+        }
+    };
+    Ok(call.finish(end_reason))
+}
+
+/// The state of one call between events.
+struct Call {
+    session: Option<Session>,
+    agents: Option<AgentsDriver>,
+    playout: Playout,
+    leg_rate: u32,
+    up: StreamResampler,
+    down: StreamResampler,
+    down_buf: Vec<i16>,
+    up_buf: Vec<i16>,
+    scratch: Vec<u8>,
+    vad: TurnDetector,
+    report: CallReport,
+    /// Agent index tagged on model audio.
+    agent: u32,
+    turn_no: u64,
+    turn_open: bool,
+    last_voiced_at: Option<Instant>,
+    awaiting_first_audio: Option<(usize, Instant)>,
+    current: Option<usize>,
+    leg_open: bool,
+}
+
+impl Call {
+    fn new(
+        leg: &LegHandle,
+        session: Session,
+        opts: &CallOptions,
+        agents: Option<Agents>,
+    ) -> Result<Call, CallError> {
+        let up = resampler(leg.rate, INPUT_RATE)?;
+        let down = resampler(OUTPUT_RATE, leg.rate)?;
+        let report = CallReport {
+            uplink_resampler_delay_ms: ms(up.delay()),
+            downlink_resampler_delay_ms: ms(down.delay()),
+            ..Default::default()
+        };
+        let mut call = Call {
+            session: Some(session),
+            agents: agents.map(AgentsDriver::new),
+            playout: Playout::new(leg.rate, leg.started_at.into_std()),
+            leg_rate: leg.rate,
+            up,
+            down,
+            down_buf: Vec::new(),
+            up_buf: Vec::with_capacity(1024),
+            scratch: Vec::with_capacity(2048),
+            vad: TurnDetector::new(opts.caller_silence),
+            report,
+            agent: 0,
+            turn_no: 0,
+            turn_open: false,
+            last_voiced_at: None,
+            awaiting_first_audio: None,
+            current: None,
+            leg_open: true,
+        };
+        call.apply_agent_actions(Instant::now());
+        Ok(call)
+    }
+
+    fn hang_up(&mut self, leg: &LegHandle) {
+        let _ = leg.commands.send(LegCommand::Hangup);
+        if let Some(s) = &self.session {
+            s.send(Outbound::Close);
+        }
+        if let Some(a) = self.agents.as_mut() {
+            a.close_standby();
+        }
+    }
+
+    fn on_caller_frame(&mut self, frame: crate::audio::Frame, received_at: Instant) {
+        let before = self.vad.last_voiced_end();
+        let vad_event = self.vad.push(&frame.samples, frame.ts, frame.duration());
+        if self.vad.last_voiced_end() != before {
+            self.last_voiced_at = Some(received_at);
+        }
+        match vad_event {
+            Some(VadEvent::SpeechStart(ts)) => {
+                self.awaiting_first_audio = None;
+                self.report.turns.push(TurnRecord {
+                    index: self.report.turns.len(),
+                    caller_start_ms: ms(ts),
+                    ..Default::default()
+                });
+            }
+            Some(VadEvent::SpeechEnd(ts)) => {
+                if let Some(t) = self.report.turns.last_mut() {
+                    t.caller_end_ms = ms(ts);
+                    self.awaiting_first_audio = self.last_voiced_at.map(|at| (t.index, at));
+                }
+            }
+            None => {}
+        }
+        self.up_buf.clear();
+        self.up.process(&frame.samples, &mut self.up_buf);
+        if self.up_buf.is_empty() {
+            return;
+        }
+        let mut json = String::with_capacity(self.up_buf.len() * 3 + 96);
+        codec::encode_audio(&self.up_buf, INPUT_RATE, &mut self.scratch, &mut json);
+        let out = Outbound::Text {
+            json,
+            received_at: Some(received_at),
+        };
+        match (&self.session, self.agents.as_mut()) {
+            (Some(s), _) => {
+                s.send(out);
+            }
+            // Between sessions (a cold recreate): kept and delivered to the next session.
+            (None, Some(a)) => a.buffer_uplink(out),
+            (None, None) => {}
+        }
+    }
+
+    fn on_model_event(&mut self, e: ModelEvent, at: Instant, leg: &LegHandle) {
+        let own_interruption = self
+            .agents
+            .as_ref()
+            .is_some_and(|a| a.expects_own_interruption());
+        if let Some(a) = self.agents.as_mut() {
+            a.on_model_event(&e, at);
+        }
+        self.apply_agent_actions(at);
+        let tag = TurnTag {
+            agent: self.agent,
+            turn: self.turn_no,
+        };
+        match e {
+            ModelEvent::Audio { rate, samples } => {
+                if rate != self.down.from_hz() {
+                    match resampler(rate, self.leg_rate) {
+                        Ok(r) => self.down = r,
+                        Err(e) => {
+                            self.report.protocol_errors.push(e.to_string());
+                            return;
                         }
-                        if let Some(t) = current.and_then(|i| report.turns.get_mut(i)) {
-                            t.agent_end_ms = Some(ts_ms + ms(played.frame.duration()));
-                        }
                     }
-                    if leg_open && leg.commands.send(LegCommand::Play { frame: played.frame, kind: played.kind }).is_err() {
-                        leg_open = false;
+                }
+                if !self.turn_open {
+                    self.turn_open = true;
+                    self.turn_no += 1;
+                }
+                let tag = TurnTag {
+                    agent: self.agent,
+                    turn: self.turn_no,
+                };
+                if let Some(a) = self.agents.as_mut() {
+                    a.on_audio_queued(tag.agent, self.playout.queued());
+                }
+                self.down_buf.clear();
+                self.down.process(&samples, &mut self.down_buf);
+                self.playout.push(&self.down_buf, tag, at.into_std());
+            }
+            ModelEvent::GenerationComplete => {
+                self.down_buf.clear();
+                self.down.flush(&mut self.down_buf);
+                self.playout.push(&self.down_buf, tag, at.into_std());
+                self.playout.end_turn(tag);
+                self.turn_open = false;
+            }
+            ModelEvent::TurnComplete => {
+                if self.turn_open {
+                    self.playout.end_turn(tag);
+                    self.turn_open = false;
+                }
+            }
+            ModelEvent::Interrupted => {
+                if own_interruption {
+                    // The answer to baton's own turn-completing message after generationComplete:
+                    // the queued announcement keeps playing.
+                    return;
+                }
+                self.playout.flush();
+                self.report.interruptions += 1;
+                if let Some(t) = self.current.and_then(|i| self.report.turns.get_mut(i)) {
+                    t.interrupted = true;
+                }
+                self.turn_open = false;
+                let _ = leg.commands.send(LegCommand::Clear);
+            }
+            ModelEvent::InputTranscript { text, .. } => {
+                if let Some(t) = self.report.turns.last_mut() {
+                    t.caller_text.push_str(&text);
+                }
+            }
+            ModelEvent::OutputTranscript { text, .. } => {
+                let idx = self.awaiting_first_audio.map(|(i, _)| i).or(self.current);
+                if let Some(t) = idx.and_then(|i| self.report.turns.get_mut(i)) {
+                    if !t.agent_text.is_empty() && !text.starts_with(' ') {
+                        t.agent_text.push(' ');
+                    }
+                    t.agent_text.push_str(&text);
+                }
+            }
+            ModelEvent::ToolCall(calls) => {
+                self.report.tool_calls += calls.len() as u64;
+                if self.agents.is_none()
+                    && let Some(s) = &self.session
+                {
+                    s.send_message(&no_backend_response(&calls));
+                }
+            }
+            ModelEvent::ProtocolError(msg) => {
+                tracing::warn!(error = %msg, "model sent something baton cannot use; carrying on");
+                self.report.protocol_errors.push(msg);
+            }
+            ModelEvent::SetupComplete
+            | ModelEvent::ToolCallCancellation(_)
+            | ModelEvent::GoAway { .. }
+            | ModelEvent::ResumptionUpdate { .. }
+            | ModelEvent::Usage { .. } => {}
+        }
+    }
+
+    /// Carries out what the orchestrator decided.
+    fn apply_agent_actions(&mut self, now: Instant) {
+        if let Some(a) = self.agents.as_mut()
+            && let Some(agent) = a.apply_actions(now, &mut self.session)
+        {
+            self.agent = agent;
+        }
+    }
+
+    fn on_tick(&mut self, now: Instant, leg: &LegHandle) {
+        while let Some(played) = self.playout.poll_frame(now.into_std()) {
+            if let Some(cs) = played.chunk_start {
+                let waited = now.into_std().saturating_duration_since(cs.received_at);
+                self.report
+                    .downlink_added_ms
+                    .push(ms(waited.saturating_sub(cs.ahead)));
+            }
+            if played.kind == PlayedKind::Voice {
+                let ts_ms = ms(played.frame.ts);
+                if let (Some(a), Some(tag)) = (self.agents.as_mut(), played.tag) {
+                    a.on_voice_played(
+                        tag.agent,
+                        now,
+                        played.frame.duration(),
+                        self.last_voiced_at,
+                        &mut self.report,
+                    );
+                }
+                if let Some((idx, end)) = self.awaiting_first_audio.take() {
+                    let v2v = ms(now.saturating_duration_since(end));
+                    self.report.first_audio_ms.push(v2v);
+                    if let Some(t) = self.report.turns.get_mut(idx) {
+                        t.first_audio_ms = Some(v2v);
+                        t.agent_start_ms = Some(ts_ms);
+                    }
+                    self.current = Some(idx);
+                }
+                if let Some(t) = self.current.and_then(|i| self.report.turns.get_mut(i)) {
+                    t.agent_end_ms = Some(ts_ms + ms(played.frame.duration()));
+                    if let (Some(a), Some(tag)) = (self.agents.as_ref(), played.tag) {
+                        a.note_speaker(t, tag.agent);
                     }
                 }
             }
-        }
-    };
-    // Late `Written` reports for frames sent just before the end.
-    while let Ok(ev) = session.events.try_recv() {
-        if let SessionEvent::Written {
-            received_at,
-            written_at,
-        } = ev
-        {
-            report
-                .uplink_added_ms
-                .push(ms(written_at.saturating_duration_since(received_at)));
+            if self.leg_open
+                && leg
+                    .commands
+                    .send(LegCommand::Play {
+                        frame: played.frame,
+                        kind: played.kind,
+                    })
+                    .is_err()
+            {
+                self.leg_open = false;
+            }
         }
     }
-    let stats = playout.stats();
-    report.underruns = stats.underruns;
-    report.late_ticks = stats.late_ticks;
-    report.frames_played = stats.frames;
-    report.voice_frames = stats.voice_frames;
-    report.end_reason = end_reason;
-    Ok(report)
+
+    fn finish(mut self, end_reason: String) -> CallReport {
+        // Late `Written` reports for frames sent just before the end.
+        if let Some(s) = self.session.as_mut() {
+            while let Ok(ev) = s.events.try_recv() {
+                if let SessionEvent::Written {
+                    received_at,
+                    written_at,
+                } = ev
+                {
+                    self.report
+                        .uplink_added_ms
+                        .push(ms(written_at.saturating_duration_since(received_at)));
+                }
+            }
+        }
+        let stats = self.playout.stats();
+        self.report.underruns = stats.underruns;
+        self.report.late_ticks = stats.late_ticks;
+        self.report.frames_played = stats.frames;
+        self.report.voice_frames = stats.voice_frames;
+        self.report.playout_flushed_samples = stats.flushed_samples;
+        self.report.end_reason = end_reason;
+        if let Some(a) = self.agents.take() {
+            a.finish(&mut self.report);
+        }
+        self.report
+    }
+}
+
+async fn recv_session(s: &mut Option<Session>) -> Option<SessionEvent> {
+    match s {
+        Some(s) => s.events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Resolves when the watched flag is (or becomes) true; never without a watch.
@@ -292,8 +465,8 @@ async fn wait_true(w: &mut Option<tokio::sync::watch::Receiver<bool>>) {
     }
 }
 
-/// Until tool backends are configured, every call is answered with an error result so a BLOCKING
-/// call never stalls the session.
+/// Without an agent set, every tool call is answered with an error result so a BLOCKING call
+/// never stalls the session.
 fn no_backend_response(calls: &[ToolCallRequest]) -> ClientMessage {
     ClientMessage::ToolResponse(ToolResponse {
         function_responses: Some(

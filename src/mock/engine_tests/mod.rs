@@ -38,6 +38,7 @@ pub(super) fn scenario(turns: Vec<Turn>) -> Arc<Scenario> {
         name: "test".into(),
         description: String::new(),
         caller: None,
+        agents: None,
         timing: Timing::default(),
         default_reply: reply_clip(),
         turns,

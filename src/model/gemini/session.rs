@@ -37,6 +37,9 @@ pub struct SessionConfig {
     pub silence_duration_ms: Option<u32>,
     /// How long to wait for `setupComplete`.
     pub setup_timeout: Duration,
+    /// Ask the server to take history as `clientContent` before any realtime input
+    /// (`historyConfig.initialHistoryInClientContent`), for a session that continues a call.
+    pub history_in_client_content: bool,
 }
 
 impl Default for SessionConfig {
@@ -49,6 +52,7 @@ impl Default for SessionConfig {
             transcription: true,
             silence_duration_ms: None,
             setup_timeout: Duration::from_secs(15),
+            history_in_client_content: false,
         }
     }
 }
@@ -90,6 +94,11 @@ impl SessionConfig {
             realtime_input_config,
             input_audio_transcription: transcription.clone(),
             output_audio_transcription: transcription,
+            history_config: self
+                .history_in_client_content
+                .then_some(wire::HistoryConfig {
+                    initial_history_in_client_content: Some(true),
+                }),
             ..Default::default()
         })
     }

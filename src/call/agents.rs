@@ -1,0 +1,416 @@
+//! The call's side of the orchestrator: feeds it every model event, carries out its actions on
+//! the wire (context updates, tool responses, injected turns, tools run in their own tasks, a warm
+//! standby session opened while the current one speaks, a cold recreation), and measures each
+//! handoff on the caller's timeline: `handoff_gap_ms` is the silence between the last voiced
+//! frame of the announcing agent and the first voiced frame of the next one, as played out.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::backend::ModelBackend;
+use super::metrics::{CallReport, HandoffRecord, TurnRecord, ms, round2};
+use crate::agents::{Action, CallEvent, Input, Orchestrator, SessionSetup, runner};
+use crate::model::ModelEvent;
+use crate::model::gemini::session::{Outbound, Session, SessionConfig, SessionEvent};
+use crate::model::gemini::wire::{ClientMessage, ToolResponse};
+
+/// Caller audio kept while no session is open (a cold recreation): 30 s of 20 ms frames.
+const MAX_BUFFERED_UPLINK: usize = 1500;
+
+/// What a call with an agent set needs.
+pub struct Agents {
+    pub orchestrator: Orchestrator,
+    /// Where standby and recreated sessions come from.
+    pub backend: ModelBackend,
+    /// The session settings every new session starts from (model, VAD, transcription).
+    pub base: SessionConfig,
+}
+
+/// Something the driver's own tasks produced.
+pub enum Wake {
+    ToolResult(Input),
+    Opened(Option<Box<Opened>>),
+    StandbyEvent(Option<SessionEvent>),
+}
+
+/// A session opened for a handoff.
+pub struct Opened {
+    cold: bool,
+    result: Result<Session, String>,
+    history: Option<ClientMessage>,
+}
+
+struct Pending {
+    from: String,
+    to: String,
+    strategy: String,
+    trigger: String,
+    at_ms: u64,
+}
+
+/// Drives one call's orchestrator.
+pub struct AgentsDriver {
+    orch: Orchestrator,
+    backend: ModelBackend,
+    base: SessionConfig,
+    tool_tx: mpsc::UnboundedSender<Input>,
+    tool_rx: mpsc::UnboundedReceiver<Input>,
+    opening: Option<oneshot::Receiver<Opened>>,
+    standby: Option<Session>,
+    pending_uplink: Vec<Outbound>,
+    uplink_dropped: u64,
+    names: HashMap<u32, String>,
+    /// Announced handoffs, by target id, waiting for the target's first audio.
+    announced: Vec<Pending>,
+    /// Handoffs whose first audio has arrived, waiting to be heard.
+    completing: Vec<Pending>,
+    last_pushed_agent: Option<u32>,
+    queued_at_switch: HashMap<u32, f64>,
+    last_voice: Option<(u32, Instant)>,
+    events: Vec<CallEvent>,
+    handoffs: Vec<HandoffRecord>,
+}
+
+impl AgentsDriver {
+    pub fn new(a: Agents) -> AgentsDriver {
+        let (tool_tx, tool_rx) = mpsc::unbounded_channel();
+        AgentsDriver {
+            orch: a.orchestrator,
+            backend: a.backend,
+            base: a.base,
+            tool_tx,
+            tool_rx,
+            opening: None,
+            standby: None,
+            pending_uplink: Vec::new(),
+            uplink_dropped: 0,
+            names: HashMap::new(),
+            announced: Vec::new(),
+            completing: Vec::new(),
+            last_pushed_agent: None,
+            queued_at_switch: HashMap::new(),
+            last_voice: None,
+            events: Vec::new(),
+            handoffs: Vec::new(),
+        }
+    }
+
+    /// When the orchestrator wants to be woken.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.orch
+            .poll_timeout()
+            .map(|(at, _)| Instant::from_std(at))
+    }
+
+    pub fn expects_own_interruption(&self) -> bool {
+        self.orch.expects_own_interruption()
+    }
+
+    pub fn on_model_event(&mut self, e: &ModelEvent, at: Instant) {
+        self.orch.handle_model_event(e, at.into_std());
+    }
+
+    pub fn on_timeout(&mut self, now: Instant) {
+        let _ = self.orch.handle(Input::Timeout, now.into_std());
+    }
+
+    pub fn buffer_uplink(&mut self, out: Outbound) {
+        if self.pending_uplink.len() < MAX_BUFFERED_UPLINK {
+            self.pending_uplink.push(out);
+        } else {
+            self.uplink_dropped += 1;
+        }
+    }
+
+    pub fn close_standby(&mut self) {
+        if let Some(s) = self.standby.take() {
+            s.send(Outbound::Close);
+        }
+        self.opening = None;
+    }
+
+    pub fn on_wake(&mut self, wake: Wake, now: Instant, session: &mut Option<Session>) {
+        let now_std = now.into_std();
+        match wake {
+            Wake::ToolResult(input) => {
+                let _ = self.orch.handle(input, now_std);
+            }
+            Wake::Opened(Some(opened)) => {
+                let Opened {
+                    cold,
+                    result,
+                    history,
+                } = *opened;
+                match result {
+                    Ok(s) => {
+                        if let Some(h) = history {
+                            s.send_message(&h);
+                        }
+                        if cold {
+                            for out in self.pending_uplink.drain(..) {
+                                s.send(out);
+                            }
+                            *session = Some(s);
+                        } else {
+                            self.standby = Some(s);
+                        }
+                        let _ = self.orch.handle(Input::StandbyReady, now_std);
+                    }
+                    Err(reason) => {
+                        tracing::warn!(%reason, "handoff session could not be opened");
+                        let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
+                    }
+                }
+            }
+            Wake::Opened(None) => {
+                let reason = "the session opener ended".to_owned();
+                let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
+            }
+            Wake::StandbyEvent(Some(SessionEvent::Model(..) | SessionEvent::Written { .. })) => {}
+            Wake::StandbyEvent(Some(SessionEvent::Closed { code, reason })) => {
+                self.standby = None;
+                let reason = format!("standby session closed ({code:?}): {reason}");
+                let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
+            }
+            Wake::StandbyEvent(None) => {
+                self.standby = None;
+                let reason = "standby session ended".to_owned();
+                let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
+            }
+        }
+    }
+
+    /// Carries out every pending action; returns the agent index to tag audio with, if it changed.
+    pub fn apply_actions(&mut self, now: Instant, session: &mut Option<Session>) -> Option<u32> {
+        let mut attributed = None;
+        while let Some(action) = self.orch.poll_action() {
+            match action {
+                Action::ContextUpdate(cu) => send(session, &ClientMessage::ContextUpdate(cu)),
+                Action::ToolResponse(fr) => send(
+                    session,
+                    &ClientMessage::ToolResponse(ToolResponse {
+                        function_responses: Some(vec![fr]),
+                    }),
+                ),
+                Action::ClientContent(cc) => send(session, &ClientMessage::ClientContent(cc)),
+                Action::RunTool(run) => {
+                    let tx = self.tool_tx.clone();
+                    tokio::spawn(async move {
+                        let result = runner::run(&run).await;
+                        let _ = tx.send(run.into_input(result));
+                    });
+                }
+                Action::PrepareStandby(setup) => self.open(&setup, false),
+                Action::SwitchToStandby { .. } => {
+                    if let Some(next) = self.standby.take()
+                        && let Some(old) = session.replace(next)
+                    {
+                        // Its audio is all received (the switch waits for a turn boundary) and
+                        // keeps playing from the queue; only the socket goes.
+                        old.send(Outbound::Close);
+                    }
+                }
+                Action::DiscardStandby { reason } => {
+                    tracing::info!(%reason, "standby session discarded");
+                    self.close_standby();
+                }
+                Action::RecreateCold(setup) => {
+                    if let Some(old) = session.take() {
+                        old.send(Outbound::Close);
+                    }
+                    self.open(&setup, true);
+                }
+                Action::Attribute(tag) => {
+                    self.names.insert(tag.index, tag.id);
+                    attributed = Some(tag.index);
+                }
+                Action::Event(ev) => self.on_event(ev, now),
+            }
+        }
+        attributed
+    }
+
+    fn open(&mut self, setup: &SessionSetup, cold: bool) {
+        let mut cfg = self.base.clone();
+        setup.apply(&mut cfg);
+        cfg.history_in_client_content = !setup.history.is_empty();
+        let history = setup.history_message();
+        let backend = self.backend.clone();
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(async move {
+            let result = backend.open(&cfg).await.map_err(|e| e.to_string());
+            let _ = tx.send(Opened {
+                cold,
+                result,
+                history,
+            });
+        });
+        self.opening = Some(rx);
+    }
+
+    fn on_event(&mut self, ev: CallEvent, _now: Instant) {
+        match &ev {
+            CallEvent::HandoffAnnouncement {
+                from,
+                to,
+                strategy,
+                trigger,
+                at_ms,
+                ..
+            } => {
+                self.announced.push(Pending {
+                    from: from.clone(),
+                    to: to.clone(),
+                    strategy: strategy.as_str().to_owned(),
+                    trigger: serde_json::to_value(trigger)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    at_ms: *at_ms,
+                });
+            }
+            CallEvent::HandoffComplete { to, .. } => {
+                // Its gap is known once the new agent is heard.
+                if let Some(i) = self.announced.iter().position(|p| &p.to == to) {
+                    let p = self.announced.remove(i);
+                    self.completing.push(p);
+                }
+                return self.events.push(ev);
+            }
+            _ => {}
+        }
+        self.events.push(ev);
+    }
+
+    /// Model audio of `agent` is about to be queued behind `queued` of earlier audio.
+    pub fn on_audio_queued(&mut self, agent: u32, queued: Duration) {
+        if self.last_pushed_agent.is_some_and(|a| a != agent) {
+            self.queued_at_switch.insert(agent, ms(queued));
+        }
+        self.last_pushed_agent = Some(agent);
+    }
+
+    /// A voiced frame of `agent` was handed to the leg at `now`. `caller_voice` is when the
+    /// caller's last voiced frame arrived: silence on the caller's timeline starts after both.
+    pub fn on_voice_played(
+        &mut self,
+        agent: u32,
+        now: Instant,
+        len: Duration,
+        caller_voice: Option<Instant>,
+        report: &mut CallReport,
+    ) {
+        if let Some((prev, end)) = self.last_voice
+            && prev != agent
+        {
+            let silence_from = caller_voice.map_or(end, |c| c.max(end));
+            let gap = ms(now.saturating_duration_since(silence_from));
+            let to = self.names.get(&agent).cloned().unwrap_or_default();
+            if let Some(i) = self.completing.iter().position(|p| p.to == to) {
+                let p = self.completing.remove(i);
+                self.record(p, Some(gap), agent);
+            } else if let Some(i) = self.announced.iter().position(|p| p.to == to) {
+                let p = self.announced.remove(i);
+                self.record(p, Some(gap), agent);
+            }
+            report.handoff_gap_ms.push(gap);
+        }
+        self.last_voice = Some((agent, now + len));
+    }
+
+    fn record(&mut self, p: Pending, gap: Option<f64>, agent: u32) {
+        for e in &mut self.events {
+            if let CallEvent::HandoffComplete { to, gap_ms, .. } = e
+                && *to == p.to
+                && gap_ms.is_none()
+            {
+                *gap_ms = gap.map(|g| g.round() as u64);
+                break;
+            }
+        }
+        self.handoffs.push(HandoffRecord {
+            from: p.from,
+            to: p.to,
+            strategy: p.strategy,
+            trigger: p.trigger,
+            gap_ms: gap.map(round2),
+            announcement_queued_ms: self.queued_at_switch.get(&agent).copied().map(round2),
+            at_ms: p.at_ms,
+        });
+    }
+
+    /// Tags a turn record with the agent that spoke it.
+    pub fn note_speaker(&self, t: &mut TurnRecord, agent: u32) {
+        if t.agent.is_empty()
+            && let Some(id) = self.names.get(&agent)
+        {
+            t.agent = id.clone();
+        }
+    }
+
+    pub fn finish(mut self, report: &mut CallReport) {
+        // Handoffs whose new agent was never heard.
+        for p in std::mem::take(&mut self.completing)
+            .into_iter()
+            .chain(std::mem::take(&mut self.announced))
+        {
+            self.handoffs.push(HandoffRecord {
+                from: p.from,
+                to: p.to,
+                strategy: p.strategy,
+                trigger: p.trigger,
+                gap_ms: None,
+                announcement_queued_ms: None,
+                at_ms: p.at_ms,
+            });
+        }
+        self.handoffs.sort_by_key(|h| h.at_ms);
+        report.handoffs = self.handoffs;
+        report.events = self.events;
+        report.uplink_dropped += self.uplink_dropped;
+        report.agent_history = serde_json::to_value(self.orch.history()).unwrap_or_default();
+    }
+}
+
+fn send(session: &Option<Session>, msg: &ClientMessage) {
+    match session {
+        Some(s) => {
+            s.send_message(msg);
+        }
+        None => tracing::warn!("no model session to send to (between sessions); message dropped"),
+    }
+}
+
+/// Waits for the driver's next tool result, opened session or standby event; never without one.
+pub async fn wake(d: &mut Option<AgentsDriver>) -> Wake {
+    let Some(d) = d else {
+        return std::future::pending().await;
+    };
+    let AgentsDriver {
+        tool_rx,
+        opening,
+        standby,
+        ..
+    } = d;
+    tokio::select! {
+        Some(input) = tool_rx.recv() => Wake::ToolResult(input),
+        opened = async {
+            match opening.as_mut() {
+                Some(rx) => rx.await.ok().map(Box::new),
+                None => std::future::pending().await,
+            }
+        } => {
+            *opening = None;
+            Wake::Opened(opened)
+        }
+        ev = async {
+            match standby.as_mut() {
+                Some(s) => s.events.recv().await,
+                None => std::future::pending().await,
+            }
+        } => Wake::StandbyEvent(ev),
+    }
+}
