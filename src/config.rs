@@ -22,6 +22,16 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub log: LogConfig,
+    #[serde(default)]
+    pub agents: AgentsConfig,
+}
+
+/// Which agent set calls run (multi-agent handoffs); none: one agent with `model.instruction`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentsConfig {
+    /// An agent set file (see config/agents/README.md), relative to this config file.
+    pub set: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -381,6 +391,16 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
                     "e.g. url = \"wss://us-central1-aiplatform.googleapis.com\"",
                 );
             }
+        }
+    }
+    if !c.agents.set.is_empty() {
+        let p = path.parent().unwrap_or(Path::new(".")).join(&c.agents.set);
+        if let Err(e) = crate::agents::load(&p) {
+            problem(
+                "agents.set",
+                format!("the agent set does not load: {e}"),
+                "fix the agent set file (see config/agents/README.md), or remove the key to run one agent",
+            );
         }
     }
     let t = &c.twilio;

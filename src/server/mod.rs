@@ -35,6 +35,8 @@ pub struct AppState {
     /// The public `wss://…/twilio` URL (what Twilio signs).
     pub stream_url: String,
     pub calls: CallRegistry,
+    /// The agent set every call runs, if configured.
+    pub agents: Option<Arc<crate::agents::Registry>>,
 }
 
 /// `serve` could not start.
@@ -42,6 +44,8 @@ pub struct AppState {
 pub enum ServeError {
     #[error("environment variable {var} (named by {key}) is not set or empty")]
     MissingCredential { var: String, key: &'static str },
+    #[error("agent set: {0}")]
+    Agents(String),
     #[error("model scenario: {0}")]
     Scenario(String),
     #[error(transparent)]
@@ -125,6 +129,13 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     };
     let stream_url = loaded.twilio_stream_url();
     let calls = CallRegistry::new(c.limits.max_calls);
+    let agents = if c.agents.set.is_empty() {
+        None
+    } else {
+        let reg = crate::agents::load(&loaded.resolve(&c.agents.set))
+            .map_err(|e| ServeError::Agents(e.to_string()))?;
+        Some(Arc::new(reg))
+    };
     Ok(Arc::new(AppState {
         loaded,
         backend,
@@ -132,6 +143,7 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         twilio_token,
         stream_url,
         calls,
+        agents,
     }))
 }
 
@@ -227,6 +239,44 @@ pub async fn serve(
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Err(e))) => Err(ServeError::Io(e.to_string())),
         _ => Ok(()),
+    }
+}
+
+impl AppState {
+    /// What the model can do in place: the embedded mock's profile, else a 3.8-class model.
+    pub fn capabilities(&self) -> crate::model::Capabilities {
+        match &self.backend {
+            ModelBackend::InProcessMock(o) => o.capabilities(),
+            ModelBackend::Remote(_) => crate::model::gemini::CAPABILITIES,
+        }
+    }
+
+    /// Opens the model session for a new call and, with an agent set, its orchestrator.
+    pub async fn open_call(
+        &self,
+    ) -> Result<
+        (
+            crate::model::gemini::session::Session,
+            Option<crate::call::Agents>,
+        ),
+        crate::model::gemini::session::SessionError,
+    > {
+        let mut cfg = self.session.clone();
+        let agents = self.agents.as_ref().map(|reg| {
+            let orchestrator = crate::agents::Orchestrator::new(
+                reg.clone(),
+                self.capabilities(),
+                tokio::time::Instant::now().into_std(),
+            );
+            orchestrator.initial_setup().apply(&mut cfg);
+            crate::call::Agents {
+                orchestrator,
+                backend: self.backend.clone(),
+                base: cfg.clone(),
+            }
+        });
+        let session = self.backend.open(&cfg).await?;
+        Ok((session, agents))
     }
 }
 

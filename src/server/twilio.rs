@@ -70,8 +70,8 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
         }
     };
     tracing::info!(stream_sid = %start.stream_sid, call_sid = start.call_sid.as_deref().unwrap_or("-"), "call started");
-    let session = match app.backend.open(&app.session).await {
-        Ok(s) => s,
+    let (session, agents) = match app.open_call().await {
+        Ok(x) => x,
         Err(e) => {
             tracing::error!(stream_sid = %start.stream_sid, error = %e, "cannot open the model session; hanging up");
             let _ = leg.commands.send(LegCommand::Hangup);
@@ -84,13 +84,14 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
         hangup: Some(slot.hangup.clone()),
         ..Default::default()
     };
-    match call::run(leg, session, opts).await {
+    match call::run_with_agents(leg, session, opts, agents).await {
         Ok(report) => {
             let stats = leg_task.await.ok();
             let cadence = stats.as_ref().map(|s| s.send_cadence());
             tracing::info!(
                 stream_sid = %start.stream_sid,
                 turns = report.turns.len(),
+                handoffs = ?report.handoffs,
                 underruns = report.underruns,
                 end = %report.end_reason,
                 first_audio_ms = ?report.first_audio_ms,
