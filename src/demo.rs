@@ -40,6 +40,9 @@ pub struct DemoArgs {
     /// scenario's).
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
+    /// The embedded mock's first-audio latency in ms (default: the scenario's).
+    #[arg(long, value_name = "MS")]
+    pub first_audio_ms: Option<u64>,
     /// Run at real pace over loopback sockets (default: accelerated on a virtual clock).
     #[arg(long)]
     pub realtime: bool,
@@ -72,6 +75,7 @@ impl Default for DemoArgs {
             list: false,
             strategy: None,
             profile: None,
+            first_audio_ms: None,
             realtime: false,
             out: PathBuf::from("out/demo"),
             json: false,
@@ -265,6 +269,9 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         .map_or_else(default_scenario, scenario_path);
     let mut scenario =
         mock::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
+    if let Some(ms) = args.first_audio_ms {
+        scenario.timing.first_audio = std::time::Duration::from_millis(ms);
+    }
     if let Some(p) = &args.profile {
         scenario.profile = p
             .parse()

@@ -49,6 +49,8 @@ struct Pending {
     strategy: String,
     trigger: String,
     at_ms: u64,
+    /// The input that triggered the handoff arrived at baton → its first wire message queued.
+    trigger_to_wire_ms: Option<f64>,
 }
 
 /// Drives one call's orchestrator.
@@ -70,6 +72,10 @@ pub struct AgentsDriver {
     last_pushed_agent: Option<u32>,
     queued_at_switch: HashMap<u32, f64>,
     last_voice: Option<(u32, Instant)>,
+    /// When the input being handled arrived (a model frame's arrival, or a wake-up).
+    input_at: Instant,
+    /// An announced handoff whose wire message is not sent yet.
+    awaiting_wire: Option<(String, Instant)>,
     events: Vec<CallEvent>,
     handoffs: Vec<HandoffRecord>,
 }
@@ -93,6 +99,8 @@ impl AgentsDriver {
             last_pushed_agent: None,
             queued_at_switch: HashMap::new(),
             last_voice: None,
+            input_at: Instant::now(),
+            awaiting_wire: None,
             events: Vec::new(),
             handoffs: Vec::new(),
         }
@@ -110,10 +118,12 @@ impl AgentsDriver {
     }
 
     pub fn on_model_event(&mut self, e: &ModelEvent, at: Instant) {
+        self.input_at = at;
         self.orch.handle_model_event(e, at.into_std());
     }
 
     pub fn on_timeout(&mut self, now: Instant) {
+        self.input_at = now;
         let _ = self.orch.handle(Input::Timeout, now.into_std());
     }
 
@@ -133,6 +143,7 @@ impl AgentsDriver {
     }
 
     pub fn on_wake(&mut self, wake: Wake, now: Instant, session: &mut Option<Session>) {
+        self.input_at = now;
         let now_std = now.into_std();
         match wake {
             Wake::ToolResult(input) => {
@@ -187,6 +198,18 @@ impl AgentsDriver {
     pub fn apply_actions(&mut self, now: Instant, session: &mut Option<Session>) -> Option<u32> {
         let mut attributed = None;
         while let Some(action) = self.orch.poll_action() {
+            if matches!(
+                action,
+                Action::ContextUpdate(_)
+                    | Action::ToolResponse(_)
+                    | Action::ClientContent(_)
+                    | Action::PrepareStandby(_)
+                    | Action::RecreateCold(_)
+            ) && let Some((to, since)) = self.awaiting_wire.take()
+                && let Some(p) = self.announced.iter_mut().rev().find(|p| p.to == to)
+            {
+                p.trigger_to_wire_ms = Some(ms(Instant::now().saturating_duration_since(since)));
+            }
             match action {
                 Action::ContextUpdate(cu) => send(session, &ClientMessage::ContextUpdate(cu)),
                 Action::ToolResponse(fr) => send(
@@ -270,7 +293,9 @@ impl AgentsDriver {
                         .and_then(|v| v.as_str().map(str::to_owned))
                         .unwrap_or_default(),
                     at_ms: *at_ms,
+                    trigger_to_wire_ms: None,
                 });
+                self.awaiting_wire = Some((to.clone(), self.input_at));
             }
             CallEvent::HandoffComplete { to, .. } => {
                 // Its gap is known once the new agent is heard.
@@ -338,6 +363,7 @@ impl AgentsDriver {
             trigger: p.trigger,
             gap_ms: gap.map(round2),
             announcement_queued_ms: self.queued_at_switch.get(&agent).copied().map(round2),
+            trigger_to_wire_ms: p.trigger_to_wire_ms.map(round2),
             at_ms: p.at_ms,
         });
     }
@@ -364,6 +390,7 @@ impl AgentsDriver {
                 trigger: p.trigger,
                 gap_ms: None,
                 announcement_queued_ms: None,
+                trigger_to_wire_ms: p.trigger_to_wire_ms.map(round2),
                 at_ms: p.at_ms,
             });
         }

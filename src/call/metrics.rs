@@ -36,6 +36,9 @@ pub struct HandoffRecord {
     pub gap_ms: Option<f64>,
     /// Audio of the announcing agent still queued in playout when `to`'s first audio arrived.
     pub announcement_queued_ms: Option<f64>,
+    /// The input that triggered the handoff arrived → the handoff's first wire message was queued
+    /// (for `inject_turn`, this includes waiting for the announcement's `generationComplete`).
+    pub trigger_to_wire_ms: Option<f64>,
     /// When the handoff was announced (ms from call start).
     #[serde(skip)]
     pub at_ms: u64,
