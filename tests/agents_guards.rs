@@ -163,7 +163,7 @@ fn the_tool_filter_refuses_a_tool_outside_the_active_agents_set() {
     assert_eq!(r.id.as_deref(), Some(id.as_str()));
     let err = r.response.as_ref().unwrap()["error"].as_str().unwrap();
     assert!(
-        err.starts_with("tool 'unlock_account' is not available to CRM & Billing Specialist"),
+        err.starts_with("tool 'unlock_account' is not available to Bill"),
         "{err}"
     );
     let e = event_json(&a, "tool_called");
@@ -172,7 +172,7 @@ fn the_tool_filter_refuses_a_tool_outside_the_active_agents_set() {
     // A transfer to oneself is refused too.
     let (_, a) = h.call("transfer_to_crm_billing", json!({"summary": "x"}));
     let err = responses(&a)[0].response.clone().unwrap()["error"].clone();
-    assert_eq!(err, "you are already CRM & Billing Specialist");
+    assert_eq!(err, "you are already Bill");
 }
 
 const ONE_TOOL: &str = r#"

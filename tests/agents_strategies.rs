@@ -82,7 +82,7 @@ fn auto_picks_the_strategy_from_the_capabilities_and_policy() {
     // A tool change the model cannot apply in place (seed 002's filtered tools on a 2.5 model).
     let mut h = H::new(shipped("support.toml"), NO_UPDATE);
     assert_eq!(
-        strategy_of(&h.caller("What promotions are available?")),
+        strategy_of(&h.caller("What offers are available?")),
         "recreate"
     );
     // A configured strategy that cannot carry the handoff falls back, and says why.
@@ -282,10 +282,7 @@ fn recreate_prepares_a_warm_standby_and_switches_at_the_turn_boundary() {
     assert!(answered < switched, "{a:#?}");
     let c = contents(&a);
     let greet = content_text(&c[0]);
-    assert!(
-        greet.contains("You are now Security & Authentication Specialist"),
-        "{greet}"
-    );
+    assert!(greet.contains("You are now Sam."), "{greet}");
     assert!(
         greet.contains("The caller also said: \"Also I'm locked out, can you unlock my account?\""),
         "{greet}"
@@ -313,7 +310,7 @@ fn recreate_prepares_a_warm_standby_and_switches_at_the_turn_boundary() {
 #[test]
 fn a_standby_that_is_not_ready_in_time_is_discarded() {
     let mut h = H::new(shipped("support.toml"), ALL);
-    h.caller("I'm locked out.");
+    h.caller("I can't log in.");
     let a = h.advance(Duration::from_secs(6));
     assert!(a.iter().any(|x| matches!(x, Action::DiscardStandby { .. })));
     let f = event_json(&a, "handoff_failed");
@@ -321,7 +318,7 @@ fn a_standby_that_is_not_ready_in_time_is_discarded() {
     assert_eq!(h.lead(), "crm_billing");
     // A failed setup reported by the call layer needs no discard.
     let mut h = H::new(shipped("support.toml"), ALL);
-    h.caller("I'm locked out.");
+    h.caller("I can't log in.");
     let a = h.feed(Input::StandbyFailed {
         reason: "1008 model not found".into(),
     });
@@ -378,14 +375,14 @@ fn recreate_cold_closes_and_reopens_at_the_boundary() {
 fn joint_agents_answer_their_own_topics() {
     let mut h = H::new(shipped("financial.toml"), ALL);
     h.feed(Input::Activate {
-        agent: "government_schemes_specialist".into(),
+        agent: "schemes".into(),
     });
     h.model_turn("Hello! I'm the Government Schemes Specialist.");
     h.caller("And what about the loan?");
     let a = h.speaks("For the farm loan, let me ask some questions.");
     assert!(
         a.iter()
-            .any(|x| matches!(x, Action::Attribute(t) if t.id == "financial_advisor"))
+            .any(|x| matches!(x, Action::Attribute(t) if t.id == "advisor"))
     );
     h.generation_complete();
     h.turn_complete();
@@ -393,7 +390,7 @@ fn joint_agents_answer_their_own_topics() {
     let a = h.speaks("PMAY gives a housing subsidy.");
     assert!(
         a.iter()
-            .any(|x| matches!(x, Action::Attribute(t) if t.id == "government_schemes_specialist"))
+            .any(|x| matches!(x, Action::Attribute(t) if t.id == "schemes"))
     );
     h.generation_complete();
     let t = h.o.transcript();
@@ -403,26 +400,17 @@ fn joint_agents_answer_their_own_topics() {
         .collect();
     assert_eq!(
         agents[2],
-        (
-            "financial_advisor",
-            "For the farm loan, let me ask some questions."
-        )
+        ("advisor", "For the farm loan, let me ask some questions.")
     );
-    assert_eq!(
-        agents[4],
-        (
-            "government_schemes_specialist",
-            "PMAY gives a housing subsidy."
-        )
-    );
+    assert_eq!(agents[4], ("schemes", "PMAY gives a housing subsidy."));
     let hist = h.o.history();
     assert_eq!(
         (hist[0].agent.as_str(), hist[0].message_count),
-        ("financial_advisor", 1)
+        ("advisor", 1)
     );
     assert_eq!(
         (hist[1].agent.as_str(), hist[1].message_count),
-        ("government_schemes_specialist", 2)
+        ("schemes", 2)
     );
 }
 
@@ -433,7 +421,7 @@ fn every_event_is_one_json_line_with_a_seed_002_name() {
     let (_, a) = h.call("get_billing_summary", json!({"customer_id": 251}));
     h.run_tools(&a);
     h.model_turn("Your bill is 45.99.");
-    h.caller("Any promotions?");
+    h.caller("Any offers?");
     h.model_turn("We have three.");
     let kinds: Vec<String> = h
         .events()

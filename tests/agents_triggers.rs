@@ -28,7 +28,7 @@ fn financial_query(topic: &str, extra: serde_json::Value) -> serde_json::Value {
 fn seed_000_function_args_bring_the_specialist_in_and_hand_back() {
     let mut h = H::new(shipped("financial.toml"), ALL);
     h.caller("Can the government help with my hospital costs?");
-    h.speaks("There is a health scheme. Let me bring in our government schemes specialist.");
+    h.speaks("There is a health scheme. Our government schemes specialist knows it best.");
     let (id, a) = h.call(
         "respond_to_financial_query",
         financial_query(
@@ -39,19 +39,16 @@ fn seed_000_function_args_bring_the_specialist_in_and_hand_back() {
     );
     let ann = announcements(&a);
     assert_eq!(ann.len(), 1, "{a:#?}");
-    assert_eq!(ann[0]["from"], "financial_advisor");
-    assert_eq!(ann[0]["to"], "government_schemes_specialist");
+    assert_eq!(ann[0]["from"], "advisor");
+    assert_eq!(ann[0]["to"], "schemes");
     assert_eq!(ann[0]["trigger"], "function_args");
     assert_eq!(ann[0]["strategy"], "context_update");
     // Joint mode: both agents active, one instruction with both personas and both tools.
-    assert_eq!(
-        h.active(),
-        ["government_schemes_specialist", "financial_advisor"]
-    );
+    assert_eq!(h.active(), ["schemes", "advisor"]);
     let cu = &context_updates(&a)[0];
     let text = instruction(cu);
     assert!(text.starts_with("2 agents share this call"), "{text}");
-    assert!(text.contains("Government Schemes Specialist answers about: PM-KISAN"));
+    assert!(text.contains("Ravi answers about: PM-KISAN"));
     let names = function_names(&cu.tools.as_ref().unwrap().tools);
     assert!(
         names.contains(&"respond_to_scheme_query".to_owned()),
@@ -69,12 +66,9 @@ fn seed_000_function_args_bring_the_specialist_in_and_hand_back() {
     let a = h.speaks("Hello! I'm the Government Schemes Specialist.");
     assert!(
         a.iter()
-            .any(|x| matches!(x, Action::Attribute(t) if t.id == "government_schemes_specialist"))
+            .any(|x| matches!(x, Action::Attribute(t) if t.id == "schemes"))
     );
-    assert_eq!(
-        event_json(&a, "handoff_complete")[0]["to"],
-        "government_schemes_specialist"
-    );
+    assert_eq!(event_json(&a, "handoff_complete")[0]["to"], "schemes");
     h.generation_complete();
     h.turn_complete();
     // "Should not activate for general loans": a loans topic changes nothing while both are on.
@@ -91,14 +85,14 @@ fn seed_000_function_args_bring_the_specialist_in_and_hand_back() {
         json!({"response": "…", "user_intent": "learn_about_scheme", "requires_handback": true}),
     );
     let ann = announcements(&a);
-    assert_eq!(ann[0]["to"], "financial_advisor");
+    assert_eq!(ann[0]["to"], "advisor");
     assert_eq!(
         ann[0]["reason"],
         "respond_to_scheme_query: requires_handback = true"
     );
-    assert_eq!(h.active(), ["financial_advisor"]);
+    assert_eq!(h.active(), ["advisor"]);
     let end = event_json(&a, "agent_end");
-    assert_eq!(end[0]["agent_id"], "government_schemes_specialist");
+    assert_eq!(end[0]["agent_id"], "schemes");
     assert_eq!(end[0]["message_count"], 1);
     let hist = h.o.history();
     assert_eq!(hist.len(), 2);
@@ -174,7 +168,7 @@ fn a_transfer_without_summary_is_answered_with_an_error_naming_the_argument() {
 #[test]
 fn caller_keywords_hand_over_and_the_model_answers_as_the_new_agent() {
     let mut h = H::new(shipped("support.toml"), ALL);
-    let a = h.caller("What promotions are available?");
+    let a = h.caller("What offers are available?");
     let ann = announcements(&a);
     assert_eq!(ann[0]["to"], "product_promotions");
     assert_eq!(ann[0]["trigger"], "caller_words");
@@ -182,7 +176,7 @@ fn caller_keywords_hand_over_and_the_model_answers_as_the_new_agent() {
         ann[0]["reason"]
             .as_str()
             .unwrap()
-            .contains("keyword \"promotions\"")
+            .contains("keyword \"offers\"")
     );
     // The caller is owed a reply: the model gives it as the new agent, no greeting prompt.
     let mut a = h.model_turn("We have three promotions.");
@@ -191,7 +185,7 @@ fn caller_keywords_hand_over_and_the_model_answers_as_the_new_agent() {
     let t = h.o.transcript();
     assert_eq!(
         (t[0].agent.as_str(), t[0].text.as_str()),
-        ("crm_billing", "What promotions are available?")
+        ("crm_billing", "What offers are available?")
     );
     assert_eq!(t[1].agent, "product_promotions");
 }
@@ -230,7 +224,7 @@ fn seed_002_phrases_each_rule_hands_over_to_the_agent_named() {
         let a = h.generation_complete();
         let c = contents(&a);
         assert_eq!(c.len(), 1, "{said}");
-        assert!(content_text(&c[0]).contains("You are now Product & Promotions Specialist"));
+        assert!(content_text(&c[0]).contains("You are now Priya."));
         assert_eq!(c[0].turn_complete, Some(true));
     }
 }
@@ -255,7 +249,7 @@ fn seed_002_phrase_without_a_name_uses_the_callers_words_or_waits_for_them() {
     assert_eq!(h.o.poll_timeout().map(|(_, r)| r), Some(Timer::Reroute));
     h.generation_complete();
     h.turn_complete();
-    let a = h.caller("Yes please, I'm locked out.");
+    let a = h.caller("Yes please, I can't log in.");
     let ann = announcements(&a);
     assert_eq!(ann[0]["to"], "security_authentication");
     assert_eq!(ann[0]["trigger"], "agent_phrase");
@@ -285,17 +279,17 @@ fn the_specialists_handback_phrase_returns_the_caller() {
     )
     .unwrap();
     h.model_turn("Hello! I'm the Government Schemes Specialist.");
-    let a = h.speaks("For that, Let me bring back the financial advisor for that.");
+    let a = h.speaks("For that, let me hand you back to Asha.");
     let ann = announcements(&a);
     assert_eq!(ann[0]["trigger"], "handback_phrase");
-    assert_eq!(ann[0]["to"], "financial_advisor");
-    assert_eq!(h.active(), ["financial_advisor"]);
+    assert_eq!(ann[0]["to"], "advisor");
+    assert_eq!(h.active(), ["advisor"]);
 }
 
 #[test]
 fn caller_handback_keywords_return_an_exclusive_specialist() {
     let mut h = H::new(shipped("support.toml"), ALL);
-    h.caller("What promotions are available?");
+    h.caller("What offers are available?");
     h.model_turn("We have three.");
     assert_eq!(h.lead(), "product_promotions");
     // Back to billing through billing's own activation words (the way back is the return stack).

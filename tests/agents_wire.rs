@@ -66,7 +66,7 @@ fn setup_context_update_and_greeting_are_valid_client_messages() {
     // Caller words: the instruction and tools change in place.
     o.handle(
         Input::CallerTranscript {
-            text: "What promotions are available?".into(),
+            text: "What offers are available?".into(),
             finished: true,
         },
         t0,
@@ -85,7 +85,7 @@ fn setup_context_update_and_greeting_are_valid_client_messages() {
         .clone();
     assert!(
         si.unwrap()
-            .starts_with("You are the Product & Promotions Specialist")
+            .starts_with("You are Priya, the Product & Promotions Specialist")
     );
     // The model answers; then an operator brings billing back while nobody speaks: the
     // greeting goes out at once.
@@ -149,7 +149,7 @@ fn a_standby_setup_and_its_history_are_valid_client_messages() {
     }
     o.handle(
         Input::CallerTranscript {
-            text: "I'm locked out of my account.".into(),
+            text: "I can't log in to my account.".into(),
             finished: true,
         },
         t0,
