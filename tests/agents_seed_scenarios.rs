@@ -868,7 +868,7 @@ fn each_seed_plays_through_with_every_strategy() {
     }
 }
 
-/// How each handoff was carried: the strategy used, or "used (configured: why not)".
+/// The strategy that carried each handoff.
 fn carried(log: &[Action]) -> Vec<String> {
     announcements(log)
         .iter()
