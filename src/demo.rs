@@ -40,6 +40,9 @@ pub struct DemoArgs {
     /// scenario's).
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
+    /// Run this agent set instead of the scenario's.
+    #[arg(long, value_name = "FILE")]
+    pub agents: Option<PathBuf>,
     /// The embedded mock's first-audio latency in ms (default: the scenario's).
     #[arg(long, value_name = "MS")]
     pub first_audio_ms: Option<u64>,
@@ -76,6 +79,7 @@ impl Default for DemoArgs {
             strategy: None,
             profile: None,
             first_audio_ms: None,
+            agents: None,
             realtime: false,
             out: PathBuf::from("out/demo"),
             json: false,
@@ -289,7 +293,8 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         system_instruction: Some("You are a friendly financial advisor on a helpline.".into()),
         ..Default::default()
     };
-    let registry = match &scenario.agents {
+    let agents_path = args.agents.clone().or_else(|| scenario.agents.clone());
+    let registry = match &agents_path {
         Some(path) => {
             let mut reg =
                 crate::agents::load(path).map_err(|e| DemoError::Agents(e.to_string()))?;
@@ -349,6 +354,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
             orchestrator,
             backend: backend.clone(),
             base: session_cfg.clone(),
+            capabilities: caps,
         }
     });
     let session = backend.open(&session_cfg).await?;

@@ -27,6 +27,8 @@ pub struct Agents {
     pub backend: ModelBackend,
     /// The session settings every new session starts from (model, VAD, transcription).
     pub base: SessionConfig,
+    /// What the model can do in place (the orchestrator planned with the same value).
+    pub capabilities: crate::model::Capabilities,
 }
 
 /// Something the driver's own tasks produced.
@@ -56,6 +58,10 @@ struct Pending {
 /// Drives one call's orchestrator.
 pub struct AgentsDriver {
     orch: Orchestrator,
+    caps: crate::model::Capabilities,
+    /// A cold recreation waits until the announcement has been heard (the baseline closes the
+    /// session when the agent has finished speaking, then opens the next one).
+    deferred_cold: Option<SessionSetup>,
     backend: ModelBackend,
     base: SessionConfig,
     tool_tx: mpsc::UnboundedSender<Input>,
@@ -85,6 +91,8 @@ impl AgentsDriver {
         let (tool_tx, tool_rx) = mpsc::unbounded_channel();
         AgentsDriver {
             orch: a.orchestrator,
+            caps: a.capabilities,
+            deferred_cold: None,
             backend: a.backend,
             base: a.base,
             tool_tx,
@@ -218,7 +226,7 @@ impl AgentsDriver {
                         function_responses: Some(vec![fr]),
                     }),
                 ),
-                Action::ClientContent(cc) => send(session, &ClientMessage::ClientContent(cc)),
+                Action::ClientContent(cc) => send(session, &self.client_content(cc)),
                 Action::RunTool(run) => {
                     let tx = self.tool_tx.clone();
                     tokio::spawn(async move {
@@ -240,12 +248,7 @@ impl AgentsDriver {
                     tracing::info!(%reason, "standby session discarded");
                     self.close_standby();
                 }
-                Action::RecreateCold(setup) => {
-                    if let Some(old) = session.take() {
-                        old.send(Outbound::Close);
-                    }
-                    self.open(&setup, true);
-                }
+                Action::RecreateCold(setup) => self.deferred_cold = Some(setup),
                 Action::Attribute(tag) => {
                     self.names.insert(tag.index, tag.id);
                     attributed = Some(tag.index);
@@ -254,6 +257,38 @@ impl AgentsDriver {
             }
         }
         attributed
+    }
+
+    /// True while a cold recreation waits for the announcement to finish playing.
+    pub fn cold_pending(&self) -> bool {
+        self.deferred_cold.is_some()
+    }
+
+    /// The announcement has been heard: close the session, then open the next one.
+    pub fn run_cold(&mut self, session: &mut Option<Session>) {
+        if let Some(setup) = self.deferred_cold.take() {
+            if let Some(old) = session.take() {
+                old.send(Outbound::Close);
+            }
+            self.open(&setup, true);
+        }
+    }
+
+    /// A prompt turn as the model accepts it: models that refuse mid-session client content
+    /// (gemini-3.1) take the same words as realtime text, which starts a turn without touching
+    /// the history.
+    fn client_content(&self, cc: crate::model::gemini::wire::ClientContent) -> ClientMessage {
+        use crate::model::gemini::wire::RealtimeInput;
+        if !self.caps.mid_session_client_content
+            && cc.turn_complete == Some(true)
+            && let Some(text) = single_user_text(&cc)
+        {
+            return ClientMessage::RealtimeInput(RealtimeInput {
+                text: Some(text),
+                ..Default::default()
+            });
+        }
+        ClientMessage::ClientContent(cc)
     }
 
     fn open(&mut self, setup: &SessionSetup, cold: bool) {
@@ -326,6 +361,7 @@ impl AgentsDriver {
         now: Instant,
         len: Duration,
         caller_voice: Option<Instant>,
+        ts_ms: f64,
         report: &mut CallReport,
     ) {
         if let Some((prev, end)) = self.last_voice
@@ -336,17 +372,17 @@ impl AgentsDriver {
             let to = self.names.get(&agent).cloned().unwrap_or_default();
             if let Some(i) = self.completing.iter().position(|p| p.to == to) {
                 let p = self.completing.remove(i);
-                self.record(p, Some(gap), agent);
+                self.record(p, Some(gap), agent, ts_ms);
             } else if let Some(i) = self.announced.iter().position(|p| p.to == to) {
                 let p = self.announced.remove(i);
-                self.record(p, Some(gap), agent);
+                self.record(p, Some(gap), agent, ts_ms);
             }
             report.handoff_gap_ms.push(gap);
         }
         self.last_voice = Some((agent, now + len));
     }
 
-    fn record(&mut self, p: Pending, gap: Option<f64>, agent: u32) {
+    fn record(&mut self, p: Pending, gap: Option<f64>, agent: u32, heard_at_ms: f64) {
         for e in &mut self.events {
             if let CallEvent::HandoffComplete { to, gap_ms, .. } = e
                 && *to == p.to
@@ -364,6 +400,7 @@ impl AgentsDriver {
             gap_ms: gap.map(round2),
             announcement_queued_ms: self.queued_at_switch.get(&agent).copied().map(round2),
             trigger_to_wire_ms: p.trigger_to_wire_ms.map(round2),
+            heard_at_ms: Some(round2(heard_at_ms)),
             at_ms: p.at_ms,
         });
     }
@@ -391,6 +428,7 @@ impl AgentsDriver {
                 gap_ms: None,
                 announcement_queued_ms: None,
                 trigger_to_wire_ms: p.trigger_to_wire_ms.map(round2),
+                heard_at_ms: None,
                 at_ms: p.at_ms,
             });
         }
@@ -400,6 +438,19 @@ impl AgentsDriver {
         report.uplink_dropped += self.uplink_dropped;
         report.agent_history = serde_json::to_value(self.orch.history()).unwrap_or_default();
     }
+}
+
+/// The text of a client content that is one user turn of text parts.
+fn single_user_text(cc: &crate::model::gemini::wire::ClientContent) -> Option<String> {
+    let turns = cc.turns.as_ref()?;
+    let [turn] = turns.as_slice() else {
+        return None;
+    };
+    if turn.role.as_deref().is_some_and(|r| r != "user") {
+        return None;
+    }
+    let texts: Option<Vec<&str>> = turn.parts.iter().map(|p| p.text.as_deref()).collect();
+    texts.map(|t| t.join(" "))
 }
 
 fn send(session: &Option<Session>, msg: &ClientMessage) {

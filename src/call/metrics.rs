@@ -39,6 +39,8 @@ pub struct HandoffRecord {
     /// The input that triggered the handoff arrived → the handoff's first wire message was queued
     /// (for `inject_turn`, this includes waiting for the announcement's `generationComplete`).
     pub trigger_to_wire_ms: Option<f64>,
+    /// Where the new agent's first voiced frame sits on the caller's timeline (ms).
+    pub heard_at_ms: Option<f64>,
     /// When the handoff was announced (ms from call start).
     #[serde(skip)]
     pub at_ms: u64,

@@ -362,6 +362,12 @@ impl Call {
     }
 
     fn on_tick(&mut self, now: Instant, leg: &LegHandle) {
+        if let Some(a) = self.agents.as_mut()
+            && a.cold_pending()
+            && self.playout.queued().is_zero()
+        {
+            a.run_cold(&mut self.session);
+        }
         while let Some(played) = self.playout.poll_frame(now.into_std()) {
             if let Some(cs) = played.chunk_start {
                 let waited = now.into_std().saturating_duration_since(cs.received_at);
@@ -377,6 +383,7 @@ impl Call {
                         now,
                         played.frame.duration(),
                         self.last_voiced_at,
+                        ts_ms,
                         &mut self.report,
                     );
                 }

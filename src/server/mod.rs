@@ -273,6 +273,7 @@ impl AppState {
                 orchestrator,
                 backend: self.backend.clone(),
                 base: cfg.clone(),
+                capabilities: self.capabilities(),
             }
         });
         let session = self.backend.open(&cfg).await?;
