@@ -247,26 +247,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
         path: path.to_path_buf(),
         problems,
     };
-    let de = toml::Deserializer::parse(text).map_err(|e| {
-        invalid(vec![Problem {
-            key: "(syntax)".into(),
-            message: e.message().to_owned() + &line_of(text, e.span()),
-            fix: "correct the TOML syntax at that line".into(),
-        }])
-    })?;
-    let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
-        let inner = e.into_inner();
-        invalid(vec![Problem {
-            key: if key == "." {
-                "(top level)".into()
-            } else {
-                key
-            },
-            message: inner.message().to_owned() + &line_of(text, inner.span()),
-            fix: "use a key and value documented in config/baton.toml".into(),
-        }])
-    })?;
+    let config: Config = from_toml(text, "config/baton.toml").map_err(|p| invalid(vec![p]))?;
     let mut problems = Vec::new();
     let listen = validate(&config, path, &mut problems);
     match (listen, problems.is_empty()) {
@@ -277,6 +258,29 @@ pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
         }),
         _ => Err(invalid(problems)),
     }
+}
+
+/// Parses TOML into `T`, refusing unknown keys; the problem names the key and line, and `docs`
+/// is where the valid keys are documented.
+pub fn from_toml<T: serde::de::DeserializeOwned>(text: &str, docs: &str) -> Result<T, Problem> {
+    let de = toml::Deserializer::parse(text).map_err(|e| Problem {
+        key: "(syntax)".into(),
+        message: e.message().to_owned() + &line_of(text, e.span()),
+        fix: "correct the TOML syntax at that line".into(),
+    })?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        Problem {
+            key: if key == "." {
+                "(top level)".into()
+            } else {
+                key
+            },
+            message: inner.message().to_owned() + &line_of(text, inner.span()),
+            fix: format!("use a key and value documented in {docs}"),
+        }
+    })
 }
 
 fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {

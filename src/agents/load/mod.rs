@@ -85,40 +85,14 @@ pub fn parse(text: &str, path: &Path) -> Result<Registry, SetError> {
         path: path.to_path_buf(),
         problems,
     };
-    let de = toml::Deserializer::parse(text).map_err(|e| {
-        invalid(vec![Problem {
-            key: "(syntax)".into(),
-            message: e.message().to_owned() + &line_of(text, e.span()),
-            fix: "correct the TOML syntax at that line".into(),
-        }])
-    })?;
-    let file: SetFile = serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
-        let inner = e.into_inner();
-        invalid(vec![Problem {
-            key: if key == "." {
-                "(top level)".into()
-            } else {
-                key
-            },
-            message: inner.message().to_owned() + &line_of(text, inner.span()),
-            fix: "use a key and value documented in config/agents/README.md".into(),
-        }])
-    })?;
+    let file: SetFile =
+        crate::config::from_toml(text, "config/agents/README.md").map_err(|p| invalid(vec![p]))?;
     let mut p = Problems(Vec::new());
     let registry = build(&file, &mut p);
     match registry {
         Some(r) if p.0.is_empty() => Ok(r),
         _ => Err(invalid(p.0)),
     }
-}
-
-fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
-    span.map(|s| {
-        let before = text.get(..s.start.min(text.len())).unwrap_or("");
-        format!(" (line {})", before.matches('\n').count() + 1)
-    })
-    .unwrap_or_default()
 }
 
 pub(super) struct Problems(Vec<Problem>);
