@@ -216,9 +216,9 @@ impl Turn {
 pub struct Scenario {
     pub name: String,
     pub description: String,
-    /// What a fixture caller replays (absolute path); the mock itself does not use it.
+    /// What a fixture caller replays, and the agent set baton runs for this scenario (absolute
+    /// paths); the mock itself uses neither.
     pub caller: Option<PathBuf>,
-    /// The agent set baton runs for this scenario (absolute path); the mock itself does not use it.
     pub agents: Option<PathBuf>,
     pub timing: Timing,
     pub default_reply: Reply,
