@@ -216,8 +216,7 @@ impl Turn {
 pub struct Scenario {
     pub name: String,
     pub description: String,
-    /// What a fixture caller replays, and the agent set baton runs for this scenario (absolute
-    /// paths); the mock itself uses neither.
+    /// What a fixture caller replays and the agent set baton runs (absolute; unused by the mock).
     pub caller: Option<PathBuf>,
     pub agents: Option<PathBuf>,
     pub timing: Timing,
