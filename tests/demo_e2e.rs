@@ -2,6 +2,8 @@
 //! protocol → embedded mock → playout. Checks the recording (each reply audible where the scenario
 //! puts it, and it is the scripted clip), the voice-to-voice figure, and the summary's names.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use baton::audio::{resample, wav};
@@ -31,28 +33,6 @@ fn args(out: &Path, codec: LegCodec) -> DemoArgs {
 /// RMS of a window, in dBFS.
 fn level(x: &[i16]) -> f32 {
     baton::audio::vad::rms_dbfs(x)
-}
-
-/// Normalised cross-correlation of `clip` against `track` starting at `at`, best over ±`slack`.
-fn best_match(track: &[i16], clip: &[i16], at: usize, slack: usize) -> f64 {
-    let mut best = 0.0f64;
-    for lag in at.saturating_sub(slack)..=at + slack {
-        let n = clip.len().min(track.len().saturating_sub(lag));
-        if n < clip.len() / 2 {
-            continue;
-        }
-        let (mut xy, mut xx, mut yy) = (0.0f64, 0.0f64, 0.0f64);
-        for i in 0..n {
-            let (x, y) = (f64::from(track[lag + i]), f64::from(clip[i]));
-            xy += x * y;
-            xx += x * x;
-            yy += y * y;
-        }
-        if xx > 0.0 && yy > 0.0 {
-            best = best.max(xy / (xx * yy).sqrt());
-        }
-    }
-    best
 }
 
 #[test]
@@ -116,7 +96,7 @@ fn bundled_call_replies_where_the_scenario_puts_them() {
         );
         // And it is the scripted clip (24 kHz in the mock → 16 kHz here).
         let clip = resample::resample_all(&turn.reply.audio, 24_000, 16_000).unwrap();
-        let score = best_match(&right, &clip, start, ms(40.0));
+        let score = support::best_match(&right, &clip, start, ms(40.0), usize::MAX, 1);
         assert!(
             score > 0.9,
             "turn {}: recording matches the scripted clip only {score:.3}",

@@ -5,6 +5,8 @@
 //! in-session strategy and the warm `recreate` must be gapless (≤ one 20 ms frame); the cold
 //! baseline shows its real gap.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use baton::audio::{resample, wav};
@@ -38,28 +40,6 @@ fn right_channel(dir: &Path) -> Vec<i16> {
     let mut r = hound::WavReader::open(dir.join("call.wav")).unwrap();
     let s: Vec<i16> = r.samples::<i16>().map(Result::unwrap).collect();
     s.iter().skip(1).step_by(2).copied().collect()
-}
-
-/// Best normalised cross-correlation of `clip` in `track` around sample `at` (± `slack`).
-fn best_match(track: &[i16], clip: &[i16], at: usize, slack: usize) -> f64 {
-    let mut best = 0.0f64;
-    let n = clip.len().min(16_000); // the first second is plenty
-    for lag in (at.saturating_sub(slack)..=at + slack).step_by(4) {
-        if lag + n > track.len() {
-            break;
-        }
-        let (mut xy, mut xx, mut yy) = (0.0f64, 0.0f64, 0.0f64);
-        for i in 0..n {
-            let (x, y) = (f64::from(track[lag + i]), f64::from(clip[i]));
-            xy += x * y;
-            xx += x * x;
-            yy += y * y;
-        }
-        if xx > 0.0 && yy > 0.0 {
-            best = best.max(xy / (xx * yy).sqrt());
-        }
-    }
-    best
 }
 
 /// Checks one seed 000 run: advisor → schemes → back to the advisor, in the right voices.
@@ -126,7 +106,7 @@ fn check_seed000(out: &DemoOutcome, dir: &Path, strategy: &str, profile: &str) {
     let clip = resample::resample_all(&handoff_turn.reply.audio, 24_000, 16_000).unwrap();
     let right = right_channel(dir);
     let heard = hs[0].heard_at_ms.unwrap();
-    let score = best_match(&right, &clip, (heard * 16.0) as usize, 16 * 40);
+    let score = support::best_match(&right, &clip, (heard * 16.0) as usize, 16 * 40, 16_000, 4);
     assert!(
         score > 0.9,
         "{why}: Ravi's handoff reply not found in the recording (best match {score:.2})"

@@ -264,3 +264,34 @@ pub async fn http(addr: &SocketAddr, request: &str) -> String {
     let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Best normalised cross-correlation of the first `max_len` samples of `clip` against `track`,
+/// over starts within ±`slack` samples of `at`, stepping by `step`.
+pub fn best_match(
+    track: &[i16],
+    clip: &[i16],
+    at: usize,
+    slack: usize,
+    max_len: usize,
+    step: usize,
+) -> f64 {
+    let clip = &clip[..clip.len().min(max_len)];
+    let mut best = 0.0f64;
+    for lag in (at.saturating_sub(slack)..=at + slack).step_by(step.max(1)) {
+        let n = clip.len().min(track.len().saturating_sub(lag));
+        if n < clip.len() / 2 {
+            continue;
+        }
+        let (mut xy, mut xx, mut yy) = (0.0f64, 0.0f64, 0.0f64);
+        for i in 0..n {
+            let (x, y) = (f64::from(track[lag + i]), f64::from(clip[i]));
+            xy += x * y;
+            xx += x * x;
+            yy += y * y;
+        }
+        if xx > 0.0 && yy > 0.0 {
+            best = best.max(xy / (xx * yy).sqrt());
+        }
+    }
+    best
+}
