@@ -126,6 +126,9 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
         loaded.listen, c.model.backend, c.limits.max_calls
     );
     println!("  twilio stream URL {}", loaded.twilio_stream_url());
+    if !c.agents.set.is_empty() {
+        println!("  agent set {}", loaded.resolve(&c.agents.set).display());
+    }
     if c.twilio.auth_token_env.is_empty() || c.twilio.disable_signature_check {
         println!("  X-Twilio-Signature checking is OFF (no twilio.auth_token_env)");
     } else {
