@@ -95,7 +95,7 @@ impl Default for ModelConfig {
         ModelConfig {
             backend: BackendKind::Mock,
             url: String::new(),
-            model: "models/gemini-live-2.5-flash-preview".into(),
+            model: "models/gemini-3.8-live".into(),
             api_version: String::new(),
             credential_env: String::new(),
             scenario: String::new(),

@@ -60,7 +60,7 @@ pub struct DemoArgs {
     #[arg(long, value_name = "URL")]
     pub model_url: Option<String>,
     /// Model id sent in setup.
-    #[arg(long, default_value = "models/gemini-live-2.5-flash-preview")]
+    #[arg(long, default_value = "models/gemini-3.8-live")]
     pub model: String,
     /// Environment variable holding the API key for --model-url (never pass the key itself).
     #[arg(long, value_name = "VAR", default_value = "GEMINI_API_KEY")]
@@ -84,7 +84,7 @@ impl Default for DemoArgs {
             out: PathBuf::from("out/demo"),
             json: false,
             model_url: None,
-            model: "models/gemini-live-2.5-flash-preview".into(),
+            model: "models/gemini-3.8-live".into(),
             api_key_env: "GEMINI_API_KEY".into(),
             leg_codec: LegCodec::L16k16,
         }

@@ -45,7 +45,7 @@ pub struct SessionConfig {
 impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
-            model: "models/gemini-live-2.5-flash-preview".into(),
+            model: "models/gemini-3.8-live".into(),
             system_instruction: None,
             tools: Vec::new(),
             voice: None,
