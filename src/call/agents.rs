@@ -77,7 +77,7 @@ pub struct AgentsDriver {
     completing: Vec<Pending>,
     last_pushed_agent: Option<u32>,
     queued_at_switch: HashMap<u32, f64>,
-    last_voice: Option<(u32, Instant)>,
+    last_voice: Option<(u32, Duration)>,
     /// When the input being handled arrived (a model frame's arrival, or a wake-up).
     input_at: Instant,
     /// An announced handoff whose wire message is not sent yet.
@@ -135,8 +135,21 @@ impl AgentsDriver {
         let _ = self.orch.handle(Input::Timeout, now.into_std());
     }
 
+    /// True while a session is being opened or a cold recreation waits to run.
+    pub fn reopening(&self) -> bool {
+        self.opening.is_some() || self.deferred_cold.is_some()
+    }
+
     pub fn buffer_uplink(&mut self, out: Outbound) {
         if self.pending_uplink.len() < MAX_BUFFERED_UPLINK {
+            // Delivered late on purpose: not counted as uplink latency.
+            let out = match out {
+                Outbound::Text { json, .. } => Outbound::Text {
+                    json,
+                    received_at: None,
+                },
+                other => other,
+            };
             self.pending_uplink.push(out);
         } else {
             self.uplink_dropped += 1;
@@ -353,33 +366,39 @@ impl AgentsDriver {
         self.last_pushed_agent = Some(agent);
     }
 
-    /// A voiced frame of `agent` was handed to the leg at `now`. `caller_voice` is when the
-    /// caller's last voiced frame arrived: silence on the caller's timeline starts after both.
+    /// A voiced frame of `agent` at media time `ts` was handed to the leg. `caller_voice_end` is
+    /// where the caller's last voiced audio ends on the same timeline: the silence the caller
+    /// hears starts after both.
     pub fn on_voice_played(
         &mut self,
         agent: u32,
-        now: Instant,
+        ts: Duration,
         len: Duration,
-        caller_voice: Option<Instant>,
-        ts_ms: f64,
+        caller_voice_end: Duration,
         report: &mut CallReport,
     ) {
         if let Some((prev, end)) = self.last_voice
             && prev != agent
         {
-            let silence_from = caller_voice.map_or(end, |c| c.max(end));
-            let gap = ms(now.saturating_duration_since(silence_from));
+            let silence_from = end.max(caller_voice_end);
+            let gap = ms(ts.saturating_sub(silence_from));
             let to = self.names.get(&agent).cloned().unwrap_or_default();
-            if let Some(i) = self.completing.iter().position(|p| p.to == to) {
-                let p = self.completing.remove(i);
-                self.record(p, Some(gap), agent, ts_ms);
-            } else if let Some(i) = self.announced.iter().position(|p| p.to == to) {
-                let p = self.announced.remove(i);
-                self.record(p, Some(gap), agent, ts_ms);
+            let pending = match self.completing.iter().position(|p| p.to == to) {
+                Some(i) => Some(self.completing.remove(i)),
+                None => self
+                    .announced
+                    .iter()
+                    .position(|p| p.to == to)
+                    .map(|i| self.announced.remove(i)),
+            };
+            // Only a voice change that carries out a handoff is a handoff gap (joint mode
+            // alternates speakers without one).
+            if let Some(p) = pending {
+                self.record(p, Some(gap), agent, ms(ts));
+                report.handoff_gap_ms.push(gap);
             }
-            report.handoff_gap_ms.push(gap);
         }
-        self.last_voice = Some((agent, now + len));
+        self.last_voice = Some((agent, ts + len));
     }
 
     fn record(&mut self, p: Pending, gap: Option<f64>, agent: u32, heard_at_ms: f64) {

@@ -114,6 +114,10 @@ pub async fn run_with_agents(
                     a.on_wake(wake, now, &mut call.session);
                 }
                 call.apply_agent_actions(now);
+                if call.model_lost() {
+                    call.hang_up(&leg);
+                    break "no model session could be reopened after a handoff".to_owned();
+                }
             }
             _ = sleep_until_opt(agents_deadline) => {
                 let now = Instant::now();
@@ -121,6 +125,10 @@ pub async fn run_with_agents(
                     a.on_timeout(now);
                 }
                 call.apply_agent_actions(now);
+                if call.model_lost() {
+                    call.hang_up(&leg);
+                    break "no model session could be reopened after a handoff".to_owned();
+                }
             }
             ev = leg.events.recv() => match ev {
                 Some(LegEvent::Frame { frame, received_at }) => call.on_caller_frame(frame, received_at),
@@ -196,6 +204,11 @@ impl Call {
         };
         call.apply_agent_actions(Instant::now());
         Ok(call)
+    }
+
+    /// No session, none being opened and none about to be: the call cannot go on.
+    fn model_lost(&self) -> bool {
+        self.session.is_none() && self.agents.as_ref().is_none_or(|a| !a.reopening())
     }
 
     fn hang_up(&mut self, leg: &LegHandle) {
@@ -300,6 +313,10 @@ impl Call {
             }
             ModelEvent::TurnComplete => {
                 if self.turn_open {
+                    // No generationComplete came: the turn's tail is still in the resampler.
+                    self.down_buf.clear();
+                    self.down.flush(&mut self.down_buf);
+                    self.playout.push(&self.down_buf, tag, at.into_std());
                     self.playout.end_turn(tag);
                     self.turn_open = false;
                 }
@@ -311,6 +328,10 @@ impl Call {
                     return;
                 }
                 self.playout.flush();
+                // The cut turn's tail still in the resampler must not start the next reply.
+                self.down_buf.clear();
+                self.down.flush(&mut self.down_buf);
+                self.down_buf.clear();
                 self.report.interruptions += 1;
                 if let Some(t) = self.current.and_then(|i| self.report.turns.get_mut(i)) {
                     t.interrupted = true;
@@ -380,10 +401,9 @@ impl Call {
                 if let (Some(a), Some(tag)) = (self.agents.as_mut(), played.tag) {
                     a.on_voice_played(
                         tag.agent,
-                        now,
+                        played.frame.ts,
                         played.frame.duration(),
-                        self.last_voiced_at,
-                        ts_ms,
+                        self.vad.last_voiced_end(),
                         &mut self.report,
                     );
                 }

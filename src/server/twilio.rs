@@ -76,7 +76,13 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
             tracing::error!(stream_sid = %start.stream_sid, error = %e, "cannot open the model session; hanging up");
             let _ = leg.commands.send(LegCommand::Hangup);
             drop(leg);
-            let _ = leg_task.await;
+            let abort = leg_task.abort_handle();
+            if tokio::time::timeout(std::time::Duration::from_secs(5), leg_task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
             return;
         }
     };
@@ -86,7 +92,16 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
     };
     match call::run_with_agents(leg, session, opts, agents).await {
         Ok(report) => {
-            let stats = leg_task.await.ok();
+            // A peer that stops reading must not hold the call slot: bounded wait, then abort.
+            let abort = leg_task.abort_handle();
+            let stats =
+                match tokio::time::timeout(std::time::Duration::from_secs(5), leg_task).await {
+                    Ok(r) => r.ok(),
+                    Err(_) => {
+                        abort.abort();
+                        None
+                    }
+                };
             let cadence = stats.as_ref().map(|s| s.send_cadence());
             tracing::info!(
                 stream_sid = %start.stream_sid,

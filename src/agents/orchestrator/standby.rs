@@ -60,7 +60,11 @@ impl Orchestrator {
     pub(super) fn on_standby_ready(&mut self) {
         match self.standby.as_mut() {
             Some(sb) if sb.cold && sb.sent => self.finish_standby(),
-            Some(sb) if !sb.cold => sb.ready = true,
+            Some(sb) if !sb.cold => {
+                // Set up in time: from here the switch waits only for the turn boundary.
+                sb.ready = true;
+                self.timers.stop(Timer::StandbySetup);
+            }
             _ => {}
         }
     }

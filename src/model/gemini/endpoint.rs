@@ -63,6 +63,10 @@ pub enum EndpointError {
     BadUrl { url: String, reason: String },
     #[error("credential contains characters that cannot go in an HTTP header")]
     BadCredential,
+    #[error(
+        "the model URL must not carry a query or user info (credentials go in an environment variable, sent as a header): {0}"
+    )]
+    CredentialInUrl(String),
 }
 
 impl Endpoint {
@@ -81,6 +85,16 @@ impl Endpoint {
         })?;
         if !matches!(parsed.scheme(), "ws" | "wss") {
             return Err(EndpointError::BadScheme(base.to_owned()));
+        }
+        if parsed.query().is_some() || !parsed.username().is_empty() || parsed.password().is_some()
+        {
+            let shown = format!(
+                "{}://{}{}",
+                parsed.scheme(),
+                parsed.host_str().unwrap_or(""),
+                parsed.path()
+            );
+            return Err(EndpointError::CredentialInUrl(shown));
         }
         let url = if parsed.path().starts_with("/ws/") {
             base.to_owned()
@@ -181,5 +195,17 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(bad.request(), Err(EndpointError::BadCredential)));
+        let leaky = Endpoint::new(
+            "wss://h/ws/x?key=SECRET123",
+            Backend::DeveloperApi,
+            "v1beta",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            !leaky.contains("SECRET123") && leaky.contains("wss://h/ws/x"),
+            "{leaky}"
+        );
     }
 }

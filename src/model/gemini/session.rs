@@ -179,8 +179,22 @@ fn ws_config() -> WebSocketConfig {
         .max_frame_size(Some(codec::MAX_FRAME_BYTES))
 }
 
-/// Connects, sends `setup` and waits for `setupComplete`.
+/// Connects, sends `setup` and waits for `setupComplete`, all within `config.setup_timeout`
+/// (a peer that accepts TCP but never completes TLS or the upgrade cannot hold a call).
 pub async fn connect(
+    endpoint: &Endpoint,
+    transport: Transport,
+    config: &SessionConfig,
+) -> Result<Session, SessionError> {
+    tokio::time::timeout(
+        config.setup_timeout,
+        connect_inner(endpoint, transport, config),
+    )
+    .await
+    .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
+}
+
+async fn connect_inner(
     endpoint: &Endpoint,
     transport: Transport,
     config: &SessionConfig,
