@@ -347,15 +347,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
             ModelBackend::Remote(_) if args.model_url.is_none() => opts.capabilities(),
             ModelBackend::Remote(_) => crate::model::gemini::CAPABILITIES,
         };
-        let orchestrator =
-            crate::agents::Orchestrator::new(reg, caps, tokio::time::Instant::now().into_std());
-        orchestrator.initial_setup().apply(&mut session_cfg);
-        call::Agents {
-            orchestrator,
-            backend: backend.clone(),
-            base: session_cfg.clone(),
-            capabilities: caps,
-        }
+        call::Agents::start(reg, caps, backend.clone(), &mut session_cfg)
     });
     let session = backend.open(&session_cfg).await?;
     let (leg, recording) = fixture.spawn();

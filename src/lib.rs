@@ -15,3 +15,4 @@ pub mod server;
 pub mod leg;
 pub mod mock;
 pub mod model;
+pub mod secret;

@@ -31,6 +31,27 @@ pub struct Agents {
     pub capabilities: crate::model::Capabilities,
 }
 
+impl Agents {
+    /// A call starting with `reg`'s primary agent: puts the primary's instruction, tools and
+    /// voice into `cfg` (the first session's settings) and keeps `cfg` as the base of every
+    /// later session.
+    pub fn start(
+        reg: std::sync::Arc<crate::agents::Registry>,
+        capabilities: crate::model::Capabilities,
+        backend: ModelBackend,
+        cfg: &mut SessionConfig,
+    ) -> Agents {
+        let orchestrator = Orchestrator::new(reg, capabilities, Instant::now().into_std());
+        orchestrator.initial_setup().apply(cfg);
+        Agents {
+            orchestrator,
+            backend,
+            base: cfg.clone(),
+            capabilities,
+        }
+    }
+}
+
 /// Something the driver's own tasks produced.
 pub enum Wake {
     ToolResult(Input),

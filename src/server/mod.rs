@@ -118,8 +118,10 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     let twilio_token = if c.twilio.auth_token_env.is_empty() || c.twilio.disable_signature_check {
         None
     } else {
-        let token = env_secret(&c.twilio.auth_token_env, "twilio.auth_token_env")?;
-        Some(AuthToken::new(token.expose()))
+        Some(env_secret(
+            &c.twilio.auth_token_env,
+            "twilio.auth_token_env",
+        )?)
     };
     let session = SessionConfig {
         model: c.model.model.clone(),
@@ -263,18 +265,12 @@ impl AppState {
     > {
         let mut cfg = self.session.clone();
         let agents = self.agents.as_ref().map(|reg| {
-            let orchestrator = crate::agents::Orchestrator::new(
+            crate::call::Agents::start(
                 reg.clone(),
                 self.capabilities(),
-                tokio::time::Instant::now().into_std(),
-            );
-            orchestrator.initial_setup().apply(&mut cfg);
-            crate::call::Agents {
-                orchestrator,
-                backend: self.backend.clone(),
-                base: cfg.clone(),
-                capabilities: self.capabilities(),
-            }
+                self.backend.clone(),
+                &mut cfg,
+            )
         });
         let session = self.backend.open(&cfg).await?;
         Ok((session, agents))

@@ -76,13 +76,7 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
             tracing::error!(stream_sid = %start.stream_sid, error = %e, "cannot open the model session; hanging up");
             let _ = leg.commands.send(LegCommand::Hangup);
             drop(leg);
-            let abort = leg_task.abort_handle();
-            if tokio::time::timeout(std::time::Duration::from_secs(5), leg_task)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
+            let _ = leg_stats(leg_task).await;
             return;
         }
     };
@@ -92,16 +86,7 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
     };
     match call::run_with_agents(leg, session, opts, agents).await {
         Ok(report) => {
-            // A peer that stops reading must not hold the call slot: bounded wait, then abort.
-            let abort = leg_task.abort_handle();
-            let stats =
-                match tokio::time::timeout(std::time::Duration::from_secs(5), leg_task).await {
-                    Ok(r) => r.ok(),
-                    Err(_) => {
-                        abort.abort();
-                        None
-                    }
-                };
+            let stats = leg_stats(leg_task).await;
             let cadence = stats.as_ref().map(|s| s.send_cadence());
             tracing::info!(
                 stream_sid = %start.stream_sid,
@@ -119,4 +104,17 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
         Err(e) => tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed"),
     }
     drop(slot);
+}
+
+/// The leg's stats once its driver ends. A peer that stops reading must not hold the call slot:
+/// the wait is bounded, then the driver is aborted.
+async fn leg_stats<T>(task: tokio::task::JoinHandle<T>) -> Option<T> {
+    let abort = task.abort_handle();
+    match tokio::time::timeout(std::time::Duration::from_secs(5), task).await {
+        Ok(r) => r.ok(),
+        Err(_) => {
+            abort.abort();
+            None
+        }
+    }
 }

@@ -13,7 +13,6 @@
 //! here carries the token or the expected signature.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use axum::http::HeaderMap;
 use base64::Engine;
@@ -24,27 +23,8 @@ use sha1::Sha1;
 /// The header Twilio signs its requests with (lower case, as `http` names headers).
 pub const SIGNATURE_HEADER: &str = "x-twilio-signature";
 
-/// A Twilio account auth token. `Debug` and `Display` show `***`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AuthToken(String);
-
-impl AuthToken {
-    pub fn new(token: impl Into<String>) -> Self {
-        AuthToken(token.into())
-    }
-}
-
-impl fmt::Debug for AuthToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("AuthToken(***)")
-    }
-}
-
-impl fmt::Display for AuthToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
+/// A Twilio account auth token: a [`Secret`], so printing it shows `***`.
+pub type AuthToken = crate::secret::Secret;
 
 /// Why a request's signature was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,7 +51,7 @@ pub fn sign(url: &str, params: &[(&str, &str)], token: &AuthToken) -> String {
         sorted.entry(name).or_default().insert(value);
     }
     // HMAC takes a key of any length.
-    let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(token.0.as_bytes())
+    let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(token.expose().as_bytes())
         .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
     mac.update(url.as_bytes());
     for (name, values) in &sorted {
