@@ -48,12 +48,25 @@ enum Cmd {
     /// Place a call to a telephony-protocol server from a WAV fixture, as the bridge would.
     #[command(subcommand)]
     Dial(DialTarget),
+    /// Measured runs with reports and plots: fixture replays and concurrency sweeps.
+    #[command(subcommand)]
+    Bench(BenchTarget),
     /// Validate a config file; every problem is reported with its key and how to fix it.
     #[command(after_help = "Example:\n  baton check-config config/baton.toml")]
     CheckConfig {
         /// The TOML config file.
         file: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum BenchTarget {
+    /// Replay fixture scenarios against a model (embedded mock by default); report latency,
+    /// handoff and reconnect figures with plots.
+    Fixtures(baton::bench::fixtures::FixturesArgs),
+    /// Sweep concurrent Twilio-protocol calls against `baton serve` in its own process; report
+    /// egress jitter, underruns, CPU and RSS per step.
+    Load(baton::bench::load::LoadArgs),
 }
 
 #[derive(Subcommand)]
@@ -89,6 +102,14 @@ fn main() -> ExitCode {
             run_mock(args)
         }
         Cmd::Serve(args) => run_serve(args),
+        Cmd::Bench(BenchTarget::Fixtures(args)) => {
+            init_logging("warn", LogFormat::Human);
+            baton::bench::fixtures::run(&args).map_err(anyhow::Error::from)
+        }
+        Cmd::Bench(BenchTarget::Load(args)) => {
+            init_logging("warn", LogFormat::Human);
+            baton::bench::load::run(&args).map_err(anyhow::Error::from)
+        }
         Cmd::CheckConfig { file } => check_config(&file),
         Cmd::Dial(DialTarget::Twilio(args)) => {
             init_logging("warn", LogFormat::Human);

@@ -1,0 +1,8 @@
+//! `baton bench`: measured runs whose figures go into `report.md`, `report.json` and plots.
+//!
+//! `fixtures` replays fixture scenarios; `load` sweeps concurrent Twilio-protocol calls against a
+//! `baton serve` in another process. Both write to `--report DIR`.
+
+pub mod fixtures;
+pub mod load;
+pub mod plot;
