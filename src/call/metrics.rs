@@ -46,6 +46,28 @@ pub struct HandoffRecord {
     pub at_ms: u64,
 }
 
+/// One model session switch forced by the service (goAway) or by a lost socket, as the caller
+/// experienced it.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ReconnectRecord {
+    /// What forced it: `go_away`, `closed:<code>` (e.g. `closed:1011`), `dead_socket`.
+    pub cause: String,
+    /// How it ended: `resumed` (session resumption handle), `reseeded` (fresh session seeded
+    /// from baton's transcript), `failed` (the call could not go on).
+    pub outcome: String,
+    /// Sessions opened before one held (1 = the first try worked).
+    pub attempts: u32,
+    /// When the old session stopped being usable (ms from call start).
+    pub at_ms: f64,
+    /// Silence on the caller's timeline the reconnect caused (0 when buffered model audio covered
+    /// it; `None` when no agent audio followed).
+    pub gap_ms: Option<f64>,
+    /// Caller audio delivered again to the new session (ms).
+    pub audio_replayed_ms: f64,
+    /// Caller audio that never reached any session (ms). Must be 0.
+    pub audio_lost_ms: f64,
+}
+
 /// Everything measured on one call.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CallReport {
@@ -75,6 +97,13 @@ pub struct CallReport {
     pub playout_flushed_samples: u64,
     /// Caller frames that could not be kept between sessions.
     pub uplink_dropped: u64,
+    /// Model session switches (goAway, drops), in order.
+    pub reconnects: Vec<ReconnectRecord>,
+    /// `gap_ms` of every reconnect that was followed by agent audio.
+    pub reconnect_gap_ms: Vec<f64>,
+    /// Totals over `reconnects`.
+    pub audio_replayed_ms: f64,
+    pub audio_lost_ms: f64,
     /// Algorithmic delay of the uplink and downlink resamplers.
     pub uplink_resampler_delay_ms: f64,
     pub downlink_resampler_delay_ms: f64,

@@ -28,7 +28,7 @@ use crate::model::{ModelEvent, ToolCallRequest};
 pub use agents::Agents;
 use agents::AgentsDriver;
 use metrics::ms;
-pub use metrics::{CallReport, HandoffRecord, TurnRecord};
+pub use metrics::{CallReport, HandoffRecord, ReconnectRecord, TurnRecord};
 
 /// Knobs of the call's own measurement.
 #[derive(Clone, Debug)]
