@@ -78,9 +78,11 @@ enum DialTarget {
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
     baton serve --config config/baton.toml                 # embedded mock, 127.0.0.1:8080\n  \
-    baton serve --config config/baton.toml --listen 0.0.0.0:8080\n\n\
+    baton serve --config config/baton.toml --listen 0.0.0.0:8080\n  \
+    baton serve --config config/baton.toml --log-format json\n\n\
     Point a Twilio number's voice webhook at https://<public_url>/twiml; it answers with\n\
-    <Connect><Stream url=\"wss://<public_url>/twilio\">. Health: GET /healthz.")]
+    <Connect><Stream url=\"wss://<public_url>/twilio\">. Health: GET /healthz; Prometheus\n\
+    metrics: GET /metrics.")]
 struct ServeArgs {
     /// The TOML config file (see config/baton.toml).
     #[arg(long, value_name = "FILE", default_value = "config/baton.toml")]
@@ -88,6 +90,18 @@ struct ServeArgs {
     /// Listen address; overrides server.listen.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// Log format; overrides log.format. `json`: one object per line with the call's span
+    /// (call_id, stream_sid, agent).
+    #[arg(long, value_name = "FORMAT", value_parser = parse_log_format)]
+    log_format: Option<LogFormat>,
+}
+
+fn parse_log_format(s: &str) -> Result<LogFormat, String> {
+    match s {
+        "human" => Ok(LogFormat::Human),
+        "json" => Ok(LogFormat::Json),
+        _ => Err(format!("{s:?} is not a log format: use human or json")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -176,6 +190,9 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(listen) = args.listen {
         loaded.listen = listen;
         loaded.config.server.listen = listen.to_string();
+    }
+    if let Some(format) = args.log_format {
+        loaded.config.log.format = format;
     }
     init_logging(&loaded.config.log.level, loaded.config.log.format);
     let rt = tokio::runtime::Builder::new_multi_thread()

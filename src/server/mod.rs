@@ -3,6 +3,7 @@
 //! call's failure never touches another.
 
 pub mod calls;
+pub mod metrics;
 pub mod twilio;
 
 pub mod twiml;
@@ -37,6 +38,8 @@ pub struct AppState {
     pub calls: CallRegistry,
     /// The agent set every call runs, if configured.
     pub agents: Option<Arc<crate::agents::Registry>>,
+    /// This daemon's Prometheus figures (`GET /metrics`).
+    pub metrics: metrics::Metrics,
 }
 
 /// `serve` could not start.
@@ -146,13 +149,15 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         stream_url,
         calls,
         agents,
+        metrics: metrics::Metrics::new(),
     }))
 }
 
-/// The router: `/healthz`, `/twiml`, `/twilio`.
+/// The router: `/healthz`, `/metrics`, `/twiml`, `/twilio`.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_text))
         .route("/twiml", get(twiml_get).post(twiml_post))
         .route("/twilio", get(twilio::upgrade))
         .with_state(state)
@@ -170,6 +175,13 @@ async fn healthz(State(app): State<Arc<AppState>>) -> impl IntoResponse {
         StatusCode::OK
     };
     (code, axum::Json(body))
+}
+
+async fn metrics_text(State(app): State<Arc<AppState>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        app.metrics.render(app.calls.active()),
+    )
 }
 
 /// Twilio's voice webhook fields passed on to the stream as `<Parameter>`s.
@@ -229,6 +241,18 @@ pub async fn serve(
         let _ = stop_rx.await;
     });
     let server = tokio::spawn(server.into_future());
+    // Histogram samples are folded into buckets here too, so an unscraped daemon keeps none.
+    let upkeep = tokio::spawn({
+        let app = app.clone();
+        async move {
+            let mut every = tokio::time::interval(Duration::from_secs(5));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                app.metrics.upkeep();
+            }
+        }
+    });
     signal.await;
     if !app.calls.wait_idle(drain).await {
         tracing::warn!(
@@ -238,6 +262,7 @@ pub async fn serve(
         app.calls.hang_up_all();
         app.calls.wait_idle(Duration::from_secs(5)).await;
     }
+    upkeep.abort();
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Err(e))) => Err(ServeError::Io(e.to_string())),
         _ => Ok(()),

@@ -9,6 +9,8 @@ use axum::extract::ws::WebSocketUpgrade;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tracing::Instrument;
 
 use super::AppState;
@@ -30,6 +32,7 @@ pub async fn upgrade(
         && let Err(e) = signature::verify_upgrade(&headers, &app.stream_url, token)
     {
         tracing::warn!(error = %e, "refused a /twilio upgrade: bad X-Twilio-Signature");
+        app.metrics.refused("signature");
         return (StatusCode::FORBIDDEN, "invalid X-Twilio-Signature\n").into_response();
     }
     let Some(slot) = app.calls.try_admit() else {
@@ -39,15 +42,33 @@ pub async fn upgrade(
             "baton is at its call limit"
         };
         tracing::warn!(active = app.calls.active(), "refused a call: {why}");
+        app.metrics.refused(if app.calls.draining() {
+            "draining"
+        } else {
+            "capacity"
+        });
         return (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response();
     };
     twilio_leg::configure_upgrade(ws)
         .on_upgrade(move |socket| async move {
-            let span = tracing::info_span!("twilio");
+            // One span per call: every log line of the call carries its id, and its stream sid
+            // and agent once known. No caller audio and no credentials go in it.
+            let call_id = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
+            let span = tracing::info_span!(
+                "call",
+                call_id,
+                leg = "twilio",
+                stream_sid = tracing::field::Empty,
+                call_sid = tracing::field::Empty,
+                agent = tracing::field::Empty,
+            );
             run_call(app, socket, slot).instrument(span).await
         })
         .into_response()
 }
+
+/// Ids of calls in this process, for the per-call span (1, 2, ...).
+static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 
 /// One Twilio call, start to end.
 async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot: CallSlot) {
@@ -60,6 +81,8 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
         },
         event_queue: c.limits.leg_queue_frames,
         outbound_queue: c.limits.leg_queue_frames * 2,
+        frames_in: app.metrics.twilio_frames_in.clone(),
+        frames_out: app.metrics.twilio_frames_out.clone(),
         ..Default::default()
     };
     let (leg, start, leg_task) = match twilio_leg::accept(socket, opts).await {
@@ -69,10 +92,13 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
             return;
         }
     };
-    tracing::info!(stream_sid = %start.stream_sid, call_sid = start.call_sid.as_deref().unwrap_or("-"), "call started");
+    let span = tracing::Span::current();
+    span.record("stream_sid", start.stream_sid.as_str());
+    span.record("call_sid", start.call_sid.as_deref().unwrap_or("-"));
     let (session, agents) = match app.open_call().await {
         Ok(x) => x,
         Err(e) => {
+            app.metrics.session_open_failed(LEG);
             tracing::error!(stream_sid = %start.stream_sid, error = %e, "cannot open the model session; hanging up");
             let _ = leg.commands.send(LegCommand::Hangup);
             drop(leg);
@@ -80,6 +106,13 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
             return;
         }
     };
+    if let Some(agent) = agents
+        .as_ref()
+        .and_then(|a| a.orchestrator.history().last())
+    {
+        span.record("agent", agent.agent.as_str());
+    }
+    tracing::info!("call started");
     let opts = CallOptions {
         hangup: Some(slot.hangup.clone()),
         ..Default::default()
@@ -88,8 +121,16 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
         Ok(report) => {
             let stats = leg_stats(leg_task).await;
             let cadence = stats.as_ref().map(|s| s.send_cadence());
+            let intervals = stats.as_ref().map_or(&[][..], |s| &s.send_intervals_us[..]);
+            app.metrics.call_ended(LEG, &report, intervals);
+            // The agents heard, in order (the span holds the last one).
+            let agents_heard = agent_names(&report.agent_history);
+            if let Some(last) = agents_heard.last() {
+                span.record("agent", last.as_str());
+            }
             tracing::info!(
                 stream_sid = %start.stream_sid,
+                agents = ?agents_heard,
                 turns = report.turns.len(),
                 handoffs = ?report.handoffs,
                 underruns = report.underruns,
@@ -101,9 +142,27 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
                 "call ended"
             );
         }
-        Err(e) => tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed"),
+        Err(e) => {
+            app.metrics.call_failed(LEG);
+            tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed");
+        }
     }
     drop(slot);
+}
+
+/// The leg kind label of this module's calls.
+const LEG: &str = "twilio";
+
+/// The agent names of a report's `agent_history`, in activation order.
+fn agent_names(history: &serde_json::Value) -> Vec<String> {
+    history
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|h| h.get("agent").and_then(|n| n.as_str()).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The leg's stats once its driver ends. A peer that stops reading must not hold the call slot:

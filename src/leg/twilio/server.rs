@@ -57,6 +57,10 @@ pub struct TwilioLegOptions {
     pub event_queue: usize,
     /// Messages queued toward the socket at most (a frame is two: media and mark).
     pub outbound_queue: usize,
+    /// Live counts of 20 ms frames received and sent (e.g. the daemon's Prometheus counters);
+    /// each frame is one atomic add. No-op by default.
+    pub frames_in: metrics::Counter,
+    pub frames_out: metrics::Counter,
 }
 
 impl Default for TwilioLegOptions {
@@ -66,6 +70,8 @@ impl Default for TwilioLegOptions {
             start_timeout: Duration::from_secs(10),
             event_queue: 50,
             outbound_queue: 100,
+            frames_in: metrics::Counter::noop(),
+            frames_out: metrics::Counter::noop(),
         }
     }
 }
@@ -185,6 +191,10 @@ pub async fn accept(
         frames_dropped: 0,
         stop_sent: false,
         start: info.clone(),
+        frames_in: opts.frames_in,
+        frames_out: opts.frames_out,
+        counted_in: 0,
+        counted_out: 0,
     };
     let task = tokio::spawn(driver.run(writer));
     let handle = LegHandle {
@@ -206,6 +216,11 @@ struct Driver {
     frames_dropped: u64,
     stop_sent: bool,
     start: StartInfo,
+    frames_in: metrics::Counter,
+    frames_out: metrics::Counter,
+    /// Frames already added to the counters.
+    counted_in: u64,
+    counted_out: u64,
 }
 
 impl Driver {
@@ -221,6 +236,7 @@ impl Driver {
                 break e;
             }
             self.deliver_events().await;
+            self.count_frames();
             if let Some(end) = step {
                 break end;
             }
@@ -263,6 +279,19 @@ impl Driver {
             binary_ignored: self.log.binary,
             send_intervals_us: self.core.take_send_intervals(),
             end,
+        }
+    }
+
+    /// Adds the frames moved since the last call to the live counters.
+    fn count_frames(&mut self) {
+        let s = self.core.stats();
+        if s.frames_in != self.counted_in {
+            self.frames_in.increment(s.frames_in - self.counted_in);
+            self.counted_in = s.frames_in;
+        }
+        if s.frames_out != self.counted_out {
+            self.frames_out.increment(s.frames_out - self.counted_out);
+            self.counted_out = s.frames_out;
         }
     }
 
