@@ -67,6 +67,9 @@ enum BenchTarget {
     /// Sweep concurrent Twilio-protocol calls against `baton serve` in its own process; report
     /// egress jitter, underruns, CPU and RSS per step.
     Load(baton::bench::load::LoadArgs),
+    /// Many concurrent Twilio-protocol callers in this one process (the client side of `bench
+    /// load`, also usable against a server on another machine); JSON lines on stdout.
+    LoadClient(baton::bench::load::LoadClientArgs),
 }
 
 #[derive(Subcommand)]
@@ -123,6 +126,10 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchTarget::Load(args)) => {
             init_logging("warn", LogFormat::Human);
             baton::bench::load::run(&args).map_err(anyhow::Error::from)
+        }
+        Cmd::Bench(BenchTarget::LoadClient(args)) => {
+            init_logging("error", LogFormat::Human);
+            baton::bench::load::client::run(&args).map_err(anyhow::Error::from)
         }
         Cmd::CheckConfig { file } => check_config(&file),
         Cmd::Dial(DialTarget::Twilio(args)) => {

@@ -70,6 +70,12 @@ pub struct CallerOptions {
     /// A pause between agent `media` messages longer than this starts a new burst (a new agent
     /// turn); pauses between bursts are not cadence samples.
     pub burst_gap: Duration,
+    /// Keep what was said and heard in [`CallerReport::recording`]. Load runs turn it off: a
+    /// recording costs 32 KB per call-second.
+    pub record_audio: bool,
+    /// Incremented once the stream has started (`connected` and `start` sent), so a load client
+    /// can tell when its calls are all up.
+    pub started: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl CallerOptions {
@@ -87,6 +93,8 @@ impl CallerOptions {
             max_tail: Duration::from_secs(20),
             connect_timeout: Duration::from_secs(10),
             burst_gap: Duration::from_millis(200),
+            record_audio: true,
+            started: None,
         }
     }
 
@@ -157,6 +165,10 @@ pub struct CallerReport {
     pub cadence: Cadence,
     /// The raw intervals behind `cadence`, in µs.
     pub intervals_us: Vec<u32>,
+    /// How late the caller's own 20 ms tick timer fired, per tick, in µs: the caller's own
+    /// scheduling delay. When it is large, the caller is overloaded and its `cadence` includes
+    /// that delay as well as the server's.
+    pub tick_late_us: Vec<u32>,
     pub end: CallerEnd,
 }
 
@@ -237,6 +249,8 @@ struct Call<S> {
     play: Playback,
     last_media_at: Option<Instant>,
     last_voiced_heard: Option<Instant>,
+    /// Decoded agent audio of one tick when nothing is recorded.
+    scratch: Vec<i16>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
@@ -350,7 +364,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
 
     /// A tick: the audio taken at the previous tick has finished playing, so the marks behind it
     /// are echoed; then the next 20 ms of queued audio starts playing at recording position `at`.
-    async fn play_tick(&mut self, at: usize, now: Instant) -> Result<(), String> {
+    async fn play_tick(&mut self, at: usize, now: Instant, record: bool) -> Result<(), String> {
         self.play.completed_total = self.play.consumed_total;
         while self
             .play
@@ -364,11 +378,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
         }
         let n = self.play.queue.len().min(FRAME_SAMPLES);
         if n > 0 {
-            let agent = &mut self.report.recording.agent;
-            if agent.len() < at {
-                agent.resize(at, 0);
-            }
-            agent.truncate(at);
+            // Without a recording the frame is decoded into a reused buffer, for the VAD only.
+            let (agent, at) = if record {
+                let agent = &mut self.report.recording.agent;
+                if agent.len() < at {
+                    agent.resize(at, 0);
+                }
+                agent.truncate(at);
+                (agent, at)
+            } else {
+                self.scratch.clear();
+                (&mut self.scratch, 0)
+            };
             let (a, b) = self.play.queue.as_slices();
             let first = n.min(a.len());
             g711::decode_ulaw(&a[..first], agent);
@@ -392,6 +413,12 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let (sink, mut stream): (_, SplitStream<_>) = ws.split();
     let fixture_frames = opts.samples.len().div_ceil(FRAME_SAMPLES);
     let expected_frames = fixture_frames + opts.max_tail.as_millis() as usize / 20;
+    let record = opts.record_audio;
+    let recorded = if record {
+        fixture_frames * FRAME_SAMPLES
+    } else {
+        0
+    };
     let mut call = Call {
         sink,
         writer: InboundWriter::new(&opts.stream_sid),
@@ -399,8 +426,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         report: CallerReport {
             recording: Recording {
                 rate: RATE,
-                caller: Vec::with_capacity(fixture_frames * FRAME_SAMPLES),
-                agent: Vec::with_capacity(fixture_frames * FRAME_SAMPLES),
+                caller: Vec::with_capacity(recorded),
+                agent: Vec::with_capacity(recorded),
                 ..Default::default()
             },
             frames_sent: 0,
@@ -416,6 +443,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             bursts: 0,
             cadence: Cadence::default(),
             intervals_us: Vec::with_capacity(expected_frames.min(1 << 16)),
+            tick_late_us: Vec::with_capacity(expected_frames.min(1 << 16)),
             end: CallerEnd::HungUp,
         },
         play: Playback {
@@ -427,6 +455,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         },
         last_media_at: None,
         last_voiced_heard: None,
+        scratch: Vec::with_capacity(FRAME_SAMPLES),
     };
 
     let connected = FromTwilio {
@@ -451,6 +480,9 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         }),
     };
     call.send(start.to_json()).await?;
+    if let Some(started) = &opts.started {
+        started.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
 
     let t0 = Instant::now();
     let fixture_end = t0 + TICK * fixture_frames as u32;
@@ -467,8 +499,10 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             }
             _ = sleep_until(due) => {
                 let now = Instant::now();
+                let late = now.saturating_duration_since(due).as_micros();
+                call.report.tick_late_us.push(u32::try_from(late).unwrap_or(u32::MAX));
                 // Audio played from this tick on sits at the start of the next frame slot.
-                if let Err(e) = call.play_tick((n + 1) * FRAME_SAMPLES, now).await {
+                if let Err(e) = call.play_tick((n + 1) * FRAME_SAMPLES, now, record).await {
                     break CallerEnd::ConnectionLost(e);
                 }
                 if n >= fixture_frames {
@@ -485,8 +519,10 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                 for (c, &s) in codes.iter_mut().zip(&opts.samples[lo..hi]) {
                     *c = g711::ulaw_encode(s);
                 }
-                let caller = &mut call.report.recording.caller;
-                caller.extend(codes.iter().map(|&c| g711::ulaw_decode(c)));
+                if record {
+                    let caller = &mut call.report.recording.caller;
+                    caller.extend(codes.iter().map(|&c| g711::ulaw_decode(c)));
+                }
                 let seq = call.next_seq();
                 let mut text = String::new();
                 call.writer.media(seq, n as u64 + 1, (n * 20) as u64, &codes, &mut text);
