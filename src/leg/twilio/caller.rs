@@ -190,9 +190,12 @@ pub async fn dial(url: &str, opts: CallerOptions) -> Result<CallerReport, Caller
             .headers_mut()
             .insert(signature::SIGNATURE_HEADER, value);
     }
+    // A small read buffer: the WebSocket layer zero-fills all of it before each read (see
+    // `server::READ_BUFFER`), which dominates a load client's CPU at the 128 KiB default.
     let config = WebSocketConfig::default()
         .max_message_size(Some(wire::MAX_OUTBOUND_MESSAGE))
-        .max_frame_size(Some(wire::MAX_OUTBOUND_MESSAGE));
+        .max_frame_size(Some(wire::MAX_OUTBOUND_MESSAGE))
+        .read_buffer_size(super::server::READ_BUFFER);
     // Real-time audio: every 20 ms message goes out at once (no Nagle delay).
     let connect = connect_async_with_config(request, Some(config), true);
     let ws = match timeout(opts.connect_timeout, connect).await {
