@@ -8,7 +8,8 @@
 //!   call that cannot keep up must not stall the socket); DTMF, marks and stop always wait for
 //!   room.
 //! * the **writer** owns the write half and writes each outbound message as soon as it is queued
-//!   (bounded queue): the call already paces playback at 20 ms, so nothing here batches or bursts.
+//!   (bounded queue): the call already paces playback at 20 ms, so nothing here delays a message;
+//!   messages already queued together (a frame's `media` and `mark`) share one write.
 //!
 //! The stream ends on Twilio's `stop` (reported as [`LegEvent::Stop`]; the socket closes next),
 //! on the call's [`LegCommand::Hangup`] (baton closes the socket, which is how a bidirectional
@@ -399,18 +400,32 @@ impl Driver {
     }
 }
 
+/// Messages written in one go at most.
+const WRITE_BATCH: usize = 32;
+
 async fn write_loop(
     mut sink: SplitSink<WebSocket, Message>,
     mut out: mpsc::Receiver<Message>,
 ) -> Result<(), String> {
+    let err = |e: axum::Error| e.to_string();
     while let Some(msg) = out.recv().await {
-        let closing = matches!(msg, Message::Close(_));
-        sink.send(msg).await.map_err(|e| e.to_string())?;
+        let mut closing = matches!(msg, Message::Close(_));
+        sink.feed(msg).await.map_err(err)?;
+        // What is already queued (a frame's `media` and its `mark`) leaves in the same write:
+        // one syscall and one TCP segment instead of one per message.
+        let mut n = 1;
+        while !closing && n < WRITE_BATCH {
+            let Ok(m) = out.try_recv() else { break };
+            closing = matches!(m, Message::Close(_));
+            sink.feed(m).await.map_err(err)?;
+            n += 1;
+        }
+        sink.flush().await.map_err(err)?;
         if closing {
             return Ok(());
         }
     }
-    sink.close().await.map_err(|e| e.to_string())
+    sink.close().await.map_err(err)
 }
 
 async fn close(sink: &mut SplitSink<WebSocket, Message>, code: u16, reason: &str) {
