@@ -45,7 +45,7 @@ const GAP_BUCKETS: &[f64] = &[
 ];
 /// Buckets for `|send interval − 20 ms|`; 5 ms is the jitter budget.
 const JITTER_BUCKETS: &[f64] = &[
-    0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 40.0, 100.0,
+    0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 40.0, 100.0, 250.0, 1000.0,
 ];
 
 /// The histograms and their buckets.

@@ -700,6 +700,7 @@ fn p99_bound(after: &[(f64, f64)], before: &[(f64, f64)]) -> Option<f64> {
     diff.iter()
         .find(|(_, c)| *c >= 0.99 * total)
         .map(|(le, _)| *le)
+        .filter(|le| le.is_finite())
 }
 
 /// Progress on stderr: a bar on a terminal, a plain line every few seconds otherwise.
