@@ -283,7 +283,8 @@ pub struct CallOutcome {
     pub meta: ScenarioMeta,
     pub report: CallReport,
     pub recording: crate::leg::fixture::Recording,
-    /// Loading the scenario, its clips, the caller fixture and the agent set.
+    /// Loading the scenario, its clips, the caller fixture and the agent set (by [`run_call`]),
+    /// then copying them and setting up the model backend.
     pub prepare_wall: std::time::Duration,
     /// Opening the session and running the call to its end.
     pub call_wall: std::time::Duration,
@@ -352,12 +353,58 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
 /// Runs one call as `baton demo` does (`realtime` as [`run`] decides it) without writing files.
 pub async fn run_call(args: &DemoArgs, realtime: bool) -> Result<CallOutcome, DemoError> {
     let started_at = std::time::Instant::now();
-    let scenario_path = args
+    let prepared = prepare(args)?;
+    let loaded = started_at.elapsed();
+    let mut outcome = run_prepared(&prepared, args, realtime).await?;
+    outcome.prepare_wall += loaded;
+    Ok(outcome)
+}
+
+/// A scenario's files loaded once (clips, caller fixture, agent set), for any number of calls.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub path: PathBuf,
+    pub scenario: mock::Scenario,
+    pub fixture: FixtureCaller,
+    pub registry: Option<crate::agents::Registry>,
+}
+
+/// Loads what `args` names: the scenario (`args.scenario`), its caller fixture through
+/// `args.leg_codec`, and the agent set (`args.agents` or the scenario's).
+pub fn prepare(args: &DemoArgs) -> Result<Prepared, DemoError> {
+    let path = args
         .scenario
         .as_deref()
         .map_or_else(default_scenario, scenario_path);
-    let mut scenario =
-        mock::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
+    let scenario = mock::Scenario::load(&path).map_err(|e| DemoError::Scenario(e.to_string()))?;
+    let caller_wav = scenario
+        .caller
+        .clone()
+        .ok_or_else(|| DemoError::NoCaller(path.clone()))?;
+    let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
+    let registry = match args.agents.clone().or_else(|| scenario.agents.clone()) {
+        Some(p) => Some(crate::agents::load(&p).map_err(|e| DemoError::Agents(e.to_string()))?),
+        None => None,
+    };
+    Ok(Prepared {
+        path,
+        scenario,
+        fixture,
+        registry,
+    })
+}
+
+/// Runs one call of a prepared scenario with `args`'s overrides (profile, first-audio latency,
+/// strategy) and model; `args.scenario`, `args.agents` and `args.leg_codec` were used by
+/// [`prepare`].
+pub async fn run_prepared(
+    prepared: &Prepared,
+    args: &DemoArgs,
+    realtime: bool,
+) -> Result<CallOutcome, DemoError> {
+    let started_at = std::time::Instant::now();
+    let scenario_path = prepared.path.clone();
+    let mut scenario = prepared.scenario.clone();
     if let Some(ms) = args.first_audio_ms {
         scenario.timing.first_audio = std::time::Duration::from_millis(ms);
     }
@@ -366,11 +413,7 @@ pub async fn run_call(args: &DemoArgs, realtime: bool) -> Result<CallOutcome, De
             .parse()
             .map_err(|e: crate::mock::profile::UnknownProfile| DemoError::Usage(e.to_string()))?;
     }
-    let caller_wav = scenario
-        .caller
-        .clone()
-        .ok_or_else(|| DemoError::NoCaller(scenario_path.clone()))?;
-    let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
+    let fixture = prepared.fixture.clone();
     let silence = scenario.timing.silence;
 
     let mut session_cfg = SessionConfig {
@@ -378,11 +421,8 @@ pub async fn run_call(args: &DemoArgs, realtime: bool) -> Result<CallOutcome, De
         system_instruction: Some("You are a friendly financial advisor on a helpline.".into()),
         ..Default::default()
     };
-    let agents_path = args.agents.clone().or_else(|| scenario.agents.clone());
-    let registry = match &agents_path {
-        Some(path) => {
-            let mut reg =
-                crate::agents::load(path).map_err(|e| DemoError::Agents(e.to_string()))?;
+    let registry = match prepared.registry.clone() {
+        Some(mut reg) => {
             if let Some(s) = &args.strategy {
                 let strategy = parse_strategy(s)?;
                 for a in &mut reg.agents {

@@ -87,7 +87,8 @@ pub struct FixturesArgs {
     /// How the caller's audio travels: l16-16k or pcmu8k.
     #[arg(long, default_value = "l16-16k")]
     pub leg_codec: LegCodec,
-    /// Calls run at once, each on its own thread and runtime (default: the cores).
+    /// Calls run at once, each on its own thread and runtime (default: the cores). Real-time
+    /// calls mostly wait, so more than the cores is fine there.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
     /// Where report.md, report.json and the plots go.
@@ -145,6 +146,8 @@ pub enum FixturesError {
 #[derive(Clone, Debug)]
 pub struct Cell {
     pub scenario: PathBuf,
+    /// Index of the scenario's loaded files in [`Plan::prepared`].
+    pub prepared: usize,
     /// The scenario's name.
     pub scenario_name: String,
     /// `None`: the agents' configured policy (or no agent set).
@@ -164,11 +167,17 @@ impl Cell {
     }
 }
 
+/// The sweep, with each scenario's files loaded once.
+pub struct Plan {
+    pub cells: Vec<Cell>,
+    pub prepared: Vec<demo::Prepared>,
+}
+
 /// One finished call.
 pub struct CallSample {
     pub meta: ScenarioMeta,
     pub report: CallReport,
-    pub prepare_wall: Duration,
+    /// Copying the loaded scenario and opening the session through hang-up.
     pub call_wall: Duration,
 }
 
@@ -179,13 +188,21 @@ pub struct CallResult {
     pub outcome: Result<CallSample, String>,
 }
 
-/// How the whole run went on the clocks.
+/// How the run went on the clocks.
 #[derive(Clone, Copy, Debug)]
 pub struct Clocks {
+    /// Running the calls.
     pub wall: Duration,
-    /// Process CPU time over the run (all threads), if it could be read.
+    /// Process CPU time while the calls ran (all threads), if it could be read.
     pub cpu: Option<Duration>,
+    /// Loading the scenarios, clips, fixtures and agent sets, once each, before the calls.
+    pub load_wall: Duration,
+    pub load_cpu: Option<Duration>,
     pub workers: usize,
+}
+
+fn cpu_since(before: Option<Duration>) -> Option<Duration> {
+    Some(host::cpu_time()?.saturating_sub(before?))
 }
 
 /// Runs the benchmark described by `args` and writes its report.
@@ -214,7 +231,11 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
             var: args.api_key_env.clone(),
         });
     }
-    let cells = plan(args)?;
+    let load_cpu = host::cpu_time();
+    let load_started = Instant::now();
+    let plan = plan(args)?;
+    let (load_wall, load_cpu) = (load_started.elapsed(), cpu_since(load_cpu));
+    let cells = &plan.cells;
     let jobs = args
         .jobs
         .unwrap_or_else(host::cores)
@@ -232,10 +253,12 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
 
     let cpu_before = host::cpu_time();
     let started = Instant::now();
-    let results = execute(&cells, args.calls, jobs, &template, realtime);
+    let results = execute(&plan, args.calls, jobs, &template, realtime);
     let clocks = Clocks {
         wall: started.elapsed(),
-        cpu: cpu_before.and_then(|b| Some(host::cpu_time()?.saturating_sub(b))),
+        cpu: cpu_since(cpu_before),
+        load_wall,
+        load_cpu,
         workers: jobs,
     };
 
@@ -251,7 +274,7 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
         leg_codec: args.leg_codec.name(),
         calls_per_cell: args.calls,
     };
-    let written = report::write(&args.report, &info, &cells, &results, clocks)?;
+    let written = report::write(&args.report, &info, cells, &results, clocks)?;
     eprintln!(
         "bench fixtures: {} calls in {:.1} s; report {}",
         results.len(),
@@ -273,8 +296,9 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
     }
 }
 
-/// The cells of the sweep, scenarios in the given order, then profiles, then strategies.
-pub fn plan(args: &FixturesArgs) -> Result<Vec<Cell>, FixturesError> {
+/// The cells of the sweep, scenarios in the given order, then profiles, then strategies; loads
+/// each scenario's files.
+pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
     let scenarios: Vec<PathBuf> = if args.scenario.trim() == "all" {
         demo::bundled_scenarios().map_err(|source| FixturesError::Scenario {
             scenario: "all".into(),
@@ -309,26 +333,37 @@ pub fn plan(args: &FixturesArgs) -> Result<Vec<Cell>, FixturesError> {
             .collect::<Result<_, _>>()?,
     };
     let mut cells = Vec::new();
+    let mut prepared = Vec::new();
     for path in scenarios {
-        let label = path.display().to_string();
-        let scenario = crate::mock::Scenario::load(&path).map_err(|e| FixturesError::Scenario {
-            scenario: label.clone(),
-            source: demo::DemoError::Scenario(e.to_string()),
+        let loaded = demo::prepare(&DemoArgs {
+            scenario: Some(path.display().to_string()),
+            agents: args.agents.clone(),
+            leg_codec: args.leg_codec,
+            ..DemoArgs::default()
+        })
+        .map_err(|source| FixturesError::Scenario {
+            scenario: path.display().to_string(),
+            source,
         })?;
-        let agent_set = args.agents.is_some() || scenario.agents.is_some();
-        let strategies: &[Option<String>] = if agent_set { &strategies } else { &[None] };
+        let strategies: &[Option<String>] = if loaded.registry.is_some() {
+            &strategies
+        } else {
+            &[None]
+        };
         for profile in &profiles {
             for strategy in strategies {
                 cells.push(Cell {
                     scenario: path.clone(),
-                    scenario_name: scenario.name.clone(),
+                    prepared: prepared.len(),
+                    scenario_name: loaded.scenario.name.clone(),
                     strategy: strategy.clone(),
                     profile: profile.clone(),
                 });
             }
         }
+        prepared.push(loaded);
     }
-    Ok(cells)
+    Ok(Plan { cells, prepared })
 }
 
 fn list(s: &str) -> impl Iterator<Item = &str> {
@@ -337,12 +372,13 @@ fn list(s: &str) -> impl Iterator<Item = &str> {
 
 /// Runs every cell `calls` times on `jobs` worker threads; results come back in cell order.
 fn execute(
-    cells: &[Cell],
+    plan: &Plan,
     calls: u32,
     jobs: usize,
     template: &DemoArgs,
     realtime: bool,
 ) -> Vec<CallResult> {
+    let cells = &plan.cells;
     let work: Vec<(usize, u32)> = (0..cells.len())
         .flat_map(|c| (0..calls).map(move |r| (c, r)))
         .collect();
@@ -357,7 +393,7 @@ fn execute(
             let (work, next) = (&work, &next);
             scope.spawn(move || {
                 while let Some(&(cell, rep)) = work.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let outcome = run_one(&cells[cell], template, realtime);
+                    let outcome = run_one(plan, &cells[cell], template, realtime);
                     if tx.send(CallResult { cell, rep, outcome }).is_err() {
                         return;
                     }
@@ -375,24 +411,31 @@ fn execute(
     results
 }
 
-fn run_one(cell: &Cell, template: &DemoArgs, realtime: bool) -> Result<CallSample, String> {
+fn run_one(
+    plan: &Plan,
+    cell: &Cell,
+    template: &DemoArgs,
+    realtime: bool,
+) -> Result<CallSample, String> {
     let args = DemoArgs {
-        scenario: Some(cell.scenario.display().to_string()),
         strategy: cell.strategy.clone(),
         profile: cell.profile.clone(),
         ..template.clone()
     };
     let rt = demo::runtime(realtime).map_err(|e| e.to_string())?;
     let outcome = rt
-        .block_on(demo::run_call(&args, realtime))
+        .block_on(demo::run_prepared(
+            &plan.prepared[cell.prepared],
+            &args,
+            realtime,
+        ))
         .map_err(|e| format!("{} {}: {e}", cell.scenario_name, describe(cell)))?;
     // Background tasks of a paused-clock runtime (the in-process mock's connection) end with it.
     drop(rt);
     Ok(CallSample {
         meta: outcome.meta,
         report: outcome.report,
-        prepare_wall: outcome.prepare_wall,
-        call_wall: outcome.call_wall,
+        call_wall: outcome.prepare_wall + outcome.call_wall,
     })
 }
 
@@ -462,9 +505,10 @@ impl Progress {
         self.done += 1;
         self.failed += u64::from(!ok);
         let what = format!(
-            "{} {}{}",
-            cell.scenario_name,
-            describe(cell),
+            "{}{}",
+            [cell.scenario_name.clone(), describe(cell)]
+                .join(" ")
+                .trim(),
             if self.failed > 0 {
                 format!(" ({} failed)", self.failed)
             } else {

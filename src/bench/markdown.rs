@@ -216,18 +216,27 @@ pub fn render(r: &FixturesReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| inside calls (session open → hang-up) | {:.2} s wall, {:.1} x real time per call thread; loading {:.2} s |",
-        t.call_wall_s, t.x_realtime_per_call_wall_s, t.prepare_wall_s
+        "| per call (wall, summed) | {:.2} s: {:.1} x real time per call thread |",
+        t.call_wall_s, t.x_realtime_per_call_wall_s
     );
     let _ = writeln!(
         s,
-        "\nCall audio = each call's timeline (one 20 ms tick per played frame), caller and agent \
-         directions together. CPU time is the whole process: baton's pipeline, the embedded \
-         mock's work on the other end of the socket and the loading of clips per call. {}\n",
+        "| loading scenarios once, before the calls (not above) | {:.2} s wall, {} CPU |",
+        t.load_wall_s,
+        t.load_cpu_s.map_or("—".into(), |c| format!("{c:.2} s"))
+    );
+    let _ = writeln!(
+        s,
+        "\nCall audio = each call's timeline (one 20 ms tick per played frame). Wall and CPU time \
+         cover the calls only; CPU is the whole process's (user + system, every thread, read \
+         from /proc at 10 ms resolution): baton's pipeline both ways and the mock model on the \
+         other end of the socket. {}\n",
         if run.mode == "accelerated" {
-            "Accelerated runs skip waiting, so these figures are how fast the work itself goes."
+            "Accelerated calls skip every wait, so these figures are how fast the work itself \
+             goes; other processes on the machine lower them."
         } else {
-            "Real-time calls run at 1x each; per CPU-second says how many such calls a core could carry."
+            "Real-time calls run at 1x each; per CPU-second says roughly how many such calls one \
+             core could carry."
         }
     );
 

@@ -157,6 +157,8 @@ pub struct Reconnects {
     pub by_outcome: BTreeMap<String, usize>,
 }
 
+/// How fast the calls went. Wall and CPU cover running the calls only: each scenario's files are
+/// loaded once before (`load_*`).
 #[derive(Clone, Debug, Serialize)]
 pub struct Throughput {
     /// Call audio processed: every call's timeline (20 ms per played tick), summed.
@@ -174,12 +176,13 @@ pub struct Throughput {
     pub x_realtime_per_wall_s_per_core: f64,
     /// `media_s / cpu_s`: what one fully busy core carries.
     pub x_realtime_per_cpu_s: Option<f64>,
-    /// Wall time inside the calls proper (session open to hang-up), summed over calls.
+    /// Wall time of each call (copying its loaded scenario, session open to hang-up), summed.
     pub call_wall_s: f64,
-    /// Wall time loading scenarios, clips, fixtures and agent sets, summed over calls.
-    pub prepare_wall_s: f64,
     /// `media_s / call_wall_s`: x real time of one call's thread while it runs.
     pub x_realtime_per_call_wall_s: f64,
+    /// Loading each scenario's clips, caller fixture and agent set, once, before the calls.
+    pub load_wall_s: f64,
+    pub load_cpu_s: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -405,13 +408,9 @@ pub fn build(
         ),
         x_realtime_per_cpu_s: clocks.cpu.map(|c| per(media_s, c.as_secs_f64())),
         call_wall_s: round2(call_wall_s),
-        prepare_wall_s: round2(
-            samples
-                .iter()
-                .map(|(_, s)| s.prepare_wall.as_secs_f64())
-                .sum(),
-        ),
         x_realtime_per_call_wall_s: per(media_s, call_wall_s),
+        load_wall_s: round2(clocks.load_wall.as_secs_f64()),
+        load_cpu_s: clocks.load_cpu.map(|c| round2(c.as_secs_f64())),
     };
 
     let scenario_names = distinct(cells.iter().map(|c| c.scenario_name.as_str()));
