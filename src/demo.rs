@@ -197,8 +197,8 @@ pub fn scenario_path(arg: &str) -> PathBuf {
     }
 }
 
-/// The bundled scenarios: `name  description`, one per line, sorted.
-pub fn list_scenarios() -> Result<String, DemoError> {
+/// The bundled scenario files, sorted by name (what `--list` shows).
+pub fn bundled_scenarios() -> Result<Vec<PathBuf>, DemoError> {
     let dir = bundled("audio-fixtures/scenarios");
     let entries = std::fs::read_dir(&dir)
         .map_err(|e| DemoError::Scenario(format!("{}: {e}", dir.display())))?;
@@ -208,8 +208,13 @@ pub fn list_scenarios() -> Result<String, DemoError> {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     names.sort();
+    Ok(names)
+}
+
+/// The bundled scenarios: `name  description`, one per line, sorted.
+pub fn list_scenarios() -> Result<String, DemoError> {
     let mut out = String::new();
-    for p in names {
+    for p in bundled_scenarios()? {
         let name = p
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -226,7 +231,8 @@ pub fn list_scenarios() -> Result<String, DemoError> {
     Ok(out)
 }
 
-fn parse_strategy(s: &str) -> Result<crate::agents::strategy::Strategy, DemoError> {
+/// Parses a `--strategy` name.
+pub fn parse_strategy(s: &str) -> Result<crate::agents::strategy::Strategy, DemoError> {
     use crate::agents::strategy::Strategy;
     Ok(match s {
         "auto" => Strategy::Auto,
@@ -249,10 +255,44 @@ pub struct DemoOutcome {
     pub report: CallReport,
 }
 
-/// Runs the demo on its own runtime: a paused-clock runtime when accelerated.
-pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
-    let realtime = args.realtime || args.model_url.is_some();
-    let rt = if realtime {
+/// What one call's scenario set up, after the command line's overrides.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioMeta {
+    /// The scenario's `name`.
+    pub name: String,
+    pub path: PathBuf,
+    /// The embedded mock's profile (the scenario's unless overridden).
+    pub profile: String,
+    /// The embedded mock's configured first-audio latency (ms).
+    pub model_first_audio_ms: f64,
+    /// The VAD silence window that ends a caller turn (ms).
+    pub silence_ms: f64,
+    /// The agents the scenario's personas speak as: `(id, name)`.
+    pub personas: Vec<(String, String)>,
+    /// The call ran an agent set.
+    pub agent_set: bool,
+    /// Length of the caller fixture (s).
+    pub caller_s: f64,
+    /// The model was the embedded mock (so its configured latency is what the call met).
+    pub embedded_mock: bool,
+}
+
+/// One call without the demo's files: its report, what the caller heard, and how long the parts
+/// took on the wall clock.
+pub struct CallOutcome {
+    pub meta: ScenarioMeta,
+    pub report: CallReport,
+    pub recording: crate::leg::fixture::Recording,
+    /// Loading the scenario, its clips, the caller fixture and the agent set (by [`run_call`]),
+    /// then copying them and setting up the model backend.
+    pub prepare_wall: std::time::Duration,
+    /// Opening the session and running the call to its end.
+    pub call_wall: std::time::Duration,
+}
+
+/// The runtime a call runs on: a paused-clock current-thread runtime when accelerated.
+pub fn runtime(realtime: bool) -> Result<tokio::runtime::Runtime, DemoError> {
+    if realtime {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -262,17 +302,109 @@ pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
             .start_paused(true)
             .build()
     }
-    .map_err(|e| DemoError::Runtime(e.to_string()))?;
-    rt.block_on(run_async(args, realtime))
+    .map_err(|e| DemoError::Runtime(e.to_string()))
+}
+
+/// Runs the demo on its own runtime: a paused-clock runtime when accelerated.
+pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
+    let realtime = args.realtime || args.model_url.is_some();
+    runtime(realtime)?.block_on(run_async(args, realtime))
 }
 
 async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoError> {
-    let scenario_path = args
+    let CallOutcome {
+        report, recording, ..
+    } = run_call(args, realtime).await?;
+    std::fs::create_dir_all(&args.out).map_err(|e| DemoError::Output {
+        path: args.out.clone(),
+        reason: e.to_string(),
+    })?;
+    let wav_path = args.out.join("call.wav");
+    recording.write(&wav_path).map_err(|e| DemoError::Output {
+        path: wav_path.clone(),
+        reason: e.to_string(),
+    })?;
+    let summary = DemoSummary {
+        calls: 1,
+        turns: report.turns.len(),
+        first_audio_ms: summarize(&report.first_audio_ms).into(),
+        uplink_added_ms: summarize(&report.uplink_added_ms).into(),
+        downlink_added_ms: summarize(&report.downlink_added_ms).into(),
+        underruns: report.underruns,
+        handoffs: report.handoffs.clone(),
+        handoff_gap_ms: (!report.handoffs.is_empty()).then(|| {
+            let gaps: Vec<f64> = report.handoffs.iter().filter_map(|h| h.gap_ms).collect();
+            summarize(&gaps).into()
+        }),
+        recording: wav_path.display().to_string(),
+        mode: if realtime { "realtime" } else { "accelerated" },
+        leg_codec: args.leg_codec.name(),
+        end_reason: report.end_reason.clone(),
+    };
+    let json_path = args.out.join("summary.json");
+    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
+    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
+        path: json_path.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok(DemoOutcome { summary, report })
+}
+
+/// Runs one call as `baton demo` does (`realtime` as [`run`] decides it) without writing files.
+pub async fn run_call(args: &DemoArgs, realtime: bool) -> Result<CallOutcome, DemoError> {
+    let started_at = std::time::Instant::now();
+    let prepared = prepare(args)?;
+    let loaded = started_at.elapsed();
+    let mut outcome = run_prepared(&prepared, args, realtime).await?;
+    outcome.prepare_wall += loaded;
+    Ok(outcome)
+}
+
+/// A scenario's files loaded once (clips, caller fixture, agent set), for any number of calls.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub path: PathBuf,
+    pub scenario: mock::Scenario,
+    pub fixture: FixtureCaller,
+    pub registry: Option<crate::agents::Registry>,
+}
+
+/// Loads what `args` names: the scenario (`args.scenario`), its caller fixture through
+/// `args.leg_codec`, and the agent set (`args.agents` or the scenario's).
+pub fn prepare(args: &DemoArgs) -> Result<Prepared, DemoError> {
+    let path = args
         .scenario
         .as_deref()
         .map_or_else(default_scenario, scenario_path);
-    let mut scenario =
-        mock::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
+    let scenario = mock::Scenario::load(&path).map_err(|e| DemoError::Scenario(e.to_string()))?;
+    let caller_wav = scenario
+        .caller
+        .clone()
+        .ok_or_else(|| DemoError::NoCaller(path.clone()))?;
+    let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
+    let registry = match args.agents.clone().or_else(|| scenario.agents.clone()) {
+        Some(p) => Some(crate::agents::load(&p).map_err(|e| DemoError::Agents(e.to_string()))?),
+        None => None,
+    };
+    Ok(Prepared {
+        path,
+        scenario,
+        fixture,
+        registry,
+    })
+}
+
+/// Runs one call of a prepared scenario with `args`'s overrides (profile, first-audio latency,
+/// strategy) and model; `args.scenario`, `args.agents` and `args.leg_codec` were used by
+/// [`prepare`].
+pub async fn run_prepared(
+    prepared: &Prepared,
+    args: &DemoArgs,
+    realtime: bool,
+) -> Result<CallOutcome, DemoError> {
+    let started_at = std::time::Instant::now();
+    let scenario_path = prepared.path.clone();
+    let mut scenario = prepared.scenario.clone();
     if let Some(ms) = args.first_audio_ms {
         scenario.timing.first_audio = std::time::Duration::from_millis(ms);
     }
@@ -281,11 +413,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
             .parse()
             .map_err(|e: crate::mock::profile::UnknownProfile| DemoError::Usage(e.to_string()))?;
     }
-    let caller_wav = scenario
-        .caller
-        .clone()
-        .ok_or_else(|| DemoError::NoCaller(scenario_path.clone()))?;
-    let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
+    let fixture = prepared.fixture.clone();
     let silence = scenario.timing.silence;
 
     let mut session_cfg = SessionConfig {
@@ -293,11 +421,8 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         system_instruction: Some("You are a friendly financial advisor on a helpline.".into()),
         ..Default::default()
     };
-    let agents_path = args.agents.clone().or_else(|| scenario.agents.clone());
-    let registry = match &agents_path {
-        Some(path) => {
-            let mut reg =
-                crate::agents::load(path).map_err(|e| DemoError::Agents(e.to_string()))?;
+    let registry = match prepared.registry.clone() {
+        Some(mut reg) => {
             if let Some(s) = &args.strategy {
                 let strategy = parse_strategy(s)?;
                 for a in &mut reg.agents {
@@ -313,6 +438,21 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
             )));
         }
         None => None,
+    };
+    let meta = ScenarioMeta {
+        name: scenario.name.clone(),
+        path: scenario_path.clone(),
+        profile: scenario.profile.name().to_owned(),
+        model_first_audio_ms: scenario.timing.first_audio.as_secs_f64() * 1000.0,
+        silence_ms: silence.as_secs_f64() * 1000.0,
+        personas: scenario
+            .personas
+            .iter()
+            .map(|p| (p.id.clone(), p.marker.clone()))
+            .collect(),
+        agent_set: registry.is_some(),
+        caller_s: fixture.duration().as_secs_f64(),
+        embedded_mock: args.model_url.is_none(),
     };
     let opts = Arc::new(mock::MockOptions::new(Arc::new(scenario)));
     let mut _server = None;
@@ -349,6 +489,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         };
         call::Agents::start(reg, caps, backend.clone(), &mut session_cfg)
     });
+    let prepared_at = std::time::Instant::now();
     let session = backend.open(&session_cfg).await?;
     let (leg, recording) = fixture.spawn();
     let call_opts = CallOptions {
@@ -357,40 +498,13 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
     };
     let report = call::run_with_agents(leg, session, call_opts, agents).await?;
     let recording = recording.await.unwrap_or_default();
-
-    std::fs::create_dir_all(&args.out).map_err(|e| DemoError::Output {
-        path: args.out.clone(),
-        reason: e.to_string(),
-    })?;
-    let wav_path = args.out.join("call.wav");
-    recording.write(&wav_path).map_err(|e| DemoError::Output {
-        path: wav_path.clone(),
-        reason: e.to_string(),
-    })?;
-    let summary = DemoSummary {
-        calls: 1,
-        turns: report.turns.len(),
-        first_audio_ms: summarize(&report.first_audio_ms).into(),
-        uplink_added_ms: summarize(&report.uplink_added_ms).into(),
-        downlink_added_ms: summarize(&report.downlink_added_ms).into(),
-        underruns: report.underruns,
-        handoffs: report.handoffs.clone(),
-        handoff_gap_ms: (!report.handoffs.is_empty()).then(|| {
-            let gaps: Vec<f64> = report.handoffs.iter().filter_map(|h| h.gap_ms).collect();
-            summarize(&gaps).into()
-        }),
-        recording: wav_path.display().to_string(),
-        mode: if realtime { "realtime" } else { "accelerated" },
-        leg_codec: args.leg_codec.name(),
-        end_reason: report.end_reason.clone(),
-    };
-    let json_path = args.out.join("summary.json");
-    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
-    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
-        path: json_path.clone(),
-        reason: e.to_string(),
-    })?;
-    Ok(DemoOutcome { summary, report })
+    Ok(CallOutcome {
+        meta,
+        report,
+        recording,
+        prepare_wall: prepared_at.saturating_duration_since(started_at),
+        call_wall: prepared_at.elapsed(),
+    })
 }
 
 /// The human-readable timeline and latency table.

@@ -63,7 +63,7 @@ enum Cmd {
 enum BenchTarget {
     /// Replay fixture scenarios against a model (embedded mock by default); report latency,
     /// handoff and reconnect figures with plots.
-    Fixtures(baton::bench::fixtures::FixturesArgs),
+    Fixtures(Box<baton::bench::fixtures::FixturesArgs>),
     /// Sweep concurrent Twilio-protocol calls against `baton serve` in its own process; report
     /// egress jitter, underruns, CPU and RSS per step.
     Load(baton::bench::load::LoadArgs),
