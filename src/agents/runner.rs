@@ -1,10 +1,8 @@
 //! The async shell that runs a tool for the orchestrator: a `static` tool returns its canned
 //! reply; an `http` tool POSTs the arguments as JSON (HTTP/1.1 over TCP, or TLS with rustls+ring
-//! and the webpki roots) within its timeout and returns the JSON body of a 2xx answer. A header's
+//! and the platform's roots) within its timeout and returns the JSON body of a 2xx answer. A header's
 //! value comes from the environment variable the config names; it is marked sensitive and never
 //! appears in an error.
-
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -241,15 +239,8 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
+/// The platform's roots (see [`crate::model::tls`]); certificates always verified.
 fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS configuration: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    let config = crate::model::tls::default_client_config().map_err(|e| e.to_string())?;
+    Ok(tokio_rustls::TlsConnector::from(config))
 }

@@ -42,19 +42,26 @@ impl Daemon {
     }
 
     pub async fn start_with_token(config: &str, token: Option<AuthToken>) -> Daemon {
+        Self::start_with(config, |st| {
+            if token.is_some() {
+                st.twilio_token = token;
+            }
+        })
+        .await
+    }
+
+    /// Starts a daemon whose state `customize` adjusts first (credentials a test holds itself
+    /// rather than in the process environment).
+    pub async fn start_with(config: &str, customize: impl FnOnce(&mut AppState)) -> Daemon {
         let mut loaded =
             baton::config::parse(config, &Path::new(ROOT).join("config/test.toml")).unwrap();
         let listener = tokio::net::TcpListener::bind(loaded.listen).await.unwrap();
         let addr = listener.local_addr().unwrap();
         loaded.listen = addr;
         let app = server::state(loaded).unwrap();
-        let app = if token.is_some() {
-            let mut st = Arc::try_unwrap(app).ok().expect("state not shared yet");
-            st.twilio_token = token;
-            Arc::new(st)
-        } else {
-            app
-        };
+        let mut st = Arc::try_unwrap(app).ok().expect("state not shared yet");
+        customize(&mut st);
+        let app = Arc::new(st);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn({
             let app = app.clone();
