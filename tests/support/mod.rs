@@ -302,3 +302,64 @@ pub fn best_match(
     }
     best
 }
+
+/// The next `n` calls to end, within `limit` (panics naming how many came).
+pub async fn finished_calls(
+    rx: &mut tokio::sync::broadcast::Receiver<baton::server::calls::FinishedCall>,
+    n: usize,
+    limit: Duration,
+) -> Vec<baton::server::calls::FinishedCall> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut out = Vec::new();
+    while out.len() < n {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(call)) => out.push(call),
+            Ok(Err(e)) => panic!("finished-call feed: {e}"),
+            Err(_) => panic!("only {} of {n} calls ended within {limit:?}", out.len()),
+        }
+    }
+    out
+}
+
+/// A call's figures are those of a normal call: it ended because the caller hung up, the agent
+/// answered (a first-audio figure), and playout never ran dry more than `max_underruns` ticks.
+pub fn assert_normal(call: &baton::server::calls::FinishedCall, max_underruns: u64) {
+    let r = match &call.outcome {
+        Ok(r) => r,
+        Err(e) => panic!("call {} failed: {e}", call.stream_sid),
+    };
+    let who = &call.stream_sid;
+    assert_eq!(r.end_reason, "caller hung up", "call {who}: {r:?}");
+    assert!(
+        !r.first_audio_ms.is_empty(),
+        "call {who}: no first audio: {r:?}"
+    );
+    assert!(
+        r.underruns <= max_underruns,
+        "call {who}: {} underruns (at most {max_underruns})",
+        r.underruns
+    );
+    assert!(
+        r.protocol_errors.is_empty(),
+        "call {who}: {:?}",
+        r.protocol_errors
+    );
+}
+
+/// A Twilio-protocol caller saying `caller_01.wav` after half a second, then waiting for the
+/// answer (at most `max_tail`), with its own stream id.
+pub fn speaking_caller(
+    stream_sid: &str,
+    max_tail: Duration,
+) -> baton::leg::twilio::caller::CallerOptions {
+    let clip = baton::audio::wav::read(&Path::new(ROOT).join("audio-fixtures/clips/caller_01.wav"))
+        .unwrap();
+    let mut pcm = vec![0i16; clip.rate as usize / 2];
+    pcm.extend_from_slice(&clip.samples);
+    let mut o =
+        baton::leg::twilio::caller::CallerOptions::from_pcm(&pcm, clip.rate, stream_sid).unwrap();
+    o.stream_sid = stream_sid.to_owned();
+    o.quiet_after = Duration::from_millis(800);
+    o.max_tail = max_tail;
+    o
+}
