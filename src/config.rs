@@ -44,6 +44,10 @@ pub struct ServerConfig {
     pub public_url: String,
     /// On SIGTERM/SIGINT, how long active calls may run before they are ended.
     pub drain_timeout_s: u64,
+    /// Name of the environment variable holding the API bearer tokens (comma-separated) that
+    /// every endpoint but `/healthz` and the Twilio-signed ones requires. Empty: no tokens, which
+    /// only a loopback `listen` (or `--insecure-no-auth`) allows.
+    pub auth_tokens_env: String,
 }
 
 impl Default for ServerConfig {
@@ -52,6 +56,7 @@ impl Default for ServerConfig {
             listen: "127.0.0.1:8080".into(),
             public_url: String::new(),
             drain_timeout_s: 30,
+            auth_tokens_env: String::new(),
         }
     }
 }
@@ -88,6 +93,10 @@ pub struct ModelConfig {
     pub instruction: String,
     /// Prebuilt voice name.
     pub voice: String,
+    /// A PEM file of extra CA certificates trusted for `wss://` model endpoints (a private
+    /// gateway), relative to this config file; added to the platform's roots, never replacing
+    /// verification.
+    pub ca_file: String,
 }
 
 impl Default for ModelConfig {
@@ -101,6 +110,7 @@ impl Default for ModelConfig {
             scenario: String::new(),
             instruction: "You are a friendly assistant on a phone line. Keep answers short.".into(),
             voice: String::new(),
+            ca_file: String::new(),
         }
     }
 }
@@ -291,6 +301,11 @@ fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     .unwrap_or_default()
 }
 
+/// Empty, or letters, digits and `_`: the name of a variable, not a credential pasted in.
+fn is_env_name(s: &str) -> bool {
+    s.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
 fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAddr> {
     let mut problem = |key: &str, message: String, fix: &str| {
         out.push(Problem {
@@ -408,17 +423,29 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
         }
     }
     let t = &c.twilio;
-    if !t.auth_token_env.is_empty()
-        && !t
-            .auth_token_env
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-    {
+    if !is_env_name(&t.auth_token_env) {
         problem(
             "twilio.auth_token_env",
             "must be the NAME of an environment variable, not the token".into(),
             "write e.g. auth_token_env = \"TWILIO_AUTH_TOKEN\" and export the token in that variable",
         );
+    }
+    if !is_env_name(&c.server.auth_tokens_env) {
+        problem(
+            "server.auth_tokens_env",
+            "must be the NAME of an environment variable, not the tokens".into(),
+            "write e.g. auth_tokens_env = \"BATON_API_TOKENS\" and export comma-separated tokens in that variable",
+        );
+    }
+    if !m.ca_file.is_empty() {
+        let p = path.parent().unwrap_or(Path::new(".")).join(&m.ca_file);
+        if !p.is_file() {
+            problem(
+                "model.ca_file",
+                format!("{} is not a file", p.display()),
+                "give a PEM file of CA certificates, relative to this config file",
+            );
+        }
     }
     let sid_ok = t.account_sid.starts_with("AC") && t.account_sid.len() == 34;
     if !(t.account_sid.is_empty() || sid_ok) {

@@ -16,4 +16,5 @@ pub mod server;
 pub mod leg;
 pub mod mock;
 pub mod model;
+pub mod parsers;
 pub mod secret;

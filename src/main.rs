@@ -97,6 +97,10 @@ struct ServeArgs {
     /// (call_id, stream_sid, agent).
     #[arg(long, value_name = "FORMAT", value_parser = parse_log_format)]
     log_format: Option<LogFormat>,
+    /// Serve a non-loopback address without API tokens (server.auth_tokens_env). Every endpoint
+    /// is then open to anyone who reaches the address; baton logs a warning at start-up.
+    #[arg(long)]
+    insecure_no_auth: bool,
 }
 
 fn parse_log_format(s: &str) -> Result<LogFormat, String> {
@@ -208,10 +212,18 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     rt.block_on(async move {
         let listen = loaded.listen;
         let app = server::state(loaded)?;
+        let twilio_signed = app.twilio_token.is_some();
+        let exposure = server::auth::exposure(
+            listen,
+            app.api_tokens.is_some(),
+            twilio_signed,
+            args.insecure_no_auth,
+        )?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
         let addr = listener.local_addr()?;
+        server::auth::log_exposure(exposure, addr, twilio_signed);
         println!(
             "baton serve listening on http://{addr} (model: {}; twilio stream {})",
             app.backend.describe(),

@@ -3,6 +3,7 @@
 //! depends on a protocol's JSON.
 
 pub mod gemini;
+pub mod tls;
 
 use std::time::Duration;
 

@@ -1,11 +1,25 @@
 //! The registry of live calls: a capacity limit (calls beyond it are refused, not queued), a count
-//! for health and drain, and one hang-up signal every call listens to when a drain runs out.
+//! for health and drain, one hang-up signal every call listens to when a drain runs out, and a
+//! feed of finished calls with their figures (for tests and operator tools).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, broadcast, watch};
+
+use crate::call::metrics::CallReport;
+
+/// A call that ended: who it was and its report, or why it failed.
+#[derive(Clone, Debug)]
+pub struct FinishedCall {
+    /// The Twilio stream, empty if the stream never started.
+    pub stream_sid: String,
+    pub outcome: Result<Arc<CallReport>, String>,
+}
+
+/// Finished calls kept for a subscriber that falls behind.
+const FINISHED_BACKLOG: usize = 1024;
 
 /// Shared between the server and every call task.
 #[derive(Clone)]
@@ -19,6 +33,7 @@ struct Inner {
     draining: AtomicBool,
     idle: Notify,
     hangup: watch::Sender<bool>,
+    finished: broadcast::Sender<FinishedCall>,
 }
 
 /// Held by a call for its whole life; dropping it frees the slot.
@@ -46,6 +61,7 @@ impl CallRegistry {
                 draining: AtomicBool::new(false),
                 idle: Notify::new(),
                 hangup,
+                finished: broadcast::channel(FINISHED_BACKLOG).0,
             }),
         }
     }
@@ -73,6 +89,21 @@ impl CallRegistry {
             inner: self.inner.clone(),
             hangup: self.inner.hangup.subscribe(),
         })
+    }
+
+    /// Every call that ends from now on.
+    pub fn subscribe_finished(&self) -> broadcast::Receiver<FinishedCall> {
+        self.inner.finished.subscribe()
+    }
+
+    /// Announces a call's end (no subscriber: nothing happens).
+    pub fn report_finished(&self, call: FinishedCall) {
+        let _ = self.inner.finished.send(call);
+    }
+
+    /// The configured limit of simultaneous calls.
+    pub fn max(&self) -> usize {
+        self.inner.max
     }
 
     pub fn active(&self) -> usize {

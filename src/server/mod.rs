@@ -2,6 +2,7 @@
 //! registry (capacity limit, drain on SIGTERM/SIGINT), and hands each call its own tasks so one
 //! call's failure never touches another.
 
+pub mod auth;
 pub mod calls;
 pub mod metrics;
 pub mod twilio;
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Form, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
@@ -40,6 +41,8 @@ pub struct AppState {
     pub agents: Option<Arc<crate::agents::Registry>>,
     /// This daemon's Prometheus figures (`GET /metrics`).
     pub metrics: metrics::Metrics,
+    /// Bearer tokens the protected routes require (`server.auth_tokens_env`); see [`auth`].
+    pub api_tokens: Option<Arc<auth::ApiTokens>>,
 }
 
 /// `serve` could not start.
@@ -49,6 +52,11 @@ pub enum ServeError {
     MissingCredential { var: String, key: &'static str },
     #[error("agent set: {0}")]
     Agents(String),
+    #[error(transparent)]
+    Tokens(#[from] auth::TokensError),
+    #[error(transparent)]
+    Exposure(#[from] auth::ExposureError),
+
     #[error("model scenario: {0}")]
     Scenario(String),
     #[error(transparent)]
@@ -118,6 +126,12 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             )?)
         }
     };
+    let backend = match backend {
+        ModelBackend::Remote(ep) if !c.model.ca_file.is_empty() => {
+            ModelBackend::Remote(ep.with_ca_file(&loaded.resolve(&c.model.ca_file))?)
+        }
+        other => other,
+    };
     let twilio_token = if c.twilio.auth_token_env.is_empty() || c.twilio.disable_signature_check {
         None
     } else {
@@ -141,6 +155,13 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             .map_err(|e| ServeError::Agents(e.to_string()))?;
         Some(Arc::new(reg))
     };
+    let api_tokens = if c.server.auth_tokens_env.is_empty() {
+        None
+    } else {
+        Some(Arc::new(auth::ApiTokens::from_env(
+            &c.server.auth_tokens_env,
+        )?))
+    };
     Ok(Arc::new(AppState {
         loaded,
         backend,
@@ -150,17 +171,34 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         calls,
         agents,
         metrics: metrics::Metrics::new(),
+        api_tokens,
     }))
 }
 
-/// The router: `/healthz`, `/metrics`, `/twiml`, `/twilio`.
+/// The router. Each route has one authenticator (see [`auth`]): `/healthz` is open; `/twiml` and
+/// `/twilio` check X-Twilio-Signature when a Twilio auth token is configured, else they are
+/// protected like the rest; every route of [`protected_routes`] needs a bearer token when
+/// `server.auth_tokens_env` is set.
 pub fn router(state: Arc<AppState>) -> Router {
+    let twilio_routes = Router::new()
+        .route("/twiml", get(twiml_get).post(twiml_post))
+        .route("/twilio", get(twilio::upgrade));
+    let (signed, protected) = if state.twilio_token.is_some() {
+        (twilio_routes, protected_routes())
+    } else {
+        (Router::new(), protected_routes().merge(twilio_routes))
+    };
     Router::new()
         .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics_text))
-        .route("/twiml", get(twiml_get).post(twiml_post))
-        .route("/twilio", get(twilio::upgrade))
+        .merge(signed)
+        .merge(auth::protect(protected, state.api_tokens.clone()))
         .with_state(state)
+}
+
+/// **Every HTTP route baton adds goes here** (`/metrics`, `/calls`, `/whip`, admin): these sit
+/// behind the bearer-token layer, so a new route is protected by being placed in this list.
+pub fn protected_routes() -> Router<Arc<AppState>> {
+    Router::new().route("/metrics", get(metrics_text))
 }
 
 async fn healthz(State(app): State<Arc<AppState>>) -> impl IntoResponse {
@@ -203,16 +241,65 @@ fn twiml_response(
 
 async fn twiml_get(
     State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
     Query(q): Query<std::collections::HashMap<String, String>>,
-) -> impl IntoResponse {
-    twiml_response(&app, &q)
+) -> axum::response::Response {
+    if let Err(e) = twiml_signature(&app, &headers, uri.query(), &q, false) {
+        return twiml_refused(e);
+    }
+    twiml_response(&app, &q).into_response()
 }
 
 async fn twiml_post(
     State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
     Form(f): Form<std::collections::HashMap<String, String>>,
-) -> impl IntoResponse {
-    twiml_response(&app, &f)
+) -> axum::response::Response {
+    if let Err(e) = twiml_signature(&app, &headers, uri.query(), &f, true) {
+        return twiml_refused(e);
+    }
+    twiml_response(&app, &f).into_response()
+}
+
+/// Twilio signs its voice webhook like the stream upgrade: the configured public URL of
+/// `/twiml` (with its query string), plus the POST form fields.
+fn twiml_signature(
+    app: &AppState,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    fields: &std::collections::HashMap<String, String>,
+    post: bool,
+) -> Result<(), crate::leg::twilio::SignatureError> {
+    let Some(token) = &app.twilio_token else {
+        return Ok(());
+    };
+    let mut url = format!("{}/twiml", app.loaded.public_url());
+    if let Some(q) = query {
+        url.push('?');
+        url.push_str(q);
+    }
+    let params: Vec<(&str, &str)> = if post {
+        fields
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let signature = match headers.get(crate::leg::twilio::signature::SIGNATURE_HEADER) {
+        None => Err(crate::leg::twilio::SignatureError::Missing),
+        Some(v) => v
+            .to_str()
+            .map_err(|_| crate::leg::twilio::SignatureError::Unreadable),
+    };
+    signature.and_then(|sig| crate::leg::twilio::signature::validate(&url, &params, sig, token))
+}
+
+fn twiml_refused(e: crate::leg::twilio::SignatureError) -> axum::response::Response {
+    tracing::warn!(error = %e, "refused a /twiml request: bad X-Twilio-Signature");
+    (StatusCode::FORBIDDEN, "invalid X-Twilio-Signature\n").into_response()
 }
 
 /// Serves until `shutdown` resolves, then drains: new calls are refused, active calls get up to

@@ -1,5 +1,5 @@
 //! `WS /twilio`: a Twilio Media Streams call. The signature is checked on the upgrade request
-//! (403 before the upgrade), capacity is checked (503), then the socket becomes a Twilio leg and a
+//! (403 before the upgrade), capacity is checked (503 with the reason), then the socket becomes a Twilio leg and a
 //! call is run between it and a fresh model session, in tasks of its own.
 
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tracing::Instrument;
 
 use super::AppState;
-use super::calls::CallSlot;
+use super::calls::{CallSlot, FinishedCall};
 use crate::call::metrics::summarize;
 use crate::call::{self, CallOptions};
 use crate::leg::LegCommand;
@@ -36,18 +36,7 @@ pub async fn upgrade(
         return (StatusCode::FORBIDDEN, "invalid X-Twilio-Signature\n").into_response();
     }
     let Some(slot) = app.calls.try_admit() else {
-        let why = if app.calls.draining() {
-            "baton is shutting down"
-        } else {
-            "baton is at its call limit"
-        };
-        tracing::warn!(active = app.calls.active(), "refused a call: {why}");
-        app.metrics.refused(if app.calls.draining() {
-            "draining"
-        } else {
-            "capacity"
-        });
-        return (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response();
+        return over_capacity(&app);
     };
     twilio_leg::configure_upgrade(ws)
         .on_upgrade(move |socket| async move {
@@ -70,6 +59,32 @@ pub async fn upgrade(
 /// Ids of calls in this process, for the per-call span (1, 2, ...).
 static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 
+/// A call baton cannot take: 503 **before** the upgrade (Twilio reports it as error 31920 and
+/// carries on with the TwiML after `</Connect>`), the reason in the body and `Retry-After`. Calls
+/// in progress are never touched to make room.
+fn over_capacity(app: &AppState) -> Response {
+    let why = if app.calls.draining() {
+        "baton is shutting down; try again later".to_owned()
+    } else {
+        format!(
+            "baton is at its call limit ({} calls, limits.max_calls); try again later",
+            app.calls.max()
+        )
+    };
+    tracing::warn!(active = app.calls.active(), "refused a call: {why}");
+    app.metrics.refused(if app.calls.draining() {
+        "draining"
+    } else {
+        "capacity"
+    });
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::RETRY_AFTER, "5")],
+        format!("{why}\n"),
+    )
+        .into_response()
+}
+
 /// One Twilio call, start to end.
 async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot: CallSlot) {
     let c = &app.loaded.config;
@@ -89,6 +104,10 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
         Ok(x) => x,
         Err(e) => {
             tracing::warn!(error = %e, "Twilio stream ended before the call began");
+            app.calls.report_finished(FinishedCall {
+                stream_sid: String::new(),
+                outcome: Err(e.to_string()),
+            });
             return;
         }
     };
@@ -103,6 +122,10 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
             let _ = leg.commands.send(LegCommand::Hangup);
             drop(leg);
             let _ = leg_stats(leg_task).await;
+            app.calls.report_finished(FinishedCall {
+                stream_sid: start.stream_sid.clone(),
+                outcome: Err(e.to_string()),
+            });
             return;
         }
     };
@@ -141,10 +164,18 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
                 send_cadence = ?cadence,
                 "call ended"
             );
+            app.calls.report_finished(FinishedCall {
+                stream_sid: start.stream_sid.clone(),
+                outcome: Ok(Arc::new(report)),
+            });
         }
         Err(e) => {
             app.metrics.call_failed(LEG);
             tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed");
+            app.calls.report_finished(FinishedCall {
+                stream_sid: start.stream_sid.clone(),
+                outcome: Err(e.to_string()),
+            });
         }
     }
     drop(slot);

@@ -206,7 +206,8 @@ async fn connect_inner(
     };
     match transport {
         Transport::Network => {
-            let (ws, _) = connect_async_tls_with_config(req, Some(ws_config()), false, None)
+            let tls = Some(endpoint.connector()?);
+            let (ws, _) = connect_async_tls_with_config(req, Some(ws_config()), false, tls)
                 .await
                 .map_err(connect_err)?;
             start(ws, config).await
