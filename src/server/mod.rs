@@ -3,9 +3,12 @@
 //! call's failure never touches another.
 
 pub mod calls;
+pub mod events;
+mod live;
+pub mod page;
 pub mod twilio;
-
 pub mod twiml;
+pub mod whip;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -149,12 +152,16 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     }))
 }
 
-/// The router: `/healthz`, `/twiml`, `/twilio`.
+/// The router: `/healthz`, `/twiml`, `/twilio`; browser callers (`/`, `/whip`); live calls
+/// (`/calls`, `/calls/{id}/events`).
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/twiml", get(twiml_get).post(twiml_post))
         .route("/twilio", get(twilio::upgrade))
+        .merge(page::routes())
+        .merge(whip::routes())
+        .merge(events::routes())
         .with_state(state)
 }
 

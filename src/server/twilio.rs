@@ -108,7 +108,7 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
 
 /// The leg's stats once its driver ends. A peer that stops reading must not hold the call slot:
 /// the wait is bounded, then the driver is aborted.
-async fn leg_stats<T>(task: tokio::task::JoinHandle<T>) -> Option<T> {
+pub(super) async fn leg_stats<T>(task: tokio::task::JoinHandle<T>) -> Option<T> {
     let abort = task.abort_handle();
     match tokio::time::timeout(std::time::Duration::from_secs(5), task).await {
         Ok(r) => r.ok(),

@@ -86,8 +86,12 @@ pub fn check_offer(sdp: &str) -> Result<(), PeerError> {
             "the body is not an SDP offer (it must start with \"v=0\")".into(),
         ));
     }
-    let desc = RTCSessionDescription::offer(sdp.to_owned())
-        .map_err(|e| bad(format!("the SDP offer does not parse: {e}")))?;
+    let desc = RTCSessionDescription::offer(sdp.to_owned()).map_err(|e| {
+        bad(format!(
+            "the SDP offer does not parse: {}",
+            e.to_string().trim()
+        ))
+    })?;
     let parsed = desc
         .unmarshal()
         .map_err(|e| bad(format!("the SDP offer does not parse: {e}")))?;
