@@ -245,3 +245,31 @@ async fn bad_offers_get_clear_4xx_and_the_call_in_progress_carries_on() {
     assert!(calls(addr).await.is_empty());
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twilio_calls_are_listed_and_streamed_too() {
+    use baton::leg::twilio::caller::{self, CallerOptions};
+    let d = Daemon::start(&config("", false)).await;
+    let addr = d.addr;
+    let mut opts = CallerOptions::from_pcm(&vec![0i16; 8000 * 2], 8000, "silence").unwrap();
+    opts.max_tail = Duration::from_secs(1);
+    let url = d.twilio_url();
+    let call = tokio::spawn(async move { caller::dial(&url, opts).await });
+    let mut listed = Vec::new();
+    for _ in 0..40 {
+        listed = calls(addr).await;
+        if !listed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["leg"], "twilio");
+    let id = listed[0]["id"].as_str().unwrap().to_owned();
+    let events = follow_events(addr, &id).await.unwrap();
+    call.await.unwrap().unwrap();
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types, ["call_start", "call_end"], "{events:?}");
+    assert!(calls(addr).await.is_empty());
+    d.stop().await;
+}

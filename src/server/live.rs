@@ -11,6 +11,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 
 use crate::agents::CallEvent;
+use crate::call::CallReport;
+use crate::call::metrics::{round2, summarize};
 
 /// Lines kept for late subscribers; a longer call drops its oldest lines first.
 const HISTORY: usize = 2000;
@@ -164,4 +166,30 @@ impl LiveCall {
         });
         (tx, task)
     }
+}
+
+/// p50, p99 and max of some milliseconds, rounded to 0.01 ms.
+pub fn percentiles(v: &[f64]) -> serde_json::Value {
+    let s = summarize(v);
+    serde_json::json!({"p50": s.p50.map(round2), "p99": s.p99.map(round2), "max": s.max.map(round2)})
+}
+
+/// The figures every `call_end` carries.
+pub fn figures(report: &CallReport) -> serde_json::Value {
+    serde_json::json!({
+        "turns": report.turns.len(),
+        "first_audio_ms": percentiles(&report.first_audio_ms),
+        "uplink_added_ms": percentiles(&report.uplink_added_ms),
+        "downlink_added_ms": percentiles(&report.downlink_added_ms),
+        "underruns": report.underruns,
+        "handoff_gap_ms": report.handoff_gap_ms,
+    })
+}
+
+/// Publishes `call_end` with `reason` and `figures`.
+pub fn publish_end(live: &LiveCall, reason: &str, figures: serde_json::Value) {
+    live.publish(&serde_json::json!({
+        "type": "call_end", "call_id": live.id, "reason": reason,
+        "figures": figures, "at_ms": live.elapsed_ms(),
+    }));
 }

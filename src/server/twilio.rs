@@ -50,7 +50,7 @@ pub async fn upgrade(
 }
 
 /// One Twilio call, start to end.
-async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot: CallSlot) {
+async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, mut slot: CallSlot) {
     let c = &app.loaded.config;
     let opts = TwilioLegOptions {
         stream: StreamOptions {
@@ -70,22 +70,48 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
         }
     };
     tracing::info!(stream_sid = %start.stream_sid, call_sid = start.call_sid.as_deref().unwrap_or("-"), "call started");
-    let (session, agents) = match app.open_call().await {
+    // Listed for GET /calls and its event stream; a call that cannot be listed still runs.
+    let live = slot.go_live("twilio", None).ok();
+    if let Some(l) = &live {
+        l.publish(&serde_json::json!({
+            "type": "call_start", "call_id": l.id, "leg": "twilio",
+            "stream_sid": start.stream_sid, "started_unix_ms": l.started_unix_ms, "at_ms": 0,
+        }));
+    }
+    let (session, mut agents) = match app.open_call().await {
         Ok(x) => x,
         Err(e) => {
             tracing::error!(stream_sid = %start.stream_sid, error = %e, "cannot open the model session; hanging up");
             let _ = leg.commands.send(LegCommand::Hangup);
             drop(leg);
             let _ = leg_stats(leg_task).await;
+            if let Some(l) = &live {
+                super::live::publish_end(l, "no model session", serde_json::Value::Null);
+            }
             return;
         }
+    };
+    let forwarder = match (&live, agents.as_mut()) {
+        (Some(l), Some(a)) => {
+            let (tx, task) = l.event_sink();
+            a.live = Some(tx);
+            Some(task)
+        }
+        _ => None,
     };
     let opts = CallOptions {
         hangup: Some(slot.hangup.clone()),
         ..Default::default()
     };
-    match call::run_with_agents(leg, session, opts, agents).await {
+    let result = call::run_with_agents(leg, session, opts, agents).await;
+    if let Some(f) = forwarder {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), f).await;
+    }
+    match result {
         Ok(report) => {
+            if let Some(l) = &live {
+                super::live::publish_end(l, &report.end_reason, super::live::figures(&report));
+            }
             let stats = leg_stats(leg_task).await;
             let cadence = stats.as_ref().map(|s| s.send_cadence());
             tracing::info!(
@@ -101,7 +127,12 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
                 "call ended"
             );
         }
-        Err(e) => tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed"),
+        Err(e) => {
+            tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed");
+            if let Some(l) = &live {
+                super::live::publish_end(l, &format!("call failed: {e}"), serde_json::Value::Null);
+            }
+        }
     }
     drop(slot);
 }

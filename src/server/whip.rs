@@ -27,7 +27,6 @@ use tracing::Instrument;
 
 use super::AppState;
 use super::calls::{CallSlot, LiveCall, random_hex};
-use crate::call::metrics::{round2, summarize};
 use crate::call::{self, CallOptions, CallReport};
 use crate::leg::LegCommand;
 use crate::leg::webrtc::{self as leg, IceServer, PeerError, PeerSettings, WebrtcLegOptions};
@@ -283,13 +282,24 @@ async fn run_call(app: Arc<AppState>, peer: leg::Peer, slot: CallSlot, live: Arc
         event_queue: c.limits.leg_queue_frames,
         ..Default::default()
     };
-    let end = |reason: String, figures: serde_json::Value| {
-        live.publish(&serde_json::json!({
-            "type": "call_end", "call_id": live.id, "reason": reason,
-            "figures": figures, "at_ms": live.elapsed_ms(),
-        }));
+    let end = |reason: String, figures| super::live::publish_end(&live, &reason, figures);
+    // A drain that runs out while the browser is still connecting ends the call as a DELETE does.
+    let start = leg::start(peer, opts, live.hangup_signal());
+    tokio::pin!(start);
+    let mut drain = slot.hangup.clone();
+    let mut drained = false;
+    let started = loop {
+        tokio::select! {
+            r = &mut start => break r,
+            d = drain.wait_for(|v| *v), if !drained => {
+                drained = true;
+                if d.is_ok() {
+                    live.hang_up();
+                }
+            }
+        }
     };
-    let (leg, leg_task) = match leg::start(peer, opts, live.hangup_signal()).await {
+    let (leg, leg_task) = match started {
         Ok(x) => x,
         Err(e) => {
             tracing::warn!(error = %e, "browser call ended before it began");
@@ -336,14 +346,9 @@ async fn run_call(app: Arc<AppState>, peer: leg::Peer, slot: CallSlot, live: Arc
     drop(slot);
 }
 
-/// The call's figures for `call_end`: the report's latency summaries and the leg's counts.
-pub fn figures(report: &CallReport, leg: Option<&leg::LegStats>) -> serde_json::Value {
-    let s = |v: &[f64]| {
-        let s = summarize(v);
-        serde_json::json!({
-            "p50": s.p50.map(round2), "p99": s.p99.map(round2), "max": s.max.map(round2),
-        })
-    };
+/// The call's figures for `call_end`, with the leg's counts and its frame → RTP times.
+fn figures(report: &CallReport, leg: Option<&leg::LegStats>) -> serde_json::Value {
+    let mut f = super::live::figures(report);
     let wire: Vec<f64> = leg
         .map(|l| {
             l.play_to_wire_us
@@ -352,14 +357,7 @@ pub fn figures(report: &CallReport, leg: Option<&leg::LegStats>) -> serde_json::
                 .collect()
         })
         .unwrap_or_default();
-    serde_json::json!({
-        "turns": report.turns.len(),
-        "first_audio_ms": s(&report.first_audio_ms),
-        "uplink_added_ms": s(&report.uplink_added_ms),
-        "downlink_added_ms": s(&report.downlink_added_ms),
-        "play_to_wire_ms": s(&wire),
-        "underruns": report.underruns,
-        "handoff_gap_ms": report.handoff_gap_ms,
-        "leg": leg,
-    })
+    f["play_to_wire_ms"] = super::live::percentiles(&wire);
+    f["leg"] = serde_json::to_value(leg).unwrap_or_default();
+    f
 }

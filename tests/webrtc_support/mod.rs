@@ -152,7 +152,6 @@ fn opus() -> RTCRtpCodecParameters {
             rtcp_feedback: vec![],
         },
         payload_type: 111,
-        ..Default::default()
     }
 }
 

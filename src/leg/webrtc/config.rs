@@ -127,4 +127,13 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn the_shipped_configs_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        for f in ["baton.toml", "browser-demo.toml"] {
+            let l = crate::config::load(&root.join(f)).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(l.config.webrtc.max_offer_bytes, 32 * 1024, "{f}");
+        }
+    }
 }

@@ -200,7 +200,6 @@ pub async fn answer(offer: &str, s: &PeerSettings) -> Result<Answered, PeerError
     let opus = RTCRtpCodecParameters {
         rtp_codec: opus_codec(),
         payload_type: OPUS_PT,
-        ..Default::default()
     };
     media
         .register_codec(opus.clone(), RtpCodecKind::Audio)
