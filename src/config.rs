@@ -24,6 +24,8 @@ pub struct Config {
     pub log: LogConfig,
     #[serde(default)]
     pub agents: AgentsConfig,
+    #[serde(default)]
+    pub webrtc: crate::leg::webrtc::config::WebrtcConfig,
 }
 
 /// Which agent set calls run (multi-agent handoffs); none: one agent with `model.instruction`.
@@ -422,6 +424,7 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             );
         }
     }
+    crate::leg::webrtc::config::validate(&c.webrtc, &mut problem);
     let t = &c.twilio;
     if !is_env_name(&t.auth_token_env) {
         problem(
@@ -473,7 +476,7 @@ mod tests {
     fn empty_file_is_the_default_mock_setup() {
         let l = parse("", Path::new("baton.toml")).unwrap();
         assert_eq!(l.config.model.backend, BackendKind::Mock);
-        assert_eq!(l.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(l.listen, "127.0.0.1:8080".parse::<SocketAddr>().unwrap());
         assert_eq!(l.twilio_stream_url(), "ws://127.0.0.1:8080/twilio");
     }
 

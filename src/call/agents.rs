@@ -29,6 +29,9 @@ pub struct Agents {
     pub base: SessionConfig,
     /// What the model can do in place (the orchestrator planned with the same value).
     pub capabilities: crate::model::Capabilities,
+    /// Receives each event as it happens (a `handoff_complete` once its gap is measured), for a
+    /// live feed; the report gets them all at the end either way.
+    pub live: Option<mpsc::UnboundedSender<CallEvent>>,
 }
 
 impl Agents {
@@ -48,6 +51,7 @@ impl Agents {
             backend,
             base: cfg.clone(),
             capabilities,
+            live: None,
         }
     }
 }
@@ -105,6 +109,7 @@ pub struct AgentsDriver {
     awaiting_wire: Option<(String, Instant)>,
     events: Vec<CallEvent>,
     handoffs: Vec<HandoffRecord>,
+    live: Option<mpsc::UnboundedSender<CallEvent>>,
 }
 
 impl AgentsDriver {
@@ -132,6 +137,7 @@ impl AgentsDriver {
             awaiting_wire: None,
             events: Vec::new(),
             handoffs: Vec::new(),
+            live: a.live,
         }
     }
 
@@ -344,6 +350,11 @@ impl AgentsDriver {
     }
 
     fn on_event(&mut self, ev: CallEvent, _now: Instant) {
+        if let Some(live) = &self.live
+            && !matches!(ev, CallEvent::HandoffComplete { .. })
+        {
+            let _ = live.send(ev.clone());
+        }
         match &ev {
             CallEvent::HandoffAnnouncement {
                 from,
@@ -429,6 +440,9 @@ impl AgentsDriver {
                 && gap_ms.is_none()
             {
                 *gap_ms = gap.map(|g| g.round() as u64);
+                if let Some(live) = &self.live {
+                    let _ = live.send(e.clone());
+                }
                 break;
             }
         }

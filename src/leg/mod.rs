@@ -4,6 +4,7 @@
 
 pub mod fixture;
 pub mod twilio;
+pub mod webrtc;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;

@@ -4,10 +4,13 @@
 
 pub mod auth;
 pub mod calls;
+pub mod events;
+mod live;
 pub mod metrics;
+pub mod page;
 pub mod twilio;
-
 pub mod twiml;
+pub mod whip;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -175,7 +178,10 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     }))
 }
 
-/// The router. Each route has one authenticator (see [`auth`]): `/healthz` is open; `/twiml` and
+/// The router: `/healthz`, `/twiml`, `/twilio`, the call page `/`; browser callers (`/whip`)
+/// and live calls (`/calls`, `/calls/{id}/events`) among the protected routes.
+///
+/// Each route has one authenticator (see [`auth`]): `/healthz` is open; `/twiml` and
 /// `/twilio` check X-Twilio-Signature when a Twilio auth token is configured, else they are
 /// protected like the rest; every route of [`protected_routes`] needs a bearer token when
 /// `server.auth_tokens_env` is set.
@@ -190,6 +196,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     };
     Router::new()
         .route("/healthz", get(healthz))
+        // The call page is static HTML with no data in it; what it calls is protected.
+        .merge(page::routes())
         .merge(signed)
         .merge(auth::protect(protected, state.api_tokens.clone()))
         .with_state(state)
@@ -198,7 +206,10 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// **Every HTTP route baton adds goes here** (`/metrics`, `/calls`, `/whip`, admin): these sit
 /// behind the bearer-token layer, so a new route is protected by being placed in this list.
 pub fn protected_routes() -> Router<Arc<AppState>> {
-    Router::new().route("/metrics", get(metrics_text))
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .merge(whip::routes())
+        .merge(events::routes())
 }
 
 async fn healthz(State(app): State<Arc<AppState>>) -> impl IntoResponse {

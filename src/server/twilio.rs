@@ -86,7 +86,7 @@ fn over_capacity(app: &AppState) -> Response {
 }
 
 /// One Twilio call, start to end.
-async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot: CallSlot) {
+async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, mut slot: CallSlot) {
     let c = &app.loaded.config;
     let opts = TwilioLegOptions {
         stream: StreamOptions {
@@ -114,7 +114,15 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
     let span = tracing::Span::current();
     span.record("stream_sid", start.stream_sid.as_str());
     span.record("call_sid", start.call_sid.as_deref().unwrap_or("-"));
-    let (session, agents) = match app.open_call().await {
+    // Listed for GET /calls and its event stream; a call that cannot be listed still runs.
+    let live = slot.go_live("twilio", None).ok();
+    if let Some(l) = &live {
+        l.publish(&serde_json::json!({
+            "type": "call_start", "call_id": l.id, "leg": "twilio",
+            "stream_sid": start.stream_sid, "started_unix_ms": l.started_unix_ms, "at_ms": 0,
+        }));
+    }
+    let (session, mut agents) = match app.open_call().await {
         Ok(x) => x,
         Err(e) => {
             app.metrics.session_open_failed(LEG);
@@ -126,6 +134,9 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
                 stream_sid: start.stream_sid.clone(),
                 outcome: Err(e.to_string()),
             });
+            if let Some(l) = &live {
+                super::live::publish_end(l, "no model session", serde_json::Value::Null);
+            }
             return;
         }
     };
@@ -136,12 +147,27 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
         span.record("agent", agent.agent.as_str());
     }
     tracing::info!("call started");
+    let forwarder = match (&live, agents.as_mut()) {
+        (Some(l), Some(a)) => {
+            let (tx, task) = l.event_sink();
+            a.live = Some(tx);
+            Some(task)
+        }
+        _ => None,
+    };
     let opts = CallOptions {
         hangup: Some(slot.hangup.clone()),
         ..Default::default()
     };
-    match call::run_with_agents(leg, session, opts, agents).await {
+    let result = call::run_with_agents(leg, session, opts, agents).await;
+    if let Some(f) = forwarder {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), f).await;
+    }
+    match result {
         Ok(report) => {
+            if let Some(l) = &live {
+                super::live::publish_end(l, &report.end_reason, super::live::figures(&report));
+            }
             let stats = leg_stats(leg_task).await;
             let cadence = stats.as_ref().map(|s| s.send_cadence());
             let intervals = stats.as_ref().map_or(&[][..], |s| &s.send_intervals_us[..]);
@@ -176,6 +202,9 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
                 stream_sid: start.stream_sid.clone(),
                 outcome: Err(e.to_string()),
             });
+            if let Some(l) = &live {
+                super::live::publish_end(l, &format!("call failed: {e}"), serde_json::Value::Null);
+            }
         }
     }
     drop(slot);
@@ -198,7 +227,7 @@ fn agent_names(history: &serde_json::Value) -> Vec<String> {
 
 /// The leg's stats once its driver ends. A peer that stops reading must not hold the call slot:
 /// the wait is bounded, then the driver is aborted.
-async fn leg_stats<T>(task: tokio::task::JoinHandle<T>) -> Option<T> {
+pub(super) async fn leg_stats<T>(task: tokio::task::JoinHandle<T>) -> Option<T> {
     let abort = task.abort_handle();
     match tokio::time::timeout(std::time::Duration::from_secs(5), task).await {
         Ok(r) => r.ok(),
