@@ -47,7 +47,7 @@ impl Cdf {
         if !lo.is_finite() {
             return (0.0, 1.0);
         }
-        let pad = ((hi - lo) * 0.05).max(1.0);
+        let pad = ((hi - lo) * 0.05).max(5.0);
         (lo - pad, hi + pad)
     }
 }

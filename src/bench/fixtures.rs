@@ -231,6 +231,7 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
             var: args.api_key_env.clone(),
         });
     }
+    let machine = Machine::detect();
     let load_cpu = host::cpu_time();
     let load_started = Instant::now();
     let plan = plan(args)?;
@@ -264,7 +265,7 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
 
     let info = RunInfo {
         command: command_line(),
-        machine: Machine::detect(),
+        machine,
         mode: if realtime { "realtime" } else { "accelerated" },
         model: match (&template.model_url, args.model) {
             (None, _) => "embedded mock".to_owned(),

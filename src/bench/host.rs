@@ -20,6 +20,9 @@ pub struct Machine {
     pub kernel: String,
     /// `release` or `debug`: the build that measured.
     pub build: &'static str,
+    /// `/proc/loadavg`'s 1, 5 and 15-minute load averages when the run started: other work on
+    /// the machine the figures shared it with.
+    pub load_average: String,
     pub baton_version: &'static str,
 }
 
@@ -33,7 +36,11 @@ impl Machine {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_owned())
             .unwrap_or_else(|_| "unknown".into());
+        let load_average = std::fs::read_to_string("/proc/loadavg")
+            .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|_| "unknown".into());
         Machine {
+            load_average,
             cores: cores(),
             cpu_model,
             os: std::env::consts::OS.to_owned(),

@@ -29,8 +29,8 @@ pub fn render(r: &FixturesReport) -> String {
     let _ = writeln!(s, "```sh\n{}\n```\n", r.command);
     let _ = writeln!(
         s,
-        "- **Machine:** {} cores, {}, {} {}; {} build, baton {}.",
-        m.cores, m.cpu_model, m.os, m.kernel, m.build, m.baton_version
+        "- **Machine:** {} cores, {}, {} {}; {} build, baton {}; load average {} at the start.",
+        m.cores, m.cpu_model, m.os, m.kernel, m.build, m.baton_version, m.load_average
     );
     let _ = writeln!(
         s,
@@ -114,7 +114,7 @@ pub fn render(r: &FixturesReport) -> String {
         );
         let _ = writeln!(
             s,
-            "| scenario | profile | strategy | carried by | calls | handoffs | gap p50 | gap p95 | gap max | announcement queued p50 | trigger_to_wire_ms p50 | underruns |"
+            "| scenario | profile | strategy | carried by | calls | handoffs | gap p50 | gap p95 | gap max | announcement queued p50 | trigger_to_wire_ms p50 / max | underruns |"
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
         for h in &r.handoffs_by_strategy_profile {
@@ -125,7 +125,7 @@ pub fn render(r: &FixturesReport) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {handoffs} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {handoffs} | {} | {} | {} | {} | {} / {} | {} |",
                 h.scenario,
                 h.profile,
                 h.strategy,
@@ -136,6 +136,7 @@ pub fn render(r: &FixturesReport) -> String {
                 num(h.handoff_gap_ms.max),
                 num(h.announcement_queued_ms.p50),
                 num(h.trigger_to_wire_ms.p50),
+                num(h.trigger_to_wire_ms.max),
                 h.underruns
             );
         }

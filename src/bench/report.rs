@@ -459,9 +459,12 @@ pub fn build(
             scenarios: scenario_names,
             profiles: distinct(samples.iter().map(|(_, s)| s.meta.profile.as_str())),
             strategies: distinct(
-                cells
+                samples
                     .iter()
-                    .map(|c| c.strategy.as_deref().unwrap_or("configured")),
+                    .map(|(c, s)| c.strategy_label(s.meta.agent_set))
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(String::as_str),
             ),
             calls_per_cell: info.calls_per_cell,
             calls: results.len(),
