@@ -232,6 +232,8 @@ impl Figure for JitterFig<'_> {
             .configure_mesh()
             .x_desc("concurrent calls")
             .y_desc("ms (log scale)")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y}"))
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(text)?;
@@ -281,7 +283,14 @@ impl Figure for CpuFig<'_> {
         let top = r
             .steps
             .iter()
-            .flat_map(|s| [s.baton.cpu_pct, s.mock_cpu_pct, s.client_cpu_pct])
+            .flat_map(|s| {
+                [
+                    s.baton.cpu_pct,
+                    s.mock_cpu_pct,
+                    s.client_cpu_pct,
+                    s.other_cpu_pct,
+                ]
+            })
             .flatten()
             .fold(capacity, f64::max)
             * 1.1;
@@ -299,6 +308,8 @@ impl Figure for CpuFig<'_> {
             .configure_mesh()
             .x_desc("concurrent calls")
             .y_desc("CPU % of one core")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.0}"))
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(text)?;
@@ -315,6 +326,12 @@ impl Figure for CpuFig<'_> {
             series(|s| s.client_cpu_pct),
             RGBColor(0, 140, 0),
             "load client",
+        )?;
+        draw_lines(
+            &mut chart,
+            series(|s| s.other_cpu_pct),
+            RGBColor(150, 150, 150),
+            "everything else on the machine",
         )?;
         let x = x_range(&r.steps);
         chart
@@ -343,6 +360,16 @@ impl Figure for RssFig<'_> {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let r = self.0;
         area.fill(&WHITE).map_err(text)?;
+        if r.steps.iter().all(|s| s.baton.rss_peak_kib.is_none()) {
+            let (w, h) = self.size();
+            area.draw(&Text::new(
+                "RSS not measured: the server's process id is unknown (--target-pid)",
+                (w as i32 / 2 - 300, h as i32 / 2),
+                ("sans-serif", 20),
+            ))
+            .map_err(text)?;
+            return Ok(());
+        }
         let to_mib = |k: u64| k as f64 / 1024.0;
         let top = r
             .steps
@@ -362,6 +389,8 @@ impl Figure for RssFig<'_> {
             .configure_mesh()
             .x_desc("concurrent calls")
             .y_desc("MiB")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.0}"))
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(text)?;
@@ -402,5 +431,99 @@ impl Figure for RssFig<'_> {
             .draw()
             .map_err(text)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::load::{Machine, Pct, ProcFigures};
+
+    fn step(calls: usize, with_proc: bool) -> Step {
+        Step {
+            calls,
+            started: calls,
+            failed: 0,
+            failures: Default::default(),
+            ends: [("hung_up".to_owned(), calls as u64)].into(),
+            window_s: 18.5,
+            intervals: 1000,
+            jitter_ms: Pct {
+                p50: 0.5,
+                p99: 3.0 + calls as f64 / 100.0,
+                max: 12.0,
+            },
+            call_p99_ms: Pct::default(),
+            late_frames: 0,
+            underruns: with_proc.then_some(0),
+            late_ticks: with_proc.then_some(0),
+            server_send_jitter_p99_le_ms: with_proc.then_some(4.0),
+            media_received: 10,
+            frames_sent: 10,
+            baton: ProcFigures {
+                cpu_pct: with_proc.then_some(calls as f64 * 0.25),
+                cpu_ms_per_call_s: with_proc.then_some(2.5),
+                rss_idle_kib: with_proc.then_some(11_000),
+                rss_steady_kib: with_proc.then_some(11_000 + 300 * calls as u64),
+                rss_peak_kib: with_proc.then_some(11_500 + 300 * calls as u64),
+            },
+            rss_per_call_kib: with_proc.then_some(300.0),
+            mock_cpu_pct: with_proc.then_some(calls as f64 * 0.12),
+            client_cpu_pct: Some(calls as f64 * 0.1),
+            other_cpu_pct: Some(20.0),
+            loadavg_before: Some(0.5),
+            client_tick_late_ms: Pct::default(),
+            held: true,
+            failed_because: Vec::new(),
+        }
+    }
+
+    fn report(with_proc: bool) -> LoadReport {
+        let steps: Vec<Step> = [50, 100, 200].map(|n| step(n, with_proc)).into();
+        let (slope, intercept) = crate::bench::load::rss_fit(&steps);
+        LoadReport {
+            command: "baton bench load".into(),
+            machine: Machine {
+                cores: 2,
+                cpu: "test".into(),
+                mem_mib: 1024,
+                kernel: "6".into(),
+                build: "release".into(),
+            },
+            target: "spawned baton serve".into(),
+            duration_s: 20.0,
+            ramp_s: 1.0,
+            max_jitter_ms: 5.0,
+            largest_held: Some(200),
+            steps,
+            rss_slope_kib_per_call: slope,
+            rss_intercept_kib: intercept,
+            notes: vec!["a note".into()],
+        }
+    }
+
+    #[test]
+    fn writes_everything_with_and_without_process_figures() {
+        for with_proc in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let r = report(with_proc);
+            assert_eq!(r.rss_slope_kib_per_call.is_some(), with_proc);
+            if with_proc {
+                assert!((r.rss_slope_kib_per_call.unwrap() - 300.0).abs() < 1e-6);
+            }
+            write(&r, dir.path()).unwrap();
+            for f in [
+                "report.json",
+                "report.md",
+                "jitter.png",
+                "cpu.svg",
+                "rss.png",
+            ] {
+                assert!(dir.path().join(f).exists(), "{f}");
+            }
+            let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+            assert!(md.contains("| 200 | 200 |"), "{md}");
+            assert_eq!(md.contains("n/a"), !with_proc, "{md}");
+        }
     }
 }

@@ -15,7 +15,8 @@
 //!
 //! One call is one future (no spawned tasks): a tick timer and the socket, selected in a loop.
 //! The per-frame path reuses its buffers; the only per-message allocations are the outgoing JSON
-//! text (handed to the socket) and the decoded payload of incoming `media`.
+//! text (handed to the socket) and the decoded payload of incoming `media`. Mark echoes due at a
+//! tick leave in the same write as that tick's `media`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
@@ -254,14 +255,36 @@ struct Call<S> {
     last_voiced_heard: Option<Instant>,
     /// Decoded agent audio of one tick when nothing is recorded.
     scratch: Vec<i16>,
+    /// Messages fed but not yet written.
+    unflushed: bool,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
+    /// Sends `text` and everything fed before it, in one write.
     async fn send(&mut self, text: String) -> Result<(), String> {
+        self.unflushed = false;
         self.sink
             .send(Message::Text(text.into()))
             .await
             .map_err(|e| e.to_string())
+    }
+
+    /// Queues `text` for the next write (a mark echo goes out with the tick's `media`).
+    async fn feed(&mut self, text: String) -> Result<(), String> {
+        self.unflushed = true;
+        self.sink
+            .feed(Message::Text(text.into()))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Writes whatever was fed.
+    async fn flush(&mut self) -> Result<(), String> {
+        if !self.unflushed {
+            return Ok(());
+        }
+        self.unflushed = false;
+        self.sink.flush().await.map_err(|e| e.to_string())
     }
 
     fn next_seq(&mut self) -> u64 {
@@ -274,7 +297,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
         let mut text = String::new();
         self.writer.mark(seq, name, &mut text);
         self.report.marks_echoed += 1;
-        self.send(text).await
+        self.feed(text).await
     }
 
     /// Handles one message from the server; `Err` ends the call with that reason.
@@ -459,6 +482,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         last_media_at: None,
         last_voiced_heard: None,
         scratch: Vec::with_capacity(FRAME_SAMPLES),
+        unflushed: false,
     };
 
     let connected = FromTwilio {
@@ -498,6 +522,10 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             msg = stream.next() => {
                 if let Err(end) = call.inbound(msg, Instant::now(), opts.burst_gap).await {
                     break end;
+                }
+                // Marks echoed at once (nothing queued ahead of them, or a clear).
+                if let Err(e) = call.flush().await {
+                    break CallerEnd::ConnectionLost(e);
                 }
             }
             _ = sleep_until(due) => {

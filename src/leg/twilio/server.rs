@@ -31,6 +31,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout, timeout_at};
+use tracing::Instrument;
 
 use super::cadence::Cadence;
 use super::stream::{
@@ -188,7 +189,8 @@ pub async fn accept(
     let (ev_tx, ev_rx) = mpsc::channel(opts.event_queue.max(1));
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let (out_tx, out_rx) = mpsc::channel(opts.outbound_queue.max(1));
-    let writer = tokio::spawn(write_loop(sink, out_rx));
+    // Both tasks log under the caller's span (the server's per-call span).
+    let writer = tokio::spawn(write_loop(sink, out_rx).in_current_span());
     let driver = Driver {
         core,
         socket: stream,
@@ -204,7 +206,7 @@ pub async fn accept(
         counted_in: 0,
         counted_out: 0,
     };
-    let task = tokio::spawn(driver.run(writer));
+    let task = tokio::spawn(driver.run(writer).in_current_span());
     let handle = LegHandle {
         rate: RATE,
         started_at,
