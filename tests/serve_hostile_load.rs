@@ -58,7 +58,7 @@ fn model_garbage(i: usize) -> Message {
             "\u{fffd}".repeat(20_000)
         ),
     };
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         Message::text(text)
     } else {
         Message::binary(text.into_bytes())
