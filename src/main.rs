@@ -150,10 +150,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr; BATON_LOG overrides the level.
+/// Logs go to stderr; BATON_LOG overrides the level, except that libraries which would log
+/// credentials are capped (`baton::secret::LOG_CAPS`).
 fn init_logging(default_level: &str, format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    for cap in baton::secret::LOG_CAPS {
+        if let Ok(d) = cap.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

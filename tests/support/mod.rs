@@ -347,7 +347,7 @@ pub fn assert_normal(call: &baton::server::calls::FinishedCall, max_underruns: u
 }
 
 /// A Twilio-protocol caller saying the first 1.4 s of `caller_01.wav` after 0.3 s, then silent
-/// for 1.5 s (the answer starts within them) and hanging up once the agent has been quiet for
+/// for 4 s (the answer starts within them, even on a busy machine) and hanging up once the agent has been quiet for
 /// 0.8 s (at most `max_tail` after that), with its own stream id. Short, so that many can run at
 /// once on a small machine.
 pub fn speaking_caller(
@@ -359,7 +359,7 @@ pub fn speaking_caller(
     let rate = clip.rate as usize;
     let mut pcm = vec![0i16; rate * 3 / 10];
     pcm.extend_from_slice(&clip.samples[..clip.samples.len().min(rate * 14 / 10)]);
-    pcm.extend(std::iter::repeat_n(0, rate * 3 / 2));
+    pcm.extend(std::iter::repeat_n(0, rate * 4));
     let mut o =
         baton::leg::twilio::caller::CallerOptions::from_pcm(&pcm, clip.rate, stream_sid).unwrap();
     o.stream_sid = stream_sid.to_owned();
