@@ -2,6 +2,7 @@
 //! registry (capacity limit, drain on SIGTERM/SIGINT), and hands each call its own tasks so one
 //! call's failure never touches another.
 
+pub mod audiosocket;
 pub mod calls;
 pub mod twilio;
 
@@ -37,6 +38,8 @@ pub struct AppState {
     pub calls: CallRegistry,
     /// The agent set every call runs, if configured.
     pub agents: Option<Arc<crate::agents::Registry>>,
+    /// Where the AudioSocket listener is bound, once `serve` has bound it.
+    pub audiosocket_addr: std::sync::OnceLock<SocketAddr>,
 }
 
 /// `serve` could not start.
@@ -146,6 +149,7 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         stream_url,
         calls,
         agents,
+        audiosocket_addr: std::sync::OnceLock::new(),
     }))
 }
 
@@ -211,6 +215,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
+    let audiosocket = audiosocket::start(&app).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let app2 = app.clone();
     let signal = async move {
@@ -237,6 +242,9 @@ pub async fn serve(
         );
         app.calls.hang_up_all();
         app.calls.wait_idle(Duration::from_secs(5)).await;
+    }
+    if let Some(task) = audiosocket {
+        task.abort();
     }
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Err(e))) => Err(ServeError::Io(e.to_string())),
