@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use baton::config::{self, LogFormat};
 use baton::demo::{self, DemoArgs};
-use baton::dial::{self, DialTwilioArgs};
+use baton::dial::{self, DialAudioSocketArgs, DialTwilioArgs};
 use baton::mock::cli::MockModelArgs;
 use baton::server;
 
@@ -73,6 +73,9 @@ enum BenchTarget {
 enum DialTarget {
     /// Dial a Twilio Media Streams server (baton's /twilio or any other).
     Twilio(DialTwilioArgs),
+    /// Connect to an AudioSocket server (baton's [audiosocket] listener or any other) as
+    /// Asterisk would.
+    Audiosocket(DialAudioSocketArgs),
 }
 
 #[derive(clap::Args)]
@@ -114,6 +117,10 @@ fn main() -> ExitCode {
         Cmd::Dial(DialTarget::Twilio(args)) => {
             init_logging("warn", LogFormat::Human);
             run_dial(&args)
+        }
+        Cmd::Dial(DialTarget::Audiosocket(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_audiosocket(&args)
         }
     };
     match result {
@@ -167,6 +174,16 @@ fn run_dial(args: &DialTwilioArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", dial::render(&report));
+    }
+    Ok(())
+}
+
+fn run_dial_audiosocket(args: &DialAudioSocketArgs) -> anyhow::Result<()> {
+    let report = dial::run_audiosocket(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", dial::render_audiosocket(&report));
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 pub mod audiosocket;
 pub mod fixture;
+pub mod stream;
 pub mod twilio;
 
 use tokio::sync::mpsc;

@@ -4,6 +4,8 @@
 
 pub mod audiosocket;
 pub mod calls;
+pub mod stream;
+pub mod transcripts;
 pub mod twilio;
 
 pub mod twiml;
@@ -153,12 +155,13 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     }))
 }
 
-/// The router: `/healthz`, `/twiml`, `/twilio`.
+/// The router: `/healthz`, `/twiml`, `/twilio`, `/stream`.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/twiml", get(twiml_get).post(twiml_post))
         .route("/twilio", get(twilio::upgrade))
+        .merge(stream::routes())
         .with_state(state)
 }
 
