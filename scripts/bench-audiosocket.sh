@@ -25,6 +25,7 @@ EOF
 $B serve --config "$tmp/baton.toml" > "$tmp/serve.log" 2>&1 &
 SP=$!
 sleep 1
+kill -0 $SP 2>/dev/null || { echo "baton serve did not start:" >&2; cat "$tmp/serve.log" >&2; exit 1; }
 pids=()
 for rate in 8000 16000; do
   for i in $(seq 1 "$N"); do

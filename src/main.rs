@@ -51,6 +51,9 @@ enum Cmd {
     /// Measured runs with reports and plots: fixture replays and concurrency sweeps.
     #[command(subcommand)]
     Bench(BenchTarget),
+    /// Talk to the configured agents through this machine's microphone and speaker (needs a
+    /// build with `--features mic`); the transcript is printed as it comes.
+    Talk(baton::talk::TalkArgs),
     /// Validate a config file; every problem is reported with its key and how to fix it.
     #[command(after_help = "Example:\n  baton check-config config/baton.toml")]
     CheckConfig {
@@ -114,6 +117,10 @@ fn main() -> ExitCode {
             baton::bench::load::run(&args).map_err(anyhow::Error::from)
         }
         Cmd::CheckConfig { file } => check_config(&file),
+        Cmd::Talk(args) => {
+            init_logging("warn", LogFormat::Human);
+            baton::talk::run(&args).map_err(anyhow::Error::from)
+        }
         Cmd::Dial(DialTarget::Twilio(args)) => {
             init_logging("warn", LogFormat::Human);
             run_dial(&args)

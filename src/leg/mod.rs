@@ -4,6 +4,7 @@
 
 pub mod audiosocket;
 pub mod fixture;
+pub mod mic;
 pub mod stream;
 pub mod twilio;
 
