@@ -42,8 +42,9 @@ enum Cmd {
     /// Serve the embedded Gemini-Live-protocol mock model on a socket, for baton or any client
     /// (including the official google-genai SDK over wss://).
     MockModel(MockModelArgs),
-    /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio) connect, each call is
-    /// carried to the configured model and back.
+    /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio, Asterisk AudioSocket
+    /// on [audiosocket] listen) and apps (/stream) connect, each call is carried to the configured
+    /// model and back.
     Serve(ServeArgs),
     /// Place a call to a telephony-protocol server from a WAV fixture, as the bridge would.
     #[command(subcommand)]
@@ -161,6 +162,9 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
         loaded.listen, c.model.backend, c.limits.max_calls
     );
     println!("  twilio stream URL {}", loaded.twilio_stream_url());
+    if let Some(a) = loaded.audiosocket_listen() {
+        println!("  AudioSocket listener on {a}");
+    }
     if !c.agents.set.is_empty() {
         println!("  agent set {}", loaded.resolve(&c.agents.set).display());
     }

@@ -184,3 +184,42 @@ async fn a_bad_start_is_refused_with_a_reason() {
     assert_eq!(d.active_calls().await, 0);
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_barge_in_makes_baton_send_clear() {
+    let d = Daemon::start(&config()).await;
+    // The caller says turn 1, then talks over the agent's reply 1.4 s after finishing.
+    let read = |name: &str| {
+        baton::audio::wav::read(&Path::new(ROOT).join("audio-fixtures/clips").join(name))
+            .unwrap()
+            .samples
+    };
+    let mut pcm = vec![0i16; 8000];
+    pcm.extend_from_slice(&read("caller_01.wav"));
+    pcm.extend(std::iter::repeat_n(0, 16000 * 14 / 10));
+    let barge_at = pcm.len() as f64 / 16000.0;
+    pcm.extend_from_slice(&read("caller_02.wav"));
+    pcm.extend(std::iter::repeat_n(0, 16000));
+    let format = Format {
+        encoding: Encoding::Pcm16,
+        sample_rate: 16_000,
+    };
+    let report = client::dial(&url(&d), ClientOptions::new(format, pcm))
+        .await
+        .unwrap();
+    assert!(report.clears >= 1, "{report:?}");
+    let segs = voiced_segments(&report.recording.agent, 16_000);
+    let cut = segs
+        .iter()
+        .find(|(s, e)| *s < barge_at && *e > barge_at - 1.0)
+        .copied();
+    let (_, end) =
+        cut.unwrap_or_else(|| panic!("no reply around the barge-in at {barge_at}s: {segs:?}"));
+    assert!(
+        end < barge_at + 0.3,
+        "the interrupted reply kept playing until {end}s (barge-in at {barge_at}s)"
+    );
+    // The cut reply got no mark; the next one did.
+    assert_eq!(report.marks_echoed, report.marks_received);
+    d.stop().await;
+}
