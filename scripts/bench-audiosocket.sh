@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 B=${BATON:-target/release/baton}
 N="${1:-1}"
 tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/baton.toml" <<EOF
 [server]
 listen = "127.0.0.1:18082"
