@@ -26,6 +26,15 @@ pub struct Config {
     pub agents: AgentsConfig,
     #[serde(default)]
     pub webrtc: crate::leg::webrtc::config::WebrtcConfig,
+    pub audiosocket: AudioSocketConfig,
+}
+
+/// The Asterisk AudioSocket listener (raw TCP); off unless `listen` is set.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AudioSocketConfig {
+    /// Address Asterisk connects to, e.g. "127.0.0.1:9092". Empty: no AudioSocket listener.
+    pub listen: String,
 }
 
 /// Which agent set calls run (multi-agent handoffs); none: one agent with `model.instruction`.
@@ -230,6 +239,11 @@ impl Loaded {
         }
     }
 
+    /// The AudioSocket listen address, when one is configured (validated by [`parse`]).
+    pub fn audiosocket_listen(&self) -> Option<SocketAddr> {
+        self.config.audiosocket.listen.parse().ok()
+    }
+
     /// The `wss://…/twilio` (or `ws://` for an http origin) URL bridges connect to.
     pub fn twilio_stream_url(&self) -> String {
         let base = self.public_url();
@@ -322,6 +336,14 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "server.listen",
             format!("{:?} is not an address:port", c.server.listen),
             "write it as \"127.0.0.1:8080\" (or \"0.0.0.0:8080\" to accept other hosts)",
+        );
+    }
+    let al = &c.audiosocket.listen;
+    if !al.is_empty() && al.parse::<SocketAddr>().is_err() {
+        problem(
+            "audiosocket.listen",
+            format!("{al:?} is not an address:port"),
+            "write it as \"127.0.0.1:9092\" (the host:port of the AudioSocket() dialplan line), or remove the key",
         );
     }
     let pu = &c.server.public_url;
@@ -498,6 +520,8 @@ mod tests {
         assert!(p[0].message.contains("line 3"), "{:?}", p[0]);
         let p = problems("[model]\nbackend = \"gpt\"\n");
         assert_eq!(p[0].key, "model.backend");
+        let p = problems("[audiosocket]\nlisten = \"9092\"\n");
+        assert_eq!(p[0].key, "audiosocket.listen");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use baton::config::{self, LogFormat};
 use baton::demo::{self, DemoArgs};
-use baton::dial::{self, DialTwilioArgs};
+use baton::dial::{self, DialAudioSocketArgs, DialTwilioArgs};
 use baton::mock::cli::MockModelArgs;
 use baton::server;
 
@@ -42,8 +42,9 @@ enum Cmd {
     /// Serve the embedded Gemini-Live-protocol mock model on a socket, for baton or any client
     /// (including the official google-genai SDK over wss://).
     MockModel(MockModelArgs),
-    /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio) connect, each call is
-    /// carried to the configured model and back.
+    /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio, Asterisk AudioSocket
+    /// on [audiosocket] listen) and apps (/stream) connect, each call is carried to the configured
+    /// model and back.
     Serve(ServeArgs),
     /// Place a call to a telephony-protocol server from a WAV fixture, as the bridge would.
     #[command(subcommand)]
@@ -51,6 +52,9 @@ enum Cmd {
     /// Measured runs with reports and plots: fixture replays and concurrency sweeps.
     #[command(subcommand)]
     Bench(BenchTarget),
+    /// Talk to the configured agents through this machine's microphone and speaker (needs a
+    /// build with `--features mic`); the transcript is printed as it comes.
+    Talk(baton::talk::TalkArgs),
     /// Validate a config file; every problem is reported with its key and how to fix it.
     #[command(after_help = "Example:\n  baton check-config config/baton.toml")]
     CheckConfig {
@@ -76,6 +80,9 @@ enum BenchTarget {
 enum DialTarget {
     /// Dial a Twilio Media Streams server (baton's /twilio or any other).
     Twilio(DialTwilioArgs),
+    /// Connect to an AudioSocket server (baton's [audiosocket] listener or any other) as
+    /// Asterisk would.
+    Audiosocket(DialAudioSocketArgs),
 }
 
 #[derive(clap::Args)]
@@ -136,9 +143,17 @@ fn main() -> ExitCode {
             baton::bench::load::client::run(&args).map_err(anyhow::Error::from)
         }
         Cmd::CheckConfig { file } => check_config(&file),
+        Cmd::Talk(args) => {
+            init_logging("warn", LogFormat::Human);
+            baton::talk::run(&args).map_err(anyhow::Error::from)
+        }
         Cmd::Dial(DialTarget::Twilio(args)) => {
             init_logging("warn", LogFormat::Human);
             run_dial(&args)
+        }
+        Cmd::Dial(DialTarget::Audiosocket(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_audiosocket(&args)
         }
     };
     match result {
@@ -178,6 +193,9 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
         loaded.listen, c.model.backend, c.limits.max_calls
     );
     println!("  twilio stream URL {}", loaded.twilio_stream_url());
+    if let Some(a) = loaded.audiosocket_listen() {
+        println!("  AudioSocket listener on {a}");
+    }
     if !c.agents.set.is_empty() {
         println!("  agent set {}", loaded.resolve(&c.agents.set).display());
     }
@@ -198,6 +216,16 @@ fn run_dial(args: &DialTwilioArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", dial::render(&report));
+    }
+    Ok(())
+}
+
+fn run_dial_audiosocket(args: &DialAudioSocketArgs) -> anyhow::Result<()> {
+    let report = dial::run_audiosocket(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", dial::render_audiosocket(&report));
     }
     Ok(())
 }

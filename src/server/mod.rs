@@ -2,12 +2,15 @@
 //! registry (capacity limit, drain on SIGTERM/SIGINT), and hands each call its own tasks so one
 //! call's failure never touches another.
 
+pub mod audiosocket;
 pub mod auth;
 pub mod calls;
 pub mod events;
 mod live;
 pub mod metrics;
 pub mod page;
+pub mod stream;
+pub mod transcripts;
 pub mod twilio;
 pub mod twiml;
 pub mod whip;
@@ -46,6 +49,8 @@ pub struct AppState {
     pub metrics: metrics::Metrics,
     /// Bearer tokens the protected routes require (`server.auth_tokens_env`); see [`auth`].
     pub api_tokens: Option<Arc<auth::ApiTokens>>,
+    /// Where the AudioSocket listener is bound, once `serve` has bound it.
+    pub audiosocket_addr: std::sync::OnceLock<SocketAddr>,
 }
 
 /// `serve` could not start.
@@ -175,11 +180,12 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         agents,
         metrics: metrics::Metrics::new(),
         api_tokens,
+        audiosocket_addr: std::sync::OnceLock::new(),
     }))
 }
 
-/// The router: `/healthz`, `/twiml`, `/twilio`, the call page `/`; browser callers (`/whip`)
-/// and live calls (`/calls`, `/calls/{id}/events`) among the protected routes.
+/// The router: `/healthz`, `/twiml`, `/twilio`, the call page `/`; browser callers (`/whip`),
+/// generic WebSocket callers (`/stream`) and live calls (`/calls`, `/calls/{id}/events`) among the protected routes.
 ///
 /// Each route has one authenticator (see [`auth`]): `/healthz` is open; `/twiml` and
 /// `/twilio` check X-Twilio-Signature when a Twilio auth token is configured, else they are
@@ -209,6 +215,7 @@ pub fn protected_routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/metrics", get(metrics_text))
         .merge(whip::routes())
+        .merge(stream::routes())
         .merge(events::routes())
 }
 
@@ -321,6 +328,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
+    let audiosocket = audiosocket::start(&app).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let app2 = app.clone();
     let signal = async move {
@@ -361,6 +369,9 @@ pub async fn serve(
         app.calls.wait_idle(Duration::from_secs(5)).await;
     }
     upkeep.abort();
+    if let Some(task) = audiosocket {
+        task.abort();
+    }
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Err(e))) => Err(ServeError::Io(e.to_string())),
         _ => Ok(()),
