@@ -223,6 +223,11 @@ impl AgentsDriver {
                 let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
             }
             Wake::StandbyEvent(Some(SessionEvent::Model(..) | SessionEvent::Written { .. })) => {}
+            Wake::StandbyEvent(Some(SessionEvent::Dead { silent_for })) => {
+                self.standby = None;
+                let reason = format!("standby session silent for {silent_for:?} (dead socket)");
+                let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
+            }
             Wake::StandbyEvent(Some(SessionEvent::Closed { code, reason })) => {
                 self.standby = None;
                 let reason = format!("standby session closed ({code:?}): {reason}");

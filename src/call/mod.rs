@@ -12,6 +12,7 @@
 pub mod agents;
 pub mod backend;
 pub mod metrics;
+pub mod reconnect;
 
 use std::time::Duration;
 
@@ -102,6 +103,10 @@ pub async fn run_with_agents(
                         Some(c) => format!("model closed the session (code {c}): {reason}"),
                         None => format!("model connection lost: {reason}"),
                     };
+                }
+                Some(SessionEvent::Dead { silent_for }) => {
+                    let _ = leg.commands.send(LegCommand::Hangup);
+                    break format!("model socket dead: nothing received for {silent_for:?}");
                 }
                 None => {
                     let _ = leg.commands.send(LegCommand::Hangup);
