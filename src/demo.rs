@@ -353,6 +353,10 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
     let (leg, recording) = fixture.spawn();
     let call_opts = CallOptions {
         caller_silence: silence,
+        model: Some(call::ModelSource {
+            backend: backend.clone(),
+            config: session_cfg.clone(),
+        }),
         ..Default::default()
     };
     let report = call::run_with_agents(leg, session, call_opts, agents).await?;

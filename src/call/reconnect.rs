@@ -335,14 +335,12 @@ impl Reconnector {
             ModelEvent::GenerationComplete | ModelEvent::TurnComplete | ModelEvent::Interrupted => {
                 self.generating = false
             }
-            ModelEvent::GoAway { time_left } => {
-                if self.state == State::Live {
-                    let left = time_left.unwrap_or_default();
-                    let margin = self.policy.go_away_margin.min(left / 2);
-                    self.state = State::Draining {
-                        deadline: now + left.saturating_sub(margin),
-                    };
-                }
+            ModelEvent::GoAway { time_left } if self.state == State::Live => {
+                let left = time_left.unwrap_or_default();
+                let margin = self.policy.go_away_margin.min(left / 2);
+                self.state = State::Draining {
+                    deadline: now + left.saturating_sub(margin),
+                };
             }
             _ => {}
         }
