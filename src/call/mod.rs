@@ -217,6 +217,8 @@ struct Call {
     gave_up: Option<String>,
     /// Where the last voiced frame played ends (media time).
     last_voice_end: Duration,
+    /// Media time zero (the leg's start).
+    media_zero: Instant,
 }
 
 impl Call {
@@ -258,6 +260,7 @@ impl Call {
             resume,
             gave_up: None,
             last_voice_end: Duration::ZERO,
+            media_zero: leg.started_at,
         };
         call.apply_agent_actions(Instant::now());
         Ok(call)

@@ -4,13 +4,15 @@
 //! one, then the replayed caller audio, then messages held meanwhile) and measures what the
 //! caller heard.
 //!
-//! `reconnect_gap_ms` is taken on the media timeline, like `handoff_gap_ms`: when the model was
-//! speaking as the old session stopped (audio queued in playout or a turn being generated), it is
-//! the silence between the last voiced frame queued before the switch and the first voiced frame
-//! of a later turn, counted from the end of the caller's own speech if that is later — 0 when the
-//! queued audio covered the switch. When the model was not speaking, the reconnect delays only a
-//! reply the caller is waiting for: the gap is the part of the switch after the caller's turn
-//! ended (0 when nobody was waiting).
+//! `reconnect_gap_ms` is taken on the media timeline, like `handoff_gap_ms`. When the model
+//! owed the caller audio as the old session stopped — a reply being generated, or the caller's
+//! turn over and its reply not yet begun — the new session says that reply (again), and the gap
+//! is the silence before its first voiced frame: counted from the latest of the end of the last
+//! voiced frame played before it, the end of the caller's own speech, and the moment of the
+//! switch (the old session could not have answered earlier). 0 when queued audio covered the
+//! switch. When nothing was owed, nothing the caller would have heard is missing; the switch can
+//! only delay a reply that became owed while it was under way, and the gap is the part of the
+//! switch after the caller's turn ended (0 when nobody was waiting).
 
 use std::time::Duration;
 
@@ -43,9 +45,12 @@ pub struct ModelSource {
 #[derive(Debug)]
 struct Stopped {
     at: Instant,
+    /// The switch on the media timeline.
+    media: Duration,
     turn: u64,
     queued: Duration,
-    speaking: bool,
+    /// The model owed the caller audio.
+    owed: bool,
 }
 
 /// The reconnect state of a call.
@@ -57,8 +62,9 @@ pub(super) struct Resume {
     history: Option<ClientMessage>,
     closing: Option<Session>,
     stopped: Option<Stopped>,
-    /// Records waiting for the first voiced frame of a turn after `.1`.
-    gaps: Vec<(usize, u64)>,
+    /// Records waiting for the first voiced frame of a turn after `.1`, and the media time the
+    /// silence is counted from at the earliest.
+    gaps: Vec<(usize, u64, Duration)>,
     epoch: u64,
 }
 
@@ -244,8 +250,8 @@ impl Call {
         let index = r.machine.records().len().saturating_sub(1);
         if let (Some(st), Some(rec)) = (r.stopped.take(), r.machine.records_mut().get_mut(index)) {
             rec.model_audio_queued_ms = round2(ms(st.queued));
-            if st.speaking {
-                r.gaps.push((index, st.turn));
+            if st.owed {
+                r.gaps.push((index, st.turn, st.media));
             } else if let Some((_, ended)) = self.awaiting_first_audio {
                 // The caller is waiting for a reply: the switch delayed it by this much.
                 rec.gap_ms = Some(round2(ms(now.saturating_duration_since(st.at.max(ended)))));
@@ -290,9 +296,10 @@ impl Call {
         let queued = self.playout.queued();
         r.stopped = Some(Stopped {
             at: now,
+            media: now.saturating_duration_since(self.media_zero),
             turn: self.turn_no,
             queued,
-            speaking: self.turn_open || !queued.is_zero(),
+            owed: self.turn_open || self.awaiting_first_audio.is_some(),
         });
         if let Some(a) = self.agents.as_mut() {
             a.set_holding(true);
@@ -372,14 +379,13 @@ impl Call {
             return;
         }
         let from = prev_end.max(self.vad.last_voiced_end());
-        let gap = round2(ms(ts.saturating_sub(from)));
         let records = r.machine.records_mut();
-        r.gaps.retain(|&(index, after)| {
+        r.gaps.retain(|&(index, after, floor)| {
             if turn <= after {
                 return true;
             }
             if let Some(rec) = records.get_mut(index) {
-                rec.gap_ms = Some(gap);
+                rec.gap_ms = Some(round2(ms(ts.saturating_sub(from.max(floor)))));
             }
             false
         });

@@ -179,8 +179,8 @@ pub struct MockSession {
     conn: u64,
     faults: Arc<Faults>,
     fault_rng: Rng,
-    /// Drop rules not fired yet on this connection, with their earliest moment.
-    armed: Vec<(DropRule, Instant)>,
+    /// Drop rules (by index) not fired yet on this connection, with their earliest moment.
+    armed: Vec<(usize, DropRule, Instant)>,
     /// Sends nothing more (after `goAway` with `silent_after_go_away`).
     silent: bool,
     /// The client asked for resumption handles.

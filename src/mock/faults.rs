@@ -17,11 +17,14 @@
 //! handle_ttl_s = 7200          # how long a handle stays valid after its session ended
 //! max_faults = 0               # goAways + drops injected over the server's life (0: no limit)
 //!
-//! [[faults.drop]]              # any number; each fires at most once per connection
+//! [[faults.drop]]              # any number
 //! when = "mid_model_turn"      # after | mid_caller_utterance | mid_tool_call | mid_model_turn
-//! after_s = [0.5, 4.0]         # earliest moment after setupComplete (for `after`: the moment)
+//! after_s = [0.5, 4.0]         # earliest moment (for `after`: the moment), from the server's
+//!                              # first setupComplete (the call's start)
 //! close = "1011"               # "1011" | "1008" | "1006" (no close frame) | "silent" (stop
 //!                              # answering anything, pongs included; the socket stays open)
+//! every_connection = false     # true: fire once on every connection, `after_s` counted from
+//!                              # that connection's setupComplete (false: once per server)
 //! ```
 //!
 //! Moments: `mid_caller_utterance` fires on the first caller audio frame at or after the earliest
@@ -60,6 +63,8 @@ pub struct DropRule {
     /// Earliest moment after `setupComplete`, uniform in `[.0, .1]`.
     pub after: (Duration, Duration),
     pub ending: Ending,
+    /// Armed again on every connection (else it fires once per server).
+    pub every_connection: bool,
 }
 
 /// The fault modes of one mock server.
@@ -141,6 +146,7 @@ struct RawDrop {
     when: String,
     after_s: Option<RawRange>,
     close: Option<String>,
+    every_connection: Option<bool>,
 }
 
 /// A `[faults]` problem: the key (under `faults.`) and what is wrong.
@@ -219,6 +225,7 @@ pub fn parse(raw: RawFaults) -> Result<Faults, Problem> {
             when,
             after,
             ending,
+            every_connection: r.every_connection.unwrap_or(false),
         });
     }
     Ok(Faults {

@@ -60,6 +60,10 @@ struct Store {
     handles: HashMap<String, (u64, Saved)>,
     next_handle: u64,
     faults: u32,
+    /// The first connection's setup: once-per-server drops count from here.
+    origin: Option<Instant>,
+    /// Once-per-server drop rules that fired.
+    fired: HashSet<usize>,
     capture: bool,
     lineages: Vec<LineageAudio>,
     conns: Vec<ConnectionLog>,
@@ -178,6 +182,21 @@ impl Resumption {
         }
         s.faults += 1;
         true
+    }
+
+    /// The server's first setup (set by the first caller).
+    pub fn origin(&self, now: Instant) -> Instant {
+        *self.lock().origin.get_or_insert(now)
+    }
+
+    /// Whether once-per-server drop rule `i` has fired; marks it fired when `fire`.
+    pub fn drop_fired(&self, i: usize, fire: bool) -> bool {
+        let mut s = self.lock();
+        if fire {
+            !s.fired.insert(i)
+        } else {
+            s.fired.contains(&i)
+        }
     }
 
     /// Updates what the connection did.

@@ -30,11 +30,20 @@ impl MockSession {
         if let Some(every) = faults.garbage_every {
             self.timers.set(Timer::Garbage, now + every);
         }
-        self.armed = faults
-            .drops
-            .iter()
-            .map(|d| (*d, now + Faults::pick(d.after, &mut self.fault_rng)))
-            .collect();
+        let origin = self.store.origin(now);
+        self.armed = Vec::new();
+        for (i, d) in faults.drops.iter().enumerate() {
+            let at = if d.every_connection {
+                now + Faults::pick(d.after, &mut self.fault_rng)
+            } else if self.store.drop_fired(i, false) {
+                continue;
+            } else {
+                // The same moment on every connection of the server.
+                let mut rng = super::super::speak::Rng::new(faults.seed ^ (i as u64 + 1));
+                origin + Faults::pick(d.after, &mut rng)
+            };
+            self.armed.push((i, *d, at));
+        }
         self.arm_timed_drop();
     }
 
@@ -42,8 +51,8 @@ impl MockSession {
         match self
             .armed
             .iter()
-            .filter(|(d, _)| d.when == When::After)
-            .map(|&(_, at)| at)
+            .filter(|(_, d, _)| d.when == When::After)
+            .map(|&(_, _, at)| at)
             .min()
         {
             Some(at) => self.timers.set(Timer::Drop, at),
@@ -96,14 +105,17 @@ impl MockSession {
         if self.closed {
             return true;
         }
-        let Some(i) = self
+        let Some(pos) = self
             .armed
             .iter()
-            .position(|(d, at)| d.when == when && *at <= now)
+            .position(|(_, d, at)| d.when == when && *at <= now)
         else {
             return false;
         };
-        let (rule, _) = self.armed.remove(i);
+        let (i, rule, _) = self.armed.remove(pos);
+        if !rule.every_connection && self.store.drop_fired(i, true) {
+            return false;
+        }
         if !self.store.take_fault(self.faults.max_faults) {
             return false;
         }
