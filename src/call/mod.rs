@@ -335,6 +335,9 @@ impl Call {
         };
         match e {
             ModelEvent::Audio { rate, samples } => {
+                if let Some(r) = self.resume.as_mut() {
+                    r.heard();
+                }
                 if rate != self.down.from_hz() {
                     match resampler(rate, self.leg_rate) {
                         Ok(r) => self.down = r,
@@ -382,6 +385,12 @@ impl Call {
                     // the queued announcement keeps playing.
                     return;
                 }
+                if self.resume.as_ref().is_some_and(resume::Resume::unheard) {
+                    // A reconnected session cut a reply it had not sent any audio of; what is
+                    // queued came from the session before and is not part of it.
+                    return;
+                }
+                self.reconnect_barge_in();
                 self.playout.flush();
                 // The cut turn's tail still in the resampler must not start the next reply.
                 self.down_buf.clear();

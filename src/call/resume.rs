@@ -66,6 +66,8 @@ pub(super) struct Resume {
     /// silence is counted from at the earliest.
     gaps: Vec<(usize, u64, Duration)>,
     epoch: u64,
+    /// The session opened by the last reconnect has not sent audio yet.
+    unheard: bool,
 }
 
 impl Resume {
@@ -79,7 +81,19 @@ impl Resume {
             stopped: None,
             gaps: Vec::new(),
             epoch: 0,
+            unheard: false,
         }
+    }
+
+    /// The session opened by the last reconnect has sent no audio yet: an `interrupted` from it
+    /// cuts nothing the caller could hear (the queued audio is the old session's).
+    pub(super) fn unheard(&self) -> bool {
+        self.unheard
+    }
+
+    /// The current session sent audio.
+    pub(super) fn heard(&mut self) {
+        self.unheard = false;
     }
 
     pub(super) fn deadline(&self) -> Option<Instant> {
@@ -247,6 +261,7 @@ impl Call {
             }
         }
         self.session = Some(s);
+        r.unheard = true;
         let index = r.machine.records().len().saturating_sub(1);
         if let (Some(st), Some(rec)) = (r.stopped.take(), r.machine.records_mut().get_mut(index)) {
             rec.model_audio_queued_ms = round2(ms(st.queued));
@@ -389,6 +404,28 @@ impl Call {
             }
             false
         });
+    }
+
+    /// The caller barged in (playout is about to be flushed): a reconnect still waiting for its
+    /// first new voiced frame owes the caller nothing more, and its gap is the silence the caller
+    /// heard before starting to speak.
+    pub(super) fn reconnect_barge_in(&mut self) {
+        let Some(r) = self.resume.as_mut() else {
+            return;
+        };
+        let spoke_at = self
+            .report
+            .turns
+            .last()
+            .map(|t| Duration::from_secs_f64(t.caller_start_ms.max(0.0) / 1000.0))
+            .unwrap_or_default();
+        let records = r.machine.records_mut();
+        for (index, _, floor) in r.gaps.drain(..) {
+            if let Some(rec) = records.get_mut(index) {
+                let from = self.last_voice_end.max(floor);
+                rec.gap_ms = Some(round2(ms(spoke_at.saturating_sub(from))));
+            }
+        }
     }
 
     /// Moves the reconnect records into the report.
