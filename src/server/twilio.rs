@@ -82,7 +82,7 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
     };
     let opts = CallOptions {
         hangup: Some(slot.hangup.clone()),
-        ..Default::default()
+        ..app.call_options()
     };
     match call::run_with_agents(leg, session, opts, agents).await {
         Ok(report) => {
