@@ -27,6 +27,7 @@ pub struct Config {
     #[serde(default)]
     pub webrtc: crate::leg::webrtc::config::WebrtcConfig,
     pub audiosocket: AudioSocketConfig,
+    pub resume: ResumeConfig,
 }
 
 /// The Asterisk AudioSocket listener (raw TCP); off unless `listen` is set.
@@ -35,6 +36,74 @@ pub struct Config {
 pub struct AudioSocketConfig {
     /// Address Asterisk connects to, e.g. "127.0.0.1:9092". Empty: no AudioSocket listener.
     pub listen: String,
+}
+
+/// Surviving `goAway` and dropped sockets (see README "Surviving goAway and drops").
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResumeConfig {
+    /// Resume attempts after an unexpected drop before a fresh session is tried.
+    pub tries: u32,
+    /// Wait before attempt 1, 2, 3 … (the last value repeats).
+    pub backoff_ms: Vec<u64>,
+    /// Fresh sessions (re-seeded from the transcript) tried after resumption is given up.
+    pub fresh_tries: u32,
+    /// Caller audio handed to the socket within this of a handle's arrival is replayed anyway
+    /// (at least the round trip to the service plus its input lag).
+    pub replay_margin_ms: u64,
+    /// Caller audio kept for replay.
+    pub max_replay_s: u64,
+    /// After `goAway`, switch at the latest this long before its `timeLeft` runs out.
+    pub go_away_margin_s: u64,
+    /// WebSocket ping interval while nothing arrives (0: no pings, no dead-socket detection).
+    pub keepalive_ping_s: u64,
+    /// Nothing received for this long with a ping outstanding: the socket is dead.
+    pub keepalive_dead_s: u64,
+}
+
+impl Default for ResumeConfig {
+    fn default() -> Self {
+        ResumeConfig {
+            tries: 3,
+            backoff_ms: vec![0, 100, 400],
+            fresh_tries: 2,
+            replay_margin_ms: 500,
+            max_replay_s: 60,
+            go_away_margin_s: 5,
+            keepalive_ping_s: 10,
+            keepalive_dead_s: 45,
+        }
+    }
+}
+
+impl ResumeConfig {
+    /// The call's reconnect policy.
+    pub fn policy(&self) -> crate::call::ReconnectPolicy {
+        use std::time::Duration;
+        crate::call::ReconnectPolicy {
+            tries: self.tries,
+            backoff: self
+                .backoff_ms
+                .iter()
+                .map(|&ms| Duration::from_millis(ms))
+                .collect(),
+            fresh_tries: self.fresh_tries,
+            go_away_margin: Duration::from_secs(self.go_away_margin_s),
+            replay_margin: Duration::from_millis(self.replay_margin_ms),
+            max_replay: Duration::from_secs(self.max_replay_s),
+            ..crate::call::ReconnectPolicy::default()
+        }
+    }
+
+    /// The session keepalive.
+    pub fn keepalive(&self) -> crate::model::gemini::keepalive::KeepaliveConfig {
+        use std::time::Duration;
+        crate::model::gemini::keepalive::KeepaliveConfig {
+            ping_every: (self.keepalive_ping_s > 0)
+                .then(|| Duration::from_secs(self.keepalive_ping_s)),
+            dead_after: Duration::from_secs(self.keepalive_dead_s),
+        }
+    }
 }
 
 /// Which agent set calls run (multi-agent handoffs); none: one agent with `model.instruction`.
@@ -108,6 +177,11 @@ pub struct ModelConfig {
     /// gateway), relative to this config file; added to the platform's roots, never replacing
     /// verification.
     pub ca_file: String,
+    /// `contextWindowCompression`: a sliding window once the context reaches this many tokens
+    /// (0: no compression; sessions without it end after ~15 min of audio).
+    pub compression_trigger_tokens: u64,
+    /// What the window shrinks the context to (0: the service's default, half the trigger).
+    pub compression_target_tokens: u64,
 }
 
 impl Default for ModelConfig {
@@ -122,6 +196,8 @@ impl Default for ModelConfig {
             instruction: "You are a friendly assistant on a phone line. Keep answers short.".into(),
             voice: String::new(),
             ca_file: String::new(),
+            compression_trigger_tokens: 0,
+            compression_target_tokens: 0,
         }
     }
 }
@@ -447,6 +523,34 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
         }
     }
     crate::leg::webrtc::config::validate(&c.webrtc, &mut problem);
+    let r = &c.resume;
+    if r.backoff_ms.is_empty() {
+        problem(
+            "resume.backoff_ms",
+            "is empty".into(),
+            "give at least one wait, e.g. backoff_ms = [0, 100, 400]",
+        );
+    }
+    if r.keepalive_ping_s > 0 && r.keepalive_dead_s <= r.keepalive_ping_s + 30 {
+        problem(
+            "resume.keepalive_dead_s",
+            format!(
+                "{} s would call a healthy socket dead: the service answers pings up to 30 s late",
+                r.keepalive_dead_s
+            ),
+            "make it more than keepalive_ping_s + 30 (the default is 45 with pings every 10 s)",
+        );
+    }
+    if m.compression_target_tokens > 0
+        && m.compression_trigger_tokens > 0
+        && m.compression_target_tokens >= m.compression_trigger_tokens
+    {
+        problem(
+            "model.compression_target_tokens",
+            "is not below compression_trigger_tokens".into(),
+            "the window shrinks the context: use e.g. half of the trigger",
+        );
+    }
     let t = &c.twilio;
     if !is_env_name(&t.auth_token_env) {
         problem(
@@ -550,6 +654,29 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("fix:"));
+    }
+
+    #[test]
+    fn resume_settings_are_checked() {
+        let l = parse("", Path::new("baton.toml")).unwrap();
+        let p = l.config.resume.policy();
+        assert_eq!((p.tries, p.backoff.len()), (3, 3));
+        assert_eq!(
+            l.config.resume.keepalive().dead_after,
+            std::time::Duration::from_secs(45)
+        );
+        let p = problems(
+            "[resume]\nbackoff_ms = []\nkeepalive_dead_s = 20\n[model]\ncompression_trigger_tokens = 10\ncompression_target_tokens = 20\n",
+        );
+        let keys: Vec<_> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "resume.backoff_ms",
+                "resume.keepalive_dead_s",
+                "model.compression_target_tokens"
+            ]
+        );
     }
 
     #[test]

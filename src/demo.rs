@@ -131,6 +131,11 @@ pub struct DemoSummary {
     pub underruns: u64,
     pub handoffs: Vec<crate::call::HandoffRecord>,
     pub handoff_gap_ms: Option<P95>,
+    /// Model session switches (goAway, drops) and what they cost.
+    pub reconnects: Vec<crate::call::ReconnectRecord>,
+    pub reconnect_gap_ms: Option<P95>,
+    pub audio_replayed_ms: f64,
+    pub audio_lost_ms: f64,
     pub recording: String,
     pub mode: &'static str,
     pub leg_codec: &'static str,
@@ -336,6 +341,11 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
             let gaps: Vec<f64> = report.handoffs.iter().filter_map(|h| h.gap_ms).collect();
             summarize(&gaps).into()
         }),
+        reconnects: report.reconnects.clone(),
+        reconnect_gap_ms: (!report.reconnects.is_empty())
+            .then(|| summarize(&report.reconnect_gap_ms).into()),
+        audio_replayed_ms: report.audio_replayed_ms,
+        audio_lost_ms: report.audio_lost_ms,
         recording: wav_path.display().to_string(),
         mode: if realtime { "realtime" } else { "accelerated" },
         leg_codec: args.leg_codec.name(),
@@ -494,6 +504,10 @@ pub async fn run_prepared(
     let (leg, recording) = fixture.spawn();
     let call_opts = CallOptions {
         caller_silence: silence,
+        model: Some(call::ModelSource {
+            backend: backend.clone(),
+            config: session_cfg.clone(),
+        }),
         ..Default::default()
     };
     let report = call::run_with_agents(leg, session, call_opts, agents).await?;
@@ -566,6 +580,26 @@ pub fn render(outcome: &DemoOutcome) -> String {
             );
         }
     }
+    if !r.reconnects.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nreconnect at (s)  cause        outcome    tries  gap_ms  queued_ms  replayed_ms  lost_ms"
+        );
+        for c in &r.reconnects {
+            let gap = c.gap_ms.map_or("—".to_owned(), |g| format!("{g:.0}"));
+            let _ = writeln!(
+                s,
+                "{:>16.2}  {:<12} {:<10} {:>5}  {gap:>6}  {:>9.0}  {:>11.0}  {:>7.0}",
+                c.at_ms / 1000.0,
+                c.cause,
+                c.outcome,
+                c.attempts,
+                c.model_audio_queued_ms,
+                c.audio_replayed_ms,
+                c.audio_lost_ms
+            );
+        }
+    }
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -586,6 +620,14 @@ pub fn render(outcome: &DemoOutcome) -> String {
     s.push_str(&row("first_audio_ms", &r.first_audio_ms, 95.0));
     s.push_str(&row("uplink_added_ms", &r.uplink_added_ms, 99.0));
     s.push_str(&row("downlink_added_ms", &r.downlink_added_ms, 99.0));
+    if !r.reconnects.is_empty() {
+        s.push_str(&row("reconnect_gap_ms", &r.reconnect_gap_ms, 95.0));
+        let _ = writeln!(
+            s,
+            "audio_replayed_ms    {:.0} (total)\naudio_lost_ms        {:.0} (total)",
+            r.audio_replayed_ms, r.audio_lost_ms
+        );
+    }
     let _ = writeln!(s, "underruns            {}", r.underruns);
     let _ = writeln!(
         s,

@@ -110,6 +110,13 @@ pub struct AgentsDriver {
     events: Vec<CallEvent>,
     handoffs: Vec<HandoffRecord>,
     live: Option<mpsc::UnboundedSender<CallEvent>>,
+    /// Bumped whenever a handoff replaces the call's session.
+    session_epoch: u64,
+    /// A reconnect is under way: messages for the session wait in `held`.
+    holding: bool,
+    held: Vec<ClientMessage>,
+    /// Tool calls answered since the call last asked.
+    responded: Vec<String>,
 }
 
 impl AgentsDriver {
@@ -138,6 +145,63 @@ impl AgentsDriver {
             events: Vec::new(),
             handoffs: Vec::new(),
             live: a.live,
+            session_epoch: 0,
+            holding: false,
+            held: Vec::new(),
+            responded: Vec::new(),
+        }
+    }
+
+    /// Where sessions come from.
+    pub fn backend(&self) -> ModelBackend {
+        self.backend.clone()
+    }
+
+    /// The settings of a session that continues the call now: the base settings with the
+    /// active agents' instruction, tools and voice.
+    pub fn current_config(&self) -> SessionConfig {
+        let mut cfg = self.base.clone();
+        self.orch.session_setup().apply(&mut cfg);
+        cfg
+    }
+
+    /// The whole transcript as `user`/`model` turns, for a fresh session.
+    pub fn history(&self) -> Vec<crate::model::gemini::wire::Content> {
+        crate::agents::setup::history_turns(
+            self.orch.transcript(),
+            crate::agents::registry::HistoryTransfer::All,
+        )
+    }
+
+    /// Changes whenever a handoff replaces the call's session.
+    pub fn session_epoch(&self) -> u64 {
+        self.session_epoch
+    }
+
+    /// While a reconnect is under way, messages for the session are kept (not dropped).
+    pub fn set_holding(&mut self, on: bool) {
+        self.holding = on;
+    }
+
+    /// The messages kept while holding, in order.
+    pub fn take_held(&mut self) -> Vec<ClientMessage> {
+        std::mem::take(&mut self.held)
+    }
+
+    /// Ids of the tool calls answered since the last call.
+    pub fn take_responded(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.responded)
+    }
+
+    fn send(&mut self, session: &Option<Session>, msg: ClientMessage) {
+        match session {
+            Some(s) => {
+                s.send_message(&msg);
+            }
+            None if self.holding => self.held.push(msg),
+            None => {
+                tracing::warn!("no model session to send to (between sessions); message dropped")
+            }
         }
     }
 
@@ -212,6 +276,7 @@ impl AgentsDriver {
                             for out in self.pending_uplink.drain(..) {
                                 s.send(out);
                             }
+                            self.session_epoch += 1;
                             *session = Some(s);
                         } else {
                             self.standby = Some(s);
@@ -229,6 +294,11 @@ impl AgentsDriver {
                 let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
             }
             Wake::StandbyEvent(Some(SessionEvent::Model(..) | SessionEvent::Written { .. })) => {}
+            Wake::StandbyEvent(Some(SessionEvent::Dead { silent_for })) => {
+                self.standby = None;
+                let reason = format!("standby session silent for {silent_for:?} (dead socket)");
+                let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
+            }
             Wake::StandbyEvent(Some(SessionEvent::Closed { code, reason })) => {
                 self.standby = None;
                 let reason = format!("standby session closed ({code:?}): {reason}");
@@ -259,14 +329,22 @@ impl AgentsDriver {
                 p.trigger_to_wire_ms = Some(ms(Instant::now().saturating_duration_since(since)));
             }
             match action {
-                Action::ContextUpdate(cu) => send(session, &ClientMessage::ContextUpdate(cu)),
-                Action::ToolResponse(fr) => send(
-                    session,
-                    &ClientMessage::ToolResponse(ToolResponse {
-                        function_responses: Some(vec![fr]),
-                    }),
-                ),
-                Action::ClientContent(cc) => send(session, &self.client_content(cc)),
+                Action::ContextUpdate(cu) => {
+                    self.send(session, ClientMessage::ContextUpdate(cu));
+                }
+                Action::ToolResponse(fr) => {
+                    self.responded.extend(fr.id.clone());
+                    self.send(
+                        session,
+                        ClientMessage::ToolResponse(ToolResponse {
+                            function_responses: Some(vec![fr]),
+                        }),
+                    );
+                }
+                Action::ClientContent(cc) => {
+                    let msg = self.client_content(cc);
+                    self.send(session, msg);
+                }
                 Action::RunTool(run) => {
                     let tx = self.tool_tx.clone();
                     tokio::spawn(async move {
@@ -276,12 +354,13 @@ impl AgentsDriver {
                 }
                 Action::PrepareStandby(setup) => self.open(&setup, false),
                 Action::SwitchToStandby { .. } => {
-                    if let Some(next) = self.standby.take()
-                        && let Some(old) = session.replace(next)
-                    {
-                        // Its audio is all received (the switch waits for a turn boundary) and
-                        // keeps playing from the queue; only the socket goes.
-                        old.send(Outbound::Close);
+                    if let Some(next) = self.standby.take() {
+                        self.session_epoch += 1;
+                        if let Some(old) = session.replace(next) {
+                            // Its audio is all received (the switch waits for a turn boundary)
+                            // and keeps playing from the queue; only the socket goes.
+                            old.send(Outbound::Close);
+                        }
                     }
                 }
                 Action::DiscardStandby { reason } => {
@@ -505,15 +584,6 @@ fn single_user_text(cc: &crate::model::gemini::wire::ClientContent) -> Option<St
     }
     let texts: Option<Vec<&str>> = turn.parts.iter().map(|p| p.text.as_deref()).collect();
     texts.map(|t| t.join(" "))
-}
-
-fn send(session: &Option<Session>, msg: &ClientMessage) {
-    match session {
-        Some(s) => {
-            s.send_message(msg);
-        }
-        None => tracing::warn!("no model session to send to (between sessions); message dropped"),
-    }
 }
 
 /// Waits for the driver's next tool result, opened session or standby event; never without one.

@@ -152,6 +152,14 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         model: c.model.model.clone(),
         system_instruction: (!c.model.instruction.is_empty()).then(|| c.model.instruction.clone()),
         voice: (!c.model.voice.is_empty()).then(|| c.model.voice.clone()),
+        compression: (c.model.compression_trigger_tokens > 0).then(|| {
+            crate::model::gemini::session::Compression {
+                trigger_tokens: Some(c.model.compression_trigger_tokens),
+                target_tokens: (c.model.compression_target_tokens > 0)
+                    .then_some(c.model.compression_target_tokens),
+            }
+        }),
+        keepalive: c.resume.keepalive(),
         ..Default::default()
     };
     let stream_url = loaded.twilio_stream_url();
@@ -384,6 +392,18 @@ impl AppState {
         match &self.backend {
             ModelBackend::InProcessMock(o) => o.capabilities(),
             ModelBackend::Remote(_) => crate::model::gemini::CAPABILITIES,
+        }
+    }
+
+    /// How a call reopens its session after `goAway` or a drop.
+    pub fn call_options(&self) -> crate::call::CallOptions {
+        crate::call::CallOptions {
+            model: Some(crate::call::ModelSource {
+                backend: self.backend.clone(),
+                config: self.session.clone(),
+            }),
+            reconnect: self.loaded.config.resume.policy(),
+            ..Default::default()
         }
     }
 

@@ -157,7 +157,7 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, mut 
     };
     let opts = CallOptions {
         hangup: Some(slot.hangup.clone()),
-        ..Default::default()
+        ..app.call_options()
     };
     let result = call::run_with_agents(leg, session, opts, agents).await;
     if let Some(f) = forwarder {

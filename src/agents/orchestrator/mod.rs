@@ -284,6 +284,13 @@ impl Orchestrator {
         self.setup_for(&self.members, None, Vec::new())
     }
 
+    /// The setup of a session that continues the call as it is now (the active agents'
+    /// instruction, tools and voice), without history: for a session resumed after a dropped
+    /// socket, or, with [`super::setup::history_turns`] of the transcript, a fresh one.
+    pub fn session_setup(&self) -> SessionSetup {
+        self.setup_for(&self.members, self.summary.as_deref(), Vec::new())
+    }
+
     /// Feeds one input. Only operator commands can fail.
     pub fn handle(&mut self, input: Input, now: Instant) -> Result<(), CommandError> {
         self.now = self.now.max(now);

@@ -45,6 +45,8 @@ pub(super) fn scenario(turns: Vec<Turn>) -> Arc<Scenario> {
         profile: Profile::default(),
         quirks: Default::default(),
         personas: Vec::new(),
+        greeting: None,
+        faults: Default::default(),
     })
 }
 
@@ -187,7 +189,7 @@ pub(super) fn silence(ms: usize) -> Vec<i16> {
 pub(super) fn sc(o: &Outgoing) -> Option<&ServerContent> {
     match o {
         Outgoing::Message(m) => m.server_content.as_ref(),
-        Outgoing::Close { .. } => None,
+        _ => None,
     }
 }
 
