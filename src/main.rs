@@ -199,6 +199,20 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
     if !c.agents.set.is_empty() {
         println!("  agent set {}", loaded.resolve(&c.agents.set).display());
     }
+    if c.server.auth_tokens_env.is_empty() {
+        println!("  no API tokens: serves only a loopback address (else --insecure-no-auth)");
+    } else {
+        println!(
+            "  API tokens required (from ${}) on every route but /healthz",
+            c.server.auth_tokens_env
+        );
+    }
+    if !c.model.ca_file.is_empty() {
+        println!(
+            "  model TLS also trusts {}",
+            loaded.resolve(&c.model.ca_file).display()
+        );
+    }
     if c.twilio.auth_token_env.is_empty() || c.twilio.disable_signature_check {
         println!("  X-Twilio-Signature checking is OFF (no twilio.auth_token_env)");
     } else {

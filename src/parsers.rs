@@ -73,6 +73,29 @@ pub fn find(name: &str) -> Option<&'static Parser> {
     PARSERS.iter().find(|p| p.name == name)
 }
 
+/// The name fuzz inputs are parsed under: a folder that does not exist, so paths a fuzzed file
+/// names relative to itself (clips, agent sets) are never found.
+pub const FUZZ_INPUT: &str = "/nonexistent/baton-fuzz/input";
+
+/// One fuzz execution: the parser called `name` on `data`. Beyond "no panic, no hang" it checks
+/// that a refusal says something. Inputs naming device or kernel files are skipped: a config may
+/// name any file, and reading `/dev/zero` is the operator's choice, not a parser's defect.
+pub fn fuzz(name: &str, data: &[u8]) {
+    let Some(p) = find(name) else {
+        panic!("no parser named {name:?}")
+    };
+    let special = [&b"/dev/"[..], b"/proc/", b"/sys/"];
+    if special
+        .iter()
+        .any(|s| data.windows(s.len()).any(|w| w == *s))
+    {
+        return;
+    }
+    if let Err(message) = (p.run)(data, Path::new(FUZZ_INPUT)) {
+        assert!(!message.trim().is_empty(), "{name}: an empty error message");
+    }
+}
+
 /// Text files are read as UTF-8 by their loaders; the same refusal, naming the input.
 fn text<'a>(bytes: &'a [u8], name: &Path) -> Result<&'a str, String> {
     std::str::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8 text: {e}", name.display()))
