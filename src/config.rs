@@ -26,7 +26,9 @@ pub struct Config {
     pub agents: AgentsConfig,
     #[serde(default)]
     pub webrtc: crate::leg::webrtc::config::WebrtcConfig,
+    #[serde(default)]
     pub audiosocket: AudioSocketConfig,
+    #[serde(default)]
     pub resume: ResumeConfig,
 }
 

@@ -62,6 +62,22 @@ pub const PARSERS: &[Parser] = &[
         run: daemon_config,
     },
     Parser {
+        name: "sdp_offer",
+        input: "the body of POST /whip, an SDP offer (leg::webrtc::peer::check_offer)",
+        run: sdp_offer,
+    },
+    Parser {
+        name: "audiosocket_stream",
+        input: "the bytes an Asterisk AudioSocket connection sends, start to close \
+                (leg::audiosocket::wire::Decoder)",
+        run: audiosocket_stream,
+    },
+    Parser {
+        name: "stream_control",
+        input: "one JSON control message of WS /stream (leg::stream::wire::parse)",
+        run: stream_control,
+    },
+    Parser {
         name: "mock_scenario",
         input: "a mock model scenario TOML (mock::Scenario::parse)",
         run: mock_scenario,
@@ -118,6 +134,35 @@ fn gemini_server(bytes: &[u8], _name: &Path) -> Result<(), String> {
     } else {
         Err(errors.join("; "))
     }
+}
+
+fn sdp_offer(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    let text =
+        std::str::from_utf8(bytes).map_err(|e| format!("the SDP offer is not UTF-8 text: {e}"))?;
+    crate::leg::webrtc::peer::check_offer(text).map_err(|e| e.to_string())
+}
+
+/// The whole connection: every message must decode, and the connection must not end inside one.
+fn audiosocket_stream(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    use crate::leg::audiosocket::wire::{Decoder, WireError};
+    let mut decoder = Decoder::new(crate::leg::audiosocket::wire::DEFAULT_MAX_PAYLOAD);
+    decoder.push(bytes);
+    while decoder.next_message().map_err(|e| e.to_string())?.is_some() {}
+    match decoder.pending() {
+        0 => Ok(()),
+        have if have < 3 => Err(WireError::TruncatedHeader { have }.to_string()),
+        have => Err(format!(
+            "connection ended inside a message ({have} bytes of it received)"
+        )),
+    }
+}
+
+fn stream_control(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("a /stream control message must be UTF-8 text: {e}"))?;
+    crate::leg::stream::wire::parse(text)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 fn twilio_event(bytes: &[u8], _name: &Path) -> Result<(), String> {
