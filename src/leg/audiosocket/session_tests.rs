@@ -1,3 +1,4 @@
+//! Unit tests of the AudioSocket session core.
 use bytes::BytesMut;
 
 use super::*;

@@ -1,3 +1,4 @@
+//! Unit tests of the /stream core.
 use super::*;
 use crate::leg::stream::wire::Encoding;
 
