@@ -150,12 +150,13 @@ impl Resumption {
         &self,
         handle: &str,
         conn: u64,
+        model: &str,
         refuse_all: bool,
         ttl: Duration,
         now: Instant,
     ) -> Result<Arc<ResumeState>, Rejection> {
         let mut s = self.lock();
-        let result = s.resume(handle, conn, refuse_all, ttl, now);
+        let result = s.resume(handle, conn, model, refuse_all, ttl, now);
         if let (Err(r), Some(c)) = (&result, s.conns.get_mut(conn as usize)) {
             c.refused = Some(r.code);
         }
@@ -229,6 +230,7 @@ impl Store {
         &mut self,
         handle: &str,
         conn: u64,
+        model: &str,
         refuse_all: bool,
         ttl: Duration,
         now: Instant,
@@ -250,6 +252,12 @@ impl Store {
             && now.saturating_duration_since(ended) > ttl
         {
             return Err(refused_unknown());
+        }
+        if saved.state.model() != model {
+            return Err(Rejection::invalid(format!(
+                "setup.model {model:?} differs from the resumed session's {:?}",
+                saved.state.model()
+            )));
         }
         let (state, audio_at) = (saved.state.clone(), saved.audio_at);
         if let Some(l) = self.lineages.get_mut(lineage) {

@@ -184,3 +184,31 @@ pub fn in_process() -> ReconnectPolicy {
         ..ReconnectPolicy::default()
     }
 }
+
+/// A call running the scenario's agent set (as `baton demo` does).
+pub async fn run_agent_call(sc: &Scenario, faults: Faults, samples: &[i16]) -> Outcome {
+    let store = Resumption::capturing();
+    let opts = Arc::new(MockOptions {
+        faults: Arc::new(faults),
+        resumption: store.clone(),
+        ..MockOptions::new(Arc::new(sc.clone()))
+    });
+    let caps = opts.capabilities();
+    let backend = ModelBackend::InProcessMock(opts);
+    let reg = baton::agents::load(sc.agents.as_ref().expect("an agent set")).unwrap();
+    let mut config = SessionConfig::default();
+    let agents = call::Agents::start(Arc::new(reg), caps, backend.clone(), &mut config);
+    let session = backend.open(&config).await.unwrap();
+    let fixture = FixtureCaller::from_pcm(samples, 16_000, LegCodec::L16k16, "dithered").unwrap();
+    let (leg, recording) = fixture.spawn();
+    let opts = CallOptions {
+        caller_silence: sc.timing.silence,
+        reconnect: in_process(),
+        ..Default::default()
+    };
+    let report = call::run_with_agents(leg, session, opts, Some(agents))
+        .await
+        .unwrap();
+    let _ = recording.await;
+    Outcome { report, store }
+}

@@ -15,6 +15,13 @@ use super::super::inbound::Rejection;
 use super::{MockSession, Plan, ResumeState};
 use crate::model::gemini::wire::{ServerMessage, SessionResumptionUpdate, Setup};
 
+impl ResumeState {
+    /// The model the resumed session was set up with (a resume may not change it).
+    pub(crate) fn model(&self) -> &str {
+        &self.model
+    }
+}
+
 impl MockSession {
     /// Before the setup is applied: restore the state a handle names, or start a new lineage.
     pub(super) fn resume_setup(&mut self, s: &Setup, now: Instant) -> Result<(), Rejection> {
@@ -31,16 +38,11 @@ impl MockSession {
         let state = self.store.resume(
             handle,
             self.conn,
+            &s.model,
             faults.refuse_resume,
             faults.handle_ttl,
             now,
         )?;
-        if state.model != s.model {
-            return Err(Rejection::invalid(format!(
-                "setup.model {:?} differs from the resumed session's {:?}",
-                s.model, state.model
-            )));
-        }
         self.active = state.active;
         self.voice = state.voice;
         self.caller_turns = state.caller_turns;
