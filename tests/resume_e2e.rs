@@ -177,6 +177,21 @@ async fn a_hundred_drops_and_a_hundred_go_aways_lose_no_caller_audio() {
         replayed.iter().sum::<f64>(),
         records.iter().map(|c| c.audio_lost_ms).sum::<f64>()
     );
+    for (name, go_away) in [("drops", false), ("goAways", true)] {
+        let of: Vec<_> = records
+            .iter()
+            .filter(|c| (c.cause == "go_away") == go_away)
+            .collect();
+        let gaps: Vec<f64> = of.iter().filter_map(|c| c.gap_ms).collect();
+        let replay: Vec<f64> = of.iter().map(|c| c.audio_replayed_ms).collect();
+        let lost: f64 = of.iter().map(|c| c.audio_lost_ms).sum();
+        println!(
+            "{name}: {} reconnects; reconnect_gap_ms {:?}; audio_replayed_ms {:?}; audio_lost_ms total {lost}",
+            of.len(),
+            summarize(&gaps),
+            summarize(&replay)
+        );
+    }
     assert!(!covered.is_empty());
     let p95 = percentile(&covered, 95.0).unwrap_or(f64::MAX);
     assert!(p95 <= 20.0, "reconnect_gap_ms p95 {p95} with audio queued");

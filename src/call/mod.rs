@@ -108,6 +108,7 @@ pub async fn run_with_agents(
                 break "server is shutting down".to_owned();
             }
             ev = recv_session(&mut call.session) => match ev {
+                Some(SessionEvent::Model(e, _)) if call.replayed_transcript(&e) => {}
                 Some(SessionEvent::Model(e, at)) => {
                     let resumable = call.resume.is_some().then(|| e.clone());
                     call.on_model_event(e, at, &leg);

@@ -276,6 +276,24 @@ impl Call {
         }
     }
 
+    /// The caller's words of a replayed turn, transcribed again by the reconnected session
+    /// before it has said anything: already in the transcript, so not passed on twice.
+    pub(super) fn replayed_transcript(&self, e: &ModelEvent) -> bool {
+        let ModelEvent::InputTranscript { text, .. } = e else {
+            return false;
+        };
+        let text = text.trim();
+        self.resume.as_ref().is_some_and(Resume::unheard)
+            && !text.is_empty()
+            && self
+                .report
+                .turns
+                .iter()
+                .rev()
+                .take(2)
+                .any(|t| t.caller_text.trim_end().ends_with(text))
+    }
+
     /// Carries out what the machine decided.
     pub(super) fn apply_resume_actions(&mut self, now: Instant, leg: &LegHandle) {
         loop {
