@@ -12,6 +12,7 @@ pub mod config;
 pub mod demo;
 pub mod dial;
 pub mod server;
+pub mod store;
 
 pub mod leg;
 pub mod mock;
