@@ -19,6 +19,9 @@ pub struct SetFile {
     pub agents: BTreeMap<String, AgentSection>,
     #[serde(default)]
     pub tools: BTreeMap<String, ToolSection>,
+    /// Agents beside the live session (seed 004), see [`super::sidecar`].
+    #[serde(default)]
+    pub sidecars: BTreeMap<String, super::sidecar::SidecarSection>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

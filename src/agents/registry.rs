@@ -198,6 +198,8 @@ pub struct Registry {
     pub guards: Guards,
     pub phrases: PhraseRules,
     pub timing: Timing,
+    /// Agents beside the live session (seed 004).
+    pub sidecars: Vec<Arc<super::sidecar::Sidecar>>,
 }
 
 impl Registry {

@@ -29,6 +29,8 @@ pub struct Agents {
     pub base: SessionConfig,
     /// What the model can do in place (the orchestrator planned with the same value).
     pub capabilities: crate::model::Capabilities,
+    /// Listeners of the call's events (store, live registry, sidecars), if any.
+    pub events: Option<super::tap::EventSink>,
 }
 
 impl Agents {
@@ -48,6 +50,7 @@ impl Agents {
             backend,
             base: cfg.clone(),
             capabilities,
+            events: None,
         }
     }
 }
@@ -105,6 +108,7 @@ pub struct AgentsDriver {
     awaiting_wire: Option<(String, Instant)>,
     events: Vec<CallEvent>,
     handoffs: Vec<HandoffRecord>,
+    sink: Option<super::tap::EventSink>,
 }
 
 impl AgentsDriver {
@@ -132,6 +136,7 @@ impl AgentsDriver {
             awaiting_wire: None,
             events: Vec::new(),
             handoffs: Vec::new(),
+            sink: a.events,
         }
     }
 
@@ -154,6 +159,16 @@ impl AgentsDriver {
     pub fn on_timeout(&mut self, now: Instant) {
         self.input_at = now;
         let _ = self.orch.handle(Input::Timeout, now.into_std());
+    }
+
+    /// An input from outside the call (an operator's command, a sidecar's result).
+    pub fn command(
+        &mut self,
+        input: Input,
+        now: Instant,
+    ) -> Result<(), crate::agents::CommandError> {
+        self.input_at = now;
+        self.orch.handle(input, now.into_std())
     }
 
     /// True while a session is being opened or a cold recreation waits to run.
@@ -344,6 +359,9 @@ impl AgentsDriver {
     }
 
     fn on_event(&mut self, ev: CallEvent, _now: Instant) {
+        if let Some(s) = &self.sink {
+            s.send(&ev);
+        }
         match &ev {
             CallEvent::HandoffAnnouncement {
                 from,

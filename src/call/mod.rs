@@ -12,6 +12,8 @@
 pub mod agents;
 pub mod backend;
 pub mod metrics;
+pub mod recording;
+pub mod tap;
 
 use std::time::Duration;
 
@@ -37,6 +39,10 @@ pub struct CallOptions {
     pub caller_silence: Duration,
     /// When this turns true the call hangs up (server drain deadline).
     pub hangup: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Commands from outside the call (an operator's trigger, a sidecar's result).
+    pub commands: Option<tap::Inbox>,
+    /// A recording of both directions, written off the audio path.
+    pub recording: Option<recording::AudioTap>,
 }
 
 impl Default for CallOptions {
@@ -44,6 +50,8 @@ impl Default for CallOptions {
         CallOptions {
             caller_silence: Duration::from_millis(500),
             hangup: None,
+            commands: None,
+            recording: None,
         }
     }
 }
@@ -82,6 +90,8 @@ pub async fn run_with_agents(
 ) -> Result<CallReport, CallError> {
     let mut call = Call::new(&leg, session, &opts, agents)?;
     let mut hangup = opts.hangup.take();
+    let mut commands = opts.commands.take().and_then(|i| i.take());
+    call.tap = opts.recording.take();
     let end_reason = loop {
         let deadline = Instant::from_std(call.playout.poll_timeout());
         let agents_deadline = call.agents.as_ref().and_then(AgentsDriver::deadline);
@@ -130,6 +140,11 @@ pub async fn run_with_agents(
                     break "no model session could be reopened after a handoff".to_owned();
                 }
             }
+            cmd = tap::recv(&mut commands) => {
+                let now = Instant::now();
+                call.on_command(cmd, now);
+                call.apply_agent_actions(now);
+            }
             ev = leg.events.recv() => match ev {
                 Some(LegEvent::Frame { frame, received_at }) => call.on_caller_frame(frame, received_at),
                 Some(LegEvent::Dtmf { digit }) => tracing::debug!(%digit, "caller pressed a key"),
@@ -166,6 +181,7 @@ struct Call {
     awaiting_first_audio: Option<(usize, Instant)>,
     current: Option<usize>,
     leg_open: bool,
+    tap: Option<recording::AudioTap>,
 }
 
 impl Call {
@@ -201,6 +217,7 @@ impl Call {
             awaiting_first_audio: None,
             current: None,
             leg_open: true,
+            tap: None,
         };
         call.apply_agent_actions(Instant::now());
         Ok(call)
@@ -222,6 +239,9 @@ impl Call {
     }
 
     fn on_caller_frame(&mut self, frame: crate::audio::Frame, received_at: Instant) {
+        if let Some(t) = &self.tap {
+            t.caller(&frame);
+        }
         let before = self.vad.last_voiced_end();
         let vad_event = self.vad.push(&frame.samples, frame.ts, frame.duration());
         if self.vad.last_voiced_end() != before {
@@ -373,6 +393,18 @@ impl Call {
         }
     }
 
+    /// A command from outside: fed to the orchestrator (refused when the call has none).
+    fn on_command(&mut self, cmd: tap::CallCommand, now: Instant) {
+        let tap::CallCommand::Agents { input, reply } = cmd;
+        let result = match self.agents.as_mut() {
+            Some(a) => a.command(input, now),
+            None => Err(crate::agents::CommandError::NoAgents),
+        };
+        if let Some(r) = reply {
+            let _ = r.send(result);
+        }
+    }
+
     /// Carries out what the orchestrator decided.
     fn apply_agent_actions(&mut self, now: Instant) {
         if let Some(a) = self.agents.as_mut()
@@ -422,6 +454,9 @@ impl Call {
                         a.note_speaker(t, tag.agent);
                     }
                 }
+            }
+            if let Some(t) = &self.tap {
+                t.agent(&played.frame);
             }
             if self.leg_open
                 && leg

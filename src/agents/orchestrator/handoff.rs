@@ -212,6 +212,7 @@ impl Orchestrator {
             .summary
             .clone()
             .or_else(|| (!last.is_empty()).then(|| format!("The caller said: \"{last}\"")));
+        let context = self.with_resume(to, context);
         let sw = Switch {
             members: next.clone(),
             context: context.clone(),
