@@ -2,7 +2,9 @@
 //! registry (capacity limit, drain on SIGTERM/SIGINT), and hands each call its own tasks so one
 //! call's failure never touches another.
 
+pub mod admin;
 pub mod calls;
+pub mod live;
 pub mod twilio;
 
 pub mod twiml;
@@ -37,6 +39,10 @@ pub struct AppState {
     pub calls: CallRegistry,
     /// The agent set every call runs, if configured.
     pub agents: Option<Arc<crate::agents::Registry>>,
+    /// The store, once `serve` has opened it (`[store]`).
+    pub store: std::sync::OnceLock<live::StoreHandle>,
+    /// Live calls (the admin API's view and commands).
+    pub live: live::LiveCalls,
 }
 
 /// `serve` could not start.
@@ -54,6 +60,8 @@ pub enum ServeError {
     Bind { addr: SocketAddr, reason: String },
     #[error("server failed: {0}")]
     Io(String),
+    #[error("store: {0}")]
+    Store(String),
 }
 
 fn env_secret(var: &str, key: &'static str) -> Result<Secret, ServeError> {
@@ -146,15 +154,18 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         stream_url,
         calls,
         agents,
+        store: std::sync::OnceLock::new(),
+        live: live::LiveCalls::default(),
     }))
 }
 
-/// The router: `/healthz`, `/twiml`, `/twilio`.
+/// The router: `/healthz`, `/twiml`, `/twilio`, the admin API (`/admin/…`, `/openapi.json`).
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/twiml", get(twiml_get).post(twiml_post))
         .route("/twilio", get(twilio::upgrade))
+        .merge(admin::routes())
         .with_state(state)
 }
 
@@ -210,6 +221,11 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    if app.store.get().is_none()
+        && let Some(h) = live::open_store(&app.loaded.config.store).await?
+    {
+        let _ = app.store.set(h);
+    }
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let app2 = app.clone();
@@ -237,6 +253,11 @@ pub async fn serve(
         );
         app.calls.hang_up_all();
         app.calls.wait_idle(Duration::from_secs(5)).await;
+    }
+    if let Some(s) = app.store.get()
+        && !s.writer.flush(Duration::from_secs(5)).await
+    {
+        tracing::warn!("store writes still queued at shutdown");
     }
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Err(e))) => Err(ServeError::Io(e.to_string())),

@@ -13,9 +13,8 @@ use tracing::Instrument;
 
 use super::AppState;
 use super::calls::CallSlot;
+use super::live::{self, CallInfo, Ran};
 use crate::call::metrics::summarize;
-use crate::call::{self, CallOptions};
-use crate::leg::LegCommand;
 use crate::leg::twilio::server::{self as twilio_leg, TwilioLegOptions};
 use crate::leg::twilio::signature;
 use crate::leg::twilio::stream::StreamOptions;
@@ -70,25 +69,29 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
         }
     };
     tracing::info!(stream_sid = %start.stream_sid, call_sid = start.call_sid.as_deref().unwrap_or("-"), "call started");
-    let (session, agents) = match app.open_call().await {
-        Ok(x) => x,
-        Err(e) => {
-            tracing::error!(stream_sid = %start.stream_sid, error = %e, "cannot open the model session; hanging up");
-            let _ = leg.commands.send(LegCommand::Hangup);
-            drop(leg);
-            let _ = leg_stats(leg_task).await;
-            return;
-        }
+    let param = match c.twilio.caller_parameter.as_str() {
+        "" => "From",
+        p => p,
     };
-    let opts = CallOptions {
-        hangup: Some(slot.hangup.clone()),
-        ..Default::default()
+    let info = CallInfo {
+        leg: "twilio".into(),
+        caller: start
+            .custom_parameters
+            .get(param)
+            .filter(|v| !v.trim().is_empty())
+            .cloned(),
     };
-    match call::run_with_agents(leg, session, opts, agents).await {
-        Ok(report) => {
+    match live::run_call(&app, leg, info, Some(slot.hangup.clone())).await {
+        Some(Ran {
+            id,
+            report,
+            context_load_ms,
+        }) => {
             let stats = leg_stats(leg_task).await;
             let cadence = stats.as_ref().map(|s| s.send_cadence());
             tracing::info!(
+                call = %id,
+                context_load_ms = ?context_load_ms,
                 stream_sid = %start.stream_sid,
                 turns = report.turns.len(),
                 handoffs = ?report.handoffs,
@@ -101,7 +104,9 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
                 "call ended"
             );
         }
-        Err(e) => tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed"),
+        None => {
+            let _ = leg_stats(leg_task).await;
+        }
     }
     drop(slot);
 }

@@ -17,10 +17,11 @@
 //!
 //! Modules: [`migrations`] (the versioned schema), [`writer`] (the queue, the writer task and
 //! the SQL of every write), [`read`] (queries and the admin API's context updates), [`rows`]
-//! (what reads return).
+//! (what reads return), [`recorder`] (one call's events into writes, and its live view).
 
 pub mod migrations;
 pub mod read;
+pub mod recorder;
 pub mod rows;
 pub mod writer;
 

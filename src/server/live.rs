@@ -1,0 +1,302 @@
+//! Calls as the daemon keeps them beside their audio: the store (opened at `serve` start), the
+//! registry of live calls the admin API reads (who calls, which agents are active, the
+//! transcript so far) and commands, and [`run_call`], which a leg's handler uses to run one call
+//! with everything attached — the caller's contexts loaded (bounded) while the model session
+//! opens, the event listeners (store recorder, sidecars), the command channel, an optional
+//! recording — and recorded at its end.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::{AppState, ServeError};
+use crate::call::tap::{Commands, EventSink};
+use crate::call::{self, CallOptions, CallReport};
+use crate::leg::{LegCommand, LegHandle};
+use crate::store::recorder::{self, Recorder, SharedView};
+use crate::store::{Store, StoreWriter, Write, new_id, now_ms};
+
+/// The store as calls use it.
+#[derive(Clone, Debug)]
+pub struct StoreHandle {
+    pub store: Store,
+    pub writer: StoreWriter,
+    pub read_timeout: Duration,
+    pub recordings: Option<PathBuf>,
+}
+
+/// Opens `[store]` (when configured): the database, its writer, the recordings folder.
+pub async fn open_store(c: &crate::config::StoreConfig) -> Result<Option<StoreHandle>, ServeError> {
+    let url = if !c.url_env.is_empty() {
+        std::env::var(&c.url_env)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| ServeError::MissingCredential {
+                var: c.url_env.clone(),
+                key: "store.url_env",
+            })?
+    } else {
+        c.url.clone()
+    };
+    let recordings = (!c.recordings.is_empty()).then(|| PathBuf::from(&c.recordings));
+    if url.is_empty() {
+        if recordings.is_some() {
+            tracing::warn!("store.recordings is set but no store.url: recordings are not written");
+        }
+        return Ok(None);
+    }
+    let store = Store::open(&url)
+        .await
+        .map_err(|e| ServeError::Store(e.to_string()))?;
+    tracing::info!(store = %store.url(), "store open");
+    let (writer, _task) = StoreWriter::spawn(store.clone(), c.queue);
+    Ok(Some(StoreHandle {
+        store,
+        writer,
+        read_timeout: Duration::from_millis(c.read_timeout_ms),
+        recordings,
+    }))
+}
+
+/// One live call as the admin API sees it.
+#[derive(Clone, Debug)]
+pub struct LiveCall {
+    pub id: String,
+    pub caller: Option<String>,
+    pub leg: String,
+    pub agent_set: Option<String>,
+    pub started_at: i64,
+    pub commands: Commands,
+    pub view: SharedView,
+}
+
+/// A live call, serialised.
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveSummary {
+    pub id: String,
+    pub caller: Option<String>,
+    pub leg: String,
+    pub agent_set: Option<String>,
+    pub started_at: i64,
+    pub active_agents: Vec<String>,
+}
+
+impl LiveCall {
+    pub fn summary(&self) -> LiveSummary {
+        let active = self
+            .view
+            .lock()
+            .map(|v| v.active.clone())
+            .unwrap_or_default();
+        LiveSummary {
+            id: self.id.clone(),
+            caller: self.caller.clone(),
+            leg: self.leg.clone(),
+            agent_set: self.agent_set.clone(),
+            started_at: self.started_at,
+            active_agents: active,
+        }
+    }
+}
+
+/// The live calls of this instance.
+#[derive(Clone, Debug, Default)]
+pub struct LiveCalls {
+    inner: Arc<Mutex<BTreeMap<String, LiveCall>>>,
+}
+
+impl LiveCalls {
+    pub fn list(&self) -> Vec<LiveCall> {
+        self.inner
+            .lock()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn get(&self, id: &str) -> Option<LiveCall> {
+        self.inner.lock().ok().and_then(|m| m.get(id).cloned())
+    }
+
+    fn insert(&self, c: LiveCall) {
+        if let Ok(mut m) = self.inner.lock() {
+            m.insert(c.id.clone(), c);
+        }
+    }
+
+    fn remove(&self, id: &str) {
+        if let Ok(mut m) = self.inner.lock() {
+            m.remove(id);
+        }
+    }
+}
+
+/// Who is calling, over what.
+#[derive(Clone, Debug)]
+pub struct CallInfo {
+    /// `twilio`, …
+    pub leg: String,
+    pub caller: Option<String>,
+}
+
+/// A call's outcome for the leg's handler to log.
+pub struct Ran {
+    pub id: String,
+    pub report: CallReport,
+    /// How long loading the caller's contexts took (ms), and whether it ran out of time.
+    pub context_load_ms: Option<f64>,
+}
+
+/// Runs one call on `leg` with everything attached; `None` when the model session could not be
+/// opened (the leg is hung up).
+pub async fn run_call(
+    app: &AppState,
+    leg: LegHandle,
+    info: CallInfo,
+    hangup: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Option<Ran> {
+    let id = new_id("call_");
+    let store = app.store.get().cloned();
+    let load = async {
+        match (&store, &info.caller, &app.agents) {
+            (Some(s), Some(caller), Some(_)) => {
+                Some(recorder::load_contexts(&s.store, caller, s.read_timeout).await)
+            }
+            _ => None,
+        }
+    };
+    // The contexts load while the model session opens: neither waits for the other.
+    let (opened, loaded) = tokio::join!(app.open_call(), load);
+    let (session, mut agents) = match opened {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::error!(call = %id, error = %e, "cannot open the model session; hanging up");
+            let _ = leg.commands.send(LegCommand::Hangup);
+            return None;
+        }
+    };
+    let contexts = loaded
+        .as_ref()
+        .map(|l| l.contexts.clone())
+        .unwrap_or_default();
+    let resumed_ids: Vec<String> = contexts.iter().map(|c| c.context_id.clone()).collect();
+    let view = SharedView::default();
+    let (commands, inbox) = Commands::channel(64);
+    let mut sink = EventSink::new();
+    let mut recorder_task = None;
+    let mut sidecar_task = None;
+    if let Some(a) = agents.as_mut() {
+        let reg = a.orchestrator.registry().clone();
+        a.orchestrator.resume_contexts(contexts.clone());
+        let tracker =
+            crate::agents::contexts::ContextTracker::new(&reg.agent(reg.primary).id, contexts);
+        let rec = Recorder {
+            call_id: id.clone(),
+            caller: info.caller.clone(),
+            writer: store.as_ref().map(|s| s.writer.clone()),
+            tracker: Some(tracker),
+            view: view.clone(),
+        };
+        recorder_task = Some(tokio::spawn(rec.run(sink.subscribe(1024))));
+        if !reg.sidecars.is_empty() {
+            sidecar_task = Some(tokio::spawn(crate::agents::sidecar::run(
+                reg.sidecars.clone(),
+                sink.subscribe(256),
+                commands.clone(),
+                id.clone(),
+            )));
+        }
+        a.events = Some(sink);
+    }
+    let recording = store
+        .as_ref()
+        .and_then(|s| s.recordings.clone())
+        .map(|dir| {
+            let path = dir.join(format!("{id}.wav"));
+            call::recording::spawn(&path, leg.rate, 1000)
+        });
+    let agent_set = app.agents.as_ref().map(|r| r.name.clone());
+    if let Some(s) = &store {
+        s.writer.write(Write::CallStarted {
+            id: id.clone(),
+            caller: info.caller.clone(),
+            leg: info.leg.clone(),
+            agent_set: agent_set.clone(),
+            at: now_ms(),
+        });
+    }
+    app.live.insert(LiveCall {
+        id: id.clone(),
+        caller: info.caller.clone(),
+        leg: info.leg.clone(),
+        agent_set,
+        started_at: now_ms(),
+        commands,
+        view,
+    });
+    let (tap, rec_task) = match recording {
+        Some((t, task)) => (Some(t), Some(task)),
+        None => (None, None),
+    };
+    let opts = CallOptions {
+        hangup,
+        commands: Some(inbox),
+        recording: tap,
+        ..Default::default()
+    };
+    let result = call::run_with_agents(leg, session, opts, agents).await;
+    app.live.remove(&id);
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(call = %id, error = %e, "call failed");
+            return None;
+        }
+    };
+    let observed = match recorder_task {
+        Some(t) => t.await.ok(),
+        None => None,
+    };
+    let sidecars = match sidecar_task {
+        Some(t) => t.await.ok(),
+        None => None,
+    };
+    let recording = match rec_task {
+        Some(t) => match t.await {
+            Ok(Ok(info)) => Some(info),
+            Ok(Err(e)) => {
+                tracing::warn!(call = %id, error = %e, "recording failed");
+                None
+            }
+            Err(_) => None,
+        },
+        None => None,
+    };
+    let context_load_ms = loaded.as_ref().map(|l| l.took.as_secs_f64() * 1000.0);
+    if let Some(s) = &store {
+        let extra = json!({
+            "context_load_ms": context_load_ms,
+            "context_load_timed_out": loaded.as_ref().map(|l| l.timed_out),
+            "contexts_offered": resumed_ids,
+            "context_ops": observed.as_ref().map(|o| o.context_ops.len()),
+            "sidecars": sidecars,
+            "recording_dropped_frames": recording.as_ref().map(|r| r.dropped_frames),
+        });
+        let figures = recorder::figures(&report, extra);
+        s.writer.write(recorder::call_ended(&id, &report, figures));
+        if let Some(r) = &recording {
+            s.writer.write(Write::Recording {
+                call_id: id.clone(),
+                path: r.path.display().to_string(),
+            });
+        }
+    }
+    Some(Ran {
+        id,
+        report,
+        context_load_ms,
+    })
+}
