@@ -68,6 +68,13 @@ pub struct DemoArgs {
     /// How the caller's audio travels: l16-16k (app/browser) or pcmu8k (phone, G.711 μ-law).
     #[arg(long, default_value = "l16-16k")]
     pub leg_codec: LegCodec,
+    /// Keep the call(s) in this store: sqlite://FILE or postgres://… (default: none, except for a
+    /// scenario of several calls, which gets a fresh sqlite://<out>/baton.db).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// The caller's identity (agent contexts follow it across calls); default "demo-caller".
+    #[arg(long, value_name = "ID")]
+    pub caller: Option<String>,
 }
 
 impl Default for DemoArgs {
@@ -87,6 +94,8 @@ impl Default for DemoArgs {
             model: "models/gemini-3.8-live".into(),
             api_key_env: "GEMINI_API_KEY".into(),
             leg_codec: LegCodec::L16k16,
+            store: None,
+            caller: None,
         }
     }
 }
@@ -118,6 +127,10 @@ pub enum DemoError {
     Output { path: PathBuf, reason: String },
     #[error("cannot start the runtime: {0}")]
     Runtime(String),
+    #[error("store: {0}")]
+    Store(String),
+    #[error("the model session could not be opened")]
+    NoSession,
 }
 
 /// `summary.json`: names fixed across baton's reports.
@@ -135,6 +148,9 @@ pub struct DemoSummary {
     pub mode: &'static str,
     pub leg_codec: &'static str,
     pub end_reason: String,
+    /// Every call of a scenario of several calls (the fields above are the first one's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub call_list: Vec<serde_json::Value>,
 }
 
 /// `{"p50","p95","max"}`; null where there were no samples.
@@ -246,7 +262,10 @@ fn parse_strategy(s: &str) -> Result<crate::agents::strategy::Strategy, DemoErro
 /// Everything a demo run produced.
 pub struct DemoOutcome {
     pub summary: DemoSummary,
+    /// The first call's report.
     pub report: CallReport,
+    /// Every call, in order, with its contexts, sidecars and store id.
+    pub calls: Vec<crate::server::live::Ran>,
 }
 
 /// Runs the demo on its own runtime: a paused-clock runtime when accelerated.
@@ -267,10 +286,61 @@ pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
 }
 
 async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoError> {
-    let scenario_path = args
+    let first = args
         .scenario
         .as_deref()
         .map_or_else(default_scenario, scenario_path);
+    let paths = crate::demo_store::scenario_calls(&first);
+    std::fs::create_dir_all(&args.out).map_err(|e| DemoError::Output {
+        path: args.out.clone(),
+        reason: e.to_string(),
+    })?;
+    let store = crate::demo_store::open(args, paths.len() > 1).await?;
+    let caller = args.caller.clone().or(Some("demo-caller".to_owned()));
+    let mut calls: Vec<crate::server::live::Ran> = Vec::new();
+    let mut summary = None;
+    for (i, p) in paths.iter().enumerate() {
+        let wav = match i {
+            0 => args.out.join("call.wav"),
+            n => args.out.join(format!("call{}.wav", n + 1)),
+        };
+        let (ran, s) = run_call(args, p, realtime, &store, caller.clone(), &wav).await?;
+        summary.get_or_insert(s);
+        calls.push(ran);
+    }
+    crate::demo_store::flush(&store).await;
+    let mut summary = summary.ok_or(DemoError::NoSession)?;
+    if calls.len() > 1 {
+        summary.calls = calls.len() as u32;
+        summary.call_list = calls.iter().map(crate::demo_store::call_json).collect();
+    }
+    let json_path = args.out.join("summary.json");
+    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
+    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
+        path: json_path.clone(),
+        reason: e.to_string(),
+    })?;
+    let report = calls
+        .first()
+        .map(|c| c.report.clone())
+        .ok_or(DemoError::NoSession)?;
+    Ok(DemoOutcome {
+        summary,
+        report,
+        calls,
+    })
+}
+
+/// One call of a scenario; its recording goes to `wav_path`.
+async fn run_call(
+    args: &DemoArgs,
+    scenario_path: &Path,
+    realtime: bool,
+    store: &Option<crate::server::live::StoreHandle>,
+    caller: Option<String>,
+    wav_path: &Path,
+) -> Result<(crate::server::live::Ran, DemoSummary), DemoError> {
+    let scenario_path = scenario_path.to_path_buf();
     let mut scenario =
         mock::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
     if let Some(ms) = args.first_audio_ms {
@@ -349,20 +419,41 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         };
         call::Agents::start(reg, caps, backend.clone(), &mut session_cfg)
     });
-    let session = backend.open(&session_cfg).await?;
-    let (leg, recording) = fixture.spawn();
-    let call_opts = CallOptions {
-        caller_silence: silence,
-        ..Default::default()
+    let open = async {
+        let session = backend.open(&session_cfg).await?;
+        Ok::<_, session::SessionError>((session, agents))
     };
-    let report = call::run_with_agents(leg, session, call_opts, agents).await?;
-    let recording = recording.await.unwrap_or_default();
-
-    std::fs::create_dir_all(&args.out).map_err(|e| DemoError::Output {
-        path: args.out.clone(),
-        reason: e.to_string(),
-    })?;
-    let wav_path = args.out.join("call.wav");
+    // The fixture starts when the call is ready (after the caller's contexts have loaded).
+    let started = std::sync::Mutex::new(None);
+    let leg = || {
+        let (leg, recording) = fixture.spawn();
+        if let Ok(mut g) = started.lock() {
+            *g = Some(recording);
+        }
+        leg
+    };
+    let attach = crate::server::live::Attach {
+        store: store.clone(),
+        live: None,
+        opts: CallOptions {
+            caller_silence: silence,
+            ..Default::default()
+        },
+    };
+    let info = crate::server::live::CallInfo {
+        leg: "fixture".into(),
+        caller,
+    };
+    let ran = crate::server::live::run_attached(open, leg, info, attach)
+        .await
+        .ok_or(DemoError::NoSession)?;
+    let report = &ran.report;
+    let recording = started.lock().ok().and_then(|mut g| g.take());
+    let recording = match recording {
+        Some(r) => r.await.unwrap_or_default(),
+        None => Default::default(),
+    };
+    let wav_path = wav_path.to_path_buf();
     recording.write(&wav_path).map_err(|e| DemoError::Output {
         path: wav_path.clone(),
         reason: e.to_string(),
@@ -383,14 +474,9 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         mode: if realtime { "realtime" } else { "accelerated" },
         leg_codec: args.leg_codec.name(),
         end_reason: report.end_reason.clone(),
+        call_list: Vec::new(),
     };
-    let json_path = args.out.join("summary.json");
-    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
-    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
-        path: json_path.clone(),
-        reason: e.to_string(),
-    })?;
-    Ok(DemoOutcome { summary, report })
+    Ok((ran, summary))
 }
 
 /// The human-readable timeline and latency table.
@@ -493,6 +579,7 @@ pub fn render(outcome: &DemoOutcome) -> String {
         );
     }
     let _ = writeln!(s, "call ended: {}", r.end_reason);
+    s.push_str(&crate::demo_store::render_calls(outcome));
     let _ = writeln!(
         s,
         "recording: {} (left = caller, right = agent as heard)",

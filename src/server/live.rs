@@ -13,6 +13,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::json;
 
+use std::future::Future;
+
 use super::{AppState, ServeError};
 use crate::call::tap::{Commands, EventSink};
 use crate::call::{self, CallOptions, CallReport};
@@ -27,6 +29,9 @@ pub struct StoreHandle {
     pub writer: StoreWriter,
     pub read_timeout: Duration,
     pub recordings: Option<PathBuf>,
+    /// The runtime the store's I/O runs on, when not the call's own (a call on a paused,
+    /// accelerated clock must not time its database reads on that clock).
+    pub io: Option<tokio::runtime::Handle>,
 }
 
 /// Opens `[store]` (when configured): the database, its writer, the recordings folder.
@@ -59,6 +64,7 @@ pub async fn open_store(c: &crate::config::StoreConfig) -> Result<Option<StoreHa
         writer,
         read_timeout: Duration::from_millis(c.read_timeout_ms),
         recordings,
+        io: None,
     }))
 }
 
@@ -143,41 +149,94 @@ pub struct CallInfo {
 }
 
 /// A call's outcome for the leg's handler to log.
+#[derive(Clone, Debug)]
 pub struct Ran {
     pub id: String,
     pub report: CallReport,
-    /// How long loading the caller's contexts took (ms), and whether it ran out of time.
+    /// How long loading the caller's contexts took (ms).
     pub context_load_ms: Option<f64>,
+    /// What happened to the caller's contexts.
+    pub context_ops: Vec<crate::agents::contexts::ContextOp>,
+    pub sidecars: Option<crate::agents::sidecar::SidecarReport>,
+    pub recording: Option<call::recording::RecordingInfo>,
 }
 
-/// Runs one call on `leg` with everything attached; `None` when the model session could not be
-/// opened (the leg is hung up).
+/// Runs one call of the daemon on `leg` with everything attached; `None` when the model session
+/// could not be opened (the leg is hung up).
 pub async fn run_call(
     app: &AppState,
     leg: LegHandle,
     info: CallInfo,
     hangup: Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Option<Ran> {
+    let attach = Attach {
+        store: app.store.get().cloned(),
+        live: Some(app.live.clone()),
+        opts: CallOptions {
+            hangup,
+            ..Default::default()
+        },
+    };
+    run_attached(app.open_call(), move || leg, info, attach).await
+}
+
+/// What a call is run with besides its leg and model session.
+pub struct Attach {
+    pub store: Option<StoreHandle>,
+    /// Where the admin API finds live calls.
+    pub live: Option<LiveCalls>,
+    /// The call's own options (commands and recording are added here).
+    pub opts: CallOptions,
+}
+
+/// Runs one call: `open` opens its model session (and, with an agent set, its orchestrator)
+/// while the caller's contexts load; then `leg` gives the caller's leg (a leg already live waits
+/// that long; a fixture starts then) and the call runs with its listeners attached.
+pub async fn run_attached(
+    open: impl Future<
+        Output = Result<
+            (
+                crate::model::gemini::session::Session,
+                Option<crate::call::Agents>,
+            ),
+            crate::model::gemini::session::SessionError,
+        >,
+    >,
+    leg: impl FnOnce() -> LegHandle,
+    info: CallInfo,
+    attach: Attach,
+) -> Option<Ran> {
+    let Attach {
+        store,
+        live,
+        opts: base_opts,
+    } = attach;
     let id = new_id("call_");
-    let store = app.store.get().cloned();
     let load = async {
-        match (&store, &info.caller, &app.agents) {
-            (Some(s), Some(caller), Some(_)) => {
-                Some(recorder::load_contexts(&s.store, caller, s.read_timeout).await)
+        let (Some(s), Some(caller)) = (&store, &info.caller) else {
+            return None;
+        };
+        match &s.io {
+            None => Some(recorder::load_contexts(&s.store, caller, s.read_timeout).await),
+            Some(io) => {
+                let (st, c, limit) = (s.store.clone(), caller.clone(), s.read_timeout);
+                io.spawn(async move { recorder::load_contexts(&st, &c, limit).await })
+                    .await
+                    .ok()
             }
-            _ => None,
         }
     };
     // The contexts load while the model session opens: neither waits for the other.
-    let (opened, loaded) = tokio::join!(app.open_call(), load);
+    let (opened, loaded) = tokio::join!(open, load);
     let (session, mut agents) = match opened {
         Ok(x) => x,
         Err(e) => {
             tracing::error!(call = %id, error = %e, "cannot open the model session; hanging up");
-            let _ = leg.commands.send(LegCommand::Hangup);
+            let _ = leg().commands.send(LegCommand::Hangup);
             return None;
         }
     };
+    let leg = leg();
     let contexts = loaded
         .as_ref()
         .map(|l| l.contexts.clone())
@@ -218,7 +277,9 @@ pub async fn run_call(
             let path = dir.join(format!("{id}.wav"));
             call::recording::spawn(&path, leg.rate, 1000)
         });
-    let agent_set = app.agents.as_ref().map(|r| r.name.clone());
+    let agent_set = agents
+        .as_ref()
+        .map(|a| a.orchestrator.registry().name.clone());
     if let Some(s) = &store {
         s.writer.write(Write::CallStarted {
             id: id.clone(),
@@ -228,27 +289,30 @@ pub async fn run_call(
             at: now_ms(),
         });
     }
-    app.live.insert(LiveCall {
-        id: id.clone(),
-        caller: info.caller.clone(),
-        leg: info.leg.clone(),
-        agent_set,
-        started_at: now_ms(),
-        commands,
-        view,
-    });
+    if let Some(l) = &live {
+        l.insert(LiveCall {
+            id: id.clone(),
+            caller: info.caller.clone(),
+            leg: info.leg.clone(),
+            agent_set,
+            started_at: now_ms(),
+            commands,
+            view,
+        });
+    }
     let (tap, rec_task) = match recording {
         Some((t, task)) => (Some(t), Some(task)),
         None => (None, None),
     };
     let opts = CallOptions {
-        hangup,
         commands: Some(inbox),
         recording: tap,
-        ..Default::default()
+        ..base_opts
     };
     let result = call::run_with_agents(leg, session, opts, agents).await;
-    app.live.remove(&id);
+    if let Some(l) = &live {
+        l.remove(&id);
+    }
     let report = match result {
         Ok(r) => r,
         Err(e) => {
@@ -282,7 +346,7 @@ pub async fn run_call(
             "context_load_timed_out": loaded.as_ref().map(|l| l.timed_out),
             "contexts_offered": resumed_ids,
             "context_ops": observed.as_ref().map(|o| o.context_ops.len()),
-            "sidecars": sidecars,
+            "sidecars": &sidecars,
             "recording_dropped_frames": recording.as_ref().map(|r| r.dropped_frames),
         });
         let figures = recorder::figures(&report, extra);
@@ -298,5 +362,8 @@ pub async fn run_call(
         id,
         report,
         context_load_ms,
+        context_ops: observed.map(|o| o.context_ops).unwrap_or_default(),
+        sidecars,
+        recording,
     })
 }

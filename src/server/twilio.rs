@@ -86,6 +86,7 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot
             id,
             report,
             context_load_ms,
+            ..
         }) => {
             let stats = leg_stats(leg_task).await;
             let cadence = stats.as_ref().map(|s| s.send_cadence());
