@@ -310,9 +310,8 @@ pub async fn run_attached(
         ..base_opts
     };
     let result = call::run_with_agents(leg, session, opts, agents).await;
-    if let Some(l) = &live {
-        l.remove(&id);
-    }
+    // Listed as live until its end is recorded (then the store has it).
+    let _listed = Listed(live.clone(), id.clone());
     let report = match result {
         Ok(r) => r,
         Err(e) => {
@@ -366,4 +365,15 @@ pub async fn run_attached(
         sidecars,
         recording,
     })
+}
+
+/// Removes a call from the live list when dropped.
+struct Listed(Option<LiveCalls>, String);
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        if let Some(l) = &self.0 {
+            l.remove(&self.1);
+        }
+    }
 }
