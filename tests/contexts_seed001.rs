@@ -175,6 +175,24 @@ fn a_resumed_agent_is_told_the_summary_and_state_not_the_history() {
 }
 
 #[test]
+fn without_a_transfer_summary_the_agents_template_is_the_activation_summary() {
+    let mut h = H::new(shipped("router.toml"), ALL);
+    h.caller("I need a price for a van.");
+    h.feed(baton::agents::Input::Activate {
+        agent: "vehicle_offer".into(),
+    });
+    let starts = event_json(&h.log, "agent_start");
+    let s = starts.last().unwrap()["summary"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        s,
+        "Brought in because an operator brought in Victor; the caller last said: \"I need a price for a van.\""
+    );
+}
+
+#[test]
 fn two_concurrent_runs_from_one_caller_keep_one_active_context() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}/shared.db", dir.path().display());
