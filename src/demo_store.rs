@@ -15,17 +15,19 @@ use crate::server::live::{Ran, StoreHandle};
 use crate::store::{Store, StoreWriter};
 
 fn io_runtime() -> Result<&'static tokio::runtime::Runtime, DemoError> {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    if let Some(rt) = RT.get() {
-        return Ok(rt);
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("baton-store")
-        .enable_all()
-        .build()
-        .map_err(|e| DemoError::Runtime(e.to_string()))?;
-    Ok(RT.get_or_init(|| rt))
+    // Built once, inside the lock: a second runtime built by a racing thread would be dropped
+    // inside that thread's runtime, which tokio refuses.
+    static RT: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("baton-store")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|e| DemoError::Runtime(e.clone()))
 }
 
 /// The store the demo's calls use, if any.

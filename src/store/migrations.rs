@@ -38,12 +38,20 @@ pub fn migrator() -> Migrator {
     )
 }
 
-/// Brings the schema up to the latest version.
+/// Brings the schema up to the latest version. Stores opened at once in one process migrate one
+/// after the other; one opened at once by another process (SQLite has no migration lock) may
+/// find the schema being created, so a failure is retried once, when that other is done.
 pub async fn run(pool: &AnyPool) -> Result<(), StoreError> {
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let Err(first) = migrator().run(pool).await else {
+        return Ok(());
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     migrator()
         .run(pool)
         .await
-        .map_err(|e| StoreError::Migrate(e.to_string()))
+        .map_err(|e| StoreError::Migrate(format!("{first}; retried: {e}")))
 }
 
 #[cfg(test)]
