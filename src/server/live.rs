@@ -68,6 +68,26 @@ pub async fn open_store(c: &crate::config::StoreConfig) -> Result<Option<StoreHa
     }))
 }
 
+/// Retries opening the store every 5 s until it answers, then attaches it (calls started
+/// meanwhile run without it).
+pub async fn reopen_store(app: Arc<AppState>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        if app.calls.draining() {
+            return;
+        }
+        match open_store(&app.loaded.config.store).await {
+            Ok(Some(h)) => {
+                tracing::info!(store = %h.store.url(), "store attached");
+                let _ = app.store.set(h);
+                return;
+            }
+            Ok(None) => return,
+            Err(e) => tracing::debug!(error = %e, "store still unavailable"),
+        }
+    }
+}
+
 /// One live call as the admin API sees it.
 #[derive(Clone, Debug)]
 pub struct LiveCall {

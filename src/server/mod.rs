@@ -221,10 +221,19 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    if app.store.get().is_none()
-        && let Some(h) = live::open_store(&app.loaded.config.store).await?
-    {
-        let _ = app.store.set(h);
+    if app.store.get().is_none() {
+        match live::open_store(&app.loaded.config.store).await {
+            Ok(Some(h)) => {
+                let _ = app.store.set(h);
+            }
+            Ok(None) => {}
+            // Calls go on without a store; it is attached once it answers.
+            Err(ServeError::Store(e)) => {
+                tracing::error!(error = %e, "store unavailable; calls run without it until it answers");
+                tokio::spawn(live::reopen_store(app.clone()));
+            }
+            Err(e) => return Err(e),
+        }
     }
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
