@@ -30,6 +30,8 @@ pub struct Config {
     pub audiosocket: AudioSocketConfig,
     #[serde(default)]
     pub resume: ResumeConfig,
+    #[serde(default)]
+    pub store: StoreConfig,
 }
 
 /// The Asterisk AudioSocket listener (raw TCP); off unless `listen` is set.
@@ -104,6 +106,34 @@ impl ResumeConfig {
             ping_every: (self.keepalive_ping_s > 0)
                 .then(|| Duration::from_secs(self.keepalive_ping_s)),
             dead_after: Duration::from_secs(self.keepalive_dead_s),
+        }
+    }
+}
+
+/// Where calls, transcripts and agent contexts are kept (see `src/store/`); empty url: nowhere.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `sqlite://PATH` (relative to the working directory) or `postgres://USER@HOST/DB`.
+    pub url: String,
+    /// NAME of an environment variable holding the URL instead (one with a password).
+    pub url_env: String,
+    /// Writes waiting for the store at most; more are dropped, counted and logged.
+    pub queue: usize,
+    /// How long a call may wait for the caller's contexts before its audio starts.
+    pub read_timeout_ms: u64,
+    /// A folder for per-call stereo recordings (left: caller, right: agent); empty: none.
+    pub recordings: String,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: String::new(),
+            url_env: String::new(),
+            queue: 10_000,
+            read_timeout_ms: 300,
+            recordings: String::new(),
         }
     }
 }
@@ -214,6 +244,9 @@ pub struct TwilioConfig {
     pub disable_signature_check: bool,
     /// If set, `start.accountSid` must equal this.
     pub account_sid: String,
+    /// The stream `<Parameter>` naming the caller (their agent contexts follow them across
+    /// calls); empty: `From`.
+    pub caller_parameter: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -513,6 +546,29 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
                 );
             }
         }
+    }
+    let st = &c.store;
+    if !st.url.is_empty() {
+        if !(st.url.starts_with("sqlite:") || st.url.starts_with("postgres")) {
+            problem(
+                "store.url",
+                format!("{:?} is neither sqlite:// nor postgres://", st.url),
+                "e.g. url = \"sqlite://out/baton.db\" or \"postgres://baton@db.internal/baton\"",
+            );
+        } else if url::Url::parse(&st.url).is_ok_and(|u| u.password().is_some()) {
+            problem(
+                "store.url",
+                "holds a password".into(),
+                "put the whole URL in an environment variable and name it with store.url_env",
+            );
+        }
+    }
+    if st.queue == 0 {
+        problem(
+            "store.queue",
+            "is 0, so every write would be dropped".into(),
+            "use e.g. 10000",
+        );
     }
     if !c.agents.set.is_empty() {
         let p = path.parent().unwrap_or(Path::new(".")).join(&c.agents.set);

@@ -68,6 +68,13 @@ pub struct DemoArgs {
     /// How the caller's audio travels: l16-16k (app/browser) or pcmu8k (phone, G.711 μ-law).
     #[arg(long, default_value = "l16-16k")]
     pub leg_codec: LegCodec,
+    /// Keep the call(s) in this store: sqlite://FILE or postgres://… (default: none, except for a
+    /// scenario of several calls, which gets a fresh sqlite://<out>/baton.db).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// The caller's identity (agent contexts follow it across calls); default "demo-caller".
+    #[arg(long, value_name = "ID")]
+    pub caller: Option<String>,
 }
 
 impl Default for DemoArgs {
@@ -87,6 +94,8 @@ impl Default for DemoArgs {
             model: "models/gemini-3.8-live".into(),
             api_key_env: "GEMINI_API_KEY".into(),
             leg_codec: LegCodec::L16k16,
+            store: None,
+            caller: None,
         }
     }
 }
@@ -118,6 +127,10 @@ pub enum DemoError {
     Output { path: PathBuf, reason: String },
     #[error("cannot start the runtime: {0}")]
     Runtime(String),
+    #[error("store: {0}")]
+    Store(String),
+    #[error("the model session could not be opened")]
+    NoSession,
 }
 
 /// `summary.json`: names fixed across baton's reports.
@@ -140,6 +153,9 @@ pub struct DemoSummary {
     pub mode: &'static str,
     pub leg_codec: &'static str,
     pub end_reason: String,
+    /// Every call of a scenario of several calls (the fields above are the first one's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub call_list: Vec<serde_json::Value>,
 }
 
 /// `{"p50","p95","max"}`; null where there were no samples.
@@ -257,7 +273,10 @@ pub fn parse_strategy(s: &str) -> Result<crate::agents::strategy::Strategy, Demo
 /// Everything a demo run produced.
 pub struct DemoOutcome {
     pub summary: DemoSummary,
+    /// The first call's report.
     pub report: CallReport,
+    /// Every call, in order, with its contexts, sidecars and store id.
+    pub calls: Vec<crate::server::attach::Ran>,
 }
 
 /// What one call's scenario set up, after the command line's overrides.
@@ -317,19 +336,68 @@ pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
 }
 
 async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoError> {
-    let CallOutcome {
-        report, recording, ..
-    } = run_call(args, realtime).await?;
+    let first = args
+        .scenario
+        .as_deref()
+        .map_or_else(default_scenario, scenario_path);
+    let paths = crate::demo_store::scenario_calls(&first);
     std::fs::create_dir_all(&args.out).map_err(|e| DemoError::Output {
         path: args.out.clone(),
         reason: e.to_string(),
     })?;
-    let wav_path = args.out.join("call.wav");
-    recording.write(&wav_path).map_err(|e| DemoError::Output {
-        path: wav_path.clone(),
+    let store = crate::demo_store::open(args, paths.len() > 1).await?;
+    let caller = args.caller.clone().or(Some("demo-caller".to_owned()));
+    let mut calls: Vec<crate::server::attach::Ran> = Vec::new();
+    let mut summary = None;
+    for (i, p) in paths.iter().enumerate() {
+        let wav_path = match i {
+            0 => args.out.join("call.wav"),
+            n => args.out.join(format!("call{}.wav", n + 1)),
+        };
+        let prepared = prepare_at(args, p.clone())?;
+        let (outcome, ran) =
+            run_prepared_with(&prepared, args, realtime, &store, caller.clone()).await?;
+        outcome
+            .recording
+            .write(&wav_path)
+            .map_err(|e| DemoError::Output {
+                path: wav_path.clone(),
+                reason: e.to_string(),
+            })?;
+        summary.get_or_insert_with(|| summarize_call(&outcome.report, &wav_path, args, realtime));
+        calls.push(ran);
+    }
+    crate::demo_store::flush(&store).await;
+    let mut summary = summary.ok_or(DemoError::NoSession)?;
+    if calls.len() > 1 {
+        summary.calls = calls.len() as u32;
+        summary.call_list = calls.iter().map(crate::demo_store::call_json).collect();
+    }
+    let json_path = args.out.join("summary.json");
+    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
+    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
+        path: json_path.clone(),
         reason: e.to_string(),
     })?;
-    let summary = DemoSummary {
+    let report = calls
+        .first()
+        .map(|c| c.report.clone())
+        .ok_or(DemoError::NoSession)?;
+    Ok(DemoOutcome {
+        summary,
+        report,
+        calls,
+    })
+}
+
+/// The summary of one call (the demo's `summary.json`, before a scenario's further calls).
+fn summarize_call(
+    report: &CallReport,
+    wav_path: &Path,
+    args: &DemoArgs,
+    realtime: bool,
+) -> DemoSummary {
+    DemoSummary {
         calls: 1,
         turns: report.turns.len(),
         first_audio_ms: summarize(&report.first_audio_ms).into(),
@@ -350,14 +418,8 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         mode: if realtime { "realtime" } else { "accelerated" },
         leg_codec: args.leg_codec.name(),
         end_reason: report.end_reason.clone(),
-    };
-    let json_path = args.out.join("summary.json");
-    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
-    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
-        path: json_path.clone(),
-        reason: e.to_string(),
-    })?;
-    Ok(DemoOutcome { summary, report })
+        call_list: Vec::new(),
+    }
 }
 
 /// Runs one call as `baton demo` does (`realtime` as [`run`] decides it) without writing files.
@@ -386,6 +448,11 @@ pub fn prepare(args: &DemoArgs) -> Result<Prepared, DemoError> {
         .scenario
         .as_deref()
         .map_or_else(default_scenario, scenario_path);
+    prepare_at(args, path)
+}
+
+/// [`prepare`] for the scenario file at `path`.
+fn prepare_at(args: &DemoArgs, path: PathBuf) -> Result<Prepared, DemoError> {
     let scenario = mock::Scenario::load(&path).map_err(|e| DemoError::Scenario(e.to_string()))?;
     let caller_wav = scenario
         .caller
@@ -412,6 +479,19 @@ pub async fn run_prepared(
     args: &DemoArgs,
     realtime: bool,
 ) -> Result<CallOutcome, DemoError> {
+    run_prepared_with(prepared, args, realtime, &None, None)
+        .await
+        .map(|(outcome, _)| outcome)
+}
+
+/// [`run_prepared`] with a store and the caller's identity (their agent contexts).
+async fn run_prepared_with(
+    prepared: &Prepared,
+    args: &DemoArgs,
+    realtime: bool,
+    store: &Option<crate::server::attach::StoreHandle>,
+    caller: Option<String>,
+) -> Result<(CallOutcome, crate::server::attach::Ran), DemoError> {
     let started_at = std::time::Instant::now();
     let scenario_path = prepared.path.clone();
     let mut scenario = prepared.scenario.clone();
@@ -500,25 +580,54 @@ pub async fn run_prepared(
         call::Agents::start(reg, caps, backend.clone(), &mut session_cfg)
     });
     let prepared_at = std::time::Instant::now();
-    let session = backend.open(&session_cfg).await?;
-    let (leg, recording) = fixture.spawn();
-    let call_opts = CallOptions {
-        caller_silence: silence,
-        model: Some(call::ModelSource {
-            backend: backend.clone(),
-            config: session_cfg.clone(),
-        }),
-        ..Default::default()
+    let open = async {
+        let session = backend.open(&session_cfg).await?;
+        Ok::<_, session::SessionError>((session, agents))
     };
-    let report = call::run_with_agents(leg, session, call_opts, agents).await?;
-    let recording = recording.await.unwrap_or_default();
-    Ok(CallOutcome {
+    // The fixture starts when the call is ready (after the caller's contexts have loaded).
+    let started = std::sync::Mutex::new(None);
+    let leg = || {
+        let (leg, recording) = fixture.spawn();
+        if let Ok(mut g) = started.lock() {
+            *g = Some(recording);
+        }
+        leg
+    };
+    let attach = crate::server::attach::Attach {
+        store: store.clone(),
+        live: None,
+        opts: CallOptions {
+            caller_silence: silence,
+            model: Some(call::ModelSource {
+                backend: backend.clone(),
+                config: session_cfg.clone(),
+            }),
+            ..Default::default()
+        },
+    };
+    let info = crate::server::attach::CallInfo {
+        leg: "fixture",
+        caller,
+    };
+    let ran = crate::server::attach::run_attached(open, leg, info, attach)
+        .await
+        .map_err(|e| match e {
+            crate::server::attach::RunError::NoSession(e) => DemoError::Session(e),
+            crate::server::attach::RunError::Failed(e) => DemoError::Call(e),
+        })?;
+    let recording = started.lock().ok().and_then(|mut g| g.take());
+    let recording = match recording {
+        Some(r) => r.await.unwrap_or_default(),
+        None => Default::default(),
+    };
+    let outcome = CallOutcome {
         meta,
-        report,
+        report: ran.report.clone(),
         recording,
         prepare_wall: prepared_at.saturating_duration_since(started_at),
         call_wall: prepared_at.elapsed(),
-    })
+    };
+    Ok((outcome, ran))
 }
 
 /// The human-readable timeline and latency table.
@@ -649,6 +758,7 @@ pub fn render(outcome: &DemoOutcome) -> String {
         );
     }
     let _ = writeln!(s, "call ended: {}", r.end_reason);
+    s.push_str(&crate::demo_store::render_calls(outcome));
     let _ = writeln!(
         s,
         "recording: {} (left = caller, right = agent as heard)",

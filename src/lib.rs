@@ -10,8 +10,10 @@ pub mod bench;
 pub mod call;
 pub mod config;
 pub mod demo;
+mod demo_store;
 pub mod dial;
 pub mod server;
+pub mod store;
 pub mod talk;
 
 pub mod leg;

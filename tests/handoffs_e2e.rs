@@ -262,8 +262,10 @@ fn list_names_every_bundled_scenario_first() {
             "fault_mid_tool_call",
             "fault_mid_utterance",
             "seed000",
+            "seed001",
             "seed002",
-            "seed003"
+            "seed003",
+            "seed004"
         ]
     );
     let _ = PathBuf::from(ROOT);

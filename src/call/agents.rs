@@ -29,9 +29,9 @@ pub struct Agents {
     pub base: SessionConfig,
     /// What the model can do in place (the orchestrator planned with the same value).
     pub capabilities: crate::model::Capabilities,
-    /// Receives each event as it happens (a `handoff_complete` once its gap is measured), for a
-    /// live feed; the report gets them all at the end either way.
-    pub live: Option<mpsc::UnboundedSender<CallEvent>>,
+    /// Listeners of the call's events (store recorder, live feed, sidecars), if any. A
+    /// `handoff_complete` reaches them once its gap is measured.
+    pub events: Option<super::tap::EventSink>,
 }
 
 impl Agents {
@@ -51,7 +51,7 @@ impl Agents {
             backend,
             base: cfg.clone(),
             capabilities,
-            live: None,
+            events: None,
         }
     }
 }
@@ -109,7 +109,7 @@ pub struct AgentsDriver {
     awaiting_wire: Option<(String, Instant)>,
     events: Vec<CallEvent>,
     handoffs: Vec<HandoffRecord>,
-    live: Option<mpsc::UnboundedSender<CallEvent>>,
+    sink: Option<super::tap::EventSink>,
     /// Bumped whenever a handoff replaces the call's session.
     session_epoch: u64,
     /// A reconnect is under way: messages for the session wait in `held`.
@@ -144,7 +144,7 @@ impl AgentsDriver {
             awaiting_wire: None,
             events: Vec::new(),
             handoffs: Vec::new(),
-            live: a.live,
+            sink: a.events,
             session_epoch: 0,
             holding: false,
             held: Vec::new(),
@@ -224,6 +224,16 @@ impl AgentsDriver {
     pub fn on_timeout(&mut self, now: Instant) {
         self.input_at = now;
         let _ = self.orch.handle(Input::Timeout, now.into_std());
+    }
+
+    /// An input from outside the call (an operator's command, a sidecar's result).
+    pub fn command(
+        &mut self,
+        input: Input,
+        now: Instant,
+    ) -> Result<(), crate::agents::CommandError> {
+        self.input_at = now;
+        self.orch.handle(input, now.into_std())
     }
 
     /// True while a session is being opened or a cold recreation waits to run.
@@ -429,10 +439,10 @@ impl AgentsDriver {
     }
 
     fn on_event(&mut self, ev: CallEvent, _now: Instant) {
-        if let Some(live) = &self.live
+        if let Some(sink) = &self.sink
             && !matches!(ev, CallEvent::HandoffComplete { .. })
         {
-            let _ = live.send(ev.clone());
+            sink.send(&ev);
         }
         match &ev {
             CallEvent::HandoffAnnouncement {
@@ -519,8 +529,8 @@ impl AgentsDriver {
                 && gap_ms.is_none()
             {
                 *gap_ms = gap.map(|g| g.round() as u64);
-                if let Some(live) = &self.live {
-                    let _ = live.send(e.clone());
+                if let Some(sink) = &self.sink {
+                    sink.send(e);
                 }
                 break;
             }

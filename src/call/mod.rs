@@ -13,7 +13,9 @@ pub mod agents;
 pub mod backend;
 pub mod metrics;
 pub mod reconnect;
+pub mod recording;
 pub mod resume;
+pub mod tap;
 
 use std::time::Duration;
 
@@ -46,6 +48,10 @@ pub struct CallOptions {
     /// session.
     pub model: Option<ModelSource>,
     pub reconnect: ReconnectPolicy,
+    /// Commands from outside the call (an operator's trigger, a sidecar's result).
+    pub commands: Option<tap::Inbox>,
+    /// A recording of both directions, written off the audio path.
+    pub recording: Option<recording::AudioTap>,
 }
 
 impl Default for CallOptions {
@@ -55,6 +61,8 @@ impl Default for CallOptions {
             hangup: None,
             model: None,
             reconnect: ReconnectPolicy::default(),
+            commands: None,
+            recording: None,
         }
     }
 }
@@ -93,6 +101,8 @@ pub async fn run_with_agents(
 ) -> Result<CallReport, CallError> {
     let mut call = Call::new(&leg, session, &opts, agents)?;
     let mut hangup = opts.hangup.take();
+    let mut commands = opts.commands.take().and_then(|i| i.take());
+    call.tap = opts.recording.take();
     let end_reason = loop {
         if let Some(reason) = call.gave_up.take() {
             call.hang_up(&leg);
@@ -176,6 +186,11 @@ pub async fn run_with_agents(
                     break "no model session could be reopened after a handoff".to_owned();
                 }
             }
+            cmd = tap::recv(&mut commands) => {
+                let now = Instant::now();
+                call.on_command(cmd, now);
+                call.apply_agent_actions(now);
+            }
             ev = leg.events.recv() => match ev {
                 Some(LegEvent::Frame { frame, received_at }) => call.on_caller_frame(frame, received_at),
                 Some(LegEvent::Dtmf { digit }) => tracing::debug!(%digit, "caller pressed a key"),
@@ -220,6 +235,7 @@ struct Call {
     last_voice_end: Duration,
     /// Media time zero (the leg's start).
     media_zero: Instant,
+    tap: Option<recording::AudioTap>,
 }
 
 impl Call {
@@ -262,6 +278,7 @@ impl Call {
             gave_up: None,
             last_voice_end: Duration::ZERO,
             media_zero: leg.started_at,
+            tap: None,
         };
         call.apply_agent_actions(Instant::now());
         Ok(call)
@@ -288,6 +305,9 @@ impl Call {
     }
 
     fn on_caller_frame(&mut self, frame: crate::audio::Frame, received_at: Instant) {
+        if let Some(t) = &self.tap {
+            t.caller(&frame);
+        }
         let before = self.vad.last_voiced_end();
         let vad_event = self.vad.push(&frame.samples, frame.ts, frame.duration());
         if self.vad.last_voiced_end() != before {
@@ -438,6 +458,18 @@ impl Call {
         }
     }
 
+    /// A command from outside: fed to the orchestrator (refused when the call has none).
+    fn on_command(&mut self, cmd: tap::CallCommand, now: Instant) {
+        let tap::CallCommand::Agents { input, reply } = cmd;
+        let result = match self.agents.as_mut() {
+            Some(a) => a.command(input, now),
+            None => Err(crate::agents::CommandError::NoAgents),
+        };
+        if let Some(r) = reply {
+            let _ = r.send(result);
+        }
+    }
+
     /// Carries out what the orchestrator decided.
     fn apply_agent_actions(&mut self, now: Instant) {
         if let Some(a) = self.agents.as_mut()
@@ -491,6 +523,9 @@ impl Call {
                         a.note_speaker(t, tag.agent);
                     }
                 }
+            }
+            if let Some(t) = &self.tap {
+                t.agent(&played.frame);
             }
             if self.leg_open
                 && leg

@@ -13,10 +13,10 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use super::attach::{self, CallInfo, RunError};
 use super::{AppState, ServeError};
+use crate::call::CallReport;
 use crate::call::metrics::summarize;
-use crate::call::{self, CallOptions, CallReport};
-use crate::leg::LegCommand;
 use crate::leg::audiosocket::server::{self as leg, AudioSocketLegOptions};
 use crate::leg::audiosocket::wire::HANGUP;
 
@@ -94,27 +94,39 @@ where
             return None;
         }
     };
-    let (session, agents) = match app.open_call().await {
-        Ok(x) => x,
+    let mut slot = slot;
+    // Listed for GET /calls, its event stream and the admin API; the caller is the UUID the
+    // dialplan chose (its agent contexts follow it from call to call).
+    let live = slot.go_live(LEG, None).ok();
+    if let Some(l) = &live {
+        l.publish(&serde_json::json!({
+            "type": "call_start", "call_id": l.id, "leg": LEG,
+            "uuid": start.uuid.to_string(), "started_unix_ms": l.started_unix_ms, "at_ms": 0,
+        }));
+    }
+    let info = CallInfo {
+        leg: LEG,
+        caller: Some(start.uuid.to_string()),
+    };
+    let end = |reason: &str, figures| {
+        if let Some(l) = &live {
+            super::live::publish_end(l, reason, figures);
+        }
+    };
+    let report = match attach::run_call(&app, leg, info, live.clone(), slot.hangup.clone()).await {
+        Ok(ran) => ran.report,
         Err(e) => {
-            tracing::error!(uuid = %start.uuid, error = %e, "cannot open the model session; hanging up");
-            let _ = leg.commands.send(LegCommand::Hangup);
-            drop(leg);
             let _ = leg_stats(leg_task).await;
+            let reason = match &e {
+                RunError::NoSession(e) => format!("no model session: {e}"),
+                RunError::Failed(e) => format!("call failed: {e}"),
+            };
+            tracing::error!(uuid = %start.uuid, error = %e, "call did not run to its end");
+            end(&reason, serde_json::Value::Null);
             return None;
         }
     };
-    let opts = CallOptions {
-        hangup: Some(slot.hangup.clone()),
-        ..Default::default()
-    };
-    let report = match call::run_with_agents(leg, session, opts, agents).await {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::error!(uuid = %start.uuid, error = %e, "call failed");
-            return None;
-        }
-    };
+    end(&report.end_reason, super::live::figures(&report));
     let stats = leg_stats(leg_task).await;
     let cadence = stats.as_ref().map(|s| s.send_cadence());
     let json = |v: &[f64]| serde_json::to_string(&summarize(v)).unwrap_or_default();
@@ -135,6 +147,9 @@ where
     drop(slot);
     Some(report)
 }
+
+/// The leg kind label of this module's calls.
+const LEG: &str = "audiosocket";
 
 /// The leg's stats once its driver ends; bounded, so a stuck peer cannot hold the call slot.
 async fn leg_stats<T>(task: JoinHandle<T>) -> Option<T> {

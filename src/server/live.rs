@@ -1,18 +1,22 @@
 //! One listed call as the outside sees it while it runs: its id, leg kind, start, active agent,
 //! a hang-up signal of its own (WHIP `DELETE`), and its event feed: JSON lines kept from the
 //! start (so a subscriber that connects late still gets `call_start` and the first
-//! `agent_start`) and broadcast to every subscriber as they happen.
+//! `agent_start`) and broadcast to every subscriber as they happen. A call run with its
+//! listeners attached (see [`super::attach`]) also carries its [`Steering`]: who calls, its
+//! agent set, the live view the admin API reads and the channel its commands go down.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use crate::agents::CallEvent;
 use crate::call::CallReport;
 use crate::call::metrics::{round2, summarize};
+use crate::call::tap::Commands;
+use crate::store::recorder::SharedView;
 
 /// Lines kept for late subscribers; a longer call drops its oldest lines first.
 const HISTORY: usize = 2000;
@@ -32,6 +36,29 @@ pub struct LiveCall {
     feed: Mutex<Feed>,
     hangup: watch::Sender<bool>,
     ended: watch::Sender<bool>,
+    steering: OnceLock<Steering>,
+}
+
+/// What the admin API may read and do on a call (set once, when the call starts running).
+#[derive(Clone, Debug)]
+pub struct Steering {
+    /// The caller's identity (their agent contexts follow it), if known.
+    pub caller: Option<String>,
+    pub agent_set: Option<String>,
+    pub commands: Commands,
+    pub view: SharedView,
+}
+
+/// A live call as the admin API lists it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LiveSummary {
+    pub id: String,
+    pub caller: Option<String>,
+    pub leg: String,
+    pub agent_set: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub started_at: i64,
+    pub active_agents: Vec<String>,
 }
 
 struct Feed {
@@ -59,6 +86,37 @@ impl LiveCall {
             }),
             hangup: watch::channel(false).0,
             ended: watch::channel(false).0,
+            steering: OnceLock::new(),
+        }
+    }
+
+    /// Attaches the call's steering (the first one set stays).
+    pub fn steer(&self, s: Steering) {
+        let _ = self.steering.set(s);
+    }
+
+    /// The call's steering, once it runs with its listeners attached.
+    pub fn steering(&self) -> Option<&Steering> {
+        self.steering.get()
+    }
+
+    /// The admin API's view of the call.
+    pub fn admin_summary(&self) -> LiveSummary {
+        let st = self.steering();
+        let active_agents = match st {
+            Some(s) => s.view.lock().map(|v| v.active.clone()).unwrap_or_default(),
+            None => {
+                let a = self.active_agent();
+                if a.is_empty() { Vec::new() } else { vec![a] }
+            }
+        };
+        LiveSummary {
+            id: self.id.clone(),
+            caller: st.and_then(|s| s.caller.clone()),
+            leg: self.leg.to_owned(),
+            agent_set: st.and_then(|s| s.agent_set.clone()),
+            started_at: self.started_unix_ms as i64,
+            active_agents,
         }
     }
 
@@ -147,24 +205,6 @@ impl LiveCall {
             "active_agent": self.active_agent(),
             "events": format!("/calls/{}/events", self.id),
         })
-    }
-
-    /// A sink for the orchestrator's events (give it to `crate::call::Agents::live`) and the
-    /// task that moves them into this feed; the task ends when the call drops the sink.
-    pub fn event_sink(
-        self: &Arc<Self>,
-    ) -> (
-        mpsc::UnboundedSender<CallEvent>,
-        tokio::task::JoinHandle<()>,
-    ) {
-        let (tx, mut rx) = mpsc::unbounded_channel::<CallEvent>();
-        let live = self.clone();
-        let task = tokio::spawn(async move {
-            while let Some(ev) = rx.recv().await {
-                live.publish_event(&ev);
-            }
-        });
-        (tx, task)
     }
 }
 

@@ -2,6 +2,8 @@
 //! registry (capacity limit, drain on SIGTERM/SIGINT), and hands each call its own tasks so one
 //! call's failure never touches another.
 
+pub mod admin;
+pub mod attach;
 pub mod audiosocket;
 pub mod auth;
 pub mod calls;
@@ -51,6 +53,8 @@ pub struct AppState {
     pub api_tokens: Option<Arc<auth::ApiTokens>>,
     /// Where the AudioSocket listener is bound, once `serve` has bound it.
     pub audiosocket_addr: std::sync::OnceLock<SocketAddr>,
+    /// The store, once `serve` has opened it (`[store]`).
+    pub store: std::sync::OnceLock<attach::StoreHandle>,
 }
 
 /// `serve` could not start.
@@ -73,6 +77,8 @@ pub enum ServeError {
     Bind { addr: SocketAddr, reason: String },
     #[error("server failed: {0}")]
     Io(String),
+    #[error("store: {0}")]
+    Store(String),
 }
 
 fn env_secret(var: &str, key: &'static str) -> Result<Secret, ServeError> {
@@ -189,11 +195,14 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         metrics: metrics::Metrics::new(),
         api_tokens,
         audiosocket_addr: std::sync::OnceLock::new(),
+        store: std::sync::OnceLock::new(),
     }))
 }
 
 /// The router: `/healthz`, `/twiml`, `/twilio`, the call page `/`; browser callers (`/whip`),
-/// generic WebSocket callers (`/stream`) and live calls (`/calls`, `/calls/{id}/events`) among the protected routes.
+/// generic WebSocket callers (`/stream`), live calls (`/calls`, `/calls/{id}/events`) and the
+/// admin API (`/admin/…`) among the protected routes; its OpenAPI document (`/openapi.json`) is
+/// open.
 ///
 /// Each route has one authenticator (see [`auth`]): `/healthz` is open; `/twiml` and
 /// `/twilio` check X-Twilio-Signature when a Twilio auth token is configured, else they are
@@ -212,6 +221,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         // The call page is static HTML with no data in it; what it calls is protected.
         .merge(page::routes())
+        .route("/openapi.json", get(admin::openapi))
         .merge(signed)
         .merge(auth::protect(protected, state.api_tokens.clone()))
         .with_state(state)
@@ -225,6 +235,7 @@ pub fn protected_routes() -> Router<Arc<AppState>> {
         .merge(whip::routes())
         .merge(stream::routes())
         .merge(events::routes())
+        .merge(admin::routes())
 }
 
 async fn healthz(State(app): State<Arc<AppState>>) -> impl IntoResponse {
@@ -335,6 +346,20 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    if app.store.get().is_none() {
+        match attach::open_store(&app.loaded.config.store).await {
+            Ok(Some(h)) => {
+                let _ = app.store.set(h);
+            }
+            Ok(None) => {}
+            // Calls go on without a store; it is attached once it answers.
+            Err(ServeError::Store(e)) => {
+                tracing::error!(error = %e, "store unavailable; calls run without it until it answers");
+                tokio::spawn(attach::reopen_store(app.clone()));
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
     let audiosocket = audiosocket::start(&app).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -375,6 +400,11 @@ pub async fn serve(
         );
         app.calls.hang_up_all();
         app.calls.wait_idle(Duration::from_secs(5)).await;
+    }
+    if let Some(s) = app.store.get()
+        && !s.writer.flush(Duration::from_secs(5)).await
+    {
+        tracing::warn!("store writes still queued at shutdown");
     }
     upkeep.abort();
     if let Some(task) = audiosocket {

@@ -16,13 +16,15 @@ use axum::routing::get;
 use tracing::Instrument;
 
 use super::AppState;
+use super::attach::{self, CallInfo, Ran, RunError};
 use super::calls::CallSlot;
 use super::transcripts;
 use crate::call::metrics::summarize;
-use crate::call::{self, CallOptions};
-use crate::leg::LegCommand;
 use crate::leg::stream::ToClient;
 use crate::leg::stream::server::{self as leg, Notice, StreamLegOptions};
+
+/// The leg kind label of this module's calls.
+const LEG: &str = "stream";
 
 /// The `/stream` route.
 pub fn routes() -> Router<Arc<AppState>> {
@@ -61,41 +63,61 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
             return;
         }
     };
-    let (mut session, agents) = match app.open_call().await {
-        Ok(x) => x,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot open the model session; hanging up");
-            let _ = stream.notices.send(Notice::Finish {
-                reason: format!("the model session could not be opened: {e}"),
-                summary: serde_json::Value::Null,
-            });
-            let _ = stream.handle.commands.send(LegCommand::Hangup);
-            drop(stream.handle);
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stream.task).await;
-            return;
-        }
-    };
-    let mut fragments = transcripts::tap(&mut session);
+    let mut slot = slot;
+    // Listed for GET /calls, its event stream and the admin API.
+    let live = slot.go_live(LEG, None).ok();
+    if let Some(l) = &live {
+        l.publish(&serde_json::json!({
+            "type": "call_start", "call_id": l.id, "leg": LEG,
+            "started_unix_ms": l.started_unix_ms, "at_ms": 0,
+        }));
+    }
+    // Transcript fragments go to the client as they come: tapped from the session before the
+    // call takes it.
+    let forward = std::sync::Mutex::new(None);
     let notices = stream.notices.clone();
-    let forward = tokio::spawn(async move {
-        while let Some(f) = fragments.recv().await {
-            let n = Notice::Event(ToClient::Transcript {
-                role: f.role,
-                text: f.text,
-                finished: f.finished,
-            });
-            if notices.send(n).is_err() {
-                break;
+    let open = async {
+        let (mut session, agents) = app.open_call().await?;
+        let mut fragments = transcripts::tap(&mut session);
+        let task = tokio::spawn(async move {
+            while let Some(f) = fragments.recv().await {
+                let n = Notice::Event(ToClient::Transcript {
+                    role: f.role,
+                    text: f.text,
+                    finished: f.finished,
+                });
+                if notices.send(n).is_err() {
+                    break;
+                }
             }
+        });
+        if let Ok(mut g) = forward.lock() {
+            *g = Some(task);
         }
-    });
-    let opts = CallOptions {
-        hangup: Some(slot.hangup.clone()),
-        ..Default::default()
+        Ok((session, agents))
+    };
+    let info = CallInfo {
+        leg: LEG,
+        caller: None,
     };
     let format = stream.format;
-    match call::run_with_agents(stream.handle, session, opts, agents).await {
-        Ok(report) => {
+    let result = attach::run_call_opening(
+        &app,
+        open,
+        stream.handle,
+        info,
+        live.clone(),
+        slot.hangup.clone(),
+    )
+    .await;
+    let end = |reason: &str, figures| {
+        if let Some(l) = &live {
+            super::live::publish_end(l, reason, figures);
+        }
+    };
+    match result {
+        Ok(Ran { report, .. }) => {
+            end(&report.end_reason, super::live::figures(&report));
             let _ = stream.notices.send(Notice::Finish {
                 reason: report.end_reason.clone(),
                 summary: transcripts::summary(&report),
@@ -116,8 +138,20 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
                 "call ended"
             );
         }
-        Err(e) => tracing::error!(error = %e, "call failed"),
+        Err(RunError::NoSession(e)) => {
+            end(&format!("no model session: {e}"), serde_json::Value::Null);
+            let _ = stream.notices.send(Notice::Finish {
+                reason: format!("the model session could not be opened: {e}"),
+                summary: serde_json::Value::Null,
+            });
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stream.task).await;
+        }
+        Err(RunError::Failed(e)) => {
+            end(&format!("call failed: {e}"), serde_json::Value::Null);
+        }
     }
-    forward.abort();
+    if let Some(f) = forward.lock().ok().and_then(|mut g| g.take()) {
+        f.abort();
+    }
     drop(slot);
 }

@@ -14,10 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tracing::Instrument;
 
 use super::AppState;
+use super::attach::{self, CallInfo, Ran, RunError};
 use super::calls::{CallSlot, FinishedCall};
 use crate::call::metrics::summarize;
-use crate::call::{self, CallOptions};
-use crate::leg::LegCommand;
 use crate::leg::twilio::server::{self as twilio_leg, TwilioLegOptions};
 use crate::leg::twilio::signature;
 use crate::leg::twilio::stream::StreamOptions;
@@ -114,21 +113,30 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, mut 
     let span = tracing::Span::current();
     span.record("stream_sid", start.stream_sid.as_str());
     span.record("call_sid", start.call_sid.as_deref().unwrap_or("-"));
-    // Listed for GET /calls and its event stream; a call that cannot be listed still runs.
-    let live = slot.go_live("twilio", None).ok();
+    // Listed for GET /calls, its event stream and the admin API; a call that cannot be listed
+    // still runs.
+    let live = slot.go_live(LEG, None).ok();
     if let Some(l) = &live {
         l.publish(&serde_json::json!({
-            "type": "call_start", "call_id": l.id, "leg": "twilio",
+            "type": "call_start", "call_id": l.id, "leg": LEG,
             "stream_sid": start.stream_sid, "started_unix_ms": l.started_unix_ms, "at_ms": 0,
         }));
     }
-    let (session, mut agents) = match app.open_call().await {
-        Ok(x) => x,
-        Err(e) => {
+    let param = match c.twilio.caller_parameter.as_str() {
+        "" => "From",
+        p => p,
+    };
+    let info = CallInfo {
+        leg: LEG,
+        caller: start
+            .custom_parameters
+            .get(param)
+            .filter(|v| !v.trim().is_empty())
+            .cloned(),
+    };
+    match attach::run_call(&app, leg, info, live.clone(), slot.hangup.clone()).await {
+        Err(RunError::NoSession(e)) => {
             app.metrics.session_open_failed(LEG);
-            tracing::error!(stream_sid = %start.stream_sid, error = %e, "cannot open the model session; hanging up");
-            let _ = leg.commands.send(LegCommand::Hangup);
-            drop(leg);
             let _ = leg_stats(leg_task).await;
             app.calls.report_finished(FinishedCall {
                 stream_sid: start.stream_sid.clone(),
@@ -137,34 +145,13 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, mut 
             if let Some(l) = &live {
                 super::live::publish_end(l, "no model session", serde_json::Value::Null);
             }
-            return;
         }
-    };
-    if let Some(agent) = agents
-        .as_ref()
-        .and_then(|a| a.orchestrator.history().last())
-    {
-        span.record("agent", agent.agent.as_str());
-    }
-    tracing::info!("call started");
-    let forwarder = match (&live, agents.as_mut()) {
-        (Some(l), Some(a)) => {
-            let (tx, task) = l.event_sink();
-            a.live = Some(tx);
-            Some(task)
-        }
-        _ => None,
-    };
-    let opts = CallOptions {
-        hangup: Some(slot.hangup.clone()),
-        ..app.call_options()
-    };
-    let result = call::run_with_agents(leg, session, opts, agents).await;
-    if let Some(f) = forwarder {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), f).await;
-    }
-    match result {
-        Ok(report) => {
+        Ok(Ran {
+            id,
+            report,
+            context_load_ms,
+            ..
+        }) => {
             if let Some(l) = &live {
                 super::live::publish_end(l, &report.end_reason, super::live::figures(&report));
             }
@@ -178,6 +165,8 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, mut 
                 span.record("agent", last.as_str());
             }
             tracing::info!(
+                call = %id,
+                context_load_ms = ?context_load_ms,
                 stream_sid = %start.stream_sid,
                 agents = ?agents_heard,
                 turns = report.turns.len(),
@@ -195,7 +184,7 @@ async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, mut 
                 outcome: Ok(Arc::new(report)),
             });
         }
-        Err(e) => {
+        Err(RunError::Failed(e)) => {
             app.metrics.call_failed(LEG);
             tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed");
             app.calls.report_finished(FinishedCall {

@@ -26,9 +26,9 @@ use axum::routing::{delete, post};
 use tracing::Instrument;
 
 use super::AppState;
+use super::attach::{self, CallInfo, Ran, RunError};
 use super::calls::{CallSlot, LiveCall, random_hex};
-use crate::call::{self, CallOptions, CallReport};
-use crate::leg::LegCommand;
+use crate::call::CallReport;
 use crate::leg::webrtc::{self as leg, IceServer, PeerError, PeerSettings, WebrtcLegOptions};
 
 /// Headers a page on another origin may read from the answer.
@@ -307,39 +307,22 @@ async fn run_call(app: Arc<AppState>, peer: leg::Peer, slot: CallSlot, live: Arc
             return;
         }
     };
-    let (session, mut agents) = match app.open_call().await {
-        Ok(x) => x,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot open the model session; hanging up");
-            let _ = leg.commands.send(LegCommand::Hangup);
-            drop(leg);
-            let _ = super::twilio::leg_stats(leg_task).await;
-            end(format!("no model session: {e}"), serde_json::Value::Null);
-            return;
-        }
+    let info = CallInfo {
+        leg: "webrtc",
+        caller: None,
     };
-    let forwarder = agents.as_mut().map(|a| {
-        let (tx, task) = live.event_sink();
-        a.live = Some(tx);
-        task
-    });
-    let opts = CallOptions {
-        hangup: Some(slot.hangup.clone()),
-        ..Default::default()
-    };
-    let result = call::run_with_agents(leg, session, opts, agents).await;
-    if let Some(f) = forwarder {
-        let _ = tokio::time::timeout(Duration::from_secs(2), f).await;
-    }
+    let result = attach::run_call(&app, leg, info, Some(live.clone()), slot.hangup.clone()).await;
     let stats = super::twilio::leg_stats(leg_task).await;
     match result {
-        Ok(report) => {
+        Ok(Ran { report, .. }) => {
             let figures = figures(&report, stats.as_ref());
             tracing::info!(figures = %figures, end = %report.end_reason, "call ended");
             end(report.end_reason.clone(), figures);
         }
-        Err(e) => {
-            tracing::error!(error = %e, "call failed");
+        Err(RunError::NoSession(e)) => {
+            end(format!("no model session: {e}"), serde_json::Value::Null);
+        }
+        Err(RunError::Failed(e)) => {
             end(format!("call failed: {e}"), serde_json::Value::Null);
         }
     }
