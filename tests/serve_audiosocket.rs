@@ -83,7 +83,7 @@ async fn calls_at_8_and_16_khz_hear_the_replies() {
         let (rate, report) = c.await.unwrap();
         assert_heard_a_reply(&report, rate);
     }
-    assert_eq!(d.active_calls().await, 0);
+    assert_eq!(d.calls_ended().await, 0);
     d.stop().await;
 }
 

@@ -169,3 +169,43 @@ fn a_public_address_without_tokens_is_refused_unless_insecure_is_explicit() {
     std::io::Read::read_to_string(open.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(err.contains("INSECURE") && err.contains("WARN"), "{err}");
 }
+
+/// Every admin route of the OpenAPI document is protected: 401 without a token, served with
+/// one (a 404 for the made-up ids, a 503 where the store is missing, never 401); the document
+/// itself is open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_admin_route_needs_the_token_and_the_api_document_does_not() {
+    use baton::server::admin::ROUTES;
+    let d = Daemon::start_with(&support::mock_config("", ""), |st| st.api_tokens = tokens()).await;
+    let request = |method: &str, path: &str, auth: Option<&str>| {
+        let auth = auth
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
+        let body = if method == "PATCH" { "{}" } else { "" };
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let bearer = format!("Bearer {TOKEN}");
+    assert!(ROUTES.len() >= 10, "{ROUTES:?}");
+    for (method, route) in ROUTES {
+        let path = route
+            .replace("{call}", "c0ffee")
+            .replace("{agent}", "nobody")
+            .replace("{caller}", "+15550001111")
+            .replace("{context}", "ctx_none");
+        let method = method.to_ascii_uppercase();
+        let without = support::http(&d.addr, &request(&method, &path, None)).await;
+        assert_eq!(status(&without), "401", "{method} {path}: {without}");
+        let with = support::http(&d.addr, &request(&method, &path, Some(&bearer))).await;
+        assert!(
+            !with.is_empty() && status(&with) != "401" && status(&with) != "405",
+            "{method} {path} with the token: {with}"
+        );
+    }
+    let doc = support::http(&d.addr, &get("/openapi.json", None)).await;
+    assert_eq!(status(&doc), "200", "{doc}");
+    d.stop().await;
+}

@@ -96,7 +96,7 @@ async fn pcm16_and_opus_clients_hear_the_replies() {
         let (format, report) = c.await.unwrap();
         assert_heard_a_reply(&report, &format.to_string());
     }
-    assert_eq!(d.active_calls().await, 0);
+    assert_eq!(d.calls_ended().await, 0);
     d.stop().await;
 }
 

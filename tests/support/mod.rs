@@ -94,6 +94,16 @@ impl Daemon {
         self.app.calls.active()
     }
 
+    /// Waits (at most 10 s) for every call to free its slot: a caller sees its call end a little
+    /// before the daemon's handler has collected the leg's figures and let go of the slot.
+    pub async fn calls_ended(&self) -> usize {
+        self.app
+            .calls
+            .wait_idle(std::time::Duration::from_secs(10))
+            .await;
+        self.app.calls.active()
+    }
+
     /// Triggers the drain and waits for the server to stop.
     pub async fn stop(mut self) {
         if let Some(tx) = self.stop.take() {
