@@ -190,7 +190,7 @@ async fn every_admin_route_needs_the_token_and_the_api_document_does_not() {
     };
     let bearer = format!("Bearer {TOKEN}");
     assert!(ROUTES.len() >= 10, "{ROUTES:?}");
-    for (method, route) in ROUTES {
+    for (method, route) in ROUTES.iter().filter(|(_, r)| *r != "/openapi.json") {
         let path = route
             .replace("{call}", "c0ffee")
             .replace("{agent}", "nobody")
