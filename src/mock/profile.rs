@@ -94,7 +94,9 @@ impl fmt::Display for Profile {
 
 /// An unknown profile name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown model profile {given:?}; expected one of gemini-3.8, gemini-2.5, gemini-3.1")]
+#[error(
+    "unknown model profile {given:?}; expected one of gemini-3.8, gemini-2.5, gemini-3.1 (or openai for baton mock-model)"
+)]
 pub struct UnknownProfile {
     pub given: String,
 }
@@ -107,6 +109,29 @@ impl FromStr for Profile {
             .into_iter()
             .find(|p| p.name() == s.trim())
             .ok_or_else(|| UnknownProfile {
+                given: s.to_owned(),
+            })
+    }
+}
+
+/// What `baton mock-model --profile` names: a Gemini Live generation, or the OpenAI Realtime
+/// protocol (a different wire protocol over the same scenarios, see [`super::openai`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileArg {
+    Gemini(Profile),
+    OpenAi,
+}
+
+impl FromStr for ProfileArg {
+    type Err = UnknownProfile;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim() == "openai" {
+            return Ok(ProfileArg::OpenAi);
+        }
+        s.parse()
+            .map(ProfileArg::Gemini)
+            .map_err(|_| UnknownProfile {
                 given: s.to_owned(),
             })
     }
