@@ -14,6 +14,7 @@
 
 pub mod config;
 pub mod engine;
+mod items;
 mod respond;
 pub mod server;
 
