@@ -267,7 +267,7 @@ pub async fn run(args: MockModelArgs) -> Result<(), MockError> {
 
 fn parse_profile(s: &str) -> Result<ProfileArg, String> {
     s.parse()
-        .map_err(|e: super::profile::UnknownProfile| e.to_string())
+        .map_err(|e: super::profile::UnknownProfile| format!("{e}, or openai"))
 }
 
 #[cfg(test)]
@@ -300,7 +300,10 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(err.contains("gemini-3.8"), "{err}");
+        assert!(
+            err.contains("gemini-3.8") && err.contains("openai"),
+            "{err}"
+        );
     }
 
     #[test]

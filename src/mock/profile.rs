@@ -94,9 +94,7 @@ impl fmt::Display for Profile {
 
 /// An unknown profile name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown model profile {given:?}; expected one of gemini-3.8, gemini-2.5, gemini-3.1 (or openai for baton mock-model)"
-)]
+#[error("unknown model profile {given:?}; expected one of gemini-3.8, gemini-2.5, gemini-3.1")]
 pub struct UnknownProfile {
     pub given: String,
 }
