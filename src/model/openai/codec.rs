@@ -12,7 +12,7 @@
 //! | server event | [`ModelEvent`]s |
 //! |---|---|
 //! | first `session.updated` | `SetupComplete` |
-//! | `input_audio_buffer.speech_started` while a response is in progress, or after model audio since the caller last spoke | `Interrupted` |
+//! | `input_audio_buffer.speech_started` while a response is in progress, or after model audio since the caller last spoke, unless the session's VAD has `interrupt_response: false` (the client then decides) | `Interrupted` |
 //! | `response.output_audio.delta` | `Audio` (24 kHz PCM, or G.711 decoded to 8 kHz PCM) |
 //! | `response.output_audio_transcript.delta` / `.done` | `OutputTranscript` (`.done` carries the full text only if no delta did) |
 //! | `conversation.item.input_audio_transcription.delta` / `.completed` | `InputTranscript` (likewise) |
@@ -144,6 +144,22 @@ pub fn decode_audio(data: &str, format: &AudioFormat, out: &mut Vec<i16>) -> Res
     }
 }
 
+/// Whether the session's VAD cancels responses on caller speech (`interrupt_response`, default
+/// true), in either dialect (`None`: not stated).
+pub fn server_interrupts(session: &Value) -> Option<bool> {
+    let td = session
+        .pointer("/audio/input/turn_detection")
+        .or_else(|| session.get("turn_detection"))?;
+    if td.is_null() {
+        return Some(false);
+    }
+    Some(
+        td.get("interrupt_response")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+    )
+}
+
 /// The output format a `session.created` / `session.updated` session object declares, in either
 /// dialect (`None`: not stated).
 pub fn output_format(session: &Value) -> Option<AudioFormat> {
@@ -176,6 +192,8 @@ impl AudioItem {
 #[derive(Clone, Debug)]
 pub struct Decoder {
     format: AudioFormat,
+    /// Caller speech interrupts the model (server VAD with `interrupt_response`).
+    server_interrupts: bool,
     setup_done: bool,
     /// The response in progress (between `response.created` and `response.done`).
     response: Option<String>,
@@ -194,6 +212,7 @@ impl Decoder {
     pub fn new(format: AudioFormat) -> Self {
         Decoder {
             format,
+            server_interrupts: true,
             setup_done: false,
             response: None,
             interrupted: false,
@@ -232,6 +251,9 @@ impl Decoder {
                 if let Some(f) = ev.session.as_ref().and_then(output_format) {
                     self.format = f;
                 }
+                if let Some(i) = ev.session.as_ref().and_then(server_interrupts) {
+                    self.server_interrupts = i;
+                }
                 if ev.event_kind() == EventKind::SessionUpdated && !self.setup_done {
                     self.setup_done = true;
                     out.push(ModelEvent::SetupComplete);
@@ -239,7 +261,7 @@ impl Decoder {
             }
             EventKind::SpeechStarted => {
                 let playing = self.response.is_some() || self.audio_since_speech;
-                if playing && !self.interrupted {
+                if playing && !self.interrupted && self.server_interrupts {
                     out.push(ModelEvent::Interrupted);
                     self.interrupted = self.response.is_some();
                 }

@@ -340,3 +340,37 @@ fn bad_frames_give_typed_errors_and_bad_audio_a_protocol_error() {
         .is_empty()
     );
 }
+
+#[test]
+fn without_interrupt_response_speech_is_not_an_interruption() {
+    let mut d = Decoder::new(AudioFormat::PCM24K);
+    run(
+        &mut d,
+        json!({"type": "session.updated", "session": {"type": "realtime",
+            "audio": {"input": {"turn_detection": {"type": "server_vad", "interrupt_response": false}}}}}),
+    );
+    run(
+        &mut d,
+        json!({"type": "response.created", "response": {"id": "r1"}}),
+    );
+    run(
+        &mut d,
+        json!({"type": "response.output_audio.delta", "item_id": "a1", "delta": pcm_b64(&[0; 24])}),
+    );
+    assert!(
+        run(
+            &mut d,
+            json!({"type": "input_audio_buffer.speech_started", "item_id": "u"})
+        )
+        .is_empty(),
+        "the client decides"
+    );
+    // Its own cancel still reports the interruption.
+    assert_eq!(
+        run(
+            &mut d,
+            json!({"type": "response.done", "response": {"id": "r1", "status": "cancelled"}})
+        ),
+        vec![ModelEvent::Interrupted, ModelEvent::TurnComplete]
+    );
+}
