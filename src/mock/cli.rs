@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::faults::{DropRule, Faults};
-use super::profile::Profile;
+use super::openai::OpenAiOptions;
+use super::profile::ProfileArg;
 use super::record::RecordSink;
 use super::scenario::Scenario;
 use super::server::{self, MockError, MockOptions};
@@ -28,6 +29,9 @@ Examples:
   # The financial-advisor handoff scenario, behaving like a model without contextUpdate:
   baton mock-model --scenario audio-fixtures/scenarios/seed000.toml --profile gemini-2.5
 
+  # The OpenAI Realtime protocol, sessions ending after 10 minutes:
+  baton mock-model --profile openai --session-lifetime 600
+
   # For the official google-genai SDK, which always connects with TLS:
   baton mock-model --tls-self-signed /tmp/mock-cert.pem
   SSL_CERT_FILE=/tmp/mock-cert.pem python client.py   # base_url https://localhost:9300
@@ -41,7 +45,9 @@ Examples:
       --go-away-time-left 10 --late-pong-ms 30000 --drop mid_tool_call@5:1011 --drop after@60:1006
 
 Connect to ws[s]://HOST:PORT/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent
-(also v1, v1alpha, ...Constrained, and /ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent).")]
+(also v1, v1alpha, ...Constrained, and /ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent).
+With --profile openai: ws[s]://HOST:PORT/v1/realtime?model=gpt-realtime (OpenAI SDKs: websocket_base_url
+ws://HOST:PORT/v1).")]
 pub struct MockModelArgs {
     /// Address to listen on, e.g. 127.0.0.1:9300 or 127.0.0.1:0 for any free port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9300")]
@@ -53,9 +59,15 @@ pub struct MockModelArgs {
 
     /// Model behaviour (overrides the scenario's `[model] profile`): gemini-3.8 (contextUpdate,
     /// NON_BLOCKING tools), gemini-2.5 (no contextUpdate), gemini-3.1 (no contextUpdate, blocking
-    /// tools only, no mid-session clientContent).
+    /// tools only, no mid-session clientContent); or openai: the OpenAI Realtime protocol at
+    /// ws://HOST:PORT/v1/realtime?model=… (the same scenario, clips and VAD).
     #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
-    pub profile: Option<Profile>,
+    pub profile: Option<ProfileArg>,
+
+    /// With --profile openai: end each session after SECS with a session_expired error (the
+    /// service: 3600).
+    #[arg(long, value_name = "SECS")]
+    pub session_lifetime: Option<f64>,
 
     /// Serve wss:// with a fresh self-signed certificate for localhost and 127.0.0.1, written as
     /// PEM to CERT_OUT so clients can trust it (SSL_CERT_FILE=CERT_OUT).
@@ -210,7 +222,17 @@ pub async fn run(args: MockModelArgs) -> Result<(), MockError> {
         Some((sink, task)) => (Some(sink), Some(task)),
         None => (None, None),
     };
-    let profile = args.profile.unwrap_or(scenario.profile);
+    let (profile, openai) = match args.profile {
+        Some(ProfileArg::Gemini(p)) => (p, None),
+        Some(ProfileArg::OpenAi) => {
+            let mut o = OpenAiOptions::default();
+            if let Some(s) = args.session_lifetime {
+                o.lifetime = Duration::from_secs_f64(s.clamp(0.001, 86_400.0));
+            }
+            (scenario.profile, Some(o))
+        }
+        None => (scenario.profile, None),
+    };
     let mut faults = scenario.faults.clone();
     args.faults.apply(&mut faults);
     let opts = Arc::new(MockOptions {
@@ -218,6 +240,7 @@ pub async fn run(args: MockModelArgs) -> Result<(), MockError> {
         record,
         profile,
         faults: Arc::new(faults),
+        openai,
         ..MockOptions::new(Arc::new(scenario))
     });
     let server = server::bind(&args.listen, opts, tls).await?;
@@ -242,9 +265,9 @@ pub async fn run(args: MockModelArgs) -> Result<(), MockError> {
     Ok(())
 }
 
-fn parse_profile(s: &str) -> Result<Profile, String> {
+fn parse_profile(s: &str) -> Result<ProfileArg, String> {
     s.parse()
-        .map_err(|e: super::profile::UnknownProfile| e.to_string())
+        .map_err(|e: super::profile::UnknownProfile| format!("{e}, or openai"))
 }
 
 #[cfg(test)]
@@ -258,10 +281,17 @@ mod tests {
         args: MockModelArgs,
     }
 
+    use crate::mock::profile::Profile;
+
     #[test]
     fn profile_flag_names_a_model_generation() {
         let cli = Cli::try_parse_from(["mock-model", "--profile", "gemini-3.1"]).unwrap();
-        assert_eq!(cli.args.profile, Some(Profile::Gemini31));
+        assert_eq!(
+            cli.args.profile,
+            Some(ProfileArg::Gemini(Profile::Gemini31))
+        );
+        let cli = Cli::try_parse_from(["mock-model", "--profile", "openai"]).unwrap();
+        assert_eq!(cli.args.profile, Some(ProfileArg::OpenAi));
         assert_eq!(
             Cli::try_parse_from(["mock-model"]).unwrap().args.profile,
             None
@@ -270,7 +300,10 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(err.contains("gemini-3.8"), "{err}");
+        assert!(
+            err.contains("gemini-3.8") && err.contains("openai"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! - [`faults`]: goAway, drops, late pongs, garbage ([`pong`] delays pongs under the WebSocket);
 //!   [`resume`]: resumption handles and per-lineage caller audio, shared by a server's
 //!   connections.
+//! - [`openai`]: the OpenAI Realtime profile (`--profile openai`), its own engine and shell over
+//!   the same scenarios, clips and VAD.
 //! - [`server`]: the tokio/WebSocket shell (TCP, TLS, in-memory duplex), [`record`]: message
 //!   recording, [`cli`]: `baton mock-model`.
 
@@ -20,6 +22,7 @@ pub mod engine;
 pub mod faults;
 pub mod inbound;
 pub mod listen;
+pub mod openai;
 pub mod persona;
 pub mod pong;
 pub mod profile;

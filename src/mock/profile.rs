@@ -112,6 +112,29 @@ impl FromStr for Profile {
     }
 }
 
+/// What `baton mock-model --profile` names: a Gemini Live generation, or the OpenAI Realtime
+/// protocol (a different wire protocol over the same scenarios, see [`super::openai`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileArg {
+    Gemini(Profile),
+    OpenAi,
+}
+
+impl FromStr for ProfileArg {
+    type Err = UnknownProfile;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim() == "openai" {
+            return Ok(ProfileArg::OpenAi);
+        }
+        s.parse()
+            .map(ProfileArg::Gemini)
+            .map_err(|_| UnknownProfile {
+                given: s.to_owned(),
+            })
+    }
+}
+
 /// Optional imitations of reported model bugs; all off unless a scenario turns them on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Quirks {

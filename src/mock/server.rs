@@ -52,6 +52,8 @@ pub struct MockOptions {
     pub faults: Arc<Faults>,
     /// Resumption handles, open sockets and audio records of this server's connections.
     pub resumption: Arc<Resumption>,
+    /// Speak the OpenAI Realtime protocol instead of Gemini Live (see [`super::openai`]).
+    pub openai: Option<super::openai::OpenAiOptions>,
 }
 
 impl MockOptions {
@@ -64,11 +66,15 @@ impl MockOptions {
             api_key: None,
             record: None,
             resumption: Arc::new(Resumption::default()),
+            openai: None,
         }
     }
 
     /// What a client can do in place in a session of this server.
     pub fn capabilities(&self) -> crate::model::Capabilities {
+        if self.openai.is_some() {
+            return super::openai::CAPABILITIES;
+        }
         self.profile.capabilities()
     }
 }
@@ -242,6 +248,9 @@ pub async fn serve_connection<S>(stream: S, opts: Arc<MockOptions>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    if opts.openai.is_some() {
+        return super::openai::serve_connection(stream, opts).await;
+    }
     let mut admitted: Option<(Endpoint, Result<(), Rejection>)> = None;
     // The callback's error type is tungstenite's; its size is not ours to choose.
     #[allow(clippy::result_large_err)]

@@ -21,6 +21,7 @@ use super::endpoint::{Endpoint, EndpointError};
 use super::keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
 use super::wire::{self, ClientMessage, Content, Setup};
 use crate::model::ModelEvent;
+pub use crate::model::session::{Outbound, SessionEvent, Transport};
 
 /// How the session is configured at setup.
 #[derive(Clone, Debug)]
@@ -150,14 +151,6 @@ impl SessionConfig {
     }
 }
 
-/// Where the WebSocket runs.
-pub enum Transport {
-    /// TCP (+TLS for `wss://`) to the endpoint's host.
-    Network,
-    /// An in-memory stream carrying the same WebSocket frames (accelerated runs with the mock).
-    InMemory(tokio::io::DuplexStream),
-}
-
 /// A session could not be established.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -171,37 +164,6 @@ pub enum SessionError {
     SetupTimeout(Duration),
     #[error("model connection failed during setup: {0}")]
     Io(String),
-}
-
-/// Something the session reports to the call.
-#[derive(Debug)]
-pub enum SessionEvent {
-    /// A model event and when its frame arrived.
-    Model(ModelEvent, Instant),
-    /// A caller frame received at `received_at` was written to the socket at `written_at`.
-    Written {
-        received_at: Instant,
-        written_at: Instant,
-    },
-    /// The connection ended. `code` is absent when there was no close frame (1006).
-    Closed { code: Option<u16>, reason: String },
-    /// Nothing at all arrived for `silent_for` although pings were sent: the socket is dead and
-    /// has been abandoned (handled like a drop).
-    Dead { silent_for: Duration },
-}
-
-/// What the call hands the writer task.
-#[derive(Debug)]
-pub enum Outbound {
-    /// A ready JSON text; `received_at` is set for caller audio, to measure `uplink_added_ms`.
-    Text {
-        json: String,
-        received_at: Option<Instant>,
-    },
-    /// Close the socket normally.
-    Close,
-    /// A WebSocket ping (sent by the keepalive).
-    Ping,
 }
 
 /// A live session: send with [`Session::send`], receive from [`Session::events`].
