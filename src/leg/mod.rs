@@ -2,6 +2,7 @@
 //! decoded PCM at the leg's own rate, stop) and taking the same [`LegCommand`]s (play a frame,
 //! clear, hang up). The call never knows which protocol a leg speaks.
 
+pub mod bridge;
 pub mod fixture;
 pub mod twilio;
 
