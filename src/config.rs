@@ -19,6 +19,8 @@ pub struct Config {
     #[serde(default)]
     pub twilio: TwilioConfig,
     #[serde(default)]
+    pub telnyx: TelnyxConfig,
+    #[serde(default)]
     pub limits: LimitsConfig,
     #[serde(default)]
     pub log: LogConfig,
@@ -115,6 +117,14 @@ pub struct TwilioConfig {
     pub disable_signature_check: bool,
     /// If set, `start.accountSid` must equal this.
     pub account_sid: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelnyxConfig {
+    /// Name of the environment variable holding the stream's `stream_auth_token`. When that
+    /// variable is set, every `/telnyx` upgrade must carry it in `x-telnyx-streaming-auth-token`.
+    pub stream_auth_token_env: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -418,6 +428,17 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "twilio.auth_token_env",
             "must be the NAME of an environment variable, not the token".into(),
             "write e.g. auth_token_env = \"TWILIO_AUTH_TOKEN\" and export the token in that variable",
+        );
+    }
+    let env = &c.telnyx.stream_auth_token_env;
+    if !env
+        .chars()
+        .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+    {
+        problem(
+            "telnyx.stream_auth_token_env",
+            "must be the NAME of an environment variable, not the token".into(),
+            "write e.g. stream_auth_token_env = \"TELNYX_STREAM_TOKEN\" and export the token there",
         );
     }
     let sid_ok = t.account_sid.starts_with("AC") && t.account_sid.len() == 34;

@@ -2,6 +2,7 @@
 //! registry (capacity limit, drain on SIGTERM/SIGINT), and hands each call its own tasks so one
 //! call's failure never touches another.
 
+pub mod bridges;
 pub mod calls;
 pub mod twilio;
 
@@ -32,6 +33,8 @@ pub struct AppState {
     pub session: SessionConfig,
     /// Twilio auth token when signatures are checked.
     pub twilio_token: Option<AuthToken>,
+    /// Telnyx `stream_auth_token` when `/telnyx` upgrades are checked.
+    pub telnyx_token: Option<Secret>,
     /// The public `wss://…/twilio` URL (what Twilio signs).
     pub stream_url: String,
     pub calls: CallRegistry,
@@ -123,6 +126,10 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             "twilio.auth_token_env",
         )?)
     };
+    let telnyx_token = match c.telnyx.stream_auth_token_env.as_str() {
+        "" => None,
+        var => Some(env_secret(var, "telnyx.stream_auth_token_env")?),
+    };
     let session = SessionConfig {
         model: c.model.model.clone(),
         system_instruction: (!c.model.instruction.is_empty()).then(|| c.model.instruction.clone()),
@@ -143,18 +150,22 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         backend,
         session,
         twilio_token,
+        telnyx_token,
         stream_url,
         calls,
         agents,
     }))
 }
 
-/// The router: `/healthz`, `/twiml`, `/twilio`.
+/// The router: `/healthz`, `/twiml`, `/twilio`, and the other bridges (`/telnyx`, `/plivo`,
+/// `/exotel`, `/vonage`, detection on `/media-stream`; see [`bridges`]).
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/twiml", get(twiml_get).post(twiml_post))
         .route("/twilio", get(twilio::upgrade))
+        .merge(bridges::own_auth_routes(&state))
+        .merge(bridges::routes(&state))
         .with_state(state)
 }
 

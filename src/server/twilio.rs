@@ -1,6 +1,7 @@
 //! `WS /twilio`: a Twilio Media Streams call. The signature is checked on the upgrade request
 //! (403 before the upgrade), capacity is checked (503), then the socket becomes a Twilio leg and a
-//! call is run between it and a fresh model session, in tasks of its own.
+//! call is run between it and a fresh model session, in tasks of its own
+//! ([`super::bridges::run_call`], shared with every other bridge).
 
 use std::sync::Arc;
 
@@ -12,13 +13,10 @@ use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
 use super::AppState;
-use super::calls::CallSlot;
-use crate::call::metrics::summarize;
-use crate::call::{self, CallOptions};
-use crate::leg::LegCommand;
-use crate::leg::twilio::server::{self as twilio_leg, TwilioLegOptions};
+use super::bridges::{admit, refuse_busy, run_call};
+use crate::leg::bridge::server::{BridgeLegOptions, configure_upgrade};
+use crate::leg::bridge::{Dialect, DialectChoice};
 use crate::leg::twilio::signature;
-use crate::leg::twilio::stream::StreamOptions;
 
 /// The upgrade handler.
 pub async fn upgrade(
@@ -32,89 +30,19 @@ pub async fn upgrade(
         tracing::warn!(error = %e, "refused a /twilio upgrade: bad X-Twilio-Signature");
         return (StatusCode::FORBIDDEN, "invalid X-Twilio-Signature\n").into_response();
     }
-    let Some(slot) = app.calls.try_admit() else {
-        let why = if app.calls.draining() {
-            "baton is shutting down"
-        } else {
-            "baton is at its call limit"
-        };
-        tracing::warn!(active = app.calls.active(), "refused a call: {why}");
-        return (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response();
+    let Some(slot) = admit(&app) else {
+        return refuse_busy(&app);
     };
-    twilio_leg::configure_upgrade(ws)
+    let c = &app.loaded.config;
+    let mut opts = BridgeLegOptions::new(DialectChoice::Fixed(Dialect::Twilio));
+    opts.stream.expected_account_sid =
+        (!c.twilio.account_sid.is_empty()).then(|| c.twilio.account_sid.clone());
+    opts.event_queue = c.limits.leg_queue_frames;
+    opts.outbound_queue = c.limits.leg_queue_frames * 2;
+    configure_upgrade(ws)
         .on_upgrade(move |socket| async move {
             let span = tracing::info_span!("twilio");
-            run_call(app, socket, slot).instrument(span).await
+            run_call(app, socket, slot, opts).instrument(span).await
         })
         .into_response()
-}
-
-/// One Twilio call, start to end.
-async fn run_call(app: Arc<AppState>, socket: axum::extract::ws::WebSocket, slot: CallSlot) {
-    let c = &app.loaded.config;
-    let opts = TwilioLegOptions {
-        stream: StreamOptions {
-            expected_account_sid: (!c.twilio.account_sid.is_empty())
-                .then(|| c.twilio.account_sid.clone()),
-            ..Default::default()
-        },
-        event_queue: c.limits.leg_queue_frames,
-        outbound_queue: c.limits.leg_queue_frames * 2,
-        ..Default::default()
-    };
-    let (leg, start, leg_task) = match twilio_leg::accept(socket, opts).await {
-        Ok(x) => x,
-        Err(e) => {
-            tracing::warn!(error = %e, "Twilio stream ended before the call began");
-            return;
-        }
-    };
-    tracing::info!(stream_sid = %start.stream_sid, call_sid = start.call_sid.as_deref().unwrap_or("-"), "call started");
-    let (session, agents) = match app.open_call().await {
-        Ok(x) => x,
-        Err(e) => {
-            tracing::error!(stream_sid = %start.stream_sid, error = %e, "cannot open the model session; hanging up");
-            let _ = leg.commands.send(LegCommand::Hangup);
-            drop(leg);
-            let _ = leg_stats(leg_task).await;
-            return;
-        }
-    };
-    let opts = CallOptions {
-        hangup: Some(slot.hangup.clone()),
-        ..Default::default()
-    };
-    match call::run_with_agents(leg, session, opts, agents).await {
-        Ok(report) => {
-            let stats = leg_stats(leg_task).await;
-            let cadence = stats.as_ref().map(|s| s.send_cadence());
-            tracing::info!(
-                stream_sid = %start.stream_sid,
-                turns = report.turns.len(),
-                handoffs = ?report.handoffs,
-                underruns = report.underruns,
-                end = %report.end_reason,
-                first_audio_ms = ?report.first_audio_ms,
-                uplink_added_ms = ?summarize(&report.uplink_added_ms),
-                downlink_added_ms = ?summarize(&report.downlink_added_ms),
-                send_cadence = ?cadence,
-                "call ended"
-            );
-        }
-        Err(e) => tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed"),
-    }
-    drop(slot);
-}
-
-/// The leg's stats once its driver ends. A peer that stops reading must not hold the call slot:
-/// the wait is bounded, then the driver is aborted.
-async fn leg_stats<T>(task: tokio::task::JoinHandle<T>) -> Option<T> {
-    let abort = task.abort_handle();
-    match tokio::time::timeout(std::time::Duration::from_secs(5), task).await {
-        Ok(r) => r.ok(),
-        Err(_) => {
-            abort.abort();
-            None
-        }
-    }
 }

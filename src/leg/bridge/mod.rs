@@ -17,10 +17,11 @@
 //! typed wire parser and signature check.
 
 pub mod audio;
-// pub mod caller;
+pub mod auth;
+pub mod caller;
 pub mod detect;
 pub mod reorder;
-// pub mod server;
+pub mod server;
 pub mod stream;
 pub mod wire;
 
