@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use baton::config::{self, LogFormat};
 use baton::demo::{self, DemoArgs};
-use baton::dial::{self, DialTwilioArgs};
+use baton::dial::{self, DialBridgeArgs, DialTwilioArgs};
+use baton::leg::bridge::Dialect;
 use baton::mock::cli::MockModelArgs;
 use baton::server;
 
@@ -42,8 +43,9 @@ enum Cmd {
     /// Serve the embedded Gemini-Live-protocol mock model on a socket, for baton or any client
     /// (including the official google-genai SDK over wss://).
     MockModel(MockModelArgs),
-    /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio) connect, each call is
-    /// carried to the configured model and back.
+    /// Run the daemon: telephony bridges (Twilio at /twilio; Telnyx, Plivo, Exotel, Vonage at
+    /// /telnyx, /plivo, /exotel, /vonage; any of them detected at /media-stream) connect, each
+    /// call is carried to the configured model and back.
     Serve(ServeArgs),
     /// Place a call to a telephony-protocol server from a WAV fixture, as the bridge would.
     #[command(subcommand)]
@@ -73,6 +75,14 @@ enum BenchTarget {
 enum DialTarget {
     /// Dial a Twilio Media Streams server (baton's /twilio or any other).
     Twilio(DialTwilioArgs),
+    /// Dial a Telnyx media-streaming server (baton's /telnyx, or /media-stream).
+    Telnyx(DialBridgeArgs),
+    /// Dial a Plivo Audio Streams server (baton's /plivo, or /media-stream).
+    Plivo(DialBridgeArgs),
+    /// Dial an Exotel Voicebot server (baton's /exotel, or /media-stream).
+    Exotel(DialBridgeArgs),
+    /// Dial a Vonage Voice API WebSocket server (baton's /vonage, or /media-stream).
+    Vonage(DialBridgeArgs),
 }
 
 #[derive(clap::Args)]
@@ -115,6 +125,10 @@ fn main() -> ExitCode {
             init_logging("warn", LogFormat::Human);
             run_dial(&args)
         }
+        Cmd::Dial(DialTarget::Telnyx(args)) => run_dial_bridge(Dialect::Telnyx, &args),
+        Cmd::Dial(DialTarget::Plivo(args)) => run_dial_bridge(Dialect::Plivo, &args),
+        Cmd::Dial(DialTarget::Exotel(args)) => run_dial_bridge(Dialect::Exotel, &args),
+        Cmd::Dial(DialTarget::Vonage(args)) => run_dial_bridge(Dialect::Vonage, &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -163,6 +177,17 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
 
 fn run_dial(args: &DialTwilioArgs) -> anyhow::Result<()> {
     let report = dial::run(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", dial::render(&report));
+    }
+    Ok(())
+}
+
+fn run_dial_bridge(dialect: Dialect, args: &DialBridgeArgs) -> anyhow::Result<()> {
+    init_logging("warn", LogFormat::Human);
+    let report = dial::run_bridge(dialect, args)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

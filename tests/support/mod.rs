@@ -42,19 +42,26 @@ impl Daemon {
     }
 
     pub async fn start_with_token(config: &str, token: Option<AuthToken>) -> Daemon {
+        Self::start_with(config, |st| {
+            if token.is_some() {
+                st.twilio_token = token;
+            }
+        })
+        .await
+    }
+
+    /// Starts with the state adjusted by `adjust` before the router is built (credentials that
+    /// would otherwise come from the environment).
+    pub async fn start_with(config: &str, adjust: impl FnOnce(&mut AppState)) -> Daemon {
         let mut loaded =
             baton::config::parse(config, &Path::new(ROOT).join("config/test.toml")).unwrap();
         let listener = tokio::net::TcpListener::bind(loaded.listen).await.unwrap();
         let addr = listener.local_addr().unwrap();
         loaded.listen = addr;
         let app = server::state(loaded).unwrap();
-        let app = if token.is_some() {
-            let mut st = Arc::try_unwrap(app).ok().expect("state not shared yet");
-            st.twilio_token = token;
-            Arc::new(st)
-        } else {
-            app
-        };
+        let mut st = Arc::try_unwrap(app).ok().expect("state not shared yet");
+        adjust(&mut st);
+        let app = Arc::new(st);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn({
             let app = app.clone();
@@ -76,6 +83,11 @@ impl Daemon {
 
     pub fn twilio_url(&self) -> String {
         format!("ws://{}/twilio", self.addr)
+    }
+
+    /// `ws://<addr><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("ws://{}{path}", self.addr)
     }
 
     /// What baton validates signatures against.
@@ -185,6 +197,7 @@ impl EchoModel {
 }
 
 /// One step of a hostile client.
+#[derive(Clone)]
 pub enum Raw {
     Text(String),
     Binary(Vec<u8>),
