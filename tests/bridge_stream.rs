@@ -411,3 +411,19 @@ fn marks_and_clears_in_each_dialect() {
         }
     }
 }
+
+#[test]
+fn detection_does_not_hold_oversized_messages() {
+    let mut s = MediaStream::new(DialectChoice::Detect, StreamOptions::default());
+    let big = format!(r#"{{"event":"connected","pad":"{}"}}"#, "x".repeat(1 << 20));
+    let e = s.handle_text(&big, Instant::now()).unwrap_err();
+    assert!(e.to_string().contains("refused"), "{e}");
+    assert_eq!(s.stats().bad_messages, 1);
+    // The stream can still be detected afterwards.
+    let w = writer(Dialect::Exotel, AudioFormat::new(Encoding::L16Le, 8000));
+    let mut seq = 0;
+    for m in w.opening(&mut seq) {
+        feed(&mut s, m, Instant::now()).unwrap();
+    }
+    assert_eq!(s.dialect(), Some(Dialect::Exotel));
+}

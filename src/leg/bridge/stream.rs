@@ -14,7 +14,9 @@
 //! one, in `chunk`) beyond [`GAP_TOLERANCE`] is a gap: gaps up to
 //! [`StreamOptions::max_filled_gap`] are filled with silence so the caller's timeline stays
 //! continuous for the model; longer ones are not filled (the next frame's `ts` jumps). Telnyx
-//! media is first put back in `chunk` order ([`super::reorder`]).
+//! media is first put back in `media.chunk` order ([`super::reorder`]); media without a chunk
+//! is taken in arrival order (`sequence_number` also counts non-media messages, so it cannot
+//! tell a lost media message from a mark echo).
 //!
 //! Outbound: Voice and Underrun frames are encoded in the stream's format and sent one per message
 //! (Exotel: [`super::Dialect::frames_per_message`] frames per message, the last one of a turn
@@ -367,6 +369,16 @@ impl MediaStream {
                 event: "message",
                 reason: reason.clone(),
             });
+        }
+        if text.len() > wire::MAX_INBOUND_MESSAGE {
+            // Not held: no dialect's parser would take it anyway.
+            self.stats.messages_in += 1;
+            self.stats.bad_messages += 1;
+            return Err(WireError::TooLarge {
+                len: text.len(),
+                limit: wire::MAX_INBOUND_MESSAGE,
+            }
+            .into());
         }
         match detect::detect(text) {
             Some(d) => {

@@ -35,7 +35,7 @@ impl MediaStream {
             }
             Inbound::Start(s) => self.on_start(s, now),
             _ if !started => Err(StreamError::BeforeStart { event: name }),
-            Inbound::Media { media, seq } => self.on_media(media, seq, now),
+            Inbound::Media { media, .. } => self.on_media(media, now),
             Inbound::Dtmf(digit) => {
                 self.stats.dtmf += 1;
                 self.events.push_back(LegEvent::Dtmf { digit });
@@ -105,7 +105,7 @@ impl MediaStream {
         Ok(())
     }
 
-    fn on_media(&mut self, m: Media, seq: Option<u64>, now: Instant) -> Result<(), StreamError> {
+    fn on_media(&mut self, m: Media, now: Instant) -> Result<(), StreamError> {
         if m.track
             .as_deref()
             .is_some_and(|t| !t.starts_with("inbound"))
@@ -118,8 +118,7 @@ impl MediaStream {
                 len: m.payload.len(),
             });
         }
-        let key = m.chunk.or(seq);
-        match key {
+        match m.chunk {
             Some(key) if self.dialect.is_some_and(Dialect::reorders) => {
                 let mut out = std::mem::take(&mut self.released);
                 self.reorder.push(key, m, &mut out);
