@@ -21,6 +21,8 @@ pub struct Config {
     #[serde(default)]
     pub telnyx: TelnyxConfig,
     #[serde(default)]
+    pub exotel: ExotelConfig,
+    #[serde(default)]
     pub limits: LimitsConfig,
     #[serde(default)]
     pub log: LogConfig,
@@ -125,6 +127,15 @@ pub struct TelnyxConfig {
     /// Name of the environment variable holding the stream's `stream_auth_token`. When that
     /// variable is set, every `/telnyx` upgrade must carry it in `x-telnyx-streaming-auth-token`.
     pub stream_auth_token_env: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExotelConfig {
+    /// Name of the environment variable holding `KEY:TOKEN`. When that variable is set, every
+    /// `/exotel` upgrade must carry it as `Authorization: Basic` (a stream URL of the form
+    /// `wss://KEY:TOKEN@host/exotel`).
+    pub basic_auth_env: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -430,16 +441,28 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "write e.g. auth_token_env = \"TWILIO_AUTH_TOKEN\" and export the token in that variable",
         );
     }
-    let env = &c.telnyx.stream_auth_token_env;
-    if !env
-        .chars()
-        .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-    {
-        problem(
+    for (key, env, example) in [
+        (
             "telnyx.stream_auth_token_env",
-            "must be the NAME of an environment variable, not the token".into(),
+            &c.telnyx.stream_auth_token_env,
             "write e.g. stream_auth_token_env = \"TELNYX_STREAM_TOKEN\" and export the token there",
-        );
+        ),
+        (
+            "exotel.basic_auth_env",
+            &c.exotel.basic_auth_env,
+            "write e.g. basic_auth_env = \"EXOTEL_STREAM_AUTH\" and export KEY:TOKEN there",
+        ),
+    ] {
+        if !env
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+        {
+            problem(
+                key,
+                "must be the NAME of an environment variable, not the credential".into(),
+                example,
+            );
+        }
     }
     let sid_ok = t.account_sid.starts_with("AC") && t.account_sid.len() == 34;
     if !(t.account_sid.is_empty() || sid_ok) {

@@ -391,9 +391,10 @@ async fn hostile_input_in_each_dialect_ends_only_that_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn telnyx_streaming_token_is_checked_before_the_upgrade() {
+async fn telnyx_token_and_exotel_basic_auth_are_checked_before_the_upgrade() {
     let d = Daemon::start_with(&support::mock_config("", ""), |st| {
         st.telnyx_token = Some(baton::secret::Secret::new("tok-123"));
+        st.exotel_basic = Some(baton::secret::Secret::new("KEY:TOKEN"));
     })
     .await;
     let short = |token: Option<&str>| {
@@ -413,6 +414,31 @@ async fn telnyx_streaming_token_is_checked_before_the_upgrade() {
         assert!(matches!(e, CallerError::Refused { status: 403, .. }), "{e}");
     }
     let r = caller::dial(&d.url("/telnyx"), short(Some("tok-123")))
+        .await
+        .unwrap();
+    assert_eq!(r.end, CallerEnd::HungUp);
+
+    let exotel = |auth: Option<&str>| {
+        let mut o =
+            CallerOptions::for_dialect(Exotel, l16(8000), &vec![0i16; 4000], 8000, "s").unwrap();
+        o.max_tail = Duration::from_secs(1);
+        if let Some(v) = auth {
+            o.headers.push(("authorization".into(), v.into()));
+        }
+        o
+    };
+    // base64("KEY:TOKEN") = S0VZOlRPS0VO
+    for bad in [
+        None,
+        Some("Basic S0VZOlRPS0VP"),
+        Some("Bearer S0VZOlRPS0VO"),
+    ] {
+        let e = caller::dial(&d.url("/exotel"), exotel(bad))
+            .await
+            .expect_err("refused");
+        assert!(matches!(e, CallerError::Refused { status: 403, .. }), "{e}");
+    }
+    let r = caller::dial(&d.url("/exotel"), exotel(Some("Basic S0VZOlRPS0VO")))
         .await
         .unwrap();
     assert_eq!(r.end, CallerEnd::HungUp);

@@ -4,9 +4,10 @@
 //! run between it and a fresh model session, in tasks of its own — the same as `/twilio`.
 //!
 //! Authentication: `/telnyx` checks the `x-telnyx-streaming-auth-token` header (403) when
-//! `telnyx.stream_auth_token_env` names a set variable, and is then served by
-//! [`own_auth_routes`]. Every other route here has no authentication of its own and is built by
-//! [`routes`], so that it can be placed behind the daemon's bearer-token layer.
+//! `telnyx.stream_auth_token_env` names a set variable, and `/exotel` checks `Authorization:
+//! Basic` (403) when `exotel.basic_auth_env` does; each is then served by [`own_auth_routes`].
+//! Every other route here has no authentication of its own and is built by [`routes`], so that it
+//! can be placed behind the daemon's bearer-token layer.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use crate::call::metrics::summarize;
 use crate::call::{self, CallOptions};
 use crate::leg::LegCommand;
 use crate::leg::bridge::audio::{AudioFormat, Encoding, RATES};
-use crate::leg::bridge::auth::verify_telnyx_token;
+use crate::leg::bridge::auth::{verify_basic, verify_telnyx_token};
 use crate::leg::bridge::server::{self as bridge_leg, BridgeLegOptions};
 use crate::leg::bridge::{Dialect, DialectChoice};
 
@@ -33,29 +34,30 @@ use crate::leg::bridge::{Dialect, DialectChoice};
 pub const SHARED_PATH: &str = "/media-stream";
 
 /// The routes that authenticate their upgrades themselves: `/telnyx` when a streaming token is
-/// configured.
+/// configured, `/exotel` when a Basic `KEY:TOKEN` is.
 pub fn own_auth_routes(app: &AppState) -> Router<Arc<AppState>> {
-    let r = Router::new();
-    if app.telnyx_token.is_some() {
-        r.route(Dialect::Telnyx.path(), get(telnyx))
-    } else {
-        r
-    }
+    authenticated(app, true)
 }
 
-/// The bridge routes without authentication of their own: `/plivo`, `/exotel`, `/vonage`, the
-/// shared detection path, and `/telnyx` when no streaming token is configured.
+/// The bridge routes without authentication of their own: `/plivo`, `/vonage`, the shared
+/// detection path, and `/telnyx`, `/exotel` when no credential is configured for them.
 pub fn routes(app: &AppState) -> Router<Arc<AppState>> {
-    let r = Router::new()
+    authenticated(app, false)
         .route(Dialect::Plivo.path(), get(plivo))
-        .route(Dialect::Exotel.path(), get(exotel))
         .route(Dialect::Vonage.path(), get(vonage))
-        .route(SHARED_PATH, get(shared));
-    if app.telnyx_token.is_none() {
-        r.route(Dialect::Telnyx.path(), get(telnyx))
-    } else {
-        r
+        .route(SHARED_PATH, get(shared))
+}
+
+/// `/telnyx` and `/exotel`, each where its credential is configured (`with_auth`) or not.
+fn authenticated(app: &AppState, with_auth: bool) -> Router<Arc<AppState>> {
+    let mut r = Router::new();
+    if app.telnyx_token.is_some() == with_auth {
+        r = r.route(Dialect::Telnyx.path(), get(telnyx));
     }
+    if app.exotel_basic.is_some() == with_auth {
+        r = r.route(Dialect::Exotel.path(), get(exotel));
+    }
+    r
 }
 
 async fn telnyx(
@@ -80,8 +82,15 @@ async fn plivo(State(app): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Respon
 async fn exotel(
     State(app): State<Arc<AppState>>,
     Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
+    if let Some(key_token) = &app.exotel_basic
+        && let Err(e) = verify_basic(&headers, key_token)
+    {
+        tracing::warn!(error = %e, "refused an /exotel upgrade");
+        return (StatusCode::FORBIDDEN, format!("{e}\n")).into_response();
+    }
     let rate = match q.get("sample-rate").map(|r| r.parse::<u32>()) {
         None => 8000,
         Some(Ok(r)) if RATES.contains(&r) => r,

@@ -35,6 +35,8 @@ pub struct AppState {
     pub twilio_token: Option<AuthToken>,
     /// Telnyx `stream_auth_token` when `/telnyx` upgrades are checked.
     pub telnyx_token: Option<Secret>,
+    /// Exotel `KEY:TOKEN` when `/exotel` upgrades must carry it as Basic auth.
+    pub exotel_basic: Option<Secret>,
     /// The public `wss://…/twilio` URL (what Twilio signs).
     pub stream_url: String,
     pub calls: CallRegistry,
@@ -130,6 +132,10 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         "" => None,
         var => Some(env_secret(var, "telnyx.stream_auth_token_env")?),
     };
+    let exotel_basic = match c.exotel.basic_auth_env.as_str() {
+        "" => None,
+        var => Some(env_secret(var, "exotel.basic_auth_env")?),
+    };
     let session = SessionConfig {
         model: c.model.model.clone(),
         system_instruction: (!c.model.instruction.is_empty()).then(|| c.model.instruction.clone()),
@@ -151,6 +157,7 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         session,
         twilio_token,
         telnyx_token,
+        exotel_basic,
         stream_url,
         calls,
         agents,
