@@ -31,6 +31,8 @@ declare -A VOICE=(
     [quinn]="-v en-us+f2 -p 55 -s 185"
     [sofia]="-v en-gb-x-rp+f5 -p 65 -s 175"
     [felix]="-v en-029+m4 -p 30 -s 170"
+    [gina]="-v en-gb+f2 -p 58 -s 180"
+    [victor]="-v en-us+m2 -p 30 -s 170"
 )
 
 # Conversation timing in ms; keep these multiples of 20 ms so that every

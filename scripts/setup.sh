@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
 # Installs the system packages baton needs to build and test, only when they are missing.
 # Called by both quick-start commands and by .ci/run; safe to run again.
+#   scripts/setup.sh          # the default build and the test suite
+#   scripts/setup.sh --mic    # also libasound2-dev, for `cargo build --features mic` (baton talk)
 set -euo pipefail
+mic=false
+for arg in "$@"; do
+  case "$arg" in
+    --mic) mic=true ;;
+    *) echo "setup: unknown option $arg (use --mic)" >&2; exit 2 ;;
+  esac
+done
 
 # pkg-config and libopus-dev: the Opus codec (libopus) for WebRTC legs; python3-venv: the test
 # suite runs the official google-genai SDK from a local virtualenv.
 packages=(pkg-config libopus-dev)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3-venv)
+# libasound2-dev: ALSA, which cpal uses for the microphone and speaker of `baton talk`.
+$mic && packages+=(libasound2-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -28,6 +28,118 @@ pub struct Config {
     pub log: LogConfig,
     #[serde(default)]
     pub agents: AgentsConfig,
+    #[serde(default)]
+    pub webrtc: crate::leg::webrtc::config::WebrtcConfig,
+    #[serde(default)]
+    pub audiosocket: AudioSocketConfig,
+    #[serde(default)]
+    pub resume: ResumeConfig,
+    #[serde(default)]
+    pub store: StoreConfig,
+}
+
+/// The Asterisk AudioSocket listener (raw TCP); off unless `listen` is set.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AudioSocketConfig {
+    /// Address Asterisk connects to, e.g. "127.0.0.1:9092". Empty: no AudioSocket listener.
+    pub listen: String,
+}
+
+/// Surviving `goAway` and dropped sockets (see README "Surviving goAway and drops").
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResumeConfig {
+    /// Resume attempts after an unexpected drop before a fresh session is tried.
+    pub tries: u32,
+    /// Wait before attempt 1, 2, 3 … (the last value repeats).
+    pub backoff_ms: Vec<u64>,
+    /// Fresh sessions (re-seeded from the transcript) tried after resumption is given up.
+    pub fresh_tries: u32,
+    /// Caller audio handed to the socket within this of a handle's arrival is replayed anyway
+    /// (at least the round trip to the service plus its input lag).
+    pub replay_margin_ms: u64,
+    /// Caller audio kept for replay.
+    pub max_replay_s: u64,
+    /// After `goAway`, switch at the latest this long before its `timeLeft` runs out.
+    pub go_away_margin_s: u64,
+    /// WebSocket ping interval while nothing arrives (0: no pings, no dead-socket detection).
+    pub keepalive_ping_s: u64,
+    /// Nothing received for this long with a ping outstanding: the socket is dead.
+    pub keepalive_dead_s: u64,
+}
+
+impl Default for ResumeConfig {
+    fn default() -> Self {
+        ResumeConfig {
+            tries: 3,
+            backoff_ms: vec![0, 100, 400],
+            fresh_tries: 2,
+            replay_margin_ms: 500,
+            max_replay_s: 60,
+            go_away_margin_s: 5,
+            keepalive_ping_s: 10,
+            keepalive_dead_s: 45,
+        }
+    }
+}
+
+impl ResumeConfig {
+    /// The call's reconnect policy.
+    pub fn policy(&self) -> crate::call::ReconnectPolicy {
+        use std::time::Duration;
+        crate::call::ReconnectPolicy {
+            tries: self.tries,
+            backoff: self
+                .backoff_ms
+                .iter()
+                .map(|&ms| Duration::from_millis(ms))
+                .collect(),
+            fresh_tries: self.fresh_tries,
+            go_away_margin: Duration::from_secs(self.go_away_margin_s),
+            replay_margin: Duration::from_millis(self.replay_margin_ms),
+            max_replay: Duration::from_secs(self.max_replay_s),
+            ..crate::call::ReconnectPolicy::default()
+        }
+    }
+
+    /// The session keepalive.
+    pub fn keepalive(&self) -> crate::model::gemini::keepalive::KeepaliveConfig {
+        use std::time::Duration;
+        crate::model::gemini::keepalive::KeepaliveConfig {
+            ping_every: (self.keepalive_ping_s > 0)
+                .then(|| Duration::from_secs(self.keepalive_ping_s)),
+            dead_after: Duration::from_secs(self.keepalive_dead_s),
+        }
+    }
+}
+
+/// Where calls, transcripts and agent contexts are kept (see `src/store/`); empty url: nowhere.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `sqlite://PATH` (relative to the working directory) or `postgres://USER@HOST/DB`.
+    pub url: String,
+    /// NAME of an environment variable holding the URL instead (one with a password).
+    pub url_env: String,
+    /// Writes waiting for the store at most; more are dropped, counted and logged.
+    pub queue: usize,
+    /// How long a call may wait for the caller's contexts before its audio starts.
+    pub read_timeout_ms: u64,
+    /// A folder for per-call stereo recordings (left: caller, right: agent); empty: none.
+    pub recordings: String,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: String::new(),
+            url_env: String::new(),
+            queue: 10_000,
+            read_timeout_ms: 300,
+            recordings: String::new(),
+        }
+    }
 }
 
 /// Which agent set calls run (multi-agent handoffs); none: one agent with `model.instruction`.
@@ -48,6 +160,10 @@ pub struct ServerConfig {
     pub public_url: String,
     /// On SIGTERM/SIGINT, how long active calls may run before they are ended.
     pub drain_timeout_s: u64,
+    /// Name of the environment variable holding the API bearer tokens (comma-separated) that
+    /// every endpoint but `/healthz` and the Twilio-signed ones requires. Empty: no tokens, which
+    /// only a loopback `listen` (or `--insecure-no-auth`) allows.
+    pub auth_tokens_env: String,
 }
 
 impl Default for ServerConfig {
@@ -56,6 +172,7 @@ impl Default for ServerConfig {
             listen: "127.0.0.1:8080".into(),
             public_url: String::new(),
             drain_timeout_s: 30,
+            auth_tokens_env: String::new(),
         }
     }
 }
@@ -92,6 +209,15 @@ pub struct ModelConfig {
     pub instruction: String,
     /// Prebuilt voice name.
     pub voice: String,
+    /// A PEM file of extra CA certificates trusted for `wss://` model endpoints (a private
+    /// gateway), relative to this config file; added to the platform's roots, never replacing
+    /// verification.
+    pub ca_file: String,
+    /// `contextWindowCompression`: a sliding window once the context reaches this many tokens
+    /// (0: no compression; sessions without it end after ~15 min of audio).
+    pub compression_trigger_tokens: u64,
+    /// What the window shrinks the context to (0: the service's default, half the trigger).
+    pub compression_target_tokens: u64,
 }
 
 impl Default for ModelConfig {
@@ -105,6 +231,9 @@ impl Default for ModelConfig {
             scenario: String::new(),
             instruction: "You are a friendly assistant on a phone line. Keep answers short.".into(),
             voice: String::new(),
+            ca_file: String::new(),
+            compression_trigger_tokens: 0,
+            compression_target_tokens: 0,
         }
     }
 }
@@ -119,6 +248,9 @@ pub struct TwilioConfig {
     pub disable_signature_check: bool,
     /// If set, `start.accountSid` must equal this.
     pub account_sid: String,
+    /// The stream `<Parameter>` naming the caller (their agent contexts follow them across
+    /// calls); empty: `From`.
+    pub caller_parameter: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -239,6 +371,11 @@ impl Loaded {
         }
     }
 
+    /// The AudioSocket listen address, when one is configured (validated by [`parse`]).
+    pub fn audiosocket_listen(&self) -> Option<SocketAddr> {
+        self.config.audiosocket.listen.parse().ok()
+    }
+
     /// The `wss://…/twilio` (or `ws://` for an http origin) URL bridges connect to.
     pub fn twilio_stream_url(&self) -> String {
         let base = self.public_url();
@@ -312,6 +449,11 @@ fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     .unwrap_or_default()
 }
 
+/// Empty, or letters, digits and `_`: the name of a variable, not a credential pasted in.
+fn is_env_name(s: &str) -> bool {
+    s.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
 fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAddr> {
     let mut problem = |key: &str, message: String, fix: &str| {
         out.push(Problem {
@@ -326,6 +468,14 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "server.listen",
             format!("{:?} is not an address:port", c.server.listen),
             "write it as \"127.0.0.1:8080\" (or \"0.0.0.0:8080\" to accept other hosts)",
+        );
+    }
+    let al = &c.audiosocket.listen;
+    if !al.is_empty() && al.parse::<SocketAddr>().is_err() {
+        problem(
+            "audiosocket.listen",
+            format!("{al:?} is not an address:port"),
+            "write it as \"127.0.0.1:9092\" (the host:port of the AudioSocket() dialplan line), or remove the key",
         );
     }
     let pu = &c.server.public_url;
@@ -418,6 +568,29 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             }
         }
     }
+    let st = &c.store;
+    if !st.url.is_empty() {
+        if !(st.url.starts_with("sqlite:") || st.url.starts_with("postgres")) {
+            problem(
+                "store.url",
+                format!("{:?} is neither sqlite:// nor postgres://", st.url),
+                "e.g. url = \"sqlite://out/baton.db\" or \"postgres://baton@db.internal/baton\"",
+            );
+        } else if url::Url::parse(&st.url).is_ok_and(|u| u.password().is_some()) {
+            problem(
+                "store.url",
+                "holds a password".into(),
+                "put the whole URL in an environment variable and name it with store.url_env",
+            );
+        }
+    }
+    if st.queue == 0 {
+        problem(
+            "store.queue",
+            "is 0, so every write would be dropped".into(),
+            "use e.g. 10000",
+        );
+    }
     if !c.agents.set.is_empty() {
         let p = path.parent().unwrap_or(Path::new(".")).join(&c.agents.set);
         if let Err(e) = crate::agents::load(&p) {
@@ -428,13 +601,37 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             );
         }
     }
-    let t = &c.twilio;
-    if !t.auth_token_env.is_empty()
-        && !t
-            .auth_token_env
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+    crate::leg::webrtc::config::validate(&c.webrtc, &mut problem);
+    let r = &c.resume;
+    if r.backoff_ms.is_empty() {
+        problem(
+            "resume.backoff_ms",
+            "is empty".into(),
+            "give at least one wait, e.g. backoff_ms = [0, 100, 400]",
+        );
+    }
+    if r.keepalive_ping_s > 0 && r.keepalive_dead_s <= r.keepalive_ping_s + 30 {
+        problem(
+            "resume.keepalive_dead_s",
+            format!(
+                "{} s would call a healthy socket dead: the service answers pings up to 30 s late",
+                r.keepalive_dead_s
+            ),
+            "make it more than keepalive_ping_s + 30 (the default is 45 with pings every 10 s)",
+        );
+    }
+    if m.compression_target_tokens > 0
+        && m.compression_trigger_tokens > 0
+        && m.compression_target_tokens >= m.compression_trigger_tokens
     {
+        problem(
+            "model.compression_target_tokens",
+            "is not below compression_trigger_tokens".into(),
+            "the window shrinks the context: use e.g. half of the trigger",
+        );
+    }
+    let t = &c.twilio;
+    if !is_env_name(&t.auth_token_env) {
         problem(
             "twilio.auth_token_env",
             "must be the NAME of an environment variable, not the token".into(),
@@ -453,14 +650,28 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "write e.g. basic_auth_env = \"EXOTEL_STREAM_AUTH\" and export KEY:TOKEN there",
         ),
     ] {
-        if !env
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-        {
+        if !is_env_name(env) {
             problem(
                 key,
                 "must be the NAME of an environment variable, not the credential".into(),
                 example,
+            );
+        }
+    }
+    if !is_env_name(&c.server.auth_tokens_env) {
+        problem(
+            "server.auth_tokens_env",
+            "must be the NAME of an environment variable, not the tokens".into(),
+            "write e.g. auth_tokens_env = \"BATON_API_TOKENS\" and export comma-separated tokens in that variable",
+        );
+    }
+    if !m.ca_file.is_empty() {
+        let p = path.parent().unwrap_or(Path::new(".")).join(&m.ca_file);
+        if !p.is_file() {
+            problem(
+                "model.ca_file",
+                format!("{} is not a file", p.display()),
+                "give a PEM file of CA certificates, relative to this config file",
             );
         }
     }
@@ -490,7 +701,7 @@ mod tests {
     fn empty_file_is_the_default_mock_setup() {
         let l = parse("", Path::new("baton.toml")).unwrap();
         assert_eq!(l.config.model.backend, BackendKind::Mock);
-        assert_eq!(l.listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(l.listen, "127.0.0.1:8080".parse::<SocketAddr>().unwrap());
         assert_eq!(l.twilio_stream_url(), "ws://127.0.0.1:8080/twilio");
     }
 
@@ -512,6 +723,8 @@ mod tests {
         assert!(p[0].message.contains("line 3"), "{:?}", p[0]);
         let p = problems("[model]\nbackend = \"gpt\"\n");
         assert_eq!(p[0].key, "model.backend");
+        let p = problems("[audiosocket]\nlisten = \"9092\"\n");
+        assert_eq!(p[0].key, "audiosocket.listen");
     }
 
     #[test]
@@ -540,6 +753,29 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("fix:"));
+    }
+
+    #[test]
+    fn resume_settings_are_checked() {
+        let l = parse("", Path::new("baton.toml")).unwrap();
+        let p = l.config.resume.policy();
+        assert_eq!((p.tries, p.backoff.len()), (3, 3));
+        assert_eq!(
+            l.config.resume.keepalive().dead_after,
+            std::time::Duration::from_secs(45)
+        );
+        let p = problems(
+            "[resume]\nbackoff_ms = []\nkeepalive_dead_s = 20\n[model]\ncompression_trigger_tokens = 10\ncompression_target_tokens = 20\n",
+        );
+        let keys: Vec<_> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "resume.backoff_ms",
+                "resume.keepalive_dead_s",
+                "model.compression_target_tokens"
+            ]
+        );
     }
 
     #[test]

@@ -68,6 +68,13 @@ pub struct DemoArgs {
     /// How the caller's audio travels: l16-16k (app/browser) or pcmu8k (phone, G.711 μ-law).
     #[arg(long, default_value = "l16-16k")]
     pub leg_codec: LegCodec,
+    /// Keep the call(s) in this store: sqlite://FILE or postgres://… (default: none, except for a
+    /// scenario of several calls, which gets a fresh sqlite://<out>/baton.db).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// The caller's identity (agent contexts follow it across calls); default "demo-caller".
+    #[arg(long, value_name = "ID")]
+    pub caller: Option<String>,
 }
 
 impl Default for DemoArgs {
@@ -87,6 +94,8 @@ impl Default for DemoArgs {
             model: "models/gemini-3.8-live".into(),
             api_key_env: "GEMINI_API_KEY".into(),
             leg_codec: LegCodec::L16k16,
+            store: None,
+            caller: None,
         }
     }
 }
@@ -118,6 +127,10 @@ pub enum DemoError {
     Output { path: PathBuf, reason: String },
     #[error("cannot start the runtime: {0}")]
     Runtime(String),
+    #[error("store: {0}")]
+    Store(String),
+    #[error("the model session could not be opened")]
+    NoSession,
 }
 
 /// `summary.json`: names fixed across baton's reports.
@@ -131,10 +144,18 @@ pub struct DemoSummary {
     pub underruns: u64,
     pub handoffs: Vec<crate::call::HandoffRecord>,
     pub handoff_gap_ms: Option<P95>,
+    /// Model session switches (goAway, drops) and what they cost.
+    pub reconnects: Vec<crate::call::ReconnectRecord>,
+    pub reconnect_gap_ms: Option<P95>,
+    pub audio_replayed_ms: f64,
+    pub audio_lost_ms: f64,
     pub recording: String,
     pub mode: &'static str,
     pub leg_codec: &'static str,
     pub end_reason: String,
+    /// Every call of a scenario of several calls (the fields above are the first one's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub call_list: Vec<serde_json::Value>,
 }
 
 /// `{"p50","p95","max"}`; null where there were no samples.
@@ -197,8 +218,8 @@ pub fn scenario_path(arg: &str) -> PathBuf {
     }
 }
 
-/// The bundled scenarios: `name  description`, one per line, sorted.
-pub fn list_scenarios() -> Result<String, DemoError> {
+/// The bundled scenario files, sorted by name (what `--list` shows).
+pub fn bundled_scenarios() -> Result<Vec<PathBuf>, DemoError> {
     let dir = bundled("audio-fixtures/scenarios");
     let entries = std::fs::read_dir(&dir)
         .map_err(|e| DemoError::Scenario(format!("{}: {e}", dir.display())))?;
@@ -208,8 +229,13 @@ pub fn list_scenarios() -> Result<String, DemoError> {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     names.sort();
+    Ok(names)
+}
+
+/// The bundled scenarios: `name  description`, one per line, sorted.
+pub fn list_scenarios() -> Result<String, DemoError> {
     let mut out = String::new();
-    for p in names {
+    for p in bundled_scenarios()? {
         let name = p
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -226,7 +252,8 @@ pub fn list_scenarios() -> Result<String, DemoError> {
     Ok(out)
 }
 
-fn parse_strategy(s: &str) -> Result<crate::agents::strategy::Strategy, DemoError> {
+/// Parses a `--strategy` name.
+pub fn parse_strategy(s: &str) -> Result<crate::agents::strategy::Strategy, DemoError> {
     use crate::agents::strategy::Strategy;
     Ok(match s {
         "auto" => Strategy::Auto,
@@ -246,13 +273,50 @@ fn parse_strategy(s: &str) -> Result<crate::agents::strategy::Strategy, DemoErro
 /// Everything a demo run produced.
 pub struct DemoOutcome {
     pub summary: DemoSummary,
+    /// The first call's report.
     pub report: CallReport,
+    /// Every call, in order, with its contexts, sidecars and store id.
+    pub calls: Vec<crate::server::attach::Ran>,
 }
 
-/// Runs the demo on its own runtime: a paused-clock runtime when accelerated.
-pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
-    let realtime = args.realtime || args.model_url.is_some();
-    let rt = if realtime {
+/// What one call's scenario set up, after the command line's overrides.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioMeta {
+    /// The scenario's `name`.
+    pub name: String,
+    pub path: PathBuf,
+    /// The embedded mock's profile (the scenario's unless overridden).
+    pub profile: String,
+    /// The embedded mock's configured first-audio latency (ms).
+    pub model_first_audio_ms: f64,
+    /// The VAD silence window that ends a caller turn (ms).
+    pub silence_ms: f64,
+    /// The agents the scenario's personas speak as: `(id, name)`.
+    pub personas: Vec<(String, String)>,
+    /// The call ran an agent set.
+    pub agent_set: bool,
+    /// Length of the caller fixture (s).
+    pub caller_s: f64,
+    /// The model was the embedded mock (so its configured latency is what the call met).
+    pub embedded_mock: bool,
+}
+
+/// One call without the demo's files: its report, what the caller heard, and how long the parts
+/// took on the wall clock.
+pub struct CallOutcome {
+    pub meta: ScenarioMeta,
+    pub report: CallReport,
+    pub recording: crate::leg::fixture::Recording,
+    /// Loading the scenario, its clips, the caller fixture and the agent set (by [`run_call`]),
+    /// then copying them and setting up the model backend.
+    pub prepare_wall: std::time::Duration,
+    /// Opening the session and running the call to its end.
+    pub call_wall: std::time::Duration,
+}
+
+/// The runtime a call runs on: a paused-clock current-thread runtime when accelerated.
+pub fn runtime(realtime: bool) -> Result<tokio::runtime::Runtime, DemoError> {
+    if realtime {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -262,17 +326,175 @@ pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
             .start_paused(true)
             .build()
     }
-    .map_err(|e| DemoError::Runtime(e.to_string()))?;
-    rt.block_on(run_async(args, realtime))
+    .map_err(|e| DemoError::Runtime(e.to_string()))
+}
+
+/// Runs the demo on its own runtime: a paused-clock runtime when accelerated.
+pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
+    let realtime = args.realtime || args.model_url.is_some();
+    runtime(realtime)?.block_on(run_async(args, realtime))
 }
 
 async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoError> {
-    let scenario_path = args
+    let first = args
         .scenario
         .as_deref()
         .map_or_else(default_scenario, scenario_path);
-    let mut scenario =
-        mock::Scenario::load(&scenario_path).map_err(|e| DemoError::Scenario(e.to_string()))?;
+    let paths = crate::demo_store::scenario_calls(&first);
+    std::fs::create_dir_all(&args.out).map_err(|e| DemoError::Output {
+        path: args.out.clone(),
+        reason: e.to_string(),
+    })?;
+    let store = crate::demo_store::open(args, paths.len() > 1).await?;
+    let caller = args.caller.clone().or(Some("demo-caller".to_owned()));
+    let mut calls: Vec<crate::server::attach::Ran> = Vec::new();
+    let mut summary = None;
+    for (i, p) in paths.iter().enumerate() {
+        let wav_path = match i {
+            0 => args.out.join("call.wav"),
+            n => args.out.join(format!("call{}.wav", n + 1)),
+        };
+        let prepared = prepare_at(args, p.clone())?;
+        let (outcome, ran) =
+            run_prepared_with(&prepared, args, realtime, &store, caller.clone()).await?;
+        outcome
+            .recording
+            .write(&wav_path)
+            .map_err(|e| DemoError::Output {
+                path: wav_path.clone(),
+                reason: e.to_string(),
+            })?;
+        summary.get_or_insert_with(|| summarize_call(&outcome.report, &wav_path, args, realtime));
+        calls.push(ran);
+    }
+    crate::demo_store::flush(&store).await;
+    let mut summary = summary.ok_or(DemoError::NoSession)?;
+    if calls.len() > 1 {
+        summary.calls = calls.len() as u32;
+        summary.call_list = calls.iter().map(crate::demo_store::call_json).collect();
+    }
+    let json_path = args.out.join("summary.json");
+    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
+    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
+        path: json_path.clone(),
+        reason: e.to_string(),
+    })?;
+    let report = calls
+        .first()
+        .map(|c| c.report.clone())
+        .ok_or(DemoError::NoSession)?;
+    Ok(DemoOutcome {
+        summary,
+        report,
+        calls,
+    })
+}
+
+/// The summary of one call (the demo's `summary.json`, before a scenario's further calls).
+fn summarize_call(
+    report: &CallReport,
+    wav_path: &Path,
+    args: &DemoArgs,
+    realtime: bool,
+) -> DemoSummary {
+    DemoSummary {
+        calls: 1,
+        turns: report.turns.len(),
+        first_audio_ms: summarize(&report.first_audio_ms).into(),
+        uplink_added_ms: summarize(&report.uplink_added_ms).into(),
+        downlink_added_ms: summarize(&report.downlink_added_ms).into(),
+        underruns: report.underruns,
+        handoffs: report.handoffs.clone(),
+        handoff_gap_ms: (!report.handoffs.is_empty()).then(|| {
+            let gaps: Vec<f64> = report.handoffs.iter().filter_map(|h| h.gap_ms).collect();
+            summarize(&gaps).into()
+        }),
+        reconnects: report.reconnects.clone(),
+        reconnect_gap_ms: (!report.reconnects.is_empty())
+            .then(|| summarize(&report.reconnect_gap_ms).into()),
+        audio_replayed_ms: report.audio_replayed_ms,
+        audio_lost_ms: report.audio_lost_ms,
+        recording: wav_path.display().to_string(),
+        mode: if realtime { "realtime" } else { "accelerated" },
+        leg_codec: args.leg_codec.name(),
+        end_reason: report.end_reason.clone(),
+        call_list: Vec::new(),
+    }
+}
+
+/// Runs one call as `baton demo` does (`realtime` as [`run`] decides it) without writing files.
+pub async fn run_call(args: &DemoArgs, realtime: bool) -> Result<CallOutcome, DemoError> {
+    let started_at = std::time::Instant::now();
+    let prepared = prepare(args)?;
+    let loaded = started_at.elapsed();
+    let mut outcome = run_prepared(&prepared, args, realtime).await?;
+    outcome.prepare_wall += loaded;
+    Ok(outcome)
+}
+
+/// A scenario's files loaded once (clips, caller fixture, agent set), for any number of calls.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub path: PathBuf,
+    pub scenario: mock::Scenario,
+    pub fixture: FixtureCaller,
+    pub registry: Option<crate::agents::Registry>,
+}
+
+/// Loads what `args` names: the scenario (`args.scenario`), its caller fixture through
+/// `args.leg_codec`, and the agent set (`args.agents` or the scenario's).
+pub fn prepare(args: &DemoArgs) -> Result<Prepared, DemoError> {
+    let path = args
+        .scenario
+        .as_deref()
+        .map_or_else(default_scenario, scenario_path);
+    prepare_at(args, path)
+}
+
+/// [`prepare`] for the scenario file at `path`.
+fn prepare_at(args: &DemoArgs, path: PathBuf) -> Result<Prepared, DemoError> {
+    let scenario = mock::Scenario::load(&path).map_err(|e| DemoError::Scenario(e.to_string()))?;
+    let caller_wav = scenario
+        .caller
+        .clone()
+        .ok_or_else(|| DemoError::NoCaller(path.clone()))?;
+    let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
+    let registry = match args.agents.clone().or_else(|| scenario.agents.clone()) {
+        Some(p) => Some(crate::agents::load(&p).map_err(|e| DemoError::Agents(e.to_string()))?),
+        None => None,
+    };
+    Ok(Prepared {
+        path,
+        scenario,
+        fixture,
+        registry,
+    })
+}
+
+/// Runs one call of a prepared scenario with `args`'s overrides (profile, first-audio latency,
+/// strategy) and model; `args.scenario`, `args.agents` and `args.leg_codec` were used by
+/// [`prepare`].
+pub async fn run_prepared(
+    prepared: &Prepared,
+    args: &DemoArgs,
+    realtime: bool,
+) -> Result<CallOutcome, DemoError> {
+    run_prepared_with(prepared, args, realtime, &None, None)
+        .await
+        .map(|(outcome, _)| outcome)
+}
+
+/// [`run_prepared`] with a store and the caller's identity (their agent contexts).
+async fn run_prepared_with(
+    prepared: &Prepared,
+    args: &DemoArgs,
+    realtime: bool,
+    store: &Option<crate::server::attach::StoreHandle>,
+    caller: Option<String>,
+) -> Result<(CallOutcome, crate::server::attach::Ran), DemoError> {
+    let started_at = std::time::Instant::now();
+    let scenario_path = prepared.path.clone();
+    let mut scenario = prepared.scenario.clone();
     if let Some(ms) = args.first_audio_ms {
         scenario.timing.first_audio = std::time::Duration::from_millis(ms);
     }
@@ -281,11 +503,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
             .parse()
             .map_err(|e: crate::mock::profile::UnknownProfile| DemoError::Usage(e.to_string()))?;
     }
-    let caller_wav = scenario
-        .caller
-        .clone()
-        .ok_or_else(|| DemoError::NoCaller(scenario_path.clone()))?;
-    let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
+    let fixture = prepared.fixture.clone();
     let silence = scenario.timing.silence;
 
     let mut session_cfg = SessionConfig {
@@ -293,11 +511,8 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         system_instruction: Some("You are a friendly financial advisor on a helpline.".into()),
         ..Default::default()
     };
-    let agents_path = args.agents.clone().or_else(|| scenario.agents.clone());
-    let registry = match &agents_path {
-        Some(path) => {
-            let mut reg =
-                crate::agents::load(path).map_err(|e| DemoError::Agents(e.to_string()))?;
+    let registry = match prepared.registry.clone() {
+        Some(mut reg) => {
             if let Some(s) = &args.strategy {
                 let strategy = parse_strategy(s)?;
                 for a in &mut reg.agents {
@@ -313,6 +528,21 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
             )));
         }
         None => None,
+    };
+    let meta = ScenarioMeta {
+        name: scenario.name.clone(),
+        path: scenario_path.clone(),
+        profile: scenario.profile.name().to_owned(),
+        model_first_audio_ms: scenario.timing.first_audio.as_secs_f64() * 1000.0,
+        silence_ms: silence.as_secs_f64() * 1000.0,
+        personas: scenario
+            .personas
+            .iter()
+            .map(|p| (p.id.clone(), p.marker.clone()))
+            .collect(),
+        agent_set: registry.is_some(),
+        caller_s: fixture.duration().as_secs_f64(),
+        embedded_mock: args.model_url.is_none(),
     };
     let opts = Arc::new(mock::MockOptions::new(Arc::new(scenario)));
     let mut _server = None;
@@ -349,48 +579,55 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         };
         call::Agents::start(reg, caps, backend.clone(), &mut session_cfg)
     });
-    let session = backend.open(&session_cfg).await?;
-    let (leg, recording) = fixture.spawn();
-    let call_opts = CallOptions {
-        caller_silence: silence,
-        ..Default::default()
+    let prepared_at = std::time::Instant::now();
+    let open = async {
+        let session = backend.open(&session_cfg).await?;
+        Ok::<_, session::SessionError>((session, agents))
     };
-    let report = call::run_with_agents(leg, session, call_opts, agents).await?;
-    let recording = recording.await.unwrap_or_default();
-
-    std::fs::create_dir_all(&args.out).map_err(|e| DemoError::Output {
-        path: args.out.clone(),
-        reason: e.to_string(),
-    })?;
-    let wav_path = args.out.join("call.wav");
-    recording.write(&wav_path).map_err(|e| DemoError::Output {
-        path: wav_path.clone(),
-        reason: e.to_string(),
-    })?;
-    let summary = DemoSummary {
-        calls: 1,
-        turns: report.turns.len(),
-        first_audio_ms: summarize(&report.first_audio_ms).into(),
-        uplink_added_ms: summarize(&report.uplink_added_ms).into(),
-        downlink_added_ms: summarize(&report.downlink_added_ms).into(),
-        underruns: report.underruns,
-        handoffs: report.handoffs.clone(),
-        handoff_gap_ms: (!report.handoffs.is_empty()).then(|| {
-            let gaps: Vec<f64> = report.handoffs.iter().filter_map(|h| h.gap_ms).collect();
-            summarize(&gaps).into()
-        }),
-        recording: wav_path.display().to_string(),
-        mode: if realtime { "realtime" } else { "accelerated" },
-        leg_codec: args.leg_codec.name(),
-        end_reason: report.end_reason.clone(),
+    // The fixture starts when the call is ready (after the caller's contexts have loaded).
+    let started = std::sync::Mutex::new(None);
+    let leg = || {
+        let (leg, recording) = fixture.spawn();
+        if let Ok(mut g) = started.lock() {
+            *g = Some(recording);
+        }
+        leg
     };
-    let json_path = args.out.join("summary.json");
-    let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
-    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
-        path: json_path.clone(),
-        reason: e.to_string(),
-    })?;
-    Ok(DemoOutcome { summary, report })
+    let attach = crate::server::attach::Attach {
+        store: store.clone(),
+        live: None,
+        opts: CallOptions {
+            caller_silence: silence,
+            model: Some(call::ModelSource {
+                backend: backend.clone(),
+                config: session_cfg.clone(),
+            }),
+            ..Default::default()
+        },
+    };
+    let info = crate::server::attach::CallInfo {
+        leg: "fixture",
+        caller,
+    };
+    let ran = crate::server::attach::run_attached(open, leg, info, attach)
+        .await
+        .map_err(|e| match e {
+            crate::server::attach::RunError::NoSession(e) => DemoError::Session(e),
+            crate::server::attach::RunError::Failed(e) => DemoError::Call(e),
+        })?;
+    let recording = started.lock().ok().and_then(|mut g| g.take());
+    let recording = match recording {
+        Some(r) => r.await.unwrap_or_default(),
+        None => Default::default(),
+    };
+    let outcome = CallOutcome {
+        meta,
+        report: ran.report.clone(),
+        recording,
+        prepare_wall: prepared_at.saturating_duration_since(started_at),
+        call_wall: prepared_at.elapsed(),
+    };
+    Ok((outcome, ran))
 }
 
 /// The human-readable timeline and latency table.
@@ -452,6 +689,26 @@ pub fn render(outcome: &DemoOutcome) -> String {
             );
         }
     }
+    if !r.reconnects.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nreconnect at (s)  cause        outcome    tries  gap_ms  queued_ms  replayed_ms  lost_ms"
+        );
+        for c in &r.reconnects {
+            let gap = c.gap_ms.map_or("—".to_owned(), |g| format!("{g:.0}"));
+            let _ = writeln!(
+                s,
+                "{:>16.2}  {:<12} {:<10} {:>5}  {gap:>6}  {:>9.0}  {:>11.0}  {:>7.0}",
+                c.at_ms / 1000.0,
+                c.cause,
+                c.outcome,
+                c.attempts,
+                c.model_audio_queued_ms,
+                c.audio_replayed_ms,
+                c.audio_lost_ms
+            );
+        }
+    }
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -472,6 +729,14 @@ pub fn render(outcome: &DemoOutcome) -> String {
     s.push_str(&row("first_audio_ms", &r.first_audio_ms, 95.0));
     s.push_str(&row("uplink_added_ms", &r.uplink_added_ms, 99.0));
     s.push_str(&row("downlink_added_ms", &r.downlink_added_ms, 99.0));
+    if !r.reconnects.is_empty() {
+        s.push_str(&row("reconnect_gap_ms", &r.reconnect_gap_ms, 95.0));
+        let _ = writeln!(
+            s,
+            "audio_replayed_ms    {:.0} (total)\naudio_lost_ms        {:.0} (total)",
+            r.audio_replayed_ms, r.audio_lost_ms
+        );
+    }
     let _ = writeln!(s, "underruns            {}", r.underruns);
     let _ = writeln!(
         s,
@@ -493,6 +758,7 @@ pub fn render(outcome: &DemoOutcome) -> String {
         );
     }
     let _ = writeln!(s, "call ended: {}", r.end_reason);
+    s.push_str(&crate::demo_store::render_calls(outcome));
     let _ = writeln!(
         s,
         "recording: {} (left = caller, right = agent as heard)",

@@ -270,3 +270,160 @@ pub fn render(r: &DialReport) -> String {
         r.recording
     )
 }
+
+/// Options of `baton dial audiosocket`.
+#[derive(Clone, Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    baton dial audiosocket 127.0.0.1:9092\n  \
+    baton dial audiosocket 127.0.0.1:9092 --rate 16000 --dtmf 5@1.5 --json")]
+pub struct DialAudioSocketArgs {
+    /// The server's AudioSocket address, HOST:PORT.
+    pub addr: String,
+    /// What the caller says: a WAV of any rate. Default: the bundled four-turn conversation.
+    #[arg(long, value_name = "WAV")]
+    pub fixture: Option<PathBuf>,
+    /// slin rate: 8000 (kind 0x10, the AudioSocket() application) or 16000 (0x12, c(slin16)).
+    #[arg(long, default_value_t = 8000)]
+    pub rate: u32,
+    /// A key pressed at an offset in seconds, as DIGIT@SECONDS (repeatable).
+    #[arg(long, value_name = "DIGIT@SECONDS")]
+    pub dtmf: Vec<String>,
+    /// Where to write call.wav (left caller, right agent as heard) and report.json.
+    #[arg(long, value_name = "DIR", default_value = "out/dial-audiosocket")]
+    pub out: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `baton dial audiosocket` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DialAudioSocketError {
+    #[error(transparent)]
+    Wav(#[from] crate::audio::wav::WavError),
+    #[error("cannot resample the fixture to {rate} Hz: {reason}")]
+    Resample { rate: u32, reason: String },
+    #[error(transparent)]
+    Caller(#[from] crate::leg::audiosocket::CallerError),
+    #[error("--dtmf {0:?} is not DIGIT@SECONDS (e.g. 5@1.5)")]
+    BadDtmf(String),
+    #[error("cannot write {path}: {reason}")]
+    Output { path: PathBuf, reason: String },
+    #[error("cannot start the runtime: {0}")]
+    Runtime(String),
+}
+
+/// `report.json` of an AudioSocket call.
+#[derive(Clone, Debug, Serialize)]
+pub struct DialAudioSocketReport {
+    pub addr: String,
+    pub rate: u32,
+    pub end: String,
+    pub frames_sent: u64,
+    pub dtmf_sent: u64,
+    pub audio_received: u64,
+    pub bursts: u64,
+    /// Inter-arrival of baton's audio messages within bursts, in ms: p1, p50, p99, max.
+    pub interval_ms: [f64; 4],
+    /// Deviation of those intervals from 20 ms.
+    pub cadence: Cadence,
+    pub recording: String,
+}
+
+pub fn run_audiosocket(
+    args: &DialAudioSocketArgs,
+) -> Result<DialAudioSocketReport, DialAudioSocketError> {
+    use crate::leg::audiosocket::caller as asc;
+    let fixture = args
+        .fixture
+        .clone()
+        .unwrap_or_else(|| crate::demo::bundled("audio-fixtures/clips/caller_conversation.wav"));
+    let pcm = crate::audio::wav::read(&fixture)?;
+    let samples =
+        crate::audio::resample::resample_all(&pcm.samples, pcm.rate, args.rate).map_err(|e| {
+            DialAudioSocketError::Resample {
+                rate: args.rate,
+                reason: e.to_string(),
+            }
+        })?;
+    let mut opts = asc::CallerOptions::new(samples, args.rate);
+    for d in &args.dtmf {
+        let bad = || DialAudioSocketError::BadDtmf(d.clone());
+        let (digit, at) = d.split_once('@').ok_or_else(bad)?;
+        let mut chars = digit.chars();
+        let (Some(c), None) = (chars.next(), chars.next()) else {
+            return Err(bad());
+        };
+        let secs: f64 = at.parse().map_err(|_| bad())?;
+        let at = std::time::Duration::try_from_secs_f64(secs).map_err(|_| bad())?;
+        opts.dtmf.push((at, c));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| DialAudioSocketError::Runtime(e.to_string()))?;
+    let r = rt.block_on(asc::dial(&args.addr, opts))?;
+    let out = |path: &std::path::Path, e: String| DialAudioSocketError::Output {
+        path: path.to_path_buf(),
+        reason: e,
+    };
+    std::fs::create_dir_all(&args.out).map_err(|e| out(&args.out, e.to_string()))?;
+    let wav = args.out.join("call.wav");
+    r.recording
+        .write(&wav)
+        .map_err(|e| out(&wav, e.to_string()))?;
+    let mut iv: Vec<f64> = r
+        .intervals_us
+        .iter()
+        .map(|&u| f64::from(u) / 1000.0)
+        .collect();
+    iv.sort_by(f64::total_cmp);
+    let pct =
+        |q: f64| crate::call::metrics::percentile(&iv, q).map_or(0.0, crate::call::metrics::round2);
+    let report = DialAudioSocketReport {
+        addr: args.addr.clone(),
+        rate: args.rate,
+        end: match &r.end {
+            asc::CallerEnd::HungUp => "caller hung up".into(),
+            asc::CallerEnd::ServerHungUp => "server hung up".into(),
+            asc::CallerEnd::ServerClosed => "server closed the connection".into(),
+            asc::CallerEnd::ConnectionLost(e) => format!("connection lost: {e}"),
+        },
+        frames_sent: r.frames_sent,
+        dtmf_sent: r.dtmf_sent,
+        audio_received: r.audio_received,
+        bursts: r.bursts,
+        interval_ms: [pct(1.0), pct(50.0), pct(99.0), pct(100.0)],
+        cadence: r.cadence,
+        recording: wav.display().to_string(),
+    };
+    let json_path = args.out.join("report.json");
+    std::fs::write(
+        &json_path,
+        serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+    )
+    .map_err(|e| out(&json_path, e.to_string()))?;
+    Ok(report)
+}
+
+/// The human-readable AudioSocket report.
+pub fn render_audiosocket(r: &DialAudioSocketReport) -> String {
+    format!(
+        "AudioSocket call to {} at {} Hz: {}\n\
+         sent {} frames and {} DTMF; heard {} audio messages in {} bursts\n\
+         agent audio inter-arrival (ms): p1 {:.2}, p50 {:.2}, p99 {:.2}, max {:.2}\n\
+         recording: {} (left = caller, right = agent as heard)\n",
+        r.addr,
+        r.rate,
+        r.end,
+        r.frames_sent,
+        r.dtmf_sent,
+        r.audio_received,
+        r.bursts,
+        r.interval_ms[0],
+        r.interval_ms[1],
+        r.interval_ms[2],
+        r.interval_ms[3],
+        r.recording
+    )
+}

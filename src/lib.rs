@@ -10,10 +10,14 @@ pub mod bench;
 pub mod call;
 pub mod config;
 pub mod demo;
+mod demo_store;
 pub mod dial;
 pub mod server;
+pub mod store;
+pub mod talk;
 
 pub mod leg;
 pub mod mock;
 pub mod model;
+pub mod parsers;
 pub mod secret;

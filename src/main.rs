@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use baton::config::{self, LogFormat};
 use baton::demo::{self, DemoArgs};
-use baton::dial::{self, DialBridgeArgs, DialTwilioArgs};
+use baton::dial::{self, DialAudioSocketArgs, DialBridgeArgs, DialTwilioArgs};
 use baton::leg::bridge::Dialect;
 use baton::mock::cli::MockModelArgs;
 use baton::server;
@@ -43,9 +43,10 @@ enum Cmd {
     /// Serve the embedded Gemini-Live-protocol mock model on a socket, for baton or any client
     /// (including the official google-genai SDK over wss://).
     MockModel(MockModelArgs),
-    /// Run the daemon: telephony bridges (Twilio at /twilio; Telnyx, Plivo, Exotel, Vonage at
-    /// /telnyx, /plivo, /exotel, /vonage; any of them detected at /media-stream) connect, each
-    /// call is carried to the configured model and back.
+    /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio; Telnyx, Plivo, Exotel,
+    /// Vonage at /telnyx, /plivo, /exotel, /vonage; any of them detected at /media-stream;
+    /// Asterisk AudioSocket on [audiosocket] listen) and apps (/stream) connect, each call is
+    /// carried to the configured model and back.
     Serve(ServeArgs),
     /// Place a call to a telephony-protocol server from a WAV fixture, as the bridge would.
     #[command(subcommand)]
@@ -53,6 +54,9 @@ enum Cmd {
     /// Measured runs with reports and plots: fixture replays and concurrency sweeps.
     #[command(subcommand)]
     Bench(BenchTarget),
+    /// Talk to the configured agents through this machine's microphone and speaker (needs a
+    /// build with `--features mic`); the transcript is printed as it comes.
+    Talk(baton::talk::TalkArgs),
     /// Validate a config file; every problem is reported with its key and how to fix it.
     #[command(after_help = "Example:\n  baton check-config config/baton.toml")]
     CheckConfig {
@@ -65,10 +69,13 @@ enum Cmd {
 enum BenchTarget {
     /// Replay fixture scenarios against a model (embedded mock by default); report latency,
     /// handoff and reconnect figures with plots.
-    Fixtures(baton::bench::fixtures::FixturesArgs),
+    Fixtures(Box<baton::bench::fixtures::FixturesArgs>),
     /// Sweep concurrent Twilio-protocol calls against `baton serve` in its own process; report
     /// egress jitter, underruns, CPU and RSS per step.
     Load(baton::bench::load::LoadArgs),
+    /// Many concurrent Twilio-protocol callers in this one process (the client side of `bench
+    /// load`, also usable against a server on another machine); JSON lines on stdout.
+    LoadClient(baton::bench::load::LoadClientArgs),
 }
 
 #[derive(Subcommand)]
@@ -83,14 +90,19 @@ enum DialTarget {
     Exotel(DialBridgeArgs),
     /// Dial a Vonage Voice API WebSocket server (baton's /vonage, or /media-stream).
     Vonage(DialBridgeArgs),
+    /// Connect to an AudioSocket server (baton's [audiosocket] listener or any other) as
+    /// Asterisk would.
+    Audiosocket(DialAudioSocketArgs),
 }
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
     baton serve --config config/baton.toml                 # embedded mock, 127.0.0.1:8080\n  \
-    baton serve --config config/baton.toml --listen 0.0.0.0:8080\n\n\
+    baton serve --config config/baton.toml --listen 0.0.0.0:8080\n  \
+    baton serve --config config/baton.toml --log-format json\n\n\
     Point a Twilio number's voice webhook at https://<public_url>/twiml; it answers with\n\
-    <Connect><Stream url=\"wss://<public_url>/twilio\">. Health: GET /healthz.")]
+    <Connect><Stream url=\"wss://<public_url>/twilio\">. Health: GET /healthz; Prometheus\n\
+    metrics: GET /metrics.")]
 struct ServeArgs {
     /// The TOML config file (see config/baton.toml).
     #[arg(long, value_name = "FILE", default_value = "config/baton.toml")]
@@ -98,6 +110,22 @@ struct ServeArgs {
     /// Listen address; overrides server.listen.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// Log format; overrides log.format. `json`: one object per line with the call's span
+    /// (call_id, stream_sid, agent).
+    #[arg(long, value_name = "FORMAT", value_parser = parse_log_format)]
+    log_format: Option<LogFormat>,
+    /// Serve a non-loopback address without API tokens (server.auth_tokens_env). Every endpoint
+    /// is then open to anyone who reaches the address; baton logs a warning at start-up.
+    #[arg(long)]
+    insecure_no_auth: bool,
+}
+
+fn parse_log_format(s: &str) -> Result<LogFormat, String> {
+    match s {
+        "human" => Ok(LogFormat::Human),
+        "json" => Ok(LogFormat::Json),
+        _ => Err(format!("{s:?} is not a log format: use human or json")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -120,7 +148,15 @@ fn main() -> ExitCode {
             init_logging("warn", LogFormat::Human);
             baton::bench::load::run(&args).map_err(anyhow::Error::from)
         }
+        Cmd::Bench(BenchTarget::LoadClient(args)) => {
+            init_logging("error", LogFormat::Human);
+            baton::bench::load::client::run(&args).map_err(anyhow::Error::from)
+        }
         Cmd::CheckConfig { file } => check_config(&file),
+        Cmd::Talk(args) => {
+            init_logging("warn", LogFormat::Human);
+            baton::talk::run(&args).map_err(anyhow::Error::from)
+        }
         Cmd::Dial(DialTarget::Twilio(args)) => {
             init_logging("warn", LogFormat::Human);
             run_dial(&args)
@@ -129,6 +165,10 @@ fn main() -> ExitCode {
         Cmd::Dial(DialTarget::Plivo(args)) => run_dial_bridge(Dialect::Plivo, &args),
         Cmd::Dial(DialTarget::Exotel(args)) => run_dial_bridge(Dialect::Exotel, &args),
         Cmd::Dial(DialTarget::Vonage(args)) => run_dial_bridge(Dialect::Vonage, &args),
+        Cmd::Dial(DialTarget::Audiosocket(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_audiosocket(&args)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -139,10 +179,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr; BATON_LOG overrides the level.
+/// Logs go to stderr; BATON_LOG overrides the level, except that libraries which would log
+/// credentials are capped (`baton::secret::LOG_CAPS`).
 fn init_logging(default_level: &str, format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    for cap in baton::secret::LOG_CAPS {
+        if let Ok(d) = cap.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -161,8 +207,25 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
         loaded.listen, c.model.backend, c.limits.max_calls
     );
     println!("  twilio stream URL {}", loaded.twilio_stream_url());
+    if let Some(a) = loaded.audiosocket_listen() {
+        println!("  AudioSocket listener on {a}");
+    }
     if !c.agents.set.is_empty() {
         println!("  agent set {}", loaded.resolve(&c.agents.set).display());
+    }
+    if c.server.auth_tokens_env.is_empty() {
+        println!("  no API tokens: serves only a loopback address (else --insecure-no-auth)");
+    } else {
+        println!(
+            "  API tokens required (from ${}) on every route but /healthz",
+            c.server.auth_tokens_env
+        );
+    }
+    if !c.model.ca_file.is_empty() {
+        println!(
+            "  model TLS also trusts {}",
+            loaded.resolve(&c.model.ca_file).display()
+        );
     }
     if c.twilio.auth_token_env.is_empty() || c.twilio.disable_signature_check {
         println!("  X-Twilio-Signature checking is OFF (no twilio.auth_token_env)");
@@ -196,11 +259,24 @@ fn run_dial_bridge(dialect: Dialect, args: &DialBridgeArgs) -> anyhow::Result<()
     Ok(())
 }
 
+fn run_dial_audiosocket(args: &DialAudioSocketArgs) -> anyhow::Result<()> {
+    let report = dial::run_audiosocket(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", dial::render_audiosocket(&report));
+    }
+    Ok(())
+}
+
 fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut loaded = config::load(&args.config)?;
     if let Some(listen) = args.listen {
         loaded.listen = listen;
         loaded.config.server.listen = listen.to_string();
+    }
+    if let Some(format) = args.log_format {
+        loaded.config.log.format = format;
     }
     init_logging(&loaded.config.log.level, loaded.config.log.format);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -209,10 +285,36 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     rt.block_on(async move {
         let listen = loaded.listen;
         let app = server::state(loaded)?;
+        let twilio_signed = app.twilio_token.is_some();
+        let exposure = server::auth::exposure(
+            listen,
+            app.api_tokens.is_some(),
+            twilio_signed,
+            args.insecure_no_auth,
+        )?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
         let addr = listener.local_addr()?;
+        server::auth::log_exposure(exposure, addr, twilio_signed);
+        for (on, route, credential) in [
+            (
+                app.telnyx_token.is_some(),
+                "/telnyx",
+                "x-telnyx-streaming-auth-token",
+            ),
+            (
+                app.exotel_basic.is_some(),
+                "/exotel",
+                "Authorization: Basic KEY:TOKEN",
+            ),
+        ] {
+            if on {
+                tracing::info!(
+                    "{route} is authenticated by {credential} instead of the API tokens"
+                );
+            }
+        }
         println!(
             "baton serve listening on http://{addr} (model: {}; twilio stream {})",
             app.backend.describe(),

@@ -28,3 +28,10 @@ impl fmt::Display for Secret {
         f.write_str("***")
     }
 }
+
+/// Log directives applied after `BATON_LOG`, whatever it says: libraries that write raw wire
+/// bytes at trace level would print credentials (tungstenite's client handshake logs the whole
+/// upgrade request, `x-goog-api-key` and `Authorization` headers included). Each is capped at
+/// debug; `tests/secrets_sentinel.rs` runs baton at trace and fails on any credential in its
+/// output.
+pub const LOG_CAPS: &[&str] = &["tungstenite::handshake=debug"];

@@ -15,7 +15,10 @@ fn shipped(name: &str) -> PathBuf {
 fn every_shipped_set_loads() {
     let sets = agents::load_dir(&shipped("")).unwrap();
     let names: Vec<&str> = sets.iter().map(|(_, r)| r.name.as_str()).collect();
-    assert_eq!(names, ["financial", "realty", "support"]);
+    assert_eq!(
+        names,
+        ["financial", "realty", "router", "sidecars", "support"]
+    );
     for (path, r) in &sets {
         assert_eq!(
             r.agents.iter().filter(|a| a.role == Role::Primary).count(),

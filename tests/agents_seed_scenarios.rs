@@ -577,6 +577,7 @@ impl Call {
                             .push(format!("session {i} closed: {code} {reason}")),
                         Outgoing::Message(m) if i == self.active => self.deliver(m),
                         Outgoing::Message(_) => {}
+                        other => self.trouble.push(format!("session {i}: {other:?}")),
                     }
                 }
             }

@@ -19,7 +19,14 @@ fn baton(args: &[&str]) -> (bool, String, String) {
 fn every_subcommand_has_help_with_an_example() {
     let (ok, top, _) = baton(&["--help"]);
     assert!(ok);
-    for sub in ["demo", "mock-model", "serve", "check-config", "dial"] {
+    for sub in [
+        "demo",
+        "mock-model",
+        "serve",
+        "check-config",
+        "dial",
+        "talk",
+    ] {
         assert!(top.contains(sub), "top-level help lacks {sub}");
     }
     for sub in [
@@ -28,6 +35,8 @@ fn every_subcommand_has_help_with_an_example() {
         &["serve"],
         &["check-config"],
         &["dial", "twilio"],
+        &["dial", "audiosocket"],
+        &["talk"],
     ] {
         let mut args = sub.to_vec();
         args.push("--help");

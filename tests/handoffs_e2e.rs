@@ -254,6 +254,19 @@ fn list_names_every_bundled_scenario_first() {
         .lines()
         .map(|l| l.split_whitespace().next().unwrap())
         .collect();
-    assert_eq!(names, ["demo", "seed000", "seed002", "seed003"]);
+    assert_eq!(
+        names,
+        [
+            "demo",
+            "fault_goaway",
+            "fault_mid_tool_call",
+            "fault_mid_utterance",
+            "seed000",
+            "seed001",
+            "seed002",
+            "seed003",
+            "seed004"
+        ]
+    );
     let _ = PathBuf::from(ROOT);
 }

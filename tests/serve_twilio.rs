@@ -123,7 +123,7 @@ async fn twenty_concurrent_calls_each_hear_only_themselves() {
             "a caller at {hz} Hz heard {heard} Hz"
         );
     }
-    assert_eq!(d.active_calls().await, 0);
+    assert_eq!(d.calls_ended().await, 0);
     d.stop().await;
 }
 

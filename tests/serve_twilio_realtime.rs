@@ -27,7 +27,7 @@ async fn the_bundled_call_over_twilio_in_real_time() {
     assert_eq!(segs.len(), 4, "agent speech segments heard: {segs:?}");
     // Outbound media paced at real time, one frame per 20 ms tick, never in bursts. The bound
     // here catches broken pacing (a burst is a 20 ms deviation), not performance: the 20 ± 5 ms
-    // p99 figure is measured by scripts/bench-twilio.sh on an otherwise idle machine.
+    // p99 figure is measured by `baton bench load` on an otherwise idle machine.
     assert!(report.cadence.intervals > 400, "{:?}", report.cadence);
     eprintln!("outbound cadence as received: {:?}", report.cadence);
     assert!(report.cadence.p50_dev_us <= 2_000, "{:?}", report.cadence);

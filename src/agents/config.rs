@@ -19,6 +19,9 @@ pub struct SetFile {
     pub agents: BTreeMap<String, AgentSection>,
     #[serde(default)]
     pub tools: BTreeMap<String, ToolSection>,
+    /// Agents beside the live session (seed 004), see [`super::sidecar`].
+    #[serde(default)]
+    pub sidecars: BTreeMap<String, super::sidecar::SidecarSection>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -138,6 +141,11 @@ pub struct AgentSection {
     /// What the agent says when it hands the caller back; hearing it triggers the handback.
     #[serde(default)]
     pub handback_phrase: String,
+    /// The activation summary when the handoff brings none (a transfer tool's `summary` wins):
+    /// `{reason}` (why the handoff was decided), `{caller}` (the caller's last words), `{from}`
+    /// (the agent handing over) are filled in. Empty: the trigger's reason.
+    #[serde(default)]
+    pub summary_template: String,
     /// Prebuilt voice name; empty: the session's voice.
     #[serde(default)]
     pub voice: String,

@@ -117,6 +117,9 @@ pub enum CallEvent {
         allowed: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The call's arguments (what the agent's working state is made of).
+        #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+        args: serde_json::Value,
         at_ms: u64,
     },
     /// A complete transcript line.
@@ -131,6 +134,12 @@ pub enum CallEvent {
         agent_id: String,
         message_count: u32,
         duration_ms: u64,
+        at_ms: u64,
+    },
+    /// A sidecar's result went to the live session (`delivery`: the wire form used).
+    SidecarDelivered {
+        sidecar: String,
+        delivery: String,
         at_ms: u64,
     },
     /// Something worth knowing that changed nothing (e.g. a routing argument of the wrong type).

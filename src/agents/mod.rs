@@ -13,14 +13,16 @@
 //! with key and fix), [`registry`] (the validated set), [`matching`] (keywords, patterns,
 //! call-data conditions), [`phrases`] (seed 002 handoff phrases), [`tools`] (function
 //! declarations, the tool filter, function responses), [`prompts`] (instructions and briefs),
-//! [`setup`] (a session's setup and transferred history), [`strategy`] (how a handoff reaches the
+//! [`setup`] (a session's setup and transferred history), [`contexts`] (seed 001's resumable
+//! agent contexts), [`strategy`] (how a handoff reaches the
 //! model, and when), [`events`] (call events, transcript, agent history), [`orchestrator`] (the
-//! state machine), [`runner`] (running tools).
+//! state machine), [`runner`] (running tools), [`sidecar`] (seed 004's agents beside the live session).
 //!
 //! **Architecture invariant:** the orchestrator knows no sockets and no clock; nothing it emits
 //! flushes playout or cuts a turn being generated.
 
 pub mod config;
+pub mod contexts;
 pub mod events;
 pub mod load;
 pub mod matching;
@@ -30,6 +32,7 @@ pub mod prompts;
 pub mod registry;
 pub mod runner;
 pub mod setup;
+pub mod sidecar;
 pub mod strategy;
 pub mod tools;
 

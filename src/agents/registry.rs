@@ -81,6 +81,8 @@ pub struct Agent {
     pub expertise: Vec<String>,
     pub greeting: String,
     pub handback_phrase: String,
+    /// The activation summary when the handoff brings none (`{reason}`, `{caller}`, `{from}`).
+    pub summary_template: String,
     pub voice: Option<String>,
     pub aliases: Vec<String>,
     /// Configured tools, in declaration order.
@@ -198,6 +200,8 @@ pub struct Registry {
     pub guards: Guards,
     pub phrases: PhraseRules,
     pub timing: Timing,
+    /// Agents beside the live session (seed 004).
+    pub sidecars: Vec<Arc<super::sidecar::Sidecar>>,
 }
 
 impl Registry {

@@ -1,10 +1,8 @@
 //! The async shell that runs a tool for the orchestrator: a `static` tool returns its canned
 //! reply; an `http` tool POSTs the arguments as JSON (HTTP/1.1 over TCP, or TLS with rustls+ring
-//! and the webpki roots) within its timeout and returns the JSON body of a 2xx answer. A header's
+//! and the platform's roots) within its timeout and returns the JSON body of a 2xx answer. A header's
 //! value comes from the environment variable the config names; it is marked sensitive and never
 //! appears in an error.
-
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -33,6 +31,12 @@ pub enum ToolError {
     Timeout { tool: String, ms: u128 },
     #[error("tool '{tool}' could not reach {url}: {reason}")]
     Connect {
+        tool: String,
+        url: String,
+        reason: String,
+    },
+    #[error("tool '{tool}': no usable HTTP answer from {url}: {reason}")]
+    BadAnswer {
         tool: String,
         url: String,
         reason: String,
@@ -139,7 +143,7 @@ async fn exchange(
         .await
         .map_err(|e| connect_err(e.to_string()))?;
     let _ = tcp.set_nodelay(true);
-    let (status, bytes) = if url.scheme() == "https" {
+    if url.scheme() == "https" {
         let tls = tls_connector().map_err(connect_err)?;
         let name = rustls::pki_types::ServerName::try_from(host.to_owned())
             .map_err(|e| connect_err(format!("bad TLS name: {e}")))?;
@@ -147,10 +151,29 @@ async fn exchange(
             .connect(name, tcp)
             .await
             .map_err(|e| connect_err(format!("TLS: {e}")))?;
-        send(stream, req).await.map_err(connect_err)?
+        exchange_over(stream, tool, url, req).await
     } else {
-        send(tcp, req).await.map_err(connect_err)?
-    };
+        exchange_over(tcp, tool, url, req).await
+    }
+}
+
+/// Sends `req` on an open connection `io` to the tool at `url` and reads its answer: the JSON body
+/// of a 2xx response, or an error naming the tool, the URL and what was wrong. This is where
+/// everything the tool's server says is parsed (HTTP by hyper, the body by serde_json).
+pub async fn exchange_over<S>(
+    io: S,
+    tool: &str,
+    url: &url::Url,
+    req: http::Request<Full<Bytes>>,
+) -> Result<Value, ToolError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (status, bytes) = send(io, req).await.map_err(|reason| ToolError::BadAnswer {
+        tool: tool.to_owned(),
+        url: url.to_string(),
+        reason,
+    })?;
     if !(200..300).contains(&status) {
         return Err(ToolError::Status {
             tool: tool.to_owned(),
@@ -172,14 +195,20 @@ where
 {
     let (mut sender, conn) = http1::handshake(TokioIo::new(io))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| chain(&e))?;
     let work = async move {
-        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        let resp = sender.send_request(req).await.map_err(|e| chain(&e))?;
         let status = resp.status().as_u16();
+        let announced = hyper::body::Body::size_hint(resp.body()).lower();
+        if announced > MAX_BODY as u64 {
+            return Err(format!(
+                "the body is announced as {announced} bytes, over the {MAX_BODY}-byte limit"
+            ));
+        }
         let body = Limited::new(resp.into_body(), MAX_BODY)
             .collect()
             .await
-            .map_err(|e| format!("reading the answer: {e}"))?
+            .map_err(|e| format!("reading the body: {}", chain(e.as_ref())))?
             .to_bytes();
         Ok::<_, String>((status, body))
     };
@@ -189,20 +218,29 @@ where
         r = &mut work => r,
         c = &mut conn => match c {
             Ok(()) => work.await,
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(chain(&e)),
         },
     }
 }
 
+/// An error and its causes, `outer: inner: …` (hyper says "operation was canceled" and keeps the
+/// parse error that caused it as the source).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !s.ends_with(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cause = c.source();
+    }
+    s
+}
+
+/// The platform's roots (see [`crate::model::tls`]); certificates always verified.
 fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS configuration: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    let config = crate::model::tls::default_client_config().map_err(|e| e.to_string())?;
+    Ok(tokio_rustls::TlsConnector::from(config))
 }

@@ -30,17 +30,43 @@ impl Pcm {
 /// Reads a WAV file of any rate, 8/16/24/32-bit integer or 32-bit float, any channel count,
 /// mixed down to mono PCM16.
 pub fn read(path: &Path) -> Result<Pcm, WavError> {
+    let file = std::fs::File::open(path).map_err(|e| WavError::Read {
+        path: path.to_path_buf(),
+        source: hound::Error::IoError(e),
+    })?;
+    read_from(std::io::BufReader::new(file), path)
+}
+
+/// [`read`] for WAV bytes already in memory; `name` labels errors.
+pub fn parse(bytes: &[u8], name: &Path) -> Result<Pcm, WavError> {
+    read_from(std::io::Cursor::new(bytes), name)
+}
+
+/// Largest number of samples read from one file (an hour of 48 kHz stereo): a header claiming
+/// more is refused before anything is allocated for it.
+pub const MAX_SAMPLES: u64 = 48_000 * 2 * 3600;
+
+fn read_from<R: std::io::Read>(reader: R, path: &Path) -> Result<Pcm, WavError> {
     let read_err = |source| WavError::Read {
         path: path.to_path_buf(),
         source,
     };
-    let mut reader = hound::WavReader::open(path).map_err(read_err)?;
+    let mut reader = hound::WavReader::new(reader).map_err(read_err)?;
     let spec = reader.spec();
     let channels = usize::from(spec.channels);
     if channels == 0 || spec.sample_rate == 0 {
         return Err(WavError::Format {
             path: path.to_path_buf(),
             what: format!("{} channels at {} Hz", spec.channels, spec.sample_rate),
+        });
+    }
+    if u64::from(reader.len()) > MAX_SAMPLES {
+        return Err(WavError::Format {
+            path: path.to_path_buf(),
+            what: format!(
+                "the header announces {} samples, over the limit of {MAX_SAMPLES} (one hour of 48 kHz stereo)",
+                reader.len()
+            ),
         });
     }
     let as_i16: Vec<i16> = match (spec.sample_format, spec.bits_per_sample) {

@@ -1,17 +1,544 @@
-//! `baton bench fixtures`: replays fixture scenarios and reports their figures.
+//! `baton bench fixtures`: plans the sweep (scenarios × profiles × strategies × repetitions), runs
+//! the calls on worker threads with progress, and hands the results to the report writers.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::call::CallReport;
+use crate::demo::{self, DemoArgs, ScenarioMeta};
+use crate::leg::fixture::LegCodec;
+use crate::mock::profile::{PROFILES, Profile};
+use crate::model::gemini::endpoint::DEVELOPER_API_BASE;
+
+use super::host::{self, Machine};
+use super::report::{self, RunInfo};
+
+/// Every strategy `baton demo --strategy` takes, in the order reports list them.
+pub const STRATEGIES: [&str; 6] = [
+    "auto",
+    "context_update",
+    "tool_response",
+    "inject_turn",
+    "recreate",
+    "recreate_cold",
+];
+
+/// Which model the calls talk to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelKind {
+    /// The embedded mock (in process when accelerated, on a loopback socket in real time), or a
+    /// `baton mock-model` given by --model-url.
+    Mock,
+    /// The real Gemini Live service (real time; the key from --api-key-env).
+    Gemini,
+}
 
 /// Command-line arguments of `baton bench fixtures`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct FixturesArgs {}
+#[command(after_help = "Examples:\n  \
+    baton bench fixtures                                   # every bundled scenario, accelerated\n  \
+    baton bench fixtures --scenario seed000 --strategy all --profile all --calls 3\n  \
+    baton bench fixtures --scenario demo --realtime --calls 2\n  \
+    baton bench fixtures --model-url ws://127.0.0.1:9300   # a `baton mock-model`\n  \
+    GEMINI_API_KEY=... baton bench fixtures --model gemini --scenario demo")]
+pub struct FixturesArgs {
+    /// Scenarios: bundled names (see `baton demo --list`), files, a comma list, or `all`.
+    #[arg(long, value_name = "NAME|FILE|all", default_value = "all")]
+    pub scenario: String,
+    /// Calls per scenario, profile and strategy.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub calls: u32,
+    /// Real pace over loopback sockets: baton's own latency (default: accelerated).
+    #[arg(long, conflicts_with = "accelerated")]
+    pub realtime: bool,
+    /// Virtual clock, in-process mock: the modelled delays, and throughput (the default).
+    #[arg(long)]
+    pub accelerated: bool,
+    /// Handoff strategies: one, a comma list, or `all` (default: each agent's configured policy).
+    /// Scenarios without an agent set run once, with none.
+    #[arg(long, value_name = "LIST|all")]
+    pub strategy: Option<String>,
+    /// Embedded mock profiles: gemini-3.8, gemini-2.5, gemini-3.1, a comma list, or `all`
+    /// (default: each scenario's).
+    #[arg(long, value_name = "LIST|all")]
+    pub profile: Option<String>,
+    /// Run this agent set instead of each scenario's.
+    #[arg(long, value_name = "FILE")]
+    pub agents: Option<PathBuf>,
+    /// The embedded mock's first-audio latency in ms (default: the scenario's).
+    #[arg(long, value_name = "MS")]
+    pub first_audio_ms: Option<u64>,
+    /// The model: the mock (embedded, or --model-url) or the real Gemini service.
+    #[arg(long, value_enum, default_value = "mock")]
+    pub model: ModelKind,
+    /// A Live endpoint (ws:// or wss://): a `baton mock-model`, or the service's. Implies
+    /// --realtime.
+    #[arg(long, value_name = "URL")]
+    pub model_url: Option<String>,
+    /// Model id sent in setup.
+    #[arg(long, value_name = "ID", default_value = "models/gemini-3.8-live")]
+    pub model_id: String,
+    /// Environment variable holding the API key (never pass the key itself).
+    #[arg(long, value_name = "VAR", default_value = "GEMINI_API_KEY")]
+    pub api_key_env: String,
+    /// How the caller's audio travels: l16-16k or pcmu8k.
+    #[arg(long, default_value = "l16-16k")]
+    pub leg_codec: LegCodec,
+    /// Calls run at once, each on its own thread and runtime (default: the cores). Real-time
+    /// calls mostly wait, so more than the cores is fine there.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Where report.md, report.json and the plots go.
+    #[arg(long, value_name = "DIR", default_value = "out/bench/fixtures")]
+    pub report: PathBuf,
+}
+
+impl Default for FixturesArgs {
+    /// The same defaults as the command line.
+    fn default() -> Self {
+        FixturesArgs {
+            scenario: "all".into(),
+            calls: 1,
+            realtime: false,
+            accelerated: false,
+            strategy: None,
+            profile: None,
+            agents: None,
+            first_audio_ms: None,
+            model: ModelKind::Mock,
+            model_url: None,
+            model_id: "models/gemini-3.8-live".into(),
+            api_key_env: "GEMINI_API_KEY".into(),
+            leg_codec: LegCodec::L16k16,
+            jobs: None,
+            report: PathBuf::from("out/bench/fixtures"),
+        }
+    }
+}
 
 /// Why a fixture run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FixturesError {
-    #[error("baton bench fixtures is not available in this build")]
-    Unavailable,
+    #[error("{0}")]
+    Usage(String),
+    #[error("scenario {scenario}: {source}")]
+    Scenario {
+        scenario: String,
+        source: demo::DemoError,
+    },
+    #[error("{var} is not set: the real service needs an API key in that environment variable")]
+    MissingKey { var: String },
+    #[error(transparent)]
+    Report(#[from] report::ReportError),
+    #[error("{failed} of {total} calls failed (first: {first}); the report is in {}", report.display())]
+    CallsFailed {
+        failed: usize,
+        total: usize,
+        first: String,
+        report: PathBuf,
+    },
 }
 
-/// Runs the benchmark described by `args`.
-pub fn run(_args: &FixturesArgs) -> Result<(), FixturesError> {
-    Err(FixturesError::Unavailable)
+/// One point of the sweep; each runs `--calls` times.
+#[derive(Clone, Debug)]
+pub struct Cell {
+    pub scenario: PathBuf,
+    /// Index of the scenario's loaded files in [`Plan::prepared`].
+    pub prepared: usize,
+    /// The scenario's name.
+    pub scenario_name: String,
+    /// `None`: the agents' configured policy (or no agent set).
+    pub strategy: Option<String>,
+    /// `None`: the scenario's profile (or a remote model's own).
+    pub profile: Option<String>,
+}
+
+impl Cell {
+    /// `configured` without a forced strategy, `none` without an agent set.
+    pub fn strategy_label(&self, agent_set: bool) -> String {
+        match (&self.strategy, agent_set) {
+            (Some(s), _) => s.clone(),
+            (None, true) => "configured".into(),
+            (None, false) => "none".into(),
+        }
+    }
+}
+
+/// The sweep, with each scenario's files loaded once.
+pub struct Plan {
+    pub cells: Vec<Cell>,
+    pub prepared: Vec<demo::Prepared>,
+}
+
+/// One finished call.
+pub struct CallSample {
+    pub meta: ScenarioMeta,
+    pub report: CallReport,
+    /// Copying the loaded scenario and opening the session through hang-up.
+    pub call_wall: Duration,
+}
+
+/// The result of one call of one cell.
+pub struct CallResult {
+    pub cell: usize,
+    pub rep: u32,
+    pub outcome: Result<CallSample, String>,
+}
+
+/// How the run went on the clocks.
+#[derive(Clone, Copy, Debug)]
+pub struct Clocks {
+    /// Running the calls.
+    pub wall: Duration,
+    /// Process CPU time while the calls ran (all threads), if it could be read.
+    pub cpu: Option<Duration>,
+    /// Loading the scenarios, clips, fixtures and agent sets, once each, before the calls.
+    pub load_wall: Duration,
+    pub load_cpu: Option<Duration>,
+    pub workers: usize,
+}
+
+fn cpu_since(before: Option<Duration>) -> Option<Duration> {
+    Some(host::cpu_time()?.saturating_sub(before?))
+}
+
+/// Runs the benchmark described by `args` and writes its report.
+pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
+    let remote = args.model_url.is_some() || args.model == ModelKind::Gemini;
+    let realtime = args.realtime || remote;
+    let model_url = match (args.model, &args.model_url) {
+        (_, Some(url)) => Some(url.clone()),
+        (ModelKind::Gemini, None) => Some(DEVELOPER_API_BASE.to_owned()),
+        (ModelKind::Mock, None) => None,
+    };
+    if args.calls == 0 {
+        return Err(FixturesError::Usage("--calls must be at least 1".into()));
+    }
+    if remote && args.profile.is_some() {
+        return Err(FixturesError::Usage(
+            "--profile chooses the embedded mock's behaviour; a remote model has its own".into(),
+        ));
+    }
+    if model_url
+        .as_deref()
+        .is_some_and(|u| u.starts_with(DEVELOPER_API_BASE))
+        && std::env::var(&args.api_key_env).map_or(true, |k| k.is_empty())
+    {
+        return Err(FixturesError::MissingKey {
+            var: args.api_key_env.clone(),
+        });
+    }
+    let machine = Machine::detect();
+    let load_cpu = host::cpu_time();
+    let load_started = Instant::now();
+    let plan = plan(args)?;
+    let (load_wall, load_cpu) = (load_started.elapsed(), cpu_since(load_cpu));
+    let cells = &plan.cells;
+    let jobs = args
+        .jobs
+        .unwrap_or_else(host::cores)
+        .clamp(1, cells.len() * args.calls as usize);
+    let template = DemoArgs {
+        agents: args.agents.clone(),
+        first_audio_ms: args.first_audio_ms,
+        realtime,
+        model_url,
+        model: args.model_id.clone(),
+        api_key_env: args.api_key_env.clone(),
+        leg_codec: args.leg_codec,
+        ..DemoArgs::default()
+    };
+
+    let cpu_before = host::cpu_time();
+    let started = Instant::now();
+    let results = execute(&plan, args.calls, jobs, &template, realtime);
+    let clocks = Clocks {
+        wall: started.elapsed(),
+        cpu: cpu_since(cpu_before),
+        load_wall,
+        load_cpu,
+        workers: jobs,
+    };
+
+    let info = RunInfo {
+        command: command_line(),
+        machine,
+        mode: if realtime { "realtime" } else { "accelerated" },
+        model: match (&template.model_url, args.model) {
+            (None, _) => "embedded mock".to_owned(),
+            (Some(_), ModelKind::Gemini) => format!("Gemini Live ({})", args.model_id),
+            (Some(url), ModelKind::Mock) => format!("mock at {url}"),
+        },
+        leg_codec: args.leg_codec.name(),
+        calls_per_cell: args.calls,
+    };
+    let written = report::write(&args.report, &info, cells, &results, clocks)?;
+    eprintln!(
+        "bench fixtures: {} calls in {:.1} s; report {}",
+        results.len(),
+        clocks.wall.as_secs_f64(),
+        written.display()
+    );
+    let failed: Vec<&String> = results
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().err())
+        .collect();
+    match failed.first() {
+        None => Ok(()),
+        Some(first) => Err(FixturesError::CallsFailed {
+            failed: failed.len(),
+            total: results.len(),
+            first: (*first).clone(),
+            report: written,
+        }),
+    }
+}
+
+/// The cells of the sweep, scenarios in the given order, then profiles, then strategies; loads
+/// each scenario's files.
+pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
+    let scenarios: Vec<PathBuf> = if args.scenario.trim() == "all" {
+        demo::bundled_scenarios().map_err(|source| FixturesError::Scenario {
+            scenario: "all".into(),
+            source,
+        })?
+    } else {
+        list(&args.scenario).map(demo::scenario_path).collect()
+    };
+    if scenarios.is_empty() {
+        return Err(FixturesError::Usage("no scenario to run".into()));
+    }
+    let profiles: Vec<Option<String>> = match args.profile.as_deref().map(str::trim) {
+        None => vec![None],
+        Some("all") => PROFILES.iter().map(|p| Some(p.name().to_owned())).collect(),
+        Some(given) => list(given)
+            .map(|p| {
+                p.parse::<Profile>()
+                    .map(|p| Some(p.name().to_owned()))
+                    .map_err(|e| FixturesError::Usage(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let strategies: Vec<Option<String>> = match args.strategy.as_deref().map(str::trim) {
+        None => vec![None],
+        Some("all") => STRATEGIES.iter().map(|s| Some((*s).to_owned())).collect(),
+        Some(given) => list(given)
+            .map(|s| {
+                demo::parse_strategy(s)
+                    .map(|st| Some(st.as_str().to_owned()))
+                    .map_err(|e| FixturesError::Usage(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let mut cells = Vec::new();
+    let mut prepared = Vec::new();
+    for path in scenarios {
+        let loaded = demo::prepare(&DemoArgs {
+            scenario: Some(path.display().to_string()),
+            agents: args.agents.clone(),
+            leg_codec: args.leg_codec,
+            ..DemoArgs::default()
+        })
+        .map_err(|source| FixturesError::Scenario {
+            scenario: path.display().to_string(),
+            source,
+        })?;
+        let strategies: &[Option<String>] = if loaded.registry.is_some() {
+            &strategies
+        } else {
+            &[None]
+        };
+        for profile in &profiles {
+            for strategy in strategies {
+                cells.push(Cell {
+                    scenario: path.clone(),
+                    prepared: prepared.len(),
+                    scenario_name: loaded.scenario.name.clone(),
+                    strategy: strategy.clone(),
+                    profile: profile.clone(),
+                });
+            }
+        }
+        prepared.push(loaded);
+    }
+    Ok(Plan { cells, prepared })
+}
+
+fn list(s: &str) -> impl Iterator<Item = &str> {
+    s.split(',').map(str::trim).filter(|x| !x.is_empty())
+}
+
+/// Runs every cell `calls` times on `jobs` worker threads; results come back in cell order.
+fn execute(
+    plan: &Plan,
+    calls: u32,
+    jobs: usize,
+    template: &DemoArgs,
+    realtime: bool,
+) -> Vec<CallResult> {
+    let cells = &plan.cells;
+    let work: Vec<(usize, u32)> = (0..cells.len())
+        .flat_map(|c| (0..calls).map(move |r| (c, r)))
+        .collect();
+    let total = work.len();
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<CallResult>();
+    let mut progress = Progress::new(total as u64, realtime);
+    let mut results = Vec::with_capacity(total);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            let tx = tx.clone();
+            let (work, next) = (&work, &next);
+            scope.spawn(move || {
+                while let Some(&(cell, rep)) = work.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let outcome = run_one(plan, &cells[cell], template, realtime);
+                    if tx.send(CallResult { cell, rep, outcome }).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for result in rx {
+            progress.done(&cells[result.cell], result.outcome.is_ok());
+            results.push(result);
+        }
+    });
+    progress.finish();
+    results.sort_by_key(|r| (r.cell, r.rep));
+    results
+}
+
+fn run_one(
+    plan: &Plan,
+    cell: &Cell,
+    template: &DemoArgs,
+    realtime: bool,
+) -> Result<CallSample, String> {
+    let args = DemoArgs {
+        strategy: cell.strategy.clone(),
+        profile: cell.profile.clone(),
+        ..template.clone()
+    };
+    let rt = demo::runtime(realtime).map_err(|e| e.to_string())?;
+    let outcome = rt
+        .block_on(demo::run_prepared(
+            &plan.prepared[cell.prepared],
+            &args,
+            realtime,
+        ))
+        .map_err(|e| format!("{} {}: {e}", cell.scenario_name, describe(cell)))?;
+    // Background tasks of a paused-clock runtime (the in-process mock's connection) end with it.
+    drop(rt);
+    Ok(CallSample {
+        meta: outcome.meta,
+        report: outcome.report,
+        call_wall: outcome.prepare_wall + outcome.call_wall,
+    })
+}
+
+fn describe(cell: &Cell) -> String {
+    [cell.profile.as_deref(), cell.strategy.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The process's command line, shell-quoted where needed.
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=,:@+".contains(c))
+            {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A bar on a terminal; plain lines (at most one every two seconds, and the last) otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    total: u64,
+    done: u64,
+    failed: u64,
+    last_line: Instant,
+    started: Instant,
+}
+
+impl Progress {
+    fn new(total: u64, realtime: bool) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            let style = indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} calls {elapsed} (eta {eta}) {msg}",
+            )
+            .map(|s| s.progress_chars("=> "));
+            if let Ok(style) = style {
+                bar.set_style(style);
+            }
+            bar.set_prefix("bench fixtures");
+            if realtime {
+                bar.enable_steady_tick(Duration::from_millis(500));
+            }
+            bar
+        });
+        Progress {
+            bar,
+            total,
+            done: 0,
+            failed: 0,
+            last_line: Instant::now(),
+            started: Instant::now(),
+        }
+    }
+
+    fn done(&mut self, cell: &Cell, ok: bool) {
+        self.done += 1;
+        self.failed += u64::from(!ok);
+        let what = format!(
+            "{}{}",
+            [cell.scenario_name.clone(), describe(cell)]
+                .join(" ")
+                .trim(),
+            if self.failed > 0 {
+                format!(" ({} failed)", self.failed)
+            } else {
+                String::new()
+            }
+        );
+        match &self.bar {
+            Some(bar) => {
+                bar.set_message(what);
+                bar.inc(1);
+            }
+            None if self.done == self.total
+                || self.last_line.elapsed() >= Duration::from_secs(2) =>
+            {
+                self.last_line = Instant::now();
+                eprintln!(
+                    "bench fixtures: {}/{} calls, {:.1} s: {what}",
+                    self.done,
+                    self.total,
+                    self.started.elapsed().as_secs_f64()
+                );
+            }
+            None => {}
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
 }

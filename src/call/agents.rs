@@ -29,6 +29,9 @@ pub struct Agents {
     pub base: SessionConfig,
     /// What the model can do in place (the orchestrator planned with the same value).
     pub capabilities: crate::model::Capabilities,
+    /// Listeners of the call's events (store recorder, live feed, sidecars), if any. A
+    /// `handoff_complete` reaches them once its gap is measured.
+    pub events: Option<super::tap::EventSink>,
 }
 
 impl Agents {
@@ -48,6 +51,7 @@ impl Agents {
             backend,
             base: cfg.clone(),
             capabilities,
+            events: None,
         }
     }
 }
@@ -105,6 +109,14 @@ pub struct AgentsDriver {
     awaiting_wire: Option<(String, Instant)>,
     events: Vec<CallEvent>,
     handoffs: Vec<HandoffRecord>,
+    sink: Option<super::tap::EventSink>,
+    /// Bumped whenever a handoff replaces the call's session.
+    session_epoch: u64,
+    /// A reconnect is under way: messages for the session wait in `held`.
+    holding: bool,
+    held: Vec<ClientMessage>,
+    /// Tool calls answered since the call last asked.
+    responded: Vec<String>,
 }
 
 impl AgentsDriver {
@@ -132,6 +144,64 @@ impl AgentsDriver {
             awaiting_wire: None,
             events: Vec::new(),
             handoffs: Vec::new(),
+            sink: a.events,
+            session_epoch: 0,
+            holding: false,
+            held: Vec::new(),
+            responded: Vec::new(),
+        }
+    }
+
+    /// Where sessions come from.
+    pub fn backend(&self) -> ModelBackend {
+        self.backend.clone()
+    }
+
+    /// The settings of a session that continues the call now: the base settings with the
+    /// active agents' instruction, tools and voice.
+    pub fn current_config(&self) -> SessionConfig {
+        let mut cfg = self.base.clone();
+        self.orch.session_setup().apply(&mut cfg);
+        cfg
+    }
+
+    /// The whole transcript as `user`/`model` turns, for a fresh session.
+    pub fn history(&self) -> Vec<crate::model::gemini::wire::Content> {
+        crate::agents::setup::history_turns(
+            self.orch.transcript(),
+            crate::agents::registry::HistoryTransfer::All,
+        )
+    }
+
+    /// Changes whenever a handoff replaces the call's session.
+    pub fn session_epoch(&self) -> u64 {
+        self.session_epoch
+    }
+
+    /// While a reconnect is under way, messages for the session are kept (not dropped).
+    pub fn set_holding(&mut self, on: bool) {
+        self.holding = on;
+    }
+
+    /// The messages kept while holding, in order.
+    pub fn take_held(&mut self) -> Vec<ClientMessage> {
+        std::mem::take(&mut self.held)
+    }
+
+    /// Ids of the tool calls answered since the last call.
+    pub fn take_responded(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.responded)
+    }
+
+    fn send(&mut self, session: &Option<Session>, msg: ClientMessage) {
+        match session {
+            Some(s) => {
+                s.send_message(&msg);
+            }
+            None if self.holding => self.held.push(msg),
+            None => {
+                tracing::warn!("no model session to send to (between sessions); message dropped")
+            }
         }
     }
 
@@ -154,6 +224,16 @@ impl AgentsDriver {
     pub fn on_timeout(&mut self, now: Instant) {
         self.input_at = now;
         let _ = self.orch.handle(Input::Timeout, now.into_std());
+    }
+
+    /// An input from outside the call (an operator's command, a sidecar's result).
+    pub fn command(
+        &mut self,
+        input: Input,
+        now: Instant,
+    ) -> Result<(), crate::agents::CommandError> {
+        self.input_at = now;
+        self.orch.handle(input, now.into_std())
     }
 
     /// True while a session is being opened or a cold recreation waits to run.
@@ -206,6 +286,7 @@ impl AgentsDriver {
                             for out in self.pending_uplink.drain(..) {
                                 s.send(out);
                             }
+                            self.session_epoch += 1;
                             *session = Some(s);
                         } else {
                             self.standby = Some(s);
@@ -223,6 +304,11 @@ impl AgentsDriver {
                 let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
             }
             Wake::StandbyEvent(Some(SessionEvent::Model(..) | SessionEvent::Written { .. })) => {}
+            Wake::StandbyEvent(Some(SessionEvent::Dead { silent_for })) => {
+                self.standby = None;
+                let reason = format!("standby session silent for {silent_for:?} (dead socket)");
+                let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
+            }
             Wake::StandbyEvent(Some(SessionEvent::Closed { code, reason })) => {
                 self.standby = None;
                 let reason = format!("standby session closed ({code:?}): {reason}");
@@ -253,14 +339,22 @@ impl AgentsDriver {
                 p.trigger_to_wire_ms = Some(ms(Instant::now().saturating_duration_since(since)));
             }
             match action {
-                Action::ContextUpdate(cu) => send(session, &ClientMessage::ContextUpdate(cu)),
-                Action::ToolResponse(fr) => send(
-                    session,
-                    &ClientMessage::ToolResponse(ToolResponse {
-                        function_responses: Some(vec![fr]),
-                    }),
-                ),
-                Action::ClientContent(cc) => send(session, &self.client_content(cc)),
+                Action::ContextUpdate(cu) => {
+                    self.send(session, ClientMessage::ContextUpdate(cu));
+                }
+                Action::ToolResponse(fr) => {
+                    self.responded.extend(fr.id.clone());
+                    self.send(
+                        session,
+                        ClientMessage::ToolResponse(ToolResponse {
+                            function_responses: Some(vec![fr]),
+                        }),
+                    );
+                }
+                Action::ClientContent(cc) => {
+                    let msg = self.client_content(cc);
+                    self.send(session, msg);
+                }
                 Action::RunTool(run) => {
                     let tx = self.tool_tx.clone();
                     tokio::spawn(async move {
@@ -270,12 +364,13 @@ impl AgentsDriver {
                 }
                 Action::PrepareStandby(setup) => self.open(&setup, false),
                 Action::SwitchToStandby { .. } => {
-                    if let Some(next) = self.standby.take()
-                        && let Some(old) = session.replace(next)
-                    {
-                        // Its audio is all received (the switch waits for a turn boundary) and
-                        // keeps playing from the queue; only the socket goes.
-                        old.send(Outbound::Close);
+                    if let Some(next) = self.standby.take() {
+                        self.session_epoch += 1;
+                        if let Some(old) = session.replace(next) {
+                            // Its audio is all received (the switch waits for a turn boundary)
+                            // and keeps playing from the queue; only the socket goes.
+                            old.send(Outbound::Close);
+                        }
                     }
                 }
                 Action::DiscardStandby { reason } => {
@@ -344,6 +439,11 @@ impl AgentsDriver {
     }
 
     fn on_event(&mut self, ev: CallEvent, _now: Instant) {
+        if let Some(sink) = &self.sink
+            && !matches!(ev, CallEvent::HandoffComplete { .. })
+        {
+            sink.send(&ev);
+        }
         match &ev {
             CallEvent::HandoffAnnouncement {
                 from,
@@ -429,6 +529,9 @@ impl AgentsDriver {
                 && gap_ms.is_none()
             {
                 *gap_ms = gap.map(|g| g.round() as u64);
+                if let Some(sink) = &self.sink {
+                    sink.send(e);
+                }
                 break;
             }
         }
@@ -491,15 +594,6 @@ fn single_user_text(cc: &crate::model::gemini::wire::ClientContent) -> Option<St
     }
     let texts: Option<Vec<&str>> = turn.parts.iter().map(|p| p.text.as_deref()).collect();
     texts.map(|t| t.join(" "))
-}
-
-fn send(session: &Option<Session>, msg: &ClientMessage) {
-    match session {
-        Some(s) => {
-            s.send_message(msg);
-        }
-        None => tracing::warn!("no model session to send to (between sessions); message dropped"),
-    }
 }
 
 /// Waits for the driver's next tool result, opened session or standby event; never without one.

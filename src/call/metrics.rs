@@ -62,6 +62,8 @@ pub struct ReconnectRecord {
     /// Silence on the caller's timeline the reconnect caused (0 when buffered model audio covered
     /// it; `None` when no agent audio followed).
     pub gap_ms: Option<f64>,
+    /// Model audio queued in playout when the old session stopped (what could cover the switch).
+    pub model_audio_queued_ms: f64,
     /// Caller audio delivered again to the new session (ms).
     pub audio_replayed_ms: f64,
     /// Caller audio that never reached any session (ms). Must be 0.

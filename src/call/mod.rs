@@ -12,6 +12,10 @@
 pub mod agents;
 pub mod backend;
 pub mod metrics;
+pub mod reconnect;
+pub mod recording;
+pub mod resume;
+pub mod tap;
 
 use std::time::Duration;
 
@@ -29,6 +33,8 @@ pub use agents::Agents;
 use agents::AgentsDriver;
 use metrics::ms;
 pub use metrics::{CallReport, HandoffRecord, ReconnectRecord, TurnRecord};
+pub use reconnect::ReconnectPolicy;
+pub use resume::ModelSource;
 
 /// Knobs of the call's own measurement.
 #[derive(Clone, Debug)]
@@ -37,6 +43,15 @@ pub struct CallOptions {
     pub caller_silence: Duration,
     /// When this turns true the call hangs up (server drain deadline).
     pub hangup: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Where to open another session when the service sends `goAway` or the socket drops
+    /// (a call with an agent set uses the set's). Without either, the call ends with its
+    /// session.
+    pub model: Option<ModelSource>,
+    pub reconnect: ReconnectPolicy,
+    /// Commands from outside the call (an operator's trigger, a sidecar's result).
+    pub commands: Option<tap::Inbox>,
+    /// A recording of both directions, written off the audio path.
+    pub recording: Option<recording::AudioTap>,
 }
 
 impl Default for CallOptions {
@@ -44,6 +59,10 @@ impl Default for CallOptions {
         CallOptions {
             caller_silence: Duration::from_millis(500),
             hangup: None,
+            model: None,
+            reconnect: ReconnectPolicy::default(),
+            commands: None,
+            recording: None,
         }
     }
 }
@@ -82,9 +101,16 @@ pub async fn run_with_agents(
 ) -> Result<CallReport, CallError> {
     let mut call = Call::new(&leg, session, &opts, agents)?;
     let mut hangup = opts.hangup.take();
+    let mut commands = opts.commands.take().and_then(|i| i.take());
+    call.tap = opts.recording.take();
     let end_reason = loop {
+        if let Some(reason) = call.gave_up.take() {
+            call.hang_up(&leg);
+            break reason;
+        }
         let deadline = Instant::from_std(call.playout.poll_timeout());
         let agents_deadline = call.agents.as_ref().and_then(AgentsDriver::deadline);
+        let resume_deadline = call.resume.as_ref().and_then(resume::Resume::deadline);
         tokio::select! {
             biased;
             _ = wait_true(&mut hangup) => {
@@ -92,9 +118,24 @@ pub async fn run_with_agents(
                 break "server is shutting down".to_owned();
             }
             ev = recv_session(&mut call.session) => match ev {
-                Some(SessionEvent::Model(e, at)) => call.on_model_event(e, at, &leg),
+                Some(SessionEvent::Model(e, _)) if call.replayed_transcript(&e) => {}
+                Some(SessionEvent::Model(e, at)) => {
+                    let resumable = call.resume.is_some().then(|| e.clone());
+                    call.on_model_event(e, at, &leg);
+                    if let Some(e) = resumable {
+                        call.resume_event(&e, at, &leg);
+                    }
+                }
                 Some(SessionEvent::Written { received_at, written_at }) => {
                     call.report.uplink_added_ms.push(ms(written_at.saturating_duration_since(received_at)));
+                }
+                Some(SessionEvent::Closed { code, reason }) if call.resume.is_some() => {
+                    tracing::warn!(?code, %reason, "model session closed; reconnecting");
+                    call.session_lost(reconnect::Cause::Closed(code), Instant::now(), &leg);
+                }
+                Some(SessionEvent::Dead { silent_for }) if call.resume.is_some() => {
+                    tracing::warn!(?silent_for, "model socket dead; reconnecting");
+                    call.session_lost(reconnect::Cause::Dead, Instant::now(), &leg);
                 }
                 Some(SessionEvent::Closed { code, reason }) => {
                     let _ = leg.commands.send(LegCommand::Hangup);
@@ -103,11 +144,26 @@ pub async fn run_with_agents(
                         None => format!("model connection lost: {reason}"),
                     };
                 }
+                Some(SessionEvent::Dead { silent_for }) => {
+                    let _ = leg.commands.send(LegCommand::Hangup);
+                    break format!("model socket dead: nothing received for {silent_for:?}");
+                }
+                None if call.resume.is_some() => {
+                    call.session_lost(reconnect::Cause::Closed(None), Instant::now(), &leg);
+                }
                 None => {
                     let _ = leg.commands.send(LegCommand::Hangup);
                     break "model session ended".to_owned();
                 }
             },
+            w = resume::wake(&mut call.resume) => call.on_resume_wake(w, &leg),
+            _ = sleep_until_opt(resume_deadline) => {
+                let now = Instant::now();
+                if let Some(r) = call.resume.as_mut() {
+                    r.machine.handle_timeout(now);
+                }
+                call.apply_resume_actions(now, &leg);
+            }
             wake = agents::wake(&mut call.agents) => {
                 let now = Instant::now();
                 if let Some(a) = call.agents.as_mut() {
@@ -129,6 +185,11 @@ pub async fn run_with_agents(
                     call.hang_up(&leg);
                     break "no model session could be reopened after a handoff".to_owned();
                 }
+            }
+            cmd = tap::recv(&mut commands) => {
+                let now = Instant::now();
+                call.on_command(cmd, now);
+                call.apply_agent_actions(now);
             }
             ev = leg.events.recv() => match ev {
                 Some(LegEvent::Frame { frame, received_at }) => call.on_caller_frame(frame, received_at),
@@ -166,6 +227,15 @@ struct Call {
     awaiting_first_audio: Option<(usize, Instant)>,
     current: Option<usize>,
     leg_open: bool,
+    /// Session resumption and reconnects (`None`: the call ends with its session).
+    resume: Option<resume::Resume>,
+    /// The reconnect gave up: the call ends with this reason.
+    gave_up: Option<String>,
+    /// Where the last voiced frame played ends (media time).
+    last_voice_end: Duration,
+    /// Media time zero (the leg's start).
+    media_zero: Instant,
+    tap: Option<recording::AudioTap>,
 }
 
 impl Call {
@@ -182,6 +252,9 @@ impl Call {
             downlink_resampler_delay_ms: ms(down.delay()),
             ..Default::default()
         };
+        let resume = (opts.model.is_some() || agents.is_some()).then(|| {
+            resume::Resume::new(opts.reconnect.clone(), opts.model.clone(), Instant::now())
+        });
         let mut call = Call {
             session: Some(session),
             agents: agents.map(AgentsDriver::new),
@@ -201,6 +274,11 @@ impl Call {
             awaiting_first_audio: None,
             current: None,
             leg_open: true,
+            resume,
+            gave_up: None,
+            last_voice_end: Duration::ZERO,
+            media_zero: leg.started_at,
+            tap: None,
         };
         call.apply_agent_actions(Instant::now());
         Ok(call)
@@ -208,7 +286,9 @@ impl Call {
 
     /// No session, none being opened and none about to be: the call cannot go on.
     fn model_lost(&self) -> bool {
-        self.session.is_none() && self.agents.as_ref().is_none_or(|a| !a.reopening())
+        self.session.is_none()
+            && self.agents.as_ref().is_none_or(|a| !a.reopening())
+            && self.resume.as_ref().is_none_or(|r| !r.machine.switching())
     }
 
     fn hang_up(&mut self, leg: &LegHandle) {
@@ -216,12 +296,18 @@ impl Call {
         if let Some(s) = &self.session {
             s.send(Outbound::Close);
         }
+        if let Some(r) = self.resume.as_mut() {
+            r.abandon();
+        }
         if let Some(a) = self.agents.as_mut() {
             a.close_standby();
         }
     }
 
     fn on_caller_frame(&mut self, frame: crate::audio::Frame, received_at: Instant) {
+        if let Some(t) = &self.tap {
+            t.caller(&frame);
+        }
         let before = self.vad.last_voiced_end();
         let vad_event = self.vad.push(&frame.samples, frame.ts, frame.duration());
         if self.vad.last_voiced_end() != before {
@@ -251,18 +337,8 @@ impl Call {
         }
         let mut json = String::with_capacity(self.up_buf.len() * 3 + 96);
         codec::encode_audio(&self.up_buf, INPUT_RATE, &mut self.scratch, &mut json);
-        let out = Outbound::Text {
-            json,
-            received_at: Some(received_at),
-        };
-        match (&self.session, self.agents.as_mut()) {
-            (Some(s), _) => {
-                s.send(out);
-            }
-            // Between sessions (a cold recreate): kept and delivered to the next session.
-            (None, Some(a)) => a.buffer_uplink(out),
-            (None, None) => {}
-        }
+        let dur = Duration::from_secs_f64(self.up_buf.len() as f64 / f64::from(INPUT_RATE));
+        self.uplink(json, dur, received_at);
     }
 
     fn on_model_event(&mut self, e: ModelEvent, at: Instant, leg: &LegHandle) {
@@ -280,6 +356,9 @@ impl Call {
         };
         match e {
             ModelEvent::Audio { rate, samples } => {
+                if let Some(r) = self.resume.as_mut() {
+                    r.heard();
+                }
                 if rate != self.down.from_hz() {
                     match resampler(rate, self.leg_rate) {
                         Ok(r) => self.down = r,
@@ -327,6 +406,12 @@ impl Call {
                     // the queued announcement keeps playing.
                     return;
                 }
+                if self.resume.as_ref().is_some_and(resume::Resume::unheard) {
+                    // A reconnected session cut a reply it had not sent any audio of; what is
+                    // queued came from the session before and is not part of it.
+                    return;
+                }
+                self.reconnect_barge_in();
                 self.playout.flush();
                 // The cut turn's tail still in the resampler must not start the next reply.
                 self.down_buf.clear();
@@ -373,6 +458,18 @@ impl Call {
         }
     }
 
+    /// A command from outside: fed to the orchestrator (refused when the call has none).
+    fn on_command(&mut self, cmd: tap::CallCommand, now: Instant) {
+        let tap::CallCommand::Agents { input, reply } = cmd;
+        let result = match self.agents.as_mut() {
+            Some(a) => a.command(input, now),
+            None => Err(crate::agents::CommandError::NoAgents),
+        };
+        if let Some(r) = reply {
+            let _ = r.send(result);
+        }
+    }
+
     /// Carries out what the orchestrator decided.
     fn apply_agent_actions(&mut self, now: Instant) {
         if let Some(a) = self.agents.as_mut()
@@ -398,6 +495,10 @@ impl Call {
             }
             if played.kind == PlayedKind::Voice {
                 let ts_ms = ms(played.frame.ts);
+                if let Some(tag) = played.tag {
+                    self.reconnect_voice(tag.turn, played.frame.ts, self.last_voice_end);
+                }
+                self.last_voice_end = played.frame.ts + played.frame.duration();
                 if let (Some(a), Some(tag)) = (self.agents.as_mut(), played.tag) {
                     a.on_voice_played(
                         tag.agent,
@@ -422,6 +523,9 @@ impl Call {
                         a.note_speaker(t, tag.agent);
                     }
                 }
+            }
+            if let Some(t) = &self.tap {
+                t.agent(&played.frame);
             }
             if self.leg_open
                 && leg
@@ -452,6 +556,7 @@ impl Call {
                 }
             }
         }
+        self.finish_reconnects();
         let stats = self.playout.stats();
         self.report.underruns = stats.underruns;
         self.report.late_ticks = stats.late_ticks;

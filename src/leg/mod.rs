@@ -2,9 +2,13 @@
 //! decoded PCM at the leg's own rate, stop) and taking the same [`LegCommand`]s (play a frame,
 //! clear, hang up). The call never knows which protocol a leg speaks.
 
+pub mod audiosocket;
 pub mod bridge;
 pub mod fixture;
+pub mod mic;
+pub mod stream;
 pub mod twilio;
+pub mod webrtc;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;

@@ -31,15 +31,19 @@
 //! Layout: this file holds the session state and its public face; `engine/inputs.rs` handles
 //! client messages, `engine/turns.rs` turn taking and replies.
 
+mod faults;
 mod inputs;
+mod resume;
 mod turns;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::faults::{DropRule, Faults};
 use super::inbound::{self, Rejection};
 use super::listen::Listener;
+use super::resume::Resumption;
 use super::scenario::{Reply, Scenario, ScriptedToolCall};
 use super::setup::{Behavior, Endpoint, Profile, SessionConfig};
 use super::speak::{ReplyStream, Rng};
@@ -56,6 +60,26 @@ pub enum Outgoing {
     Message(ServerMessage),
     /// Close the WebSocket with this code and reason; the session is over.
     Close { code: u16, reason: String },
+    /// Drop the connection without a close frame (the client sees 1006); the session is over.
+    Drop,
+    /// Stop reading and writing but keep the socket open (a dead socket); the session is over.
+    Hang,
+    /// Send these bytes as a binary frame as they are (a garbage frame).
+    Raw(Vec<u8>),
+}
+
+/// What a resumption handle restores: the conversation as it was when the handle was issued.
+#[derive(Debug)]
+pub struct ResumeState {
+    model: String,
+    active: Option<usize>,
+    voice: Option<Option<usize>>,
+    caller_turns: usize,
+    history: Vec<Content>,
+    prompt_tokens: u64,
+    next_call_id: u64,
+    listener: Option<Listener>,
+    wedged: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -150,6 +174,19 @@ pub struct MockSession {
     wedged: bool,
     /// The client is still playing audio of a turn that ended without a cut, until then.
     playing_until: Option<Instant>,
+    /// Handles, open sockets and audio records shared with the server's other connections.
+    store: Arc<Resumption>,
+    conn: u64,
+    faults: Arc<Faults>,
+    fault_rng: Rng,
+    /// Drop rules (by index) not fired yet on this connection, with their earliest moment.
+    armed: Vec<(usize, DropRule, Instant)>,
+    /// Sends nothing more (after `goAway` with `silent_after_go_away`).
+    silent: bool,
+    /// The client asked for resumption handles.
+    resumption: bool,
+    /// The session continues an earlier one (a resumption handle).
+    restored: bool,
 }
 
 impl MockSession {
@@ -183,7 +220,30 @@ impl MockSession {
             resumed: false,
             wedged: false,
             playing_until: None,
+            store: Arc::new(Resumption::default()),
+            conn: 0,
+            faults: Arc::new(Faults::default()),
+            fault_rng: Rng::new(1),
+            armed: Vec::new(),
+            silent: false,
+            resumption: false,
+            restored: false,
         }
+    }
+
+    /// The session as connection `conn` of a server: handles and audio records in `store`,
+    /// faults injected as `faults` says.
+    pub fn with_server(mut self, store: Arc<Resumption>, conn: u64, faults: Arc<Faults>) -> Self {
+        self.conn = conn;
+        self.fault_rng = Rng::new(faults.seed ^ conn.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        self.faults = faults;
+        self.store = store;
+        self
+    }
+
+    /// The connection id given by [`MockSession::with_server`].
+    pub fn connection(&self) -> u64 {
+        self.conn
     }
 
     /// The next thing to send, if any. Poll until `None` after every `handle_*` call.
@@ -267,7 +327,7 @@ impl MockSession {
         }
         let now = self.advance(now);
         let result = match (msg, self.config.is_some()) {
-            (ClientMessage::Setup(s), false) => self.on_setup(&s),
+            (ClientMessage::Setup(s), false) => self.on_setup(&s, now),
             (ClientMessage::Setup(_), true) => Err(Rejection::invalid(
                 "setup may be sent only once, as the first message",
             )),
@@ -295,6 +355,9 @@ impl MockSession {
                 Timer::Reply => self.start_reply(now),
                 Timer::Burst => self.send_burst(now),
                 Timer::TurnComplete => self.complete_turn(now),
+                Timer::GoAway | Timer::GoAwayClose | Timer::Drop | Timer::Garbage => {
+                    self.on_fault_timer(t, now)
+                }
             }
         }
     }
@@ -306,7 +369,9 @@ impl MockSession {
     }
 
     fn send(&mut self, m: ServerMessage) {
-        self.out.push_back(Outgoing::Message(m));
+        if !self.silent {
+            self.out.push_back(Outgoing::Message(m));
+        }
     }
 
     /// `START_OF_ACTIVITY_INTERRUPTS` (also the answer before setup).

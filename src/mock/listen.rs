@@ -39,7 +39,7 @@ impl Audio {
 }
 
 /// Turns caller audio and activity markers into [`Heard`] events.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Listener {
     auto: bool,
     vad: TurnDetector,

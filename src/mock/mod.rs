@@ -8,17 +8,26 @@
 //!   (gemini-3.8 / 2.5 / 3.1) and their [`Capabilities`](crate::model::Capabilities).
 //! - [`listen`] / [`speak`]: caller audio + VAD in; reply chunks + transcription out.
 //! - [`scenario`] / [`clip`]: the script and its audio; [`persona`]: which agent the wire named.
+//! - [`faults`]: goAway, drops, late pongs, garbage ([`pong`] delays pongs under the WebSocket);
+//!   [`resume`]: resumption handles and per-lineage caller audio, shared by a server's
+//!   connections.
+//! - [`openai`]: the OpenAI Realtime profile (`--profile openai`), its own engine and shell over
+//!   the same scenarios, clips and VAD.
 //! - [`server`]: the tokio/WebSocket shell (TCP, TLS, in-memory duplex), [`record`]: message
 //!   recording, [`cli`]: `baton mock-model`.
 
 pub mod cli;
 pub mod clip;
 pub mod engine;
+pub mod faults;
 pub mod inbound;
 pub mod listen;
+pub mod openai;
 pub mod persona;
+pub mod pong;
 pub mod profile;
 pub mod record;
+pub mod resume;
 pub mod scenario;
 pub mod server;
 pub mod setup;
@@ -27,8 +36,10 @@ pub mod timers;
 pub mod tls;
 
 pub use engine::{MockSession, Outgoing};
+pub use faults::Faults;
 pub use inbound::Rejection;
 pub use profile::{Profile, Quirks};
+pub use resume::Resumption;
 pub use scenario::{Scenario, ScenarioError};
 pub use server::{
     MockError, MockOptions, MockServer, RunningMockServer, bind, connect_in_memory,

@@ -8,8 +8,9 @@
 //! | `gemini-2.5` | close 1007      | honoured, with `scheduling` | accepted (optional quirk: VAD replies wedge after `turnComplete:false`) | input waits for the response |
 //! | `gemini-3.1` | close 1007      | ignored: behave BLOCKING | close 1007, except initial history under `historyConfig.initialHistoryInClientContent` before the first `turnComplete:true` | input waits for the response |
 //!
-//! Every profile accepts initial history (`historyConfig`) and `realtimeInput.text`; none offers
-//! session resumption yet (the mock sends no `sessionResumptionUpdate`).
+//! Every profile accepts initial history (`historyConfig`) and `realtimeInput.text`, and offers
+//! session resumption (handles when idle, resumes restoring the conversation; see
+//! [`super::engine`]'s `resume` part).
 
 use std::fmt;
 use std::str::FromStr;
@@ -54,21 +55,21 @@ impl Profile {
                 update_tools: true,
                 non_blocking_tools: true,
                 mid_session_client_content: true,
-                resumption: false,
+                resumption: true,
             },
             Profile::Gemini25 => Capabilities {
                 update_instructions: false,
                 update_tools: false,
                 non_blocking_tools: true,
                 mid_session_client_content: true,
-                resumption: false,
+                resumption: true,
             },
             Profile::Gemini31 => Capabilities {
                 update_instructions: false,
                 update_tools: false,
                 non_blocking_tools: false,
                 mid_session_client_content: false,
-                resumption: false,
+                resumption: true,
             },
         }
     }
@@ -106,6 +107,29 @@ impl FromStr for Profile {
             .into_iter()
             .find(|p| p.name() == s.trim())
             .ok_or_else(|| UnknownProfile {
+                given: s.to_owned(),
+            })
+    }
+}
+
+/// What `baton mock-model --profile` names: a Gemini Live generation, or the OpenAI Realtime
+/// protocol (a different wire protocol over the same scenarios, see [`super::openai`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileArg {
+    Gemini(Profile),
+    OpenAi,
+}
+
+impl FromStr for ProfileArg {
+    type Err = UnknownProfile;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim() == "openai" {
+            return Ok(ProfileArg::OpenAi);
+        }
+        s.parse()
+            .map(ProfileArg::Gemini)
+            .map_err(|_| UnknownProfile {
                 given: s.to_owned(),
             })
     }
@@ -149,6 +173,6 @@ mod tests {
         let c31 = Profile::Gemini31.capabilities();
         assert!(!c31.update_instructions && !c31.non_blocking_tools);
         assert!(!c31.mid_session_client_content);
-        assert!(PROFILES.iter().all(|p| !p.capabilities().resumption));
+        assert!(PROFILES.iter().all(|p| p.capabilities().resumption));
     }
 }

@@ -19,7 +19,10 @@
 //! default_reply_text = "Sorry, could you say that again?"
 //! partial_content_wedges_vad = false   # gemini-2.5 quirk: after clientContent without turnComplete, VAD turns get no reply
 //! partial_content_interrupts = false   # clientContent with turnComplete:false interrupts a reply being generated
+//! greeting = "../clips/advisor_default.wav"  # optional: said unprompted when a fresh conversation starts
+//! greeting_text = "..."                      # (never by a session resumed or given initial history)
 //!
+//! [faults]                             # optional: goAway, drops, late pongs … (see faults.rs)
 //! [[persona]]                          # optional, any number: the agents the model can speak as
 //! id = "advisor"                       # agent id
 //! marker = "Asha"                      # the persona is named on the wire by this text
@@ -84,10 +87,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::Value;
 
+use self::raw::{RawReply, RawScenario, RawToolCall};
 use super::clip::{self, BUILTIN_DEFAULT_TEXT, Clip, ClipError};
+use super::faults::{self, Faults};
 use super::profile::{Profile, Quirks};
 
 /// A scenario could not be loaded; the message names the file and, where it applies, the key.
@@ -226,6 +230,10 @@ pub struct Scenario {
     pub profile: Profile,
     pub quirks: Quirks,
     pub personas: Vec<Persona>,
+    /// Said unprompted at the start of a fresh conversation (`[model] greeting`).
+    pub greeting: Option<Reply>,
+    /// Fault modes (`[faults]`, see [`super::faults`]).
+    pub faults: Faults,
 }
 
 impl Scenario {
@@ -246,6 +254,8 @@ impl Scenario {
             profile: Profile::default(),
             quirks: Quirks::default(),
             personas: Vec::new(),
+            greeting: None,
+            faults: Faults::default(),
         }
     }
 
@@ -499,6 +509,21 @@ impl Scenario {
             });
         }
 
+        let greeting = match &m.greeting {
+            Some(rel) => Some(Reply {
+                audio: load_clip("model.greeting".into(), rel)?,
+                text: m.greeting_text.clone().unwrap_or_default(),
+            }),
+            None => None,
+        };
+        let faults = match raw.faults {
+            Some(f) => faults::parse(f).map_err(|(key, what)| ScenarioError::Invalid {
+                path: path.to_path_buf(),
+                key,
+                what,
+            })?,
+            None => Faults::default(),
+        };
         Ok(Scenario {
             name: raw.name.unwrap_or_else(|| {
                 path.file_stem()
@@ -514,86 +539,14 @@ impl Scenario {
             profile,
             quirks,
             personas,
+            greeting,
+            faults,
         })
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawScenario {
-    name: Option<String>,
-    description: Option<String>,
-    caller: Option<String>,
-    agents: Option<String>,
-    #[serde(default)]
-    model: RawModel,
-    #[serde(default)]
-    persona: Vec<RawPersona>,
-    #[serde(default)]
-    turn: Vec<RawTurn>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawModel {
-    profile: Option<String>,
-    first_audio_ms: Option<u64>,
-    speed: Option<f64>,
-    chunk_ms: Option<u64>,
-    burst: Option<u32>,
-    jitter_ms: Option<u64>,
-    seed: Option<u64>,
-    silence_ms: Option<u64>,
-    default_reply: Option<String>,
-    default_reply_text: Option<String>,
-    partial_content_wedges_vad: Option<bool>,
-    partial_content_interrupts: Option<bool>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPersona {
-    id: String,
-    marker: String,
-    default_reply: Option<String>,
-    default_reply_text: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTurn {
-    input_text: Option<String>,
-    reply: Option<String>,
-    output_text: Option<String>,
-    tool_call: Option<RawToolCall>,
-    by: Option<String>,
-    by_persona: Option<BTreeMap<String, RawReply>>,
-    handoff: Option<RawHandoff>,
-    after_tool: Option<RawReply>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawReply {
-    reply: String,
-    output_text: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawHandoff {
-    to: String,
-    reply: String,
-    output_text: Option<String>,
-    tool_call: Option<RawToolCall>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawToolCall {
-    name: String,
-    args: Option<Value>,
-}
+#[path = "scenario_raw.rs"]
+mod raw;
 
 #[cfg(test)]
 #[path = "scenario_tests.rs"]

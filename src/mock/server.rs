@@ -20,8 +20,11 @@ use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::engine::{MockSession, Outgoing};
+use super::faults::Faults;
 use super::inbound::{CLOSE_POLICY, CLOSE_TOO_BIG, MAX_MESSAGE_BYTES, Rejection};
+use super::pong::LatePongs;
 use super::record::{RecordError, RecordSink};
+use super::resume::Resumption;
 use super::scenario::{Scenario, ScenarioError};
 use super::setup::{Backend, Endpoint, Profile};
 use super::tls::{self, TlsError, TlsSetup};
@@ -45,6 +48,12 @@ pub struct MockOptions {
     pub record: Option<RecordSink>,
     /// The model behaviour every session follows.
     pub profile: Profile,
+    /// Fault modes (the scenario's `[faults]` unless overridden).
+    pub faults: Arc<Faults>,
+    /// Resumption handles, open sockets and audio records of this server's connections.
+    pub resumption: Arc<Resumption>,
+    /// Speak the OpenAI Realtime protocol instead of Gemini Live (see [`super::openai`]).
+    pub openai: Option<super::openai::OpenAiOptions>,
 }
 
 impl MockOptions {
@@ -52,14 +61,20 @@ impl MockOptions {
     pub fn new(scenario: Arc<Scenario>) -> Self {
         MockOptions {
             profile: scenario.profile,
+            faults: Arc::new(scenario.faults.clone()),
             scenario,
             api_key: None,
             record: None,
+            resumption: Arc::new(Resumption::default()),
+            openai: None,
         }
     }
 
     /// What a client can do in place in a session of this server.
     pub fn capabilities(&self) -> crate::model::Capabilities {
+        if self.openai.is_some() {
+            return super::openai::CAPABILITIES;
+        }
         self.profile.capabilities()
     }
 }
@@ -233,6 +248,9 @@ pub async fn serve_connection<S>(stream: S, opts: Arc<MockOptions>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    if opts.openai.is_some() {
+        return super::openai::serve_connection(stream, opts).await;
+    }
     let mut admitted: Option<(Endpoint, Result<(), Rejection>)> = None;
     // The callback's error type is tungstenite's; its size is not ours to choose.
     #[allow(clippy::result_large_err)]
@@ -253,8 +271,9 @@ where
     let config = WebSocketConfig::default()
         .max_message_size(Some(2 * MAX_MESSAGE_BYTES))
         .max_frame_size(Some(2 * MAX_MESSAGE_BYTES));
+    let stream = LatePongs::new(stream, opts.faults.late_pong.unwrap_or_default());
     let handshake = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config));
-    let ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+    let mut ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
         Ok(Ok(ws)) => ws,
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "WebSocket handshake refused");
@@ -268,17 +287,31 @@ where
     let Some((endpoint, auth)) = admitted else {
         return;
     };
-    let mut session = MockSession::new(opts.scenario.clone(), endpoint, opts.profile);
+    if opts.faults.late_pong.is_some() {
+        ws.get_mut().activate();
+    }
+    let conn = opts.resumption.register();
+    let mut session = MockSession::new(opts.scenario.clone(), endpoint, opts.profile).with_server(
+        opts.resumption.clone(),
+        conn,
+        opts.faults.clone(),
+    );
     if let Err(r) = auth {
         session.close(r);
     }
-    run_session(ws, session, opts.record.as_ref()).await;
+    run_session(ws, session, opts.record.as_ref(), &opts.resumption).await;
+    opts.resumption
+        .closed(conn, tokio::time::Instant::now().into_std());
 }
+
+/// How long a connection told to go silent keeps its socket open without reading it.
+const HANG_FOR: Duration = Duration::from_secs(3600);
 
 async fn run_session<S>(
     mut ws: tokio_tungstenite::WebSocketStream<S>,
     mut session: MockSession,
     record: Option<&RecordSink>,
+    store: &Resumption,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -301,7 +334,21 @@ async fn run_session<S>(
                     }
                     wrote = true;
                 }
+                Outgoing::Raw(bytes) => {
+                    if ws.feed(Message::Binary(bytes.into())).await.is_err() {
+                        return;
+                    }
+                    wrote = true;
+                }
+                // The session is over from the server's side: a resume may now go ahead.
+                Outgoing::Drop => return,
+                Outgoing::Hang => {
+                    store.closed(session.connection(), tokio::time::Instant::now().into_std());
+                    tokio::time::sleep(HANG_FOR).await;
+                    return;
+                }
                 Outgoing::Close { code, reason } => {
+                    store.closed(session.connection(), tokio::time::Instant::now().into_std());
                     let frame = CloseFrame {
                         code: code.into(),
                         reason: reason.into(),

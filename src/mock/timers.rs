@@ -1,6 +1,5 @@
 //! The mock session's timer table: one slot per [`Timer`], the earliest armed one is the session's
-//! next deadline. Firing early is harmless: each handler checks the state it acts on. Later timers
-//! (goAway, resumption updates, connection lifetime) become new variants here.
+//! next deadline. Firing early is harmless: each handler checks the state it acts on.
 
 use std::time::Instant;
 
@@ -13,13 +12,29 @@ pub enum Timer {
     Burst = 1,
     /// The client has played the reply: send `turnComplete`.
     TurnComplete = 2,
+    /// Send the scripted `goAway`.
+    GoAway = 3,
+    /// The `goAway`'s time is up: close 1011.
+    GoAwayClose = 4,
+    /// A scripted drop at a fixed moment.
+    Drop = 5,
+    /// Send the next garbage frame.
+    Garbage = 6,
 }
 
 /// Every timer, in the order they fire when due at the same instant.
-const TIMERS: [Timer; 3] = [Timer::Reply, Timer::Burst, Timer::TurnComplete];
+const TIMERS: [Timer; 7] = [
+    Timer::Reply,
+    Timer::Burst,
+    Timer::TurnComplete,
+    Timer::GoAway,
+    Timer::GoAwayClose,
+    Timer::Drop,
+    Timer::Garbage,
+];
 
 #[derive(Debug, Default)]
-pub struct Timers([Option<Instant>; 3]);
+pub struct Timers([Option<Instant>; 7]);
 
 impl Timers {
     pub fn set(&mut self, t: Timer, at: Instant) {

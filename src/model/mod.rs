@@ -3,6 +3,9 @@
 //! depends on a protocol's JSON.
 
 pub mod gemini;
+pub mod openai;
+pub mod session;
+pub mod tls;
 
 use std::time::Duration;
 

@@ -2,11 +2,21 @@
 //! registry (capacity limit, drain on SIGTERM/SIGINT), and hands each call its own tasks so one
 //! call's failure never touches another.
 
+pub mod admin;
+pub mod attach;
+pub mod audiosocket;
+pub mod auth;
 pub mod bridges;
 pub mod calls;
+pub mod events;
+mod live;
+pub mod metrics;
+pub mod page;
+pub mod stream;
+pub mod transcripts;
 pub mod twilio;
-
 pub mod twiml;
+pub mod whip;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +24,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Form, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
@@ -42,6 +52,14 @@ pub struct AppState {
     pub calls: CallRegistry,
     /// The agent set every call runs, if configured.
     pub agents: Option<Arc<crate::agents::Registry>>,
+    /// This daemon's Prometheus figures (`GET /metrics`).
+    pub metrics: metrics::Metrics,
+    /// Bearer tokens the protected routes require (`server.auth_tokens_env`); see [`auth`].
+    pub api_tokens: Option<Arc<auth::ApiTokens>>,
+    /// Where the AudioSocket listener is bound, once `serve` has bound it.
+    pub audiosocket_addr: std::sync::OnceLock<SocketAddr>,
+    /// The store, once `serve` has opened it (`[store]`).
+    pub store: std::sync::OnceLock<attach::StoreHandle>,
 }
 
 /// `serve` could not start.
@@ -51,6 +69,11 @@ pub enum ServeError {
     MissingCredential { var: String, key: &'static str },
     #[error("agent set: {0}")]
     Agents(String),
+    #[error(transparent)]
+    Tokens(#[from] auth::TokensError),
+    #[error(transparent)]
+    Exposure(#[from] auth::ExposureError),
+
     #[error("model scenario: {0}")]
     Scenario(String),
     #[error(transparent)]
@@ -59,6 +82,8 @@ pub enum ServeError {
     Bind { addr: SocketAddr, reason: String },
     #[error("server failed: {0}")]
     Io(String),
+    #[error("store: {0}")]
+    Store(String),
 }
 
 fn env_secret(var: &str, key: &'static str) -> Result<Secret, ServeError> {
@@ -120,6 +145,12 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             )?)
         }
     };
+    let backend = match backend {
+        ModelBackend::Remote(ep) if !c.model.ca_file.is_empty() => {
+            ModelBackend::Remote(ep.with_ca_file(&loaded.resolve(&c.model.ca_file))?)
+        }
+        other => other,
+    };
     let twilio_token = if c.twilio.auth_token_env.is_empty() || c.twilio.disable_signature_check {
         None
     } else {
@@ -140,6 +171,14 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         model: c.model.model.clone(),
         system_instruction: (!c.model.instruction.is_empty()).then(|| c.model.instruction.clone()),
         voice: (!c.model.voice.is_empty()).then(|| c.model.voice.clone()),
+        compression: (c.model.compression_trigger_tokens > 0).then(|| {
+            crate::model::gemini::session::Compression {
+                trigger_tokens: Some(c.model.compression_trigger_tokens),
+                target_tokens: (c.model.compression_target_tokens > 0)
+                    .then_some(c.model.compression_target_tokens),
+            }
+        }),
+        keepalive: c.resume.keepalive(),
         ..Default::default()
     };
     let stream_url = loaded.twilio_stream_url();
@@ -151,6 +190,13 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             .map_err(|e| ServeError::Agents(e.to_string()))?;
         Some(Arc::new(reg))
     };
+    let api_tokens = if c.server.auth_tokens_env.is_empty() {
+        None
+    } else {
+        Some(Arc::new(auth::ApiTokens::from_env(
+            &c.server.auth_tokens_env,
+        )?))
+    };
     Ok(Arc::new(AppState {
         loaded,
         backend,
@@ -161,19 +207,55 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         stream_url,
         calls,
         agents,
+        metrics: metrics::Metrics::new(),
+        api_tokens,
+        audiosocket_addr: std::sync::OnceLock::new(),
+        store: std::sync::OnceLock::new(),
     }))
 }
 
-/// The router: `/healthz`, `/twiml`, `/twilio`, and the other bridges (`/telnyx`, `/plivo`,
-/// `/exotel`, `/vonage`, detection on `/media-stream`; see [`bridges`]).
+/// The router: `/healthz`, `/twiml`, `/twilio`, the call page `/`; the other telephony bridges
+/// (`/telnyx`, `/plivo`, `/exotel`, `/vonage`, detection on `/media-stream`; see [`bridges`]);
+/// browser callers (`/whip`), generic WebSocket callers (`/stream`), live calls (`/calls`,
+/// `/calls/{id}/events`) and the admin API (`/admin/…`) among the protected routes; its OpenAPI
+/// document (`/openapi.json`) is open.
+///
+/// Each route has one authenticator (see [`auth`]): `/healthz` is open; `/twiml` and
+/// `/twilio` check X-Twilio-Signature when a Twilio auth token is configured, else they are
+/// protected like the rest; `/telnyx` and `/exotel` check their provider's credential when one is
+/// configured ([`bridges::own_auth_routes`]), else they are protected like the rest; every route
+/// of [`protected_routes`] needs a bearer token when `server.auth_tokens_env` is set.
 pub fn router(state: Arc<AppState>) -> Router {
+    let twilio_routes = Router::new()
+        .route("/twiml", get(twiml_get).post(twiml_post))
+        .route("/twilio", get(twilio::upgrade));
+    let (signed, protected) = if state.twilio_token.is_some() {
+        (twilio_routes, protected_routes(&state))
+    } else {
+        (Router::new(), protected_routes(&state).merge(twilio_routes))
+    };
     Router::new()
         .route("/healthz", get(healthz))
-        .route("/twiml", get(twiml_get).post(twiml_post))
-        .route("/twilio", get(twilio::upgrade))
+        // The call page is static HTML with no data in it; what it calls is protected.
+        .merge(page::routes())
+        .route("/openapi.json", get(admin::openapi))
+        .merge(signed)
         .merge(bridges::own_auth_routes(&state))
-        .merge(bridges::routes(&state))
+        .merge(auth::protect(protected, state.api_tokens.clone()))
         .with_state(state)
+}
+
+/// **Every HTTP route baton adds goes here** (`/metrics`, `/calls`, `/whip`, admin, the bridges
+/// without a credential of their own): these sit behind the bearer-token layer, so a new route is
+/// protected by being placed in this list.
+pub fn protected_routes(app: &AppState) -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .merge(bridges::routes(app))
+        .merge(whip::routes())
+        .merge(stream::routes())
+        .merge(events::routes())
+        .merge(admin::routes())
 }
 
 async fn healthz(State(app): State<Arc<AppState>>) -> impl IntoResponse {
@@ -188,6 +270,13 @@ async fn healthz(State(app): State<Arc<AppState>>) -> impl IntoResponse {
         StatusCode::OK
     };
     (code, axum::Json(body))
+}
+
+async fn metrics_text(State(app): State<Arc<AppState>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        app.metrics.render(app.calls.active()),
+    )
 }
 
 /// Twilio's voice webhook fields passed on to the stream as `<Parameter>`s.
@@ -209,16 +298,65 @@ fn twiml_response(
 
 async fn twiml_get(
     State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
     Query(q): Query<std::collections::HashMap<String, String>>,
-) -> impl IntoResponse {
-    twiml_response(&app, &q)
+) -> axum::response::Response {
+    if let Err(e) = twiml_signature(&app, &headers, uri.query(), &q, false) {
+        return twiml_refused(e);
+    }
+    twiml_response(&app, &q).into_response()
 }
 
 async fn twiml_post(
     State(app): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
     Form(f): Form<std::collections::HashMap<String, String>>,
-) -> impl IntoResponse {
-    twiml_response(&app, &f)
+) -> axum::response::Response {
+    if let Err(e) = twiml_signature(&app, &headers, uri.query(), &f, true) {
+        return twiml_refused(e);
+    }
+    twiml_response(&app, &f).into_response()
+}
+
+/// Twilio signs its voice webhook like the stream upgrade: the configured public URL of
+/// `/twiml` (with its query string), plus the POST form fields.
+fn twiml_signature(
+    app: &AppState,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    fields: &std::collections::HashMap<String, String>,
+    post: bool,
+) -> Result<(), crate::leg::twilio::SignatureError> {
+    let Some(token) = &app.twilio_token else {
+        return Ok(());
+    };
+    let mut url = format!("{}/twiml", app.loaded.public_url());
+    if let Some(q) = query {
+        url.push('?');
+        url.push_str(q);
+    }
+    let params: Vec<(&str, &str)> = if post {
+        fields
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let signature = match headers.get(crate::leg::twilio::signature::SIGNATURE_HEADER) {
+        None => Err(crate::leg::twilio::SignatureError::Missing),
+        Some(v) => v
+            .to_str()
+            .map_err(|_| crate::leg::twilio::SignatureError::Unreadable),
+    };
+    signature.and_then(|sig| crate::leg::twilio::signature::validate(&url, &params, sig, token))
+}
+
+fn twiml_refused(e: crate::leg::twilio::SignatureError) -> axum::response::Response {
+    tracing::warn!(error = %e, "refused a /twiml request: bad X-Twilio-Signature");
+    (StatusCode::FORBIDDEN, "invalid X-Twilio-Signature\n").into_response()
 }
 
 /// Serves until `shutdown` resolves, then drains: new calls are refused, active calls get up to
@@ -228,7 +366,22 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    if app.store.get().is_none() {
+        match attach::open_store(&app.loaded.config.store).await {
+            Ok(Some(h)) => {
+                let _ = app.store.set(h);
+            }
+            Ok(None) => {}
+            // Calls go on without a store; it is attached once it answers.
+            Err(ServeError::Store(e)) => {
+                tracing::error!(error = %e, "store unavailable; calls run without it until it answers");
+                tokio::spawn(attach::reopen_store(app.clone()));
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
+    let audiosocket = audiosocket::start(&app).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let app2 = app.clone();
     let signal = async move {
@@ -247,6 +400,18 @@ pub async fn serve(
         let _ = stop_rx.await;
     });
     let server = tokio::spawn(server.into_future());
+    // Histogram samples are folded into buckets here too, so an unscraped daemon keeps none.
+    let upkeep = tokio::spawn({
+        let app = app.clone();
+        async move {
+            let mut every = tokio::time::interval(Duration::from_secs(5));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                app.metrics.upkeep();
+            }
+        }
+    });
     signal.await;
     if !app.calls.wait_idle(drain).await {
         tracing::warn!(
@@ -255,6 +420,15 @@ pub async fn serve(
         );
         app.calls.hang_up_all();
         app.calls.wait_idle(Duration::from_secs(5)).await;
+    }
+    if let Some(s) = app.store.get()
+        && !s.writer.flush(Duration::from_secs(5)).await
+    {
+        tracing::warn!("store writes still queued at shutdown");
+    }
+    upkeep.abort();
+    if let Some(task) = audiosocket {
+        task.abort();
     }
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Err(e))) => Err(ServeError::Io(e.to_string())),
@@ -268,6 +442,18 @@ impl AppState {
         match &self.backend {
             ModelBackend::InProcessMock(o) => o.capabilities(),
             ModelBackend::Remote(_) => crate::model::gemini::CAPABILITIES,
+        }
+    }
+
+    /// How a call reopens its session after `goAway` or a drop.
+    pub fn call_options(&self) -> crate::call::CallOptions {
+        crate::call::CallOptions {
+            model: Some(crate::call::ModelSource {
+                backend: self.backend.clone(),
+                config: self.session.clone(),
+            }),
+            reconnect: self.loaded.config.resume.policy(),
+            ..Default::default()
         }
     }
 

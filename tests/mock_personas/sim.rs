@@ -180,7 +180,7 @@ impl Sim {
 pub fn msg(o: &Outgoing) -> Option<&ServerMessage> {
     match o {
         Outgoing::Message(m) => Some(m),
-        Outgoing::Close { .. } => None,
+        _ => None,
     }
 }
 

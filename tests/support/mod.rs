@@ -50,9 +50,9 @@ impl Daemon {
         .await
     }
 
-    /// Starts with the state adjusted by `adjust` before the router is built (credentials that
-    /// would otherwise come from the environment).
-    pub async fn start_with(config: &str, adjust: impl FnOnce(&mut AppState)) -> Daemon {
+    /// Starts a daemon whose state `customize` adjusts first (credentials a test holds itself
+    /// rather than in the process environment).
+    pub async fn start_with(config: &str, customize: impl FnOnce(&mut AppState)) -> Daemon {
         let mut loaded =
             baton::config::parse(config, &Path::new(ROOT).join("config/test.toml")).unwrap();
         let listener = tokio::net::TcpListener::bind(loaded.listen).await.unwrap();
@@ -60,7 +60,7 @@ impl Daemon {
         loaded.listen = addr;
         let app = server::state(loaded).unwrap();
         let mut st = Arc::try_unwrap(app).ok().expect("state not shared yet");
-        adjust(&mut st);
+        customize(&mut st);
         let app = Arc::new(st);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn({
@@ -96,6 +96,16 @@ impl Daemon {
     }
 
     pub async fn active_calls(&self) -> usize {
+        self.app.calls.active()
+    }
+
+    /// Waits (at most 10 s) for every call to free its slot: a caller sees its call end a little
+    /// before the daemon's handler has collected the leg's figures and let go of the slot.
+    pub async fn calls_ended(&self) -> usize {
+        self.app
+            .calls
+            .wait_idle(std::time::Duration::from_secs(10))
+            .await;
         self.app.calls.active()
     }
 
@@ -307,4 +317,69 @@ pub fn best_match(
         }
     }
     best
+}
+
+/// The next `n` calls to end, within `limit` (panics naming how many came).
+pub async fn finished_calls(
+    rx: &mut tokio::sync::broadcast::Receiver<baton::server::calls::FinishedCall>,
+    n: usize,
+    limit: Duration,
+) -> Vec<baton::server::calls::FinishedCall> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut out = Vec::new();
+    while out.len() < n {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(call)) => out.push(call),
+            Ok(Err(e)) => panic!("finished-call feed: {e}"),
+            Err(_) => panic!("only {} of {n} calls ended within {limit:?}", out.len()),
+        }
+    }
+    out
+}
+
+/// A call's figures are those of a normal call: it ended because the caller hung up, the agent
+/// answered (a first-audio figure), and playout never ran dry more than `max_underruns` ticks.
+pub fn assert_normal(call: &baton::server::calls::FinishedCall, max_underruns: u64) {
+    let r = match &call.outcome {
+        Ok(r) => r,
+        Err(e) => panic!("call {} failed: {e}", call.stream_sid),
+    };
+    let who = &call.stream_sid;
+    assert_eq!(r.end_reason, "caller hung up", "call {who}: {r:?}");
+    assert!(
+        !r.first_audio_ms.is_empty(),
+        "call {who}: no first audio: {r:?}"
+    );
+    assert!(
+        r.underruns <= max_underruns,
+        "call {who}: {} underruns (at most {max_underruns})",
+        r.underruns
+    );
+    assert!(
+        r.protocol_errors.is_empty(),
+        "call {who}: {:?}",
+        r.protocol_errors
+    );
+}
+
+/// A Twilio-protocol caller saying the first 1.4 s of `caller_01.wav` after 0.3 s, then silent
+/// for 4 s (the answer starts within them, even on a busy machine) and hanging up once the agent has been quiet for
+/// 0.8 s (at most `max_tail` after that), with its own stream id. Short, so that many can run at
+/// once on a small machine.
+pub fn speaking_caller(
+    stream_sid: &str,
+    max_tail: Duration,
+) -> baton::leg::twilio::caller::CallerOptions {
+    let clip = baton::audio::wav::read(&Path::new(ROOT).join("audio-fixtures/clips/caller_01.wav"))
+        .unwrap();
+    let rate = clip.rate as usize;
+    let mut pcm = vec![0i16; rate * 3 / 10];
+    pcm.extend_from_slice(&clip.samples[..clip.samples.len().min(rate * 14 / 10)]);
+    pcm.extend(std::iter::repeat_n(0, rate * 4));
+    let mut o =
+        baton::leg::twilio::caller::CallerOptions::from_pcm(&pcm, clip.rate, stream_sid).unwrap();
+    o.stream_sid = stream_sid.to_owned();
+    o.quiet_after = Duration::from_millis(800);
+    o.max_tail = max_tail;
+    o
 }

@@ -132,6 +132,7 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
         expertise: trimmed(&a.expertise),
         greeting: a.greeting.trim().to_owned(),
         handback_phrase: a.handback_phrase.trim().to_owned(),
+        summary_template: a.summary_template.trim().to_owned(),
         voice: (!a.voice.trim().is_empty()).then(|| a.voice.trim().to_owned()),
         aliases: trimmed(&a.aliases),
         tools: a.tools.clone(),

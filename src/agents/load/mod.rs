@@ -222,6 +222,7 @@ fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
             );
         }
     }
+    let sidecars = super::sidecar::build(&f.sidecars, p);
     let primary = primaries.first().and_then(|id| index_of(id))?;
     Some(Registry {
         name: f.set.name.clone(),
@@ -241,6 +242,7 @@ fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
             held_timeout: Duration::from_millis(f.set.held_timeout_ms),
             reroute_window: Duration::from_secs(f.set.reroute_window_s),
         },
+        sidecars,
     })
 }
 

@@ -40,6 +40,7 @@ impl Orchestrator {
             turn: self.turn,
             allowed,
             error,
+            args: req.args.clone(),
             at_ms,
         };
         match tools::resolve(&self.reg, &self.members, &req.name) {

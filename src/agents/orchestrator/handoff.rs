@@ -208,14 +208,24 @@ impl Orchestrator {
         };
         self.event(e);
         let last = self.last_caller.trim();
-        let context = req
-            .summary
+        // Seed 001: the activation summary is the transfer's, else the agent's template.
+        let template = &self.reg.agent(to).summary_template;
+        let summary = req.summary.clone().or_else(|| {
+            (!template.is_empty()).then(|| {
+                template
+                    .replace("{reason}", &req.reason)
+                    .replace("{caller}", last)
+                    .replace("{from}", &self.reg.agent(from).name)
+            })
+        });
+        let context = summary
             .clone()
             .or_else(|| (!last.is_empty()).then(|| format!("The caller said: \"{last}\"")));
+        let context = self.with_resume(to, context);
         let sw = Switch {
             members: next.clone(),
             context: context.clone(),
-            why: req.summary.clone().unwrap_or_else(|| req.reason.clone()),
+            why: summary.unwrap_or_else(|| req.reason.clone()),
             strategy: choice.strategy,
         };
         match choice.strategy {

@@ -28,6 +28,7 @@
 mod calls;
 mod decide;
 mod handoff;
+mod sidecars;
 mod standby;
 mod timers;
 mod turns;
@@ -40,6 +41,7 @@ use serde_json::Value;
 
 pub use self::timers::Timer;
 use self::timers::Timers;
+use super::contexts::Resumable;
 use super::events::{AgentActivation, CallEvent, TranscriptLine};
 use super::matching::append_fragment;
 use super::registry::{Registry, Tool};
@@ -102,6 +104,12 @@ pub enum Input {
         key: String,
         value: String,
     },
+    /// A sidecar agent's result, to be fed to the live session without interrupting it.
+    SidecarResult {
+        sidecar: String,
+        text: String,
+        deliver: super::sidecar::Delivery,
+    },
     /// The deadline of [`Orchestrator::poll_timeout`] passed.
     Timeout,
 }
@@ -163,6 +171,8 @@ pub enum CommandError {
     NotActive(String),
     #[error("the primary agent is the only one active; there is no one to hand the caller to")]
     LastAgent,
+    #[error("this call runs no agent set")]
+    NoAgents,
 }
 
 /// Where the model's current turn is.
@@ -225,6 +235,10 @@ pub struct Orchestrator {
     reroute: Option<decide::Reroute>,
     timers: Timers,
     actions: VecDeque<Action>,
+    /// The caller's contexts from earlier calls (seed 001), by agent.
+    resumes: Vec<Resumable>,
+    /// Sidecar results waiting for a quiet moment.
+    sidecar_out: VecDeque<sidecars::Pending>,
 }
 
 impl Orchestrator {
@@ -272,6 +286,8 @@ impl Orchestrator {
             reroute: None,
             timers: Timers::default(),
             actions: VecDeque::new(),
+            resumes: Vec::new(),
+            sidecar_out: VecDeque::new(),
         };
         o.start_agent(primary, false, String::new());
         let tag = o.tag(primary);
@@ -279,9 +295,31 @@ impl Orchestrator {
         o
     }
 
+    /// The caller's paused contexts from earlier calls: a handoff to one of their agents tells
+    /// the agent the earlier summary and working state ([`super::contexts::resume_brief`]).
+    pub fn resume_contexts(&mut self, contexts: Vec<Resumable>) {
+        self.resumes = contexts;
+    }
+
+    /// What the model is told about a handoff to `to`: a resumed context's brief first.
+    fn with_resume(&self, to: u32, context: Option<String>) -> Option<String> {
+        let id = &self.reg.agent(to).id;
+        match self.resumes.iter().find(|r| &r.agent == id) {
+            Some(r) => Some(super::contexts::resume_brief(r, context.as_deref())),
+            None => context,
+        }
+    }
+
     /// The setup of the call's first session (the primary's instruction, tools and voice).
     pub fn initial_setup(&self) -> SessionSetup {
         self.setup_for(&self.members, None, Vec::new())
+    }
+
+    /// The setup of a session that continues the call as it is now (the active agents'
+    /// instruction, tools and voice), without history: for a session resumed after a dropped
+    /// socket, or, with [`super::setup::history_turns`] of the transcript, a fresh one.
+    pub fn session_setup(&self) -> SessionSetup {
+        self.setup_for(&self.members, self.summary.as_deref(), Vec::new())
     }
 
     /// Feeds one input. Only operator commands can fail.
@@ -328,9 +366,15 @@ impl Orchestrator {
                     self.check_call_data(now);
                 }
             }
+            Input::SidecarResult {
+                sidecar,
+                text,
+                deliver,
+            } => self.on_sidecar(sidecar, text, deliver),
             Input::Timeout => self.on_timeout(now),
         }
         self.try_release(now);
+        self.release_sidecars(now);
         Ok(())
     }
 
@@ -454,6 +498,8 @@ impl Orchestrator {
 
     fn start_agent(&mut self, i: u32, handoff: bool, summary: String) {
         let at_ms = self.ms(self.now);
+        let id = self.id(i);
+        self.resumes.retain(|r| r.agent != id);
         self.history.push(AgentActivation {
             agent: self.id(i),
             activated_at_ms: at_ms,

@@ -18,6 +18,9 @@
 //! `max_tail`), sends `stop` (Vonage: none) and closes.
 //!
 //! One call is one future (no spawned tasks): a tick timer and the socket, selected in a loop.
+//! Mark echoes due at a tick leave in the same write as that tick's media. Without a recording
+//! ([`CallerOptions::record_audio`] off, as a load client runs) what is heard is decoded into a
+//! reused buffer, for the voice detection that decides when to hang up.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -99,6 +102,10 @@ pub struct CallerReport {
     pub cadence: Cadence,
     /// The raw intervals behind `cadence`, in µs.
     pub intervals_us: Vec<u32>,
+    /// How late the caller's own 20 ms tick timer fired, per tick, in µs: the caller's own
+    /// scheduling delay. When it is large, the caller is overloaded and its `cadence` includes
+    /// that delay as well as the server's.
+    pub tick_late_us: Vec<u32>,
     pub end: CallerEnd,
 }
 
@@ -130,9 +137,12 @@ pub async fn dial(url: &str, opts: CallerOptions) -> Result<CallerReport, Caller
             .headers_mut()
             .insert(signature::SIGNATURE_HEADER, value);
     }
+    // A small read buffer: the WebSocket layer zero-fills all of it before each read (see
+    // `server::READ_BUFFER`), which dominates a load client's CPU at the 128 KiB default.
     let config = WebSocketConfig::default()
         .max_message_size(Some(wire::MAX_OUTBOUND_MESSAGE))
-        .max_frame_size(Some(wire::MAX_OUTBOUND_MESSAGE));
+        .max_frame_size(Some(wire::MAX_OUTBOUND_MESSAGE))
+        .read_buffer_size(super::server::READ_BUFFER);
     // Real-time audio: every 20 ms message goes out at once (no Nagle delay).
     let connect = connect_async_with_config(request, Some(config), true);
     let ws = match timeout(opts.connect_timeout, connect).await {
@@ -189,15 +199,45 @@ struct Call<S> {
     play: Playback,
     last_media_at: Option<Instant>,
     last_voiced_heard: Option<Instant>,
+    /// Decoded agent audio of one tick when nothing is recorded.
+    scratch: Vec<i16>,
+    /// Messages fed but not yet written.
+    unflushed: bool,
+}
+
+fn message(out: Outgoing) -> Message {
+    match out {
+        Outgoing::Text(t) => Message::Text(t.into()),
+        Outgoing::Binary(b) => Message::Binary(b.into()),
+    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
+    /// Sends `out` and everything fed before it, in one write.
     async fn send(&mut self, out: Outgoing) -> Result<(), String> {
-        let msg = match out {
-            Outgoing::Text(t) => Message::Text(t.into()),
-            Outgoing::Binary(b) => Message::Binary(b.into()),
-        };
-        self.sink.send(msg).await.map_err(|e| e.to_string())
+        self.unflushed = false;
+        self.sink
+            .send(message(out))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Queues `out` for the next write (a mark echo goes out with the tick's media).
+    async fn feed(&mut self, out: Outgoing) -> Result<(), String> {
+        self.unflushed = true;
+        self.sink
+            .feed(message(out))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Writes whatever was fed.
+    async fn flush(&mut self) -> Result<(), String> {
+        if !self.unflushed {
+            return Ok(());
+        }
+        self.unflushed = false;
+        self.sink.flush().await.map_err(|e| e.to_string())
     }
 
     /// Bytes per ms of the stream's format.
@@ -214,7 +254,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
         let seq = self.next_seq();
         let msg = self.writer.mark_echo(seq, name);
         self.report.marks_echoed += 1;
-        self.send(msg).await
+        self.feed(msg).await
     }
 
     /// Handles one message from the server; `Err` ends the call with that reason.
@@ -316,7 +356,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
 
     /// A tick: the audio taken at the previous tick has finished playing, so the marks behind it
     /// are echoed; then the next 20 ms of queued audio starts playing at recording position `at`.
-    async fn play_tick(&mut self, at: usize, now: Instant) -> Result<(), String> {
+    async fn play_tick(&mut self, at: usize, now: Instant, record: bool) -> Result<(), String> {
         self.play.completed_total = self.play.consumed_total;
         while self
             .play
@@ -333,11 +373,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
         let n = n - n % format.encoding.bytes_per_sample();
         if n > 0 {
             let bytes_per_ms = self.bytes_per_ms();
-            let agent = &mut self.report.recording.agent;
-            if agent.len() < at {
-                agent.resize(at, 0);
-            }
-            agent.truncate(at);
+            // Without a recording the frame is decoded into a reused buffer, for the VAD only.
+            let (agent, at) = if record {
+                let agent = &mut self.report.recording.agent;
+                if agent.len() < at {
+                    agent.resize(at, 0);
+                }
+                agent.truncate(at);
+                (agent, at)
+            } else {
+                self.scratch.clear();
+                (&mut self.scratch, 0)
+            };
             let frame: Vec<u8> = self.play.queue.drain(..n).collect();
             format.decode(&frame, agent);
             self.play.consumed_total += n as u64;
@@ -360,6 +407,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let frame = format.frame_samples();
     let fixture_frames = opts.samples.len().div_ceil(frame);
     let expected_frames = fixture_frames + opts.max_tail.as_millis() as usize / 20;
+    let record = opts.record_audio;
+    let recorded = if record { fixture_frames * frame } else { 0 };
     let mut call = Call {
         sink,
         writer: BridgeWriter::new(
@@ -376,8 +425,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         report: CallerReport {
             recording: Recording {
                 rate: format.rate,
-                caller: Vec::with_capacity(fixture_frames * frame),
-                agent: Vec::with_capacity(fixture_frames * frame),
+                caller: Vec::with_capacity(recorded),
+                agent: Vec::with_capacity(recorded),
                 ..Default::default()
             },
             frames_sent: 0,
@@ -393,6 +442,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             bursts: 0,
             cadence: Cadence::default(),
             intervals_us: Vec::with_capacity(expected_frames.min(1 << 16)),
+            tick_late_us: Vec::with_capacity(expected_frames.min(1 << 16)),
             end: CallerEnd::HungUp,
         },
         play: Playback {
@@ -404,6 +454,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         },
         last_media_at: None,
         last_voiced_heard: None,
+        scratch: Vec::with_capacity(frame),
+        unflushed: false,
     };
 
     let mut seq = 0;
@@ -411,6 +463,9 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         call.send(msg).await?;
     }
     call.seq = seq;
+    if let Some(started) = &opts.started {
+        started.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
 
     let t0 = Instant::now();
     let fixture_end = t0 + TICK * fixture_frames as u32;
@@ -427,11 +482,17 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                 if let Err(end) = call.inbound(msg, Instant::now(), opts.burst_gap).await {
                     break end;
                 }
+                // Marks echoed at once (nothing queued ahead of them, or a clear).
+                if let Err(e) = call.flush().await {
+                    break CallerEnd::ConnectionLost(e);
+                }
             }
             _ = sleep_until(due) => {
                 let now = Instant::now();
+                let late = now.saturating_duration_since(due).as_micros();
+                call.report.tick_late_us.push(u32::try_from(late).unwrap_or(u32::MAX));
                 // Audio played from this tick on sits at the start of the next frame slot.
-                if let Err(e) = call.play_tick((n + 1) * frame, now).await {
+                if let Err(e) = call.play_tick((n + 1) * frame, now, record).await {
                     break CallerEnd::ConnectionLost(e);
                 }
                 if n >= fixture_frames {
@@ -448,7 +509,9 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                 pcm[..hi - lo].copy_from_slice(&opts.samples[lo..hi]);
                 codes.clear();
                 format.encode(&pcm, &mut codes);
-                format.decode(&codes, &mut call.report.recording.caller);
+                if record {
+                    format.decode(&codes, &mut call.report.recording.caller);
+                }
                 let seq = call.next_seq();
                 let msg = call.writer.media(seq, n as u64 + 1, (n * 20) as u64, &codes);
                 let swap = opts.swap_every > 0 && n % opts.swap_every == opts.swap_every - 1;
@@ -459,7 +522,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                     },
                     None if swap => {
                         held = Some(msg);
-                        Ok(())
+                        // Mark echoes fed at this tick still leave now.
+                        call.flush().await
                     }
                     None => call.send(msg).await,
                 };

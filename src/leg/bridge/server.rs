@@ -10,8 +10,12 @@
 //!   counted (a call that cannot keep up must not stall the socket); DTMF, marks and stop always
 //!   wait for room.
 //! * the **writer** owns the write half and writes each outbound message as soon as it is queued
-//!   (bounded queue): the call already paces playback at 20 ms, so nothing here batches or bursts
-//!   (beyond the core's own batching for Exotel).
+//!   (bounded queue): the call already paces playback at 20 ms, so nothing here delays a message
+//!   (beyond the core's own batching for Exotel); messages already queued together (a frame's
+//!   `media` and `mark`) share one write.
+//!
+//! Both tasks log under the caller's span (the server's per-call span), and the driver adds the
+//! frames it moves to live counters ([`FrameCounters`], e.g. the daemon's Prometheus figures).
 //!
 //! The stream ends on the bridge's `stop` (reported as [`LegEvent::Stop`]; the socket closes
 //! next), on the call's [`LegCommand::Hangup`] (baton closes the socket, which is how every one of
@@ -32,6 +36,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout, timeout_at};
+use tracing::Instrument;
 
 use super::stream::{EndReason, MediaStream, StartInfo, StreamError, StreamOptions, StreamStats};
 use super::wire::Outgoing;
@@ -61,6 +66,50 @@ pub struct BridgeLegOptions {
     pub event_queue: usize,
     /// Messages queued toward the socket at most (a frame is two: media and mark).
     pub outbound_queue: usize,
+    /// Live counts of 20 ms frames received and sent, per dialect. No-op by default.
+    pub frames: FrameCounters,
+}
+
+/// Live counts of 20 ms frames received and sent (e.g. the daemon's Prometheus counters), one
+/// pair per dialect so a stream detected on the shared path is counted under the dialect it
+/// turned out to speak. Each frame is one atomic add; the default counts nothing.
+#[derive(Clone, Debug)]
+pub struct FrameCounters {
+    /// `(in, out)` for each dialect, in the order of [`Dialect::ALL`].
+    by_dialect: [(metrics::Counter, metrics::Counter); Dialect::ALL.len()],
+}
+
+impl Default for FrameCounters {
+    fn default() -> Self {
+        FrameCounters {
+            by_dialect: Dialect::ALL.map(|_| (metrics::Counter::noop(), metrics::Counter::noop())),
+        }
+    }
+}
+
+impl FrameCounters {
+    /// `make(d)` gives dialect `d`'s `(in, out)` counters.
+    pub fn new(make: impl FnMut(Dialect) -> (metrics::Counter, metrics::Counter)) -> Self {
+        FrameCounters {
+            by_dialect: Dialect::ALL.map(make),
+        }
+    }
+
+    /// Counters for one dialect only; the others count nothing.
+    pub fn only(
+        dialect: Dialect,
+        frames_in: metrics::Counter,
+        frames_out: metrics::Counter,
+    ) -> Self {
+        let mut c = FrameCounters::default();
+        c.by_dialect[dialect as usize] = (frames_in, frames_out);
+        c
+    }
+
+    /// `(in, out)` of `dialect`.
+    pub fn of(&self, dialect: Dialect) -> &(metrics::Counter, metrics::Counter) {
+        &self.by_dialect[dialect as usize]
+    }
 }
 
 impl BridgeLegOptions {
@@ -72,6 +121,7 @@ impl BridgeLegOptions {
             start_timeout: Duration::from_secs(10),
             event_queue: 50,
             outbound_queue: 100,
+            frames: FrameCounters::default(),
         }
     }
 }
@@ -125,10 +175,17 @@ impl LegStats {
     }
 }
 
+/// Read buffer of a bridge socket. The bridges' messages are a few hundred bytes (Vonage's binary
+/// frames 320-960); the WebSocket layer zero-fills its whole read buffer before every read and
+/// keeps it resident, so its 128 KiB default cost a 128 KiB memset per message and 128 KiB of RSS
+/// per call. Larger messages still arrive whole (the buffer grows to the frame's length).
+pub const READ_BUFFER: usize = 4 * 1024;
+
 /// Sets the socket limits a bridge stream needs on the route's upgrade.
 pub fn configure_upgrade(ws: WebSocketUpgrade) -> WebSocketUpgrade {
     ws.max_message_size(MAX_SOCKET_MESSAGE)
         .max_frame_size(MAX_SOCKET_MESSAGE)
+        .read_buffer_size(READ_BUFFER)
 }
 
 /// Takes over an upgraded bridge socket: waits for `start`, then runs the leg. Returns the
@@ -182,7 +239,9 @@ pub async fn accept(
     let (ev_tx, ev_rx) = mpsc::channel(opts.event_queue.max(1));
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let (out_tx, out_rx) = mpsc::channel(opts.outbound_queue.max(1));
-    let writer = tokio::spawn(write_loop(sink, out_rx));
+    // Both tasks log under the caller's span (the server's per-call span).
+    let writer = tokio::spawn(write_loop(sink, out_rx).in_current_span());
+    let (frames_in, frames_out) = opts.frames.of(info.dialect).clone();
     let driver = Driver {
         core,
         socket: stream,
@@ -193,8 +252,12 @@ pub async fn accept(
         frames_dropped: 0,
         stop_sent: false,
         start: info.clone(),
+        frames_in,
+        frames_out,
+        counted_in: 0,
+        counted_out: 0,
     };
-    let task = tokio::spawn(driver.run(writer));
+    let task = tokio::spawn(driver.run(writer).in_current_span());
     let handle = LegHandle {
         rate: info.format.rate,
         started_at,
@@ -214,6 +277,11 @@ struct Driver {
     frames_dropped: u64,
     stop_sent: bool,
     start: StartInfo,
+    frames_in: metrics::Counter,
+    frames_out: metrics::Counter,
+    /// Frames already added to the counters.
+    counted_in: u64,
+    counted_out: u64,
 }
 
 impl Driver {
@@ -229,6 +297,7 @@ impl Driver {
                 break e;
             }
             self.deliver_events().await;
+            self.count_frames();
             if let Some(end) = step {
                 break end;
             }
@@ -271,6 +340,19 @@ impl Driver {
             binary_ignored: self.log.binary,
             send_intervals_us: self.core.take_send_intervals(),
             end,
+        }
+    }
+
+    /// Adds the frames moved since the last call to the live counters.
+    fn count_frames(&mut self) {
+        let s = self.core.stats();
+        if s.frames_in != self.counted_in {
+            self.frames_in.increment(s.frames_in - self.counted_in);
+            self.counted_in = s.frames_in;
+        }
+        if s.frames_out != self.counted_out {
+            self.frames_out.increment(s.frames_out - self.counted_out);
+            self.counted_out = s.frames_out;
         }
     }
 
@@ -375,18 +457,32 @@ impl Driver {
     }
 }
 
+/// Messages written in one go at most.
+const WRITE_BATCH: usize = 32;
+
 async fn write_loop(
     mut sink: SplitSink<WebSocket, Message>,
     mut out: mpsc::Receiver<Message>,
 ) -> Result<(), String> {
+    let err = |e: axum::Error| e.to_string();
     while let Some(msg) = out.recv().await {
-        let closing = matches!(msg, Message::Close(_));
-        sink.send(msg).await.map_err(|e| e.to_string())?;
+        let mut closing = matches!(msg, Message::Close(_));
+        sink.feed(msg).await.map_err(err)?;
+        // What is already queued (a frame's `media` and its `mark`) leaves in the same write:
+        // one syscall and one TCP segment instead of one per message.
+        let mut n = 1;
+        while !closing && n < WRITE_BATCH {
+            let Ok(m) = out.try_recv() else { break };
+            closing = matches!(m, Message::Close(_));
+            sink.feed(m).await.map_err(err)?;
+            n += 1;
+        }
+        sink.flush().await.map_err(err)?;
         if closing {
             return Ok(());
         }
     }
-    sink.close().await.map_err(|e| e.to_string())
+    sink.close().await.map_err(err)
 }
 
 async fn close(sink: &mut SplitSink<WebSocket, Message>, code: u16, reason: &str) {

@@ -3,8 +3,10 @@
 //!
 //! [`accept`] waits for `connected` + `start` (bounded by a timeout), then runs a driver task
 //! (the core and the socket's read half; bounded event queue toward the call, frames dropped and
-//! counted when it is full) and a writer task (each outbound message written as soon as it is
-//! queued: the call already paces playback at 20 ms).
+//! counted when it is full, frames moved added to the live counters) and a writer task (each
+//! outbound message written as soon as it is queued: the call already paces playback at 20 ms;
+//! messages already queued together, a frame's `media` and `mark`, share one write). Both log
+//! under the caller's span.
 //!
 //! The stream ends on Twilio's `stop`, on the call's [`LegCommand::Hangup`](crate::leg::LegCommand)
 //! (baton closes the socket, which is how a bidirectional stream is ended from the server), when
@@ -24,11 +26,12 @@ use tokio::task::JoinHandle;
 
 use super::stream::{StartInfo, StreamOptions};
 use crate::leg::LegHandle;
-use crate::leg::bridge::server::{self as bridge, BridgeLegOptions};
+use crate::leg::bridge::server::{self as bridge, BridgeLegOptions, FrameCounters};
 use crate::leg::bridge::{Dialect, DialectChoice};
 
 pub use crate::leg::bridge::server::{
-    BridgeLegError as TwilioLegError, LegEnd, LegStats, MAX_SOCKET_MESSAGE, configure_upgrade,
+    BridgeLegError as TwilioLegError, LegEnd, LegStats, MAX_SOCKET_MESSAGE, READ_BUFFER,
+    configure_upgrade,
 };
 
 /// Settings of one Twilio leg.
@@ -41,6 +44,10 @@ pub struct TwilioLegOptions {
     pub event_queue: usize,
     /// Messages queued toward the socket at most (a frame is two: media and mark).
     pub outbound_queue: usize,
+    /// Live counts of 20 ms frames received and sent (e.g. the daemon's Prometheus counters);
+    /// each frame is one atomic add. No-op by default.
+    pub frames_in: metrics::Counter,
+    pub frames_out: metrics::Counter,
 }
 
 impl Default for TwilioLegOptions {
@@ -51,6 +58,8 @@ impl Default for TwilioLegOptions {
             start_timeout: b.start_timeout,
             event_queue: b.event_queue,
             outbound_queue: b.outbound_queue,
+            frames_in: metrics::Counter::noop(),
+            frames_out: metrics::Counter::noop(),
         }
     }
 }
@@ -63,6 +72,7 @@ impl From<TwilioLegOptions> for BridgeLegOptions {
             start_timeout: o.start_timeout,
             event_queue: o.event_queue,
             outbound_queue: o.outbound_queue,
+            frames: FrameCounters::only(Dialect::Twilio, o.frames_in, o.frames_out),
         }
     }
 }

@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use super::super::faults::When;
 use super::super::inbound::Rejection;
 use super::super::listen::{self, Heard, Listener};
 use super::super::persona;
@@ -17,10 +18,16 @@ use crate::model::gemini::wire::{
 };
 
 impl MockSession {
-    pub(super) fn on_setup(&mut self, s: &Setup) -> Result<(), Rejection> {
+    pub(super) fn on_setup(&mut self, s: &Setup, now: Instant) -> Result<(), Rejection> {
         let config = setup::validate(s, &self.endpoint)?;
+        self.resume_setup(s, now)?;
         let silence = config.silence.unwrap_or(self.scenario.timing.silence);
-        self.listener = Some(Listener::new(config.auto_vad, silence));
+        // A resumed session keeps the VAD's state (the caller may be mid-utterance).
+        let listener = self
+            .listener
+            .take()
+            .unwrap_or_else(|| Listener::new(config.auto_vad, silence));
+        self.listener = Some(listener);
         if let Some(si) = &config.system_instruction {
             self.prompt_tokens += speak::text_tokens(si);
             if let Some(p) = persona::named_in_contents(&self.scenario.markers(), [si]) {
@@ -33,6 +40,8 @@ impl MockSession {
             setup_complete: Some(SetupComplete::default()),
             ..Default::default()
         });
+        self.after_setup(now);
+        self.arm_faults(now);
         Ok(())
     }
 
@@ -65,8 +74,14 @@ impl MockSession {
         if let Some((blob, at)) = blob {
             let audio = listen::decode_audio(blob, at)?;
             self.prompt_tokens += speak::audio_tokens(audio.duration());
+            self.store.capture(self.conn, &audio.samples);
             if let Some(l) = self.listener.as_mut() {
                 l.audio(&audio, &mut heard);
+            }
+            if self.listener.as_ref().is_some_and(Listener::caller_active)
+                && self.fault_point(When::MidCallerUtterance, now)
+            {
+                return Ok(());
             }
         } else if ri.audio_stream_end == Some(true) {
             heard.extend(self.listener.as_mut().and_then(Listener::audio_stream_end));
@@ -128,6 +143,8 @@ impl MockSession {
         }
         let complete = cc.turn_complete == Some(true);
         if history {
+            let n = turns.len();
+            self.store.note(self.conn, |c| c.history_turns += n);
             for t in &turns {
                 if matches!(t.role.as_deref(), None | Some("user")) {
                     self.history_users.push(joined_text(t));
@@ -149,6 +166,7 @@ impl MockSession {
                 // Ingested without calling the model.
                 self.history_open = false;
                 self.resume_from_history();
+                self.maybe_issue_handle();
             }
             return Ok(());
         }

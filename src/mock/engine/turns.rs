@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::super::faults::When;
 use super::super::scenario::ScriptedToolCall;
 use super::super::setup::Behavior;
 use super::super::speak::{self, ReplyStream, content};
@@ -94,6 +95,7 @@ impl MockSession {
     pub(super) fn caller_started(&mut self, now: Instant) {
         if self.turn.is_some() && self.interrupts() && !self.holds_for_tool() {
             self.interrupt(now);
+            self.maybe_issue_handle();
         }
     }
 
@@ -175,7 +177,7 @@ impl MockSession {
         }
     }
 
-    fn begin_turn(&mut self, plan: Plan, reply_at: Instant) {
+    pub(super) fn begin_turn(&mut self, plan: Plan, reply_at: Instant) {
         self.voice = Some(plan.persona);
         self.resumed = false;
         // Initial history is over once the conversation has started.
@@ -232,6 +234,8 @@ impl MockSession {
             }),
             ..Default::default()
         });
+        let now = self.now.unwrap_or_else(Instant::now);
+        self.fault_point(When::MidToolCall, now);
         blocking
     }
 
@@ -243,11 +247,16 @@ impl MockSession {
         };
         if !turn.tool_called {
             turn.tool_called = true;
-            if let Some(call) = turn.plan.tool_call.clone()
+            let call = turn.plan.tool_call.clone();
+            self.not_resumable();
+            if let Some(call) = call
                 && self.issue_call(call)
             {
                 return;
             }
+        }
+        if self.closed {
+            return;
         }
         let transcribe = self.config.as_ref().is_some_and(|c| c.output_transcription);
         let chunk = self.scenario.timing.chunk;
@@ -287,6 +296,9 @@ impl MockSession {
         };
         for m in messages {
             self.send(m);
+        }
+        if !done && self.fault_point(When::MidModelTurn, now) {
+            return;
         }
         if let Some(call) = handoff_call
             && self.config.as_ref().is_some_and(|c| c.declares(&call.name))
@@ -328,6 +340,7 @@ impl MockSession {
             let at = (ended + self.scenario.timing.first_audio).max(now);
             self.begin_turn(plan, at);
         }
+        self.maybe_issue_handle();
     }
 
     /// A turn whose generation is complete gives way to the next one: `turnComplete` now, no
@@ -389,6 +402,8 @@ impl MockSession {
             });
         // Only what was actually sent stays in the history.
         if !text.is_empty() {
+            let said = text.clone();
+            self.store.note(self.conn, |c| c.said.push(said));
             self.history.push(Content::text(Some("model"), text));
         }
         let response = speak::audio_tokens(spoken);

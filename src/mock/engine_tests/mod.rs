@@ -1,9 +1,12 @@
 //! Engine tests on a virtual clock: plain `Instant` arithmetic, jumping straight to each deadline.
 //! This file holds the harness; `turns` tests turn taking, replies and tools, `inputs` tests setup
-//! and input handling, `handoffs` personas, scheduling, initial history and profiles.
+//! and input handling, `handoffs` personas, scheduling, initial history and profiles, `resume`
+//! resumption handles and `faults` the fault modes.
 
+mod faults;
 mod handoffs;
 mod inputs;
+mod resume;
 mod turns;
 
 use std::sync::Arc;
@@ -45,6 +48,8 @@ pub(super) fn scenario(turns: Vec<Turn>) -> Arc<Scenario> {
         profile: Profile::default(),
         quirks: Default::default(),
         personas: Vec::new(),
+        greeting: None,
+        faults: Default::default(),
     })
 }
 
@@ -85,6 +90,25 @@ impl Harness {
             now: t0,
             log: Vec::new(),
         }
+    }
+
+    /// Connection `store.register()` of a server sharing `store`, with `faults`.
+    pub(super) fn on_server(
+        scenario: Arc<Scenario>,
+        store: &Arc<crate::mock::Resumption>,
+        faults: crate::mock::Faults,
+    ) -> Self {
+        let mut h = Harness::new(scenario);
+        let s = std::mem::replace(
+            &mut h.s,
+            MockSession::new(
+                Arc::new(Scenario::builtin()),
+                Endpoint::default(),
+                Profile::default(),
+            ),
+        );
+        h.s = s.with_server(store.clone(), store.register(), Arc::new(faults));
+        h
     }
 
     /// A session after a setup with both transcriptions on, plus `extra` setup fields.
@@ -187,7 +211,7 @@ pub(super) fn silence(ms: usize) -> Vec<i16> {
 pub(super) fn sc(o: &Outgoing) -> Option<&ServerContent> {
     match o {
         Outgoing::Message(m) => m.server_content.as_ref(),
-        Outgoing::Close { .. } => None,
+        _ => None,
     }
 }
 

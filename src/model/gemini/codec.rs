@@ -21,6 +21,8 @@ pub enum DecodeError {
     Field { path: String, message: String },
     #[error("model frame is {0} bytes, over the {1}-byte limit")]
     TooLarge(usize, usize),
+    #[error("model frame is not a JSON object (got {0}); every server message is one")]
+    NotObject(&'static str),
 }
 
 /// Largest server frame accepted (a few seconds of 24 kHz audio is ~200 KiB of base64).
@@ -54,12 +56,25 @@ pub fn decode(frame: &[u8]) -> Result<ServerMessage, DecodeError> {
     if frame.len() > MAX_FRAME_BYTES {
         return Err(DecodeError::TooLarge(frame.len(), MAX_FRAME_BYTES));
     }
+    // serde reads a struct from a JSON array too (fields by position): `[{"setupComplete":{}}]`
+    // would pass for a setupComplete. A server message is always an object.
+    let first = frame.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    if first == Some(b'[') {
+        return Err(DecodeError::NotObject("an array"));
+    }
     let de = &mut serde_json::Deserializer::from_slice(frame);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() || path == "." {
+        if inner.is_syntax() || inner.is_eof() {
             DecodeError::NotJson(inner.to_string())
+        } else if path == "." {
+            DecodeError::NotObject(match first {
+                Some(b'"') => "a string",
+                Some(b't' | b'f') => "a boolean",
+                Some(b'n') => "null",
+                _ => "a number",
+            })
         } else {
             DecodeError::Field {
                 path,
@@ -278,6 +293,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        assert_eq!(
+            decode(br#" [{"setupComplete":{}}]"#),
+            Err(DecodeError::NotObject("an array"))
+        );
         let big = vec![b' '; MAX_FRAME_BYTES + 1];
         assert!(matches!(decode(&big), Err(DecodeError::TooLarge(..))));
     }

@@ -3,6 +3,9 @@
 //! [`Secret`], whose `Debug`/`Display` never show the value, and go only into request headers —
 //! never into URLs, logs, errors or events.
 
+use std::path::Path;
+use std::sync::Arc;
+
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, Request};
 
@@ -20,12 +23,26 @@ pub enum Backend {
 /// Default Developer API host.
 pub const DEVELOPER_API_BASE: &str = "wss://generativelanguage.googleapis.com";
 
-/// A resolved endpoint: full WebSocket URL (no credentials in it) and the credential header.
-#[derive(Clone, Debug)]
+/// A resolved endpoint: full WebSocket URL (no credentials in it), the credential header, and the
+/// TLS trust for `wss://` (see [`crate::model::tls`]).
+#[derive(Clone)]
 pub struct Endpoint {
     pub url: String,
     pub backend: Backend,
     pub credential: Option<Secret>,
+    /// Trust for `wss://`; `None`: the platform's roots. Verification is always on.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.url)
+            .field("backend", &self.backend)
+            .field("credential", &self.credential)
+            .field("extra_ca", &self.tls.is_some())
+            .finish()
+    }
 }
 
 /// An endpoint could not be built.
@@ -37,6 +54,8 @@ pub enum EndpointError {
     BadUrl { url: String, reason: String },
     #[error("credential contains characters that cannot go in an HTTP header")]
     BadCredential,
+    #[error(transparent)]
+    Tls(#[from] crate::model::tls::TlsError),
     #[error(
         "the model URL must not carry a query or user info (credentials go in an environment variable, sent as a header): {0}"
     )]
@@ -87,7 +106,24 @@ impl Endpoint {
             url,
             backend,
             credential,
+            tls: None,
         })
+    }
+
+    /// Trusts the CA certificates in the PEM file `ca_file` too (a private gateway), besides the
+    /// platform's roots.
+    pub fn with_ca_file(mut self, ca_file: &Path) -> Result<Self, EndpointError> {
+        self.tls = Some(crate::model::tls::client_config(Some(ca_file))?);
+        Ok(self)
+    }
+
+    /// The TLS connector for `wss://` (unused for `ws://`): certificates always verified.
+    pub fn connector(&self) -> Result<tokio_tungstenite::Connector, EndpointError> {
+        let config = match &self.tls {
+            Some(c) => c.clone(),
+            None => crate::model::tls::default_client_config()?,
+        };
+        Ok(tokio_tungstenite::Connector::Rustls(config))
     }
 
     /// The WebSocket upgrade request, credential in its header.

@@ -3,6 +3,7 @@
 
 pub mod codec;
 pub mod endpoint;
+pub mod keepalive;
 pub mod session;
 pub mod wire;
 

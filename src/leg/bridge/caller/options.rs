@@ -43,6 +43,12 @@ pub struct CallerOptions {
     /// A pause between agent `media` messages longer than this starts a new burst (a new agent
     /// turn); pauses between bursts are not cadence samples.
     pub burst_gap: Duration,
+    /// Keep what was said and heard in [`CallerReport::recording`](super::CallerReport). Load
+    /// runs turn it off: a recording costs 32 KB per call-second at 8 kHz.
+    pub record_audio: bool,
+    /// Incremented once the stream has started (the dialect's opening sent), so a load client
+    /// can tell when its calls are all up.
+    pub started: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl CallerOptions {
@@ -64,6 +70,8 @@ impl CallerOptions {
             max_tail: Duration::from_secs(20),
             connect_timeout: Duration::from_secs(10),
             burst_gap: Duration::from_millis(200),
+            record_audio: true,
+            started: None,
         }
     }
 

@@ -182,8 +182,11 @@ fn envelope(text: &str, limit: usize) -> Result<ParsedEnvelope<'_>, WireError> {
             Err(e) => WireError::NotJson(e.to_string()),
         });
     }
+    // The plain decoder first (it does not track the path); only a failure is decoded again to
+    // name the field at fault.
+    let fast = Envelope::deserialize(&mut serde_json::Deserializer::from_str(text));
     let de = &mut serde_json::Deserializer::from_str(text);
-    let env: Envelope = match serde_path_to_error::deserialize(de) {
+    let env: Envelope = match fast.or_else(|_| serde_path_to_error::deserialize(de)) {
         Ok(env) => env,
         Err(e) => {
             let path = e.path().to_string();
@@ -211,6 +214,9 @@ fn envelope(text: &str, limit: usize) -> Result<ParsedEnvelope<'_>, WireError> {
 
 /// Decodes the body of `event`, naming the field at fault.
 fn body<'a, T: Deserialize<'a>>(text: &'a str, event: &str) -> Result<T, WireError> {
+    if let Ok(v) = T::deserialize(&mut serde_json::Deserializer::from_str(text)) {
+        return Ok(v);
+    }
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let field = e.path().to_string();

@@ -1,0 +1,371 @@
+//! Sidecar agents (seed 004): configured agents that run *beside* the live session and never
+//! speak. On each finished caller line they get the transcript so far and call their backend, all
+//! in parallel, each within its own timeout (seed 004's table: analysis 2 s, research 5 s, …).
+//! A result that arrives in time is fed into the live session without interrupting it: the
+//! orchestrator holds it for the turn boundary and sends it in the form the model accepts
+//! ([`Delivery`]). A timeout or an error is logged, counted and ignored: the call goes on.
+//!
+//! ```text
+//! call events ──(EventSink, try_send)──▶ sidecar task ──▶ backend (HTTP POST / static), timeout
+//!                                              │ in time
+//!                                              ▼
+//!                      Commands::offer(Input::SidecarResult) ──▶ orchestrator ──▶ wire, at the boundary
+//! ```
+//!
+//! In the agent set: `[sidecars.<id>]` with `backend = "http"` (`url`, optional `header` and
+//! `header_env`) or
+//! `"static"` (`reply`, `delay_ms`: a stand-in for a backend's working time), `timeout_ms`,
+//! `budget_ms` (the latency it should keep; slower results still count, as over budget),
+//! `deliver` and `max_in_flight`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::events::{CallEvent, Speaker};
+use super::load::Problems;
+use super::orchestrator::Input;
+use super::registry::HttpBackend;
+use crate::call::tap::Commands;
+
+/// Longest text fed to the model from one result.
+const MAX_TEXT: usize = 2000;
+
+/// How a result reaches the live session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// `client_content` where the model takes mid-session client content, else `prompt`.
+    #[default]
+    Auto,
+    /// `clientContent{turns:[…], turnComplete:false}` once the current turn is over: context for
+    /// the model's next answer, no reply of its own, no interruption.
+    ClientContent,
+    /// A turn-completing text prompt at a quiet moment (`realtimeInput.text` on models without
+    /// mid-session client content): the model answers it.
+    Prompt,
+    /// Counted, not fed (a sidecar that only records).
+    None,
+}
+
+/// `[sidecars.<id>]` as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SidecarSection {
+    #[serde(default)]
+    pub description: String,
+    /// `http` or `static`.
+    pub backend: String,
+    #[serde(default)]
+    pub url: Option<String>,
+    /// An optional header (e.g. `Authorization`) ...
+    #[serde(default)]
+    pub header: Option<String>,
+    /// ... whose value is read from this environment variable (never the file).
+    #[serde(default)]
+    pub header_env: Option<String>,
+    #[serde(default)]
+    pub reply: Option<Value>,
+    #[serde(default)]
+    pub delay_ms: u64,
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub budget_ms: Option<u64>,
+    #[serde(default)]
+    pub deliver: Delivery,
+    #[serde(default = "one")]
+    pub max_in_flight: usize,
+    /// What the fed text starts with (default: `[<id>]`).
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// Where a sidecar's result comes from.
+#[derive(Clone, Debug)]
+pub enum SidecarBackend {
+    Http(HttpBackend),
+    /// A canned reply after `delay`.
+    Static {
+        reply: Value,
+        delay: Duration,
+    },
+}
+
+/// A validated sidecar.
+#[derive(Clone, Debug)]
+pub struct Sidecar {
+    pub id: String,
+    pub description: String,
+    pub backend: SidecarBackend,
+    pub timeout: Duration,
+    pub budget: Option<Duration>,
+    pub deliver: Delivery,
+    pub max_in_flight: usize,
+    pub label: String,
+}
+
+/// Validates `[sidecars.*]`, reporting every problem with its key.
+pub(super) fn build(
+    sections: &BTreeMap<String, SidecarSection>,
+    p: &mut Problems,
+) -> Vec<Arc<Sidecar>> {
+    let mut out = Vec::new();
+    for (id, s) in sections {
+        let key = format!("sidecars.{id}");
+        if s.timeout_ms == 0 {
+            p.add(
+                format!("{key}.timeout_ms"),
+                "is 0",
+                "give the backend its time, e.g. 2000 (seed 004: analysis 2 s, research 5 s)",
+            );
+            continue;
+        }
+        if s.max_in_flight == 0 {
+            p.add(
+                format!("{key}.max_in_flight"),
+                "is 0, so it would never run",
+                "use 1 (the default) or more",
+            );
+            continue;
+        }
+        let timeout = Duration::from_millis(s.timeout_ms);
+        let backend = match (s.backend.as_str(), &s.url, &s.reply) {
+            ("http", Some(u), _) => match url::Url::parse(u) {
+                Ok(url) if matches!(url.scheme(), "http" | "https") => {
+                    SidecarBackend::Http(HttpBackend {
+                        url,
+                        timeout,
+                        header: s.header.clone().zip(s.header_env.clone()),
+                    })
+                }
+                _ => {
+                    p.add(
+                        format!("{key}.url"),
+                        format!("{u:?} is not an http(s) URL"),
+                        "e.g. url = \"http://127.0.0.1:9401/analyze\"",
+                    );
+                    continue;
+                }
+            },
+            ("http", None, _) => {
+                p.add(
+                    format!("{key}.url"),
+                    "missing",
+                    "an http backend needs url = \"http://…\"",
+                );
+                continue;
+            }
+            ("static", _, Some(reply)) => SidecarBackend::Static {
+                reply: reply.clone(),
+                delay: Duration::from_millis(s.delay_ms),
+            },
+            ("static", _, None) => {
+                p.add(
+                    format!("{key}.reply"),
+                    "missing",
+                    "a static backend needs reply = { … }",
+                );
+                continue;
+            }
+            (other, _, _) => {
+                p.add(
+                    format!("{key}.backend"),
+                    format!("unknown backend {other:?}"),
+                    "use \"http\" or \"static\"",
+                );
+                continue;
+            }
+        };
+        out.push(Arc::new(Sidecar {
+            id: id.clone(),
+            description: s.description.clone(),
+            backend,
+            timeout,
+            budget: s.budget_ms.map(Duration::from_millis),
+            deliver: s.deliver,
+            max_in_flight: s.max_in_flight,
+            label: s.label.clone().unwrap_or_else(|| format!("[{id}]")),
+        }));
+    }
+    out
+}
+
+/// What one sidecar did in a call.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SidecarStats {
+    pub runs: u64,
+    pub ok: u64,
+    pub timeouts: u64,
+    pub errors: u64,
+    /// Results slower than `budget_ms` (still delivered when in time).
+    pub over_budget: u64,
+    /// Turns skipped because `max_in_flight` runs were still going.
+    pub skipped: u64,
+    /// Results handed to the call for the live session.
+    pub offered: u64,
+    /// Results the call could not take (ended, or its queue full).
+    pub undelivered: u64,
+    /// Latency of each answered run, ms.
+    pub latency_ms: Vec<u64>,
+}
+
+/// The sidecars of a call, by id.
+pub type SidecarReport = BTreeMap<String, SidecarStats>;
+
+/// A finished run: the sidecar, its latency, its result, and whether it timed out.
+type Done = (Arc<Sidecar>, Duration, Result<Value, String>, bool);
+
+/// Runs a call's sidecars until its events end; returns what each did.
+pub async fn run(
+    sidecars: Vec<Arc<Sidecar>>,
+    mut events: mpsc::Receiver<CallEvent>,
+    commands: Commands,
+    call_id: String,
+) -> SidecarReport {
+    let mut report: SidecarReport = sidecars
+        .iter()
+        .map(|s| (s.id.clone(), SidecarStats::default()))
+        .collect();
+    let mut in_flight: BTreeMap<String, usize> = BTreeMap::new();
+    let mut tasks: JoinSet<Done> = JoinSet::new();
+    let mut transcript: Vec<Value> = Vec::new();
+    let mut lead = String::new();
+    loop {
+        tokio::select! {
+            ev = events.recv() => {
+                let Some(ev) = ev else { break };
+                match ev {
+                    CallEvent::AgentStart { agent_id, .. } => lead = agent_id,
+                    CallEvent::Transcript { role, agent_id, text, .. } => {
+                        let r = if role == Speaker::Caller { "caller" } else { "agent" };
+                        transcript.push(json!({"role": r, "agent": agent_id, "text": text}));
+                        if role != Speaker::Caller {
+                            continue;
+                        }
+                        let payload = json!({
+                            "call_id": call_id,
+                            "agent": lead,
+                            "turn": transcript.iter().filter(|l| l["role"] == "caller").count(),
+                            "transcript": transcript,
+                        });
+                        for s in &sidecars {
+                            let stats = report.entry(s.id.clone()).or_default();
+                            let n = in_flight.entry(s.id.clone()).or_default();
+                            if *n >= s.max_in_flight {
+                                stats.skipped += 1;
+                                continue;
+                            }
+                            *n += 1;
+                            stats.runs += 1;
+                            let s = s.clone();
+                            let payload = payload.clone();
+                            tasks.spawn(async move {
+                                let t0 = Instant::now();
+                                let (r, timed_out) = call(&s, &payload).await;
+                                (s, t0.elapsed(), r, timed_out)
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                let Ok((s, took, result, timed_out)) = done else { continue };
+                if let Some(n) = in_flight.get_mut(&s.id) {
+                    *n = n.saturating_sub(1);
+                }
+                let stats = report.entry(s.id.clone()).or_default();
+                match result {
+                    Ok(v) => {
+                        stats.ok += 1;
+                        stats.latency_ms.push(took.as_millis() as u64);
+                        if s.budget.is_some_and(|b| took > b) {
+                            stats.over_budget += 1;
+                        }
+                        if s.deliver == Delivery::None {
+                            continue;
+                        }
+                        let input = Input::SidecarResult {
+                            sidecar: s.id.clone(),
+                            text: text_of(&s.label, &v),
+                            deliver: s.deliver,
+                        };
+                        match commands.offer(input) {
+                            Ok(()) => stats.offered += 1,
+                            Err(e) => {
+                                stats.undelivered += 1;
+                                tracing::warn!(sidecar = %s.id, error = %e, "sidecar result not delivered");
+                            }
+                        }
+                    }
+                    Err(e) if timed_out => {
+                        stats.timeouts += 1;
+                        tracing::warn!(sidecar = %s.id, timeout_ms = s.timeout.as_millis() as u64, error = %e, "sidecar timed out; ignored");
+                    }
+                    Err(e) => {
+                        stats.errors += 1;
+                        tracing::warn!(sidecar = %s.id, error = %e, "sidecar failed; ignored");
+                    }
+                }
+            }
+        }
+    }
+    report
+}
+
+/// One run: the result, and whether it failed by running out of time.
+async fn call(s: &Sidecar, payload: &Value) -> (Result<Value, String>, bool) {
+    match &s.backend {
+        SidecarBackend::Http(h) => match super::runner::post_json(&s.id, h, payload).await {
+            Ok(v) => (Ok(v), false),
+            Err(e) => {
+                let t = matches!(e, super::runner::ToolError::Timeout { .. });
+                (Err(e.to_string()), t)
+            }
+        },
+        SidecarBackend::Static { reply, delay } => {
+            let work = async {
+                tokio::time::sleep(*delay).await;
+                reply.clone()
+            };
+            match tokio::time::timeout(s.timeout, work).await {
+                Ok(v) => (Ok(v), false),
+                Err(_) => (
+                    Err(format!(
+                        "sidecar '{}' gave no result within {} ms",
+                        s.id,
+                        s.timeout.as_millis()
+                    )),
+                    true,
+                ),
+            }
+        }
+    }
+}
+
+/// The words fed to the model: the label, then the result's `text` (or the result as JSON).
+pub fn text_of(label: &str, v: &Value) -> String {
+    let body = match v.get("text").and_then(Value::as_str) {
+        Some(t) => t.trim().to_owned(),
+        None => v.to_string(),
+    };
+    let mut s = format!("{label} {body}");
+    if s.len() > MAX_TEXT {
+        let mut end = MAX_TEXT;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}

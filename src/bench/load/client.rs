@@ -1,0 +1,366 @@
+//! `baton bench load-client`: many concurrent Twilio-protocol callers in one process, for
+//! `baton bench load` (which runs it as a child so the server under test is measured alone) or by
+//! hand from another machine.
+//!
+//! Each call is a [`caller::dial`] future on a multi-threaded runtime: it sends the fixture's
+//! μ-law frames on its own 20 ms tick and timestamps every `media` message it receives. Starts are
+//! spread evenly over `--ramp`; each call starts at a different point of the (looped) fixture so
+//! the agent's turns are spread over time as in a real population of calls, and hangs up after
+//! `--duration`. Nothing is recorded.
+//!
+//! Progress and the result go to stdout as JSON lines: `{"event":"started",…}` once every call
+//! has started (or failed to), `{"event":"first_end"}` when the first call ends, then
+//! `{"event":"report",…}` with [`ClientReport`].
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::leg::twilio::caller::{self, CallerEnd, CallerError, CallerOptions, CallerReport};
+
+use super::LoadError;
+
+/// Options of `baton bench load-client`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Example:\n  \
+    baton bench load-client ws://127.0.0.1:8080/twilio --calls 200 --duration 20\n\n\
+    Prints JSON lines on stdout: {\"event\":\"started\"}, {\"event\":\"first_end\"}, then\n\
+    {\"event\":\"report\", …} with the receive cadence of the agent audio over all calls.")]
+pub struct LoadClientArgs {
+    /// The server's Media Streams WebSocket URL.
+    pub url: String,
+    /// Concurrent calls.
+    #[arg(long, default_value_t = 10)]
+    pub calls: usize,
+    /// Seconds each call lasts.
+    #[arg(long, value_name = "S", default_value_t = 20.0)]
+    pub duration: f64,
+    /// Seconds over which call starts are spread evenly.
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub ramp: f64,
+    /// What every caller says (looped): a WAV of any rate. Default: the bundled four-turn
+    /// conversation.
+    #[arg(long, value_name = "WAV")]
+    pub fixture: Option<PathBuf>,
+    /// A received frame counts as late when it arrives more than this many ms after 20 ms since
+    /// the previous one.
+    #[arg(long, value_name = "MS", default_value_t = 5.0)]
+    pub late_ms: f64,
+    /// Worker threads of the client's runtime (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// p50/p99/max in ms.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Pct {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Pct {
+    /// Nearest-rank percentiles of µs values, in ms (zeros when empty). Sorts `v`.
+    pub fn of_us(v: &mut [u32]) -> Pct {
+        if v.is_empty() {
+            return Pct::default();
+        }
+        v.sort_unstable();
+        let rank = |p: f64| {
+            let r = (p * v.len() as f64).ceil() as usize;
+            f64::from(v[r.clamp(1, v.len()) - 1]) / 1000.0
+        };
+        Pct {
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: f64::from(v[v.len() - 1]) / 1000.0,
+        }
+    }
+}
+
+/// What the load client measured over all its calls.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ClientReport {
+    pub calls: usize,
+    /// Calls whose stream started.
+    pub started: usize,
+    /// Calls that could not start, by cause.
+    pub failures: BTreeMap<String, u64>,
+    /// How started calls ended: `hung_up` (the caller, after `--duration`), `server_closed`,
+    /// `connection_lost`.
+    pub ends: BTreeMap<String, u64>,
+    pub frames_sent: u64,
+    pub media_received: u64,
+    /// Runs of agent audio (pauses over 200 ms separate them).
+    pub bursts: u64,
+    pub bad_messages: u64,
+    /// Receive intervals measured (consecutive `media` within a burst), over all calls.
+    pub intervals: usize,
+    /// `|receive interval − 20 ms|` over all calls' intervals pooled.
+    pub jitter_ms: Pct,
+    /// Each call's own p99 of that deviation: median and worst call.
+    pub call_p99_ms: Pct,
+    /// Intervals longer than 20 ms + `late_ms`.
+    pub late_frames: u64,
+    pub late_ms: f64,
+    /// How late the callers' own 20 ms send timers fired: the client's scheduling delay, which
+    /// is also in `jitter_ms`. Large values mean the client, not the server, was short of CPU.
+    pub tick_late_ms: Pct,
+    /// First start to last end.
+    pub elapsed_s: f64,
+}
+
+/// One line of the client's output.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ClientLine {
+    Started { started: usize, failed: usize },
+    FirstEnd,
+    Report(ClientReport),
+}
+
+fn emit(line: &ClientLine) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "{}",
+        serde_json::to_string(line).unwrap_or_else(|_| "{}".into())
+    );
+    let _ = out.flush();
+}
+
+fn failure_kind(e: &CallerError) -> String {
+    match e {
+        CallerError::BadUrl { .. } => "bad_url".into(),
+        CallerError::Refused { status, .. } => format!("http_{status}"),
+        CallerError::Connect { reason, .. } if reason.contains("Too many open files") => {
+            "too_many_open_files".into()
+        }
+        CallerError::Connect { .. } => "connect".into(),
+        CallerError::ConnectTimeout { .. } => "connect_timeout".into(),
+        CallerError::Start { .. } => "start".into(),
+    }
+}
+
+/// The fixture looped (or cut) to `frames` 20 ms frames, starting `offset` frames in.
+fn looped(samples: &[i16], offset: usize, frames: usize) -> Vec<i16> {
+    const F: usize = crate::leg::twilio::stream::FRAME_SAMPLES;
+    let want = frames * F;
+    if samples.is_empty() {
+        return vec![0; want];
+    }
+    samples
+        .iter()
+        .copied()
+        .cycle()
+        .skip((offset * F) % samples.len())
+        .take(want)
+        .collect()
+}
+
+/// Runs the calls and prints the JSON lines.
+pub fn run(args: &LoadClientArgs) -> Result<(), LoadError> {
+    if args.calls == 0 || args.duration <= 0.0 || args.ramp < 0.0 {
+        return Err(LoadError::Args(
+            "--calls must be positive, --duration positive and --ramp not negative".into(),
+        ));
+    }
+    let fixture = args
+        .fixture
+        .clone()
+        .unwrap_or_else(|| crate::demo::bundled("audio-fixtures/clips/caller_conversation.wav"));
+    let base = CallerOptions::from_wav(&fixture).map_err(|e| LoadError::Args(e.to_string()))?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(t) = args.threads {
+        rt.worker_threads(t.max(1));
+    }
+    let rt = rt
+        .enable_all()
+        .build()
+        .map_err(|e| LoadError::Io(format!("cannot start the runtime: {e}")))?;
+    let report = rt.block_on(run_calls(args, base));
+    emit(&ClientLine::Report(report));
+    Ok(())
+}
+
+async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
+    let n = args.calls;
+    let frames = (args.duration * 50.0).round().max(1.0) as usize;
+    let fixture_frames = base.samples.len().div_ceil(160).max(1);
+    let samples = Arc::new(base.samples.clone());
+    let started = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let t0 = tokio::time::Instant::now();
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+    for i in 0..n {
+        let at = t0 + Duration::from_secs_f64(args.ramp * i as f64 / n as f64);
+        // Start each call at a different point of the fixture, evenly spread, so agent turns
+        // do not line up.
+        let offset = i * fixture_frames / n;
+        let mut opts = base.clone();
+        opts.samples = looped(&samples, offset, frames);
+        opts.max_tail = Duration::ZERO;
+        opts.record_audio = false;
+        opts.started = Some(started.clone());
+        opts.call_sid = format!("CA{i:032}");
+        opts.stream_sid = format!("MZ{i:032}");
+        let url = args.url.clone();
+        let failed = failed.clone();
+        let done = done_tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            let r = caller::dial(&url, opts).await;
+            if r.is_err() {
+                failed.fetch_add(1, Ordering::AcqRel);
+            }
+            let _ = done.send(r);
+        });
+    }
+    drop(done_tx);
+
+    let mut report = ClientReport {
+        calls: n,
+        late_ms: args.late_ms,
+        ..Default::default()
+    };
+    let late_us = (20_000.0 + args.late_ms * 1000.0) as u32;
+    let mut all_dev: Vec<u32> = Vec::new();
+    let mut call_p99: Vec<u32> = Vec::new();
+    let mut ticks: Vec<u32> = Vec::new();
+    let mut announced_start = false;
+    let mut announced_end = false;
+    let mut finished = 0usize;
+    let mut poll = tokio::time::interval(Duration::from_millis(20));
+    loop {
+        if !announced_start {
+            let (s, f) = (
+                started.load(Ordering::Acquire),
+                failed.load(Ordering::Acquire),
+            );
+            if s + f >= n {
+                announced_start = true;
+                emit(&ClientLine::Started {
+                    started: s,
+                    failed: f,
+                });
+            }
+        }
+        let r = tokio::select! {
+            r = done_rx.recv() => match r {
+                Some(r) => r,
+                None => break,
+            },
+            _ = poll.tick() => continue,
+        };
+        finished += 1;
+        if !announced_end {
+            if !announced_start {
+                // A call ended before all had started (a failure or a very short call).
+                let s = started.load(Ordering::Acquire);
+                let f = failed.load(Ordering::Acquire);
+                if s + f >= n {
+                    announced_start = true;
+                    emit(&ClientLine::Started {
+                        started: s,
+                        failed: f,
+                    });
+                }
+            }
+            if r.is_ok() && announced_start {
+                announced_end = true;
+                emit(&ClientLine::FirstEnd);
+            }
+        }
+        match r {
+            Err(e) => *report.failures.entry(failure_kind(&e)).or_default() += 1,
+            Ok(c) => add_call(
+                &mut report,
+                &c,
+                late_us,
+                &mut all_dev,
+                &mut call_p99,
+                &mut ticks,
+            ),
+        }
+        if finished == n {
+            break;
+        }
+    }
+    if !announced_start {
+        emit(&ClientLine::Started {
+            started: started.load(Ordering::Acquire),
+            failed: failed.load(Ordering::Acquire),
+        });
+    }
+    report.started = started.load(Ordering::Acquire);
+    report.intervals = all_dev.len();
+    report.jitter_ms = Pct::of_us(&mut all_dev);
+    report.call_p99_ms = Pct::of_us(&mut call_p99);
+    report.tick_late_ms = Pct::of_us(&mut ticks);
+    report.elapsed_s = t0.elapsed().as_secs_f64();
+    report
+}
+
+fn add_call(
+    report: &mut ClientReport,
+    c: &CallerReport,
+    late_us: u32,
+    all_dev: &mut Vec<u32>,
+    call_p99: &mut Vec<u32>,
+    ticks: &mut Vec<u32>,
+) {
+    let end = match c.end {
+        CallerEnd::HungUp => "hung_up",
+        CallerEnd::ServerClosed { .. } => "server_closed",
+        CallerEnd::ConnectionLost(_) => "connection_lost",
+    };
+    *report.ends.entry(end.into()).or_default() += 1;
+    report.frames_sent += c.frames_sent;
+    report.media_received += c.media_received;
+    report.bursts += c.bursts;
+    report.bad_messages += c.bad_messages;
+    report.late_frames += c.intervals_us.iter().filter(|&&i| i > late_us).count() as u64;
+    all_dev.extend(
+        c.intervals_us
+            .iter()
+            .map(|&i| (i64::from(i) - 20_000).unsigned_abs() as u32),
+    );
+    if c.cadence.intervals > 0 {
+        call_p99.push(c.cadence.p99_dev_us);
+    }
+    ticks.extend_from_slice(&c.tick_late_us);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_and_looping() {
+        let mut v: Vec<u32> = (1..=100).map(|i| i * 1000).collect();
+        let p = Pct::of_us(&mut v);
+        assert_eq!((p.p50, p.p99, p.max), (50.0, 99.0, 100.0));
+        assert_eq!(Pct::of_us(&mut []), Pct::default());
+        let s: Vec<i16> = (0..320).map(|i| i as i16).collect();
+        let l = looped(&s, 1, 3);
+        assert_eq!(l.len(), 480);
+        assert_eq!((l[0], l[160], l[320]), (160, 0, 160));
+    }
+
+    #[test]
+    fn lines_round_trip() {
+        let line = serde_json::to_string(&ClientLine::Started {
+            started: 3,
+            failed: 1,
+        })
+        .unwrap();
+        assert_eq!(line, r#"{"event":"started","started":3,"failed":1}"#);
+        let back: ClientLine = serde_json::from_str(r#"{"event":"first_end"}"#).unwrap();
+        assert!(matches!(back, ClientLine::FirstEnd));
+    }
+}

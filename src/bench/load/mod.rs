@@ -1,0 +1,797 @@
+//! `baton bench load`: a concurrency sweep of Twilio-protocol calls against `baton serve`.
+//!
+//! Three processes per step, so baton's own CPU and memory are measured alone:
+//! * `baton mock-model` (the model), on a free loopback port;
+//! * `baton serve` with a generated config (`serve.toml` in the report folder) whose `model.url`
+//!   points at that mock;
+//! * `baton bench load-client` ([`client`]): the N callers, in one tokio process.
+//!
+//! The binary spawned is the current executable. Every step starts fresh processes, so each
+//! step's RSS and counters are its own. During a step `/proc/<pid>/stat` and `/proc/<pid>/status`
+//! of each process are read every 100 ms. The **steady window** runs from the moment every call
+//! has started to the moment the first one ends; CPU % and RSS are taken over it.
+//!
+//! Figures per step (see the report's glossary for the exact definitions):
+//! * egress jitter: `|interval − 20 ms|` between consecutive `media` messages **as the load
+//!   client received them** (within a burst of agent audio), pooled over all calls: p50/p99/max.
+//!   It includes loopback delivery and the client's own scheduling delay, which the client
+//!   measures separately (`client.tick_late_ms`); baton's own view of its send intervals comes
+//!   from `/metrics` (`baton_egress_jitter_ms`) as a cross-check;
+//! * underruns and late ticks: **from the server** (`baton_underruns_total`,
+//!   `baton_late_ticks_total` on `/metrics`, the playout's own counts, recorded as each call
+//!   ends), because an underrun is sent as a silent `media` frame and cannot be told from quiet
+//!   speech by the caller; late frames: received intervals longer than 20 ms + `--late-ms`;
+//! * CPU % of one core and CPU ms per call-second; RSS idle, steady (median) and peak; RSS per
+//!   call and the slope of steady RSS over calls across steps (least squares, KiB/call).
+//!
+//! A step **holds** when every call started and ran to its end, jitter p99 ≤ `--max-jitter-ms`
+//! and there were 0 underruns. `--target URL` drives any Twilio-protocol server instead (CPU and
+//! RSS only with `--target-pid`; underruns only if it serves baton's `/metrics`).
+
+pub mod client;
+pub mod procs;
+pub mod report;
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+pub use client::{ClientLine, ClientReport, LoadClientArgs, Pct};
+use procs::{ChildGuard, ProcSample};
+
+/// Command-line arguments of `baton bench load`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    cargo build --release\n  \
+    target/release/baton bench load --calls 50,100,200 --duration 20\n  \
+    target/release/baton bench load --calls 100,250,500,1000,1500 --duration 20 --report out/bench/load\n  \
+    baton bench load --target ws://10.0.0.5:8080/twilio --target-pid 4242 --calls 100,200\n\n\
+    Writes report.md, report.json and jitter/cpu/rss plots (SVG + PNG) to --report.")]
+pub struct LoadArgs {
+    /// Concurrent calls of each step, comma-separated.
+    #[arg(
+        long,
+        value_name = "N,N,…",
+        value_delimiter = ',',
+        default_value = "50,100,200"
+    )]
+    pub calls: Vec<usize>,
+    /// Seconds each call lasts.
+    #[arg(long, value_name = "S", default_value_t = 20.0)]
+    pub duration: f64,
+    /// Seconds over which the calls of a step start (evenly spread).
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub ramp: f64,
+    /// Where report.md, report.json and the plots go.
+    #[arg(long, value_name = "DIR", default_value = "out/bench/load")]
+    pub report: PathBuf,
+    /// Drive this Twilio-protocol server instead of spawning `baton serve`.
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// With --target: the server's process id, for its CPU and RSS.
+    #[arg(long, value_name = "PID", requires = "target")]
+    pub target_pid: Option<u32>,
+    /// What every caller says (looped). Default: the bundled four-turn conversation.
+    #[arg(long, value_name = "WAV")]
+    pub fixture: Option<PathBuf>,
+    /// The jitter budget: a step holds if its p99 is at most this.
+    #[arg(long, value_name = "MS", default_value_t = 5.0)]
+    pub max_jitter_ms: f64,
+    /// Worker threads of the load client (default: one per core).
+    #[arg(long)]
+    pub client_threads: Option<usize>,
+}
+
+/// Why a load sweep failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Args(String),
+    #[error("cannot start {what}: {reason}")]
+    Spawn { what: String, reason: String },
+    #[error("{0}")]
+    Io(String),
+    #[error("the load client failed: {0}")]
+    Client(String),
+    #[error(transparent)]
+    Plot(#[from] crate::bench::plot::PlotError),
+}
+
+/// CPU and memory of one process over a step.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ProcFigures {
+    /// CPU time over the steady window ÷ its wall time, in % of one core.
+    pub cpu_pct: Option<f64>,
+    /// CPU ms over the steady window ÷ (calls × window seconds).
+    pub cpu_ms_per_call_s: Option<f64>,
+    /// Before the first call (KiB).
+    pub rss_idle_kib: Option<u64>,
+    /// Median over the steady window (KiB).
+    pub rss_steady_kib: Option<u64>,
+    /// Largest over the step (KiB).
+    pub rss_peak_kib: Option<u64>,
+}
+
+/// One step of the sweep.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    pub calls: usize,
+    pub started: usize,
+    pub failed: usize,
+    pub failures: BTreeMap<String, u64>,
+    pub ends: BTreeMap<String, u64>,
+    /// Seconds between the last call start and the first call end.
+    pub window_s: f64,
+    /// Receive intervals behind `jitter_ms`.
+    pub intervals: usize,
+    /// `|receive interval − 20 ms|` as the load client saw it, pooled over calls.
+    pub jitter_ms: Pct,
+    /// Distribution of each call's own p99 (median call, worst call).
+    pub call_p99_ms: Pct,
+    /// Received frames more than `late_ms` behind the 20 ms cadence (client view).
+    pub late_frames: u64,
+    /// The server's underruns (from its `/metrics`).
+    pub underruns: Option<u64>,
+    /// The server's playout ticks released a full tick late (from its `/metrics`).
+    pub late_ticks: Option<u64>,
+    /// Upper bound of the p99 of baton's own send-interval deviation (its `/metrics` histogram
+    /// bucket holding the 99th percentile).
+    pub server_send_jitter_p99_le_ms: Option<f64>,
+    pub media_received: u64,
+    pub frames_sent: u64,
+    pub baton: ProcFigures,
+    /// (steady − idle) ÷ calls, KiB.
+    pub rss_per_call_kib: Option<f64>,
+    pub mock_cpu_pct: Option<f64>,
+    pub client_cpu_pct: Option<f64>,
+    /// CPU used by everything else on the machine over the steady window (% of one core): the
+    /// whole machine's busy time (`/proc/stat`) minus baton, the mock and the client.
+    pub other_cpu_pct: Option<f64>,
+    /// The 1-minute load average when the step began.
+    pub loadavg_before: Option<f64>,
+    /// How late the client's own send timers fired (its scheduling delay).
+    pub client_tick_late_ms: Pct,
+    pub held: bool,
+    /// Why the step did not hold.
+    pub failed_because: Vec<String>,
+}
+
+/// The sweep's result (`report.json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadReport {
+    pub command: String,
+    pub machine: Machine,
+    /// `spawned baton serve` or the --target URL.
+    pub target: String,
+    pub duration_s: f64,
+    pub ramp_s: f64,
+    pub max_jitter_ms: f64,
+    pub steps: Vec<Step>,
+    /// Least-squares slope of steady RSS over calls, KiB per call.
+    pub rss_slope_kib_per_call: Option<f64>,
+    /// Its intercept (the fitted RSS at 0 calls), KiB.
+    pub rss_intercept_kib: Option<f64>,
+    /// The largest step that held.
+    pub largest_held: Option<usize>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub cpu: String,
+    pub mem_mib: u64,
+    pub kernel: String,
+    /// `release` or `debug`: the build of the baton that ran.
+    pub build: String,
+}
+
+impl Machine {
+    fn probe() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+            .unwrap_or_else(|| "unknown".into());
+        let mem_mib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            })
+            .map_or(0, |k| k / 1024);
+        Machine {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu,
+            mem_mib,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default(),
+            build: if cfg!(debug_assertions) {
+                "debug".into()
+            } else {
+                "release".into()
+            },
+        }
+    }
+}
+
+/// Runs the sweep described by `args`.
+pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
+    if args.calls.is_empty() || args.calls.contains(&0) {
+        return Err(LoadError::Args(
+            "--calls needs positive step sizes, e.g. --calls 50,100,200".into(),
+        ));
+    }
+    if args.ramp < 0.0 || args.duration < args.ramp + 1.0 {
+        return Err(LoadError::Args(format!(
+            "--duration ({}) must exceed --ramp ({}) by at least 1 s so all calls overlap",
+            args.duration, args.ramp
+        )));
+    }
+    let max = *args.calls.iter().max().unwrap_or(&1);
+    if let Some(limit) = procs::open_files_limit() {
+        // baton holds two sockets per call (caller and model); the client one.
+        let need = 2 * max as u64 + 256;
+        if limit < need {
+            return Err(LoadError::Args(format!(
+                "the open-files limit is {limit}, too low for {max} calls (baton needs about {need}); \
+                 raise it first, e.g. `ulimit -n {}`",
+                need.max(4096)
+            )));
+        }
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| LoadError::Io(format!("cannot find the baton executable: {e}")))?;
+    let logs = args.report.join("logs");
+    std::fs::create_dir_all(&logs)
+        .map_err(|e| LoadError::Io(format!("cannot create {}: {e}", logs.display())))?;
+    let ticks = procs::clock_ticks();
+    procs::kill_on_signal();
+    let mut progress = Progress::new(args.calls.len());
+    let mut steps = Vec::new();
+    for (i, &n) in args.calls.iter().enumerate() {
+        progress.begin(i, n, args.duration + args.ramp);
+        let step = run_step(args, &exe, n, ticks, &mut progress)?;
+        progress.end(&step);
+        steps.push(step);
+    }
+    let mut notes = Vec::new();
+    let machine = Machine::probe();
+    if machine.build == "debug" {
+        notes.push("debug build: figures are not representative; use cargo build --release".into());
+    }
+    if args.target.is_none() {
+        notes.push(format!(
+            "the load client and the mock model run on the same {} core(s) as baton and compete \
+             with it for CPU; the jitter figures include the client's own scheduling delay \
+             (client_tick_late_ms)",
+            machine.cores
+        ));
+    }
+    let (slope, intercept) = rss_fit(&steps);
+    let report = LoadReport {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine,
+        target: args
+            .target
+            .clone()
+            .unwrap_or_else(|| "spawned baton serve".into()),
+        duration_s: args.duration,
+        ramp_s: args.ramp,
+        max_jitter_ms: args.max_jitter_ms,
+        largest_held: steps.iter().filter(|s| s.held).map(|s| s.calls).max(),
+        steps,
+        rss_slope_kib_per_call: slope,
+        rss_intercept_kib: intercept,
+        notes,
+    };
+    report::write(&report, &args.report)?;
+    print!("{}", report::summary(&report, &args.report));
+    Ok(())
+}
+
+/// Least-squares line through (calls, steady RSS); `None` with fewer than two distinct sizes.
+pub fn rss_fit(steps: &[Step]) -> (Option<f64>, Option<f64>) {
+    let pts: Vec<(f64, f64)> = steps
+        .iter()
+        .filter_map(|s| Some((s.started as f64, s.baton.rss_steady_kib? as f64)))
+        .collect();
+    if pts.len() < 2 {
+        return (None, None);
+    }
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx == 0.0 {
+        return (None, None);
+    }
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let slope = sxy / sxx;
+    (Some(slope), Some(my - slope * mx))
+}
+
+/// Where a step's calls go and what is measured there.
+struct Under {
+    url: String,
+    /// For `/metrics` and `/healthz`.
+    http: Option<(SocketAddr, String)>,
+    pid: Option<u32>,
+    mock_pid: Option<u32>,
+    /// Spawned processes (killed on drop).
+    _children: Vec<ChildGuard>,
+    /// Spawned fresh for this step: counters and VmHWM are the step's own.
+    fresh: bool,
+}
+
+fn spawn_baton(args: &LoadArgs, exe: &Path, n: usize) -> Result<Under, LoadError> {
+    let logs = args.report.join("logs");
+    let mut mock = ChildGuard::spawn(
+        "baton mock-model",
+        exe,
+        &["mock-model".into(), "--listen".into(), "127.0.0.1:0".into()],
+        &logs.join(format!("mock-{n}.log")),
+    )?;
+    let rx = procs::lines(mock.take_stdout().expect("piped"));
+    let mock_url = procs::wait_for_url(&rx, &mut mock, "listening on ", Duration::from_secs(20))?;
+    let config = args.report.join("serve.toml");
+    let text = format!(
+        "# Generated by baton bench load: baton serve against a separate baton mock-model.\n\
+         [server]\nlisten = \"127.0.0.1:0\"\ndrain_timeout_s = 1\n\
+         [model]\nbackend = \"mock\"\nurl = \"{mock_url}\"\n\
+         [limits]\nmax_calls = {}\n\
+         [log]\nlevel = \"warn\"\n",
+        n + 16
+    );
+    std::fs::write(&config, text)
+        .map_err(|e| LoadError::Io(format!("cannot write {}: {e}", config.display())))?;
+    let mut serve = ChildGuard::spawn(
+        "baton serve",
+        exe,
+        &[
+            "serve".into(),
+            "--config".into(),
+            config.display().to_string(),
+        ],
+        &logs.join(format!("serve-{n}.log")),
+    )?;
+    let rx = procs::lines(serve.take_stdout().expect("piped"));
+    let addr = procs::wait_for_url(
+        &rx,
+        &mut serve,
+        "listening on http://",
+        Duration::from_secs(20),
+    )?;
+    let sock: SocketAddr = addr.parse().map_err(|_| LoadError::Spawn {
+        what: "baton serve".into(),
+        reason: format!("printed an unusable address {addr:?}"),
+    })?;
+    Ok(Under {
+        url: format!("ws://{sock}/twilio"),
+        http: Some((sock, sock.to_string())),
+        pid: Some(serve.pid()),
+        mock_pid: Some(mock.pid()),
+        _children: vec![serve, mock],
+        fresh: true,
+    })
+}
+
+fn target(args: &LoadArgs, url: &str) -> Under {
+    let http = url::Url::parse(url).ok().and_then(|u| {
+        if u.scheme() != "ws" {
+            return None; // /metrics over TLS is not scraped
+        }
+        let host = u.host_str()?.to_owned();
+        let port = u.port_or_known_default()?;
+        let addr = (host.as_str(), port).to_socket_addrs().ok()?.next()?;
+        Some((addr, format!("{host}:{port}")))
+    });
+    Under {
+        url: url.to_owned(),
+        http,
+        pid: args.target_pid,
+        mock_pid: None,
+        _children: Vec::new(),
+        fresh: false,
+    }
+}
+
+/// The server-side counters of one scrape.
+#[derive(Clone, Debug, Default)]
+struct Scrape {
+    underruns: Option<f64>,
+    late_ticks: Option<f64>,
+    jitter_buckets: Vec<(f64, f64)>,
+}
+
+fn scrape(under: &Under) -> Option<Scrape> {
+    let (addr, host) = under.http.as_ref()?;
+    let body = procs::http_get(*addr, host, "/metrics")?;
+    Some(Scrape {
+        underruns: procs::prom_value(&body, "baton_underruns_total"),
+        late_ticks: procs::prom_value(&body, "baton_late_ticks_total"),
+        jitter_buckets: procs::prom_buckets(&body, "baton_egress_jitter_ms"),
+    })
+}
+
+/// Waits until the server reports no active call (at most `limit`).
+fn wait_idle(under: &Under, limit: Duration) {
+    let Some((addr, host)) = under.http.as_ref() else {
+        std::thread::sleep(Duration::from_secs(2));
+        return;
+    };
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        match procs::http_get(*addr, host, "/metrics")
+            .and_then(|b| procs::prom_value(&b, "baton_calls_active"))
+        {
+            Some(0.0) => return,
+            None => {
+                std::thread::sleep(Duration::from_secs(2));
+                return;
+            }
+            Some(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Samples of the processes over one step.
+#[derive(Default)]
+struct Trace {
+    baton: Vec<ProcSample>,
+    mock: Vec<ProcSample>,
+    client: Vec<ProcSample>,
+    system: Vec<ProcSample>,
+}
+
+impl Trace {
+    fn take(&mut self, under: &Under, client: u32, ticks: f64) {
+        if let Some(s) = under.pid.and_then(|p| procs::sample(p, ticks)) {
+            self.baton.push(s);
+        }
+        if let Some(s) = under.mock_pid.and_then(|p| procs::sample(p, ticks)) {
+            self.mock.push(s);
+        }
+        if let Some(s) = procs::sample(client, ticks) {
+            self.client.push(s);
+        }
+        if let Some(s) = procs::system_sample(ticks) {
+            self.system.push(s);
+        }
+    }
+}
+
+/// CPU % of one core between the samples nearest `from` and `to`.
+fn cpu_pct(samples: &[ProcSample], from: Instant, to: Instant) -> Option<f64> {
+    let a = samples
+        .iter()
+        .rev()
+        .find(|s| s.at <= from)
+        .or(samples.first())?;
+    let b = samples.iter().find(|s| s.at >= to).or(samples.last())?;
+    let wall = b.at.saturating_duration_since(a.at).as_secs_f64();
+    (wall > 0.0).then(|| (b.cpu_ms - a.cpu_ms) / (wall * 1000.0) * 100.0)
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let m = 10f64.powi(places);
+    (x * m).round() / m
+}
+
+fn run_step(
+    args: &LoadArgs,
+    exe: &Path,
+    n: usize,
+    ticks: f64,
+    progress: &mut Progress,
+) -> Result<Step, LoadError> {
+    let under = match &args.target {
+        None => spawn_baton(args, exe, n)?,
+        Some(url) => target(args, url),
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let loadavg_before = procs::loadavg();
+    let idle = under.pid.and_then(|p| procs::sample(p, ticks));
+    let before = scrape(&under);
+
+    let mut cargs = vec![
+        "bench".to_owned(),
+        "load-client".into(),
+        under.url.clone(),
+        "--calls".into(),
+        n.to_string(),
+        "--duration".into(),
+        args.duration.to_string(),
+        "--ramp".into(),
+        args.ramp.to_string(),
+    ];
+    if let Some(f) = &args.fixture {
+        cargs.push("--fixture".into());
+        cargs.push(f.display().to_string());
+    }
+    if let Some(t) = args.client_threads {
+        cargs.push("--threads".into());
+        cargs.push(t.to_string());
+    }
+    let log = args.report.join("logs").join(format!("client-{n}.log"));
+    let mut client = ChildGuard::spawn("baton bench load-client", exe, &cargs, &log)?;
+    let rx = procs::lines(client.take_stdout().expect("piped"));
+    let client_pid = client.pid();
+    let t0 = Instant::now();
+    let mut trace = Trace::default();
+    trace.take(&under, client_pid, ticks);
+    let (mut w_start, mut w_end, mut result) = (None, None, None);
+    let limit = Duration::from_secs_f64(args.duration + args.ramp) + Duration::from_secs(120);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok((at, line)) => match serde_json::from_str::<ClientLine>(&line) {
+                Ok(ClientLine::Started { .. }) => {
+                    trace.take(&under, client_pid, ticks);
+                    w_start = Some(at);
+                }
+                Ok(ClientLine::FirstEnd) => {
+                    trace.take(&under, client_pid, ticks);
+                    w_end = Some(at);
+                }
+                Ok(ClientLine::Report(r)) => result = Some(r),
+                Err(_) => {}
+            },
+            Err(mpsc::RecvTimeoutError::Timeout) => trace.take(&under, client_pid, ticks),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        progress.tick(t0.elapsed(), &trace);
+        if t0.elapsed() > limit {
+            return Err(LoadError::Client(format!(
+                "step of {n} calls still running after {limit:?}; see {}",
+                log.display()
+            )));
+        }
+    }
+    let t_end = Instant::now();
+    let _ = client.exited();
+    let Some(r) = result else {
+        return Err(LoadError::Client(format!(
+            "no report from the load client; see {}",
+            log.display()
+        )));
+    };
+    wait_idle(&under, Duration::from_secs(15));
+    let after = scrape(&under);
+    trace.take(&under, client_pid, ticks);
+    drop(under._children);
+
+    let from = w_start.unwrap_or(t0);
+    let to = match w_end {
+        Some(e) if e > from => e,
+        _ => t_end,
+    };
+    let window_s = to.saturating_duration_since(from).as_secs_f64();
+    let in_window = |s: &&ProcSample| s.at >= from && s.at <= to;
+    let mut steady: Vec<u64> = trace
+        .baton
+        .iter()
+        .filter(in_window)
+        .map(|s| s.rss_kib)
+        .collect();
+    steady.sort_unstable();
+    let rss_steady = steady.get(steady.len() / 2).copied();
+    let rss_peak = trace
+        .baton
+        .iter()
+        .map(|s| {
+            if under.fresh {
+                s.hwm_kib.max(s.rss_kib)
+            } else {
+                s.rss_kib
+            }
+        })
+        .max();
+    let cpu = cpu_pct(&trace.baton, from, to);
+    let mock_cpu = cpu_pct(&trace.mock, from, to);
+    let client_cpu = cpu_pct(&trace.client, from, to);
+    let calls_up = r.started.max(1) as f64;
+    let baton = ProcFigures {
+        cpu_pct: cpu.map(|c| round(c, 1)),
+        cpu_ms_per_call_s: cpu.map(|c| round(c * 10.0 / calls_up, 3)),
+        rss_idle_kib: idle.map(|s| s.rss_kib),
+        rss_steady_kib: rss_steady,
+        rss_peak_kib: rss_peak,
+    };
+    let rss_per_call = match (rss_steady, idle) {
+        (Some(s), Some(i)) => Some(round((s as f64 - i.rss_kib as f64) / calls_up, 1)),
+        _ => None,
+    };
+    let delta = |f: fn(&Scrape) -> Option<f64>| -> Option<u64> {
+        let a = after.as_ref().and_then(f)?;
+        let b = before.as_ref().and_then(f).unwrap_or(0.0);
+        Some((a - b).max(0.0).round() as u64)
+    };
+    let underruns = delta(|s| s.underruns);
+    let late_ticks = delta(|s| s.late_ticks);
+    let server_jitter = after.as_ref().and_then(|a| {
+        let b = before
+            .as_ref()
+            .map(|b| b.jitter_buckets.clone())
+            .unwrap_or_default();
+        p99_bound(&a.jitter_buckets, &b)
+    });
+
+    let failed = r.calls - r.started;
+    let mut why = Vec::new();
+    if failed > 0 {
+        why.push(format!("{failed} call(s) did not start: {:?}", r.failures));
+    }
+    let not_hung_up: u64 = r
+        .ends
+        .iter()
+        .filter(|(k, _)| k.as_str() != "hung_up")
+        .map(|(_, v)| v)
+        .sum();
+    if not_hung_up > 0 {
+        why.push(format!("{not_hung_up} call(s) ended early: {:?}", r.ends));
+    }
+    if r.jitter_ms.p99 > args.max_jitter_ms {
+        why.push(format!(
+            "jitter p99 {:.2} ms > {} ms",
+            r.jitter_ms.p99, args.max_jitter_ms
+        ));
+    }
+    if r.intervals == 0 {
+        why.push("no agent audio was received".into());
+    }
+    if let Some(u) = underruns.filter(|&u| u > 0) {
+        why.push(format!("{u} underrun(s)"));
+    }
+    Ok(Step {
+        calls: n,
+        started: r.started,
+        failed,
+        failures: r.failures,
+        ends: r.ends,
+        window_s: round(window_s, 2),
+        intervals: r.intervals,
+        jitter_ms: r.jitter_ms,
+        call_p99_ms: r.call_p99_ms,
+        late_frames: r.late_frames,
+        underruns,
+        late_ticks,
+        server_send_jitter_p99_le_ms: server_jitter,
+        media_received: r.media_received,
+        frames_sent: r.frames_sent,
+        baton,
+        rss_per_call_kib: rss_per_call,
+        mock_cpu_pct: mock_cpu.map(|c| round(c, 1)),
+        client_cpu_pct: client_cpu.map(|c| round(c, 1)),
+        other_cpu_pct: cpu_pct(&trace.system, from, to).map(|all| {
+            let ours = cpu.unwrap_or(0.0) + mock_cpu.unwrap_or(0.0) + client_cpu.unwrap_or(0.0);
+            round((all - ours).max(0.0), 1)
+        }),
+        loadavg_before,
+        client_tick_late_ms: r.tick_late_ms,
+        held: why.is_empty(),
+        failed_because: why,
+    })
+}
+
+/// The upper bound of the bucket holding the 99th percentile of `after − before`.
+fn p99_bound(after: &[(f64, f64)], before: &[(f64, f64)]) -> Option<f64> {
+    let diff: Vec<(f64, f64)> = after
+        .iter()
+        .map(|&(le, c)| {
+            let b = before
+                .iter()
+                .find(|(l, _)| *l == le)
+                .map_or(0.0, |(_, c)| *c);
+            (le, c - b)
+        })
+        .collect();
+    let total = diff.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    diff.iter()
+        .find(|(_, c)| *c >= 0.99 * total)
+        .map(|(le, _)| *le)
+        .filter(|le| le.is_finite())
+}
+
+/// Progress on stderr: a bar on a terminal, a plain line every few seconds otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    steps: usize,
+    step: usize,
+    calls: usize,
+    last_line: Instant,
+}
+
+impl Progress {
+    fn new(steps: usize) -> Progress {
+        Progress {
+            bar: None,
+            steps,
+            step: 0,
+            calls: 0,
+            last_line: Instant::now(),
+        }
+    }
+
+    fn begin(&mut self, i: usize, calls: usize, secs: f64) {
+        self.step = i;
+        self.calls = calls;
+        if std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new((secs * 10.0) as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {elapsed:>4} {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar.set_prefix(format!("step {}/{} · {calls} calls", i + 1, self.steps));
+            self.bar = Some(bar);
+        } else {
+            eprintln!(
+                "bench load: step {}/{}: {calls} calls for {secs:.0} s",
+                i + 1,
+                self.steps
+            );
+            self.last_line = Instant::now();
+        }
+    }
+
+    fn tick(&mut self, elapsed: Duration, trace: &Trace) {
+        let rss = trace.baton.last().map(|s| s.rss_kib / 1024);
+        let cpu = match trace.baton.as_slice() {
+            [.., a, b] => {
+                let wall = b.at.saturating_duration_since(a.at).as_secs_f64();
+                (wall > 0.0).then(|| (b.cpu_ms - a.cpu_ms) / wall / 10.0)
+            }
+            _ => None,
+        };
+        let msg = match (cpu, rss) {
+            (Some(c), Some(r)) => format!("baton {c:.0}% CPU, {r} MiB"),
+            _ => String::new(),
+        };
+        if let Some(bar) = &self.bar {
+            bar.set_position((elapsed.as_secs_f64() * 10.0) as u64);
+            bar.set_message(msg);
+        } else if self.last_line.elapsed() >= Duration::from_secs(5) {
+            self.last_line = Instant::now();
+            eprintln!(
+                "bench load: step {}/{} ({} calls): {:.0} s {msg}",
+                self.step + 1,
+                self.steps,
+                self.calls,
+                elapsed.as_secs_f64()
+            );
+        }
+    }
+
+    fn end(&mut self, s: &Step) {
+        let line = format!(
+            "{} calls: jitter p99 {:.2} ms, underruns {}, baton {} CPU, RSS {}: {}",
+            s.calls,
+            s.jitter_ms.p99,
+            s.underruns.map_or("n/a".into(), |u| u.to_string()),
+            s.baton.cpu_pct.map_or("n/a".into(), |c| format!("{c:.0}%")),
+            s.baton
+                .rss_steady_kib
+                .map_or("n/a".into(), |r| format!("{:.1} MiB", r as f64 / 1024.0)),
+            if s.held {
+                "held".to_owned()
+            } else {
+                format!("did not hold ({})", s.failed_because.join("; "))
+            }
+        );
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        eprintln!("bench load: {line}");
+    }
+}

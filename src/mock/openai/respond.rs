@@ -1,0 +1,401 @@
+//! Responses of the OpenAI mock: `response.created` at once, the first output after the
+//! scenario's `first_audio_ms`, then either a function call (`output_item.added` →
+//! `function_call_arguments.delta/.done` → `output_item.done` → `response.done`) or speech:
+//! `output_item.added` → `content_part.added` → interleaved `output_audio.delta` and
+//! `output_audio_transcript.delta` in bursts faster than real time → the `.done` events →
+//! `response.done` → `rate_limits.updated`. A cancel (`response.cancel`, or server VAD with
+//! `interrupt_response`) stops the audio and ends the response `cancelled`; the item keeps the
+//! audio produced so far, which bounds `conversation.item.truncate`.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+
+use super::config::Refusal;
+use super::engine::{RealtimeSession, Timer};
+use crate::audio::resample::resample_all;
+use crate::mock::clip::OUTPUT_RATE;
+use crate::mock::scenario::Reply;
+use crate::mock::speak::{self, split_words};
+use crate::model::openai::wire::{Api, AudioFormat, EventKind};
+
+/// The response in progress.
+#[derive(Debug)]
+pub struct Response {
+    pub id: String,
+    stage: Stage,
+    /// `conversation: "none"`: nothing is written to the conversation.
+    oob: bool,
+}
+
+#[derive(Debug)]
+enum Stage {
+    /// Waiting for [`Timer::Reply`].
+    Pending(Plan),
+    Speaking(Speech),
+}
+
+#[derive(Clone, Debug)]
+enum Plan {
+    Speak(Reply),
+    Call {
+        name: String,
+        args: Value,
+        turn: usize,
+    },
+}
+
+/// An assistant audio item being streamed.
+#[derive(Debug)]
+struct Speech {
+    item_id: String,
+    /// Mono PCM at `rate` (24 kHz, or 8 kHz for G.711 output).
+    audio: Vec<i16>,
+    rate: u32,
+    format: AudioFormat,
+    chunk: usize,
+    next: usize,
+    fragments: Vec<String>,
+    sent_samples: usize,
+    sent_text: String,
+}
+
+impl Speech {
+    fn chunks(&self) -> usize {
+        self.audio.len().div_ceil(self.chunk).max(1)
+    }
+
+    fn produced_ms(&self) -> u64 {
+        self.sent_samples as u64 * 1000 / u64::from(self.rate)
+    }
+
+    fn encode(&self, samples: &[i16]) -> String {
+        let mut bytes = Vec::with_capacity(samples.len() * 2);
+        match self.format {
+            AudioFormat::Pcmu => crate::audio::g711::encode_ulaw(samples, &mut bytes),
+            AudioFormat::Pcma => crate::audio::g711::encode_alaw(samples, &mut bytes),
+            _ => bytes.extend(samples.iter().flat_map(|s| s.to_le_bytes())),
+        }
+        STANDARD.encode(bytes)
+    }
+}
+
+impl RealtimeSession {
+    pub(super) fn on_response_create(&mut self, oob: bool, now: Instant) -> Result<(), Refusal> {
+        if let Some(r) = &self.response {
+            return Err(Refusal {
+                code: "conversation_already_has_active_response",
+                message: format!(
+                    "Conversation already has an active response in progress: {}. Wait until the response is finished before creating a new one.",
+                    r.id
+                ),
+                param: None,
+            });
+        }
+        self.start_response(oob, now);
+        Ok(())
+    }
+
+    pub(super) fn on_response_cancel(&mut self) -> Result<(), Refusal> {
+        if self.response.is_none() {
+            return Err(Refusal {
+                code: "response_cancel_not_active",
+                message: "Cancellation failed: no active response found".into(),
+                param: None,
+            });
+        }
+        self.cancel_response("client_cancelled");
+        Ok(())
+    }
+
+    /// Starts a response: what it says is decided now (see the engine's module doc).
+    pub(super) fn start_response(&mut self, oob: bool, now: Instant) {
+        let plan = if oob {
+            Plan::Speak(self.scenario.default_reply.clone())
+        } else if let Some(turn) = self.answered.take() {
+            Plan::Speak(self.scenario.reply_for(turn, None).clone())
+        } else if let Some(turn) = self.unanswered.take() {
+            let call = self
+                .scenario
+                .turns
+                .get(turn)
+                .and_then(|t| t.tool_call.as_ref())
+                .filter(|c| self.state.view().tools.contains(&c.name));
+            match call {
+                Some(c) => Plan::Call {
+                    name: c.name.clone(),
+                    args: c.args.clone(),
+                    turn,
+                },
+                None => Plan::Speak(self.scenario.reply_for(turn, None).clone()),
+            }
+        } else {
+            Plan::Speak(self.scenario.default_reply.clone())
+        };
+        let id = self.new_id("resp");
+        let body = self.response_json(&id, "in_progress", Value::Null, vec![], None);
+        self.emit(EventKind::ResponseCreated, json!({"response": body}));
+        self.response = Some(Response {
+            id,
+            stage: Stage::Pending(plan),
+            oob,
+        });
+        self.set_timer(Timer::Reply, now + self.scenario.timing.first_audio);
+    }
+
+    /// [`Timer::Reply`]: the function call, or the first burst of speech.
+    pub(super) fn first_output(&mut self, now: Instant) {
+        let Some(r) = self.response.take() else {
+            return;
+        };
+        let (id, oob, plan) = match r.stage {
+            Stage::Pending(plan) => (r.id, r.oob, plan),
+            stage @ Stage::Speaking(_) => {
+                self.response = Some(Response { stage, ..r });
+                return;
+            }
+        };
+        match plan {
+            Plan::Call { name, args, turn } => self.function_call(&id, oob, name, &args, turn),
+            Plan::Speak(reply) => {
+                let item_id = self.new_id("item");
+                let format = self.state.view().output.clone();
+                let (audio, rate) = match format {
+                    AudioFormat::Pcmu | AudioFormat::Pcma => (
+                        resample_all(&reply.audio, OUTPUT_RATE, 8_000).unwrap_or_default(),
+                        8_000,
+                    ),
+                    _ => (reply.audio.to_vec(), OUTPUT_RATE),
+                };
+                let chunk = ((self.scenario.timing.chunk.as_secs_f64() * f64::from(rate)).round()
+                    as usize)
+                    .max(1);
+                let n = audio.len().div_ceil(chunk).max(1);
+                let speech = Speech {
+                    item_id: item_id.clone(),
+                    audio,
+                    rate,
+                    format,
+                    chunk,
+                    next: 0,
+                    fragments: split_words(&reply.text, n),
+                    sent_samples: 0,
+                    sent_text: String::new(),
+                };
+                let item = json!({"id": item_id, "type": "message", "role": "assistant",
+                                  "status": "in_progress", "object": "realtime.item", "content": []});
+                self.emit_plain(
+                    "response.output_item.added",
+                    json!({"response_id": id, "output_index": 0, "item": item}),
+                );
+                if !oob {
+                    let previous = self.items.last().map(|i| i.id.clone());
+                    self.add_item(item, previous, Some(0), false);
+                }
+                self.emit_plain(
+                    "response.content_part.added",
+                    json!({"response_id": id, "item_id": item_id, "output_index": 0,
+                           "content_index": 0, "part": {"type": "audio", "transcript": ""}}),
+                );
+                self.spoke = true;
+                self.response = Some(Response {
+                    id,
+                    stage: Stage::Speaking(speech),
+                    oob,
+                });
+                self.burst(now);
+            }
+        }
+    }
+
+    fn function_call(&mut self, id: &str, oob: bool, name: String, args: &Value, turn: usize) {
+        let item_id = self.new_id("item");
+        let call_id = self.new_id("call");
+        let arguments = args.to_string();
+        let mut item = json!({"id": item_id, "type": "function_call", "status": "in_progress",
+                              "object": "realtime.item", "call_id": call_id, "name": name,
+                              "arguments": ""});
+        self.emit_plain(
+            "response.output_item.added",
+            json!({"response_id": id, "output_index": 0, "item": item}),
+        );
+        if !oob {
+            let previous = self.items.last().map(|i| i.id.clone());
+            self.add_item(item.clone(), previous, None, false);
+        }
+        let at =
+            json!({"response_id": id, "item_id": item_id, "output_index": 0, "call_id": call_id});
+        let mut delta = at.clone();
+        delta["delta"] = Value::String(arguments.clone());
+        self.emit_plain("response.function_call_arguments.delta", delta);
+        let mut done = at;
+        done["name"] = Value::String(name);
+        done["arguments"] = Value::String(arguments.clone());
+        self.emit(EventKind::FunctionCallArgumentsDone, done);
+        item["status"] = json!("completed");
+        item["arguments"] = Value::String(arguments);
+        self.emit_plain(
+            "response.output_item.done",
+            json!({"response_id": id, "output_index": 0, "item": item}),
+        );
+        if !oob && self.api == Api::Ga {
+            self.emit_plain("conversation.item.done", json!({"item": item}));
+        }
+        let body = self.response_json(id, "completed", Value::Null, vec![item], Some(20));
+        self.emit(EventKind::ResponseDone, json!({"response": body}));
+        self.rate_limits();
+        self.pending_call = Some((call_id, turn));
+    }
+
+    /// [`Timer::Burst`]: up to `burst` chunks, then the next burst at the generation speed.
+    pub(super) fn burst(&mut self, now: Instant) {
+        let Some(Response {
+            id,
+            stage: Stage::Speaking(mut s),
+            oob,
+        }) = self.response.take()
+        else {
+            return;
+        };
+        let mut sent = Duration::ZERO;
+        for _ in 0..self.scenario.timing.burst.max(1) {
+            if s.next >= s.chunks() {
+                break;
+            }
+            let i = s.next;
+            s.next += 1;
+            let start = (i * s.chunk).min(s.audio.len());
+            let end = (start + s.chunk).min(s.audio.len());
+            let at = json!({"response_id": id, "item_id": s.item_id, "output_index": 0, "content_index": 0});
+            if end > start {
+                let mut ev = at.clone();
+                ev["delta"] = Value::String(s.encode(&s.audio[start..end]));
+                self.emit(EventKind::AudioDelta, ev);
+                s.sent_samples += end - start;
+                sent += Duration::from_secs_f64((end - start) as f64 / f64::from(s.rate));
+            }
+            // Fragments carry their own separating spaces.
+            if let Some(f) = s.fragments.get(i).filter(|f| !f.is_empty()) {
+                let text = f.clone();
+                s.sent_text.push_str(&text);
+                let mut ev = at;
+                ev["delta"] = Value::String(text);
+                self.emit(EventKind::TranscriptDelta, ev);
+            }
+        }
+        let produced = s.produced_ms();
+        if let Some(rec) = self.items.iter_mut().find(|r| r.id == s.item_id) {
+            rec.audio_ms = Some(produced);
+        }
+        let done = s.next >= s.chunks();
+        self.response = Some(Response {
+            id,
+            stage: Stage::Speaking(s),
+            oob,
+        });
+        if done {
+            self.finish("completed", None);
+        } else {
+            let speed = self.scenario.timing.speed.max(0.01);
+            self.set_timer(Timer::Burst, now + sent.div_f64(speed));
+        }
+    }
+
+    /// Cancels the response in progress (`reason`: `turn_detected` or `client_cancelled`).
+    pub(super) fn cancel_response(&mut self, reason: &str) {
+        self.finish("cancelled", Some(reason));
+    }
+
+    /// Ends the response in progress with `status`: the `.done` events, `response.done`,
+    /// `rate_limits.updated`.
+    fn finish(&mut self, status: &str, reason: Option<&str>) {
+        self.stop_timer(Timer::Reply);
+        self.stop_timer(Timer::Burst);
+        let Some(r) = self.response.take() else {
+            return;
+        };
+        let details = match reason {
+            Some(reason) => json!({"type": status, "reason": reason}),
+            None => Value::Null,
+        };
+        let mut output = Vec::new();
+        let mut tokens = None;
+        if let Stage::Speaking(s) = &r.stage {
+            let at = json!({"response_id": r.id, "item_id": s.item_id, "output_index": 0, "content_index": 0});
+            self.emit(EventKind::AudioDone, at.clone());
+            let mut t = at.clone();
+            t["transcript"] = Value::String(s.sent_text.clone());
+            self.emit(EventKind::TranscriptDone, t);
+            let mut part = at;
+            part["part"] = json!({"type": "audio", "transcript": s.sent_text});
+            self.emit_plain("response.content_part.done", part);
+            let content_type = match self.api {
+                Api::Ga => "output_audio",
+                Api::Beta => "audio",
+            };
+            let item_status = if status == "completed" {
+                "completed"
+            } else {
+                "incomplete"
+            };
+            let item = json!({"id": s.item_id, "type": "message", "role": "assistant",
+                              "status": item_status, "object": "realtime.item",
+                              "content": [{"type": content_type, "transcript": s.sent_text}]});
+            self.emit_plain(
+                "response.output_item.done",
+                json!({"response_id": r.id, "output_index": 0, "item": item}),
+            );
+            if !r.oob && self.api == Api::Ga {
+                self.emit_plain("conversation.item.done", json!({"item": item}));
+            }
+            tokens = Some(speak::audio_tokens(Duration::from_millis(s.produced_ms())));
+            output.push(item);
+        }
+        let body = self.response_json(&r.id, status, details, output, tokens);
+        self.emit(EventKind::ResponseDone, json!({"response": body}));
+        self.rate_limits();
+    }
+
+    fn response_json(
+        &self,
+        id: &str,
+        status: &str,
+        details: Value,
+        output: Vec<Value>,
+        output_tokens: Option<u64>,
+    ) -> Value {
+        let view = self.state.view();
+        let format = serde_json::to_value(&view.output).unwrap_or(Value::Null);
+        let usage = output_tokens.map(|out| {
+            let input = 40 * self.items.len() as u64;
+            json!({"total_tokens": input + out, "input_tokens": input, "output_tokens": out})
+        });
+        let mut body = json!({"id": id, "object": "realtime.response", "status": status,
+            "status_details": details, "output": output, "conversation_id": "conv_mock",
+            "max_output_tokens": "inf", "metadata": null, "usage": usage});
+        match self.api {
+            Api::Ga => {
+                body["output_modalities"] = json!(["audio"]);
+                body["audio"] = json!({"output": {"format": format, "voice": view.voice}});
+            }
+            Api::Beta => {
+                body["modalities"] = json!(["text", "audio"]);
+                body["voice"] = view.voice.clone().unwrap_or(Value::Null);
+                body["output_audio_format"] = json!(view.output.beta_name());
+            }
+        }
+        body
+    }
+
+    fn rate_limits(&mut self) {
+        self.emit(
+            EventKind::RateLimitsUpdated,
+            json!({"rate_limits": [
+                {"name": "requests", "limit": 5000, "remaining": 4999, "reset_seconds": 0.012},
+                {"name": "tokens", "limit": 400000, "remaining": 399000, "reset_seconds": 0.15}
+            ]}),
+        );
+    }
+}

@@ -1,0 +1,571 @@
+//! The OpenAI Realtime session client, the same shape as the Gemini one: `connect` performs the
+//! WebSocket handshake, sends `session.update` and waits for `session.updated` (an `error` in
+//! answer refuses the session); then one reader task turns frames into [`SessionEvent`]s (stamped
+//! with their arrival time) and one writer task sends client events, reporting when each caller
+//! frame reached the socket. The call's per-frame path only ever does a non-blocking channel send.
+//!
+//! The reader's [`Decoder`] is shared with the [`Session`] handle (a short lock per frame) so that
+//! [`Session::barge_in`] can name the item being played and whether a response is in progress.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::{WebSocketStream, client_async_with_config, connect_async_tls_with_config};
+
+use super::codec::{self, Decoder};
+use super::endpoint::{Endpoint, EndpointError};
+use super::wire::{
+    Api, AudioConfig, AudioFormat, AudioInput, AudioOutput, BetaSession, ClientEvent, FunctionTool,
+    Item, Session as WireSession, SessionUpdate, Transcription, TurnDetection,
+};
+use crate::model::ModelEvent;
+use crate::model::gemini::keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
+pub use crate::model::session::{Outbound, SessionEvent, Transport};
+
+/// How the session is configured by its first `session.update`.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// `gpt-realtime`, `gpt-realtime-mini`, … (sent in the URL; the session's model never changes).
+    pub model: String,
+    pub instructions: Option<String>,
+    pub tools: Vec<FunctionTool>,
+    /// A built-in voice such as `marin`; fixed once the model has spoken.
+    pub voice: Option<String>,
+    /// What baton sends: `audio/pcm` (24 kHz) or G.711 (8 kHz, straight from a phone leg).
+    pub input_format: AudioFormat,
+    /// What the model speaks.
+    pub output_format: AudioFormat,
+    /// Input transcription model (e.g. `gpt-4o-mini-transcribe`); `None`: no caller transcripts.
+    pub transcription: Option<String>,
+    /// Server VAD; `None`: manual turns (`input_audio_buffer.commit` + `response.create`).
+    pub turn_detection: Option<TurnDetection>,
+    /// How long to wait for `session.updated`.
+    pub setup_timeout: Duration,
+    /// WebSocket pings and dead-socket detection.
+    pub keepalive: KeepaliveConfig,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            model: "gpt-realtime".into(),
+            instructions: None,
+            tools: Vec::new(),
+            voice: None,
+            input_format: AudioFormat::PCM24K,
+            output_format: AudioFormat::PCM24K,
+            transcription: Some("gpt-4o-mini-transcribe".into()),
+            turn_detection: Some(TurnDetection::server_vad(None)),
+            setup_timeout: Duration::from_secs(15),
+            keepalive: KeepaliveConfig::default(),
+        }
+    }
+}
+
+impl SessionConfig {
+    /// The `session.update` that sets the session up, in `api`'s shape.
+    pub fn session_update(&self, api: Api) -> ClientEvent {
+        let transcription = self.transcription.as_ref().map(|m| Transcription {
+            model: Some(m.clone()),
+            ..Default::default()
+        });
+        let session = match api {
+            Api::Ga => SessionUpdate::Ga(WireSession {
+                instructions: self.instructions.clone(),
+                output_modalities: Some(vec!["audio".into()]),
+                audio: Some(AudioConfig {
+                    input: Some(AudioInput {
+                        format: Some(self.input_format.clone()),
+                        transcription,
+                        turn_detection: Some(self.turn_detection.clone()),
+                        ..Default::default()
+                    }),
+                    output: Some(AudioOutput {
+                        format: Some(self.output_format.clone()),
+                        voice: self.voice.clone().map(Value::String),
+                        ..Default::default()
+                    }),
+                }),
+                tools: Some(self.tools.clone()),
+                ..Default::default()
+            }),
+            Api::Beta => SessionUpdate::Beta(BetaSession {
+                instructions: self.instructions.clone(),
+                modalities: Some(vec!["text".into(), "audio".into()]),
+                voice: self.voice.clone().map(Value::String),
+                input_audio_format: Some(self.input_format.beta_name().into()),
+                output_audio_format: Some(self.output_format.beta_name().into()),
+                input_audio_transcription: transcription,
+                turn_detection: Some(self.turn_detection.clone()),
+                tools: Some(self.tools.clone()),
+                ..Default::default()
+            }),
+        };
+        ClientEvent::SessionUpdate {
+            event_id: None,
+            session,
+        }
+    }
+}
+
+/// A partial `session.update` that swaps instructions and/or tools in place (a handoff); the
+/// new settings apply from the next response, the voice stays.
+pub fn update_event(
+    api: Api,
+    instructions: Option<&str>,
+    tools: Option<&[FunctionTool]>,
+) -> ClientEvent {
+    let session = match api {
+        Api::Ga => SessionUpdate::Ga(WireSession {
+            instructions: instructions.map(str::to_owned),
+            tools: tools.map(<[FunctionTool]>::to_vec),
+            ..Default::default()
+        }),
+        Api::Beta => SessionUpdate::Beta(BetaSession {
+            instructions: instructions.map(str::to_owned),
+            tools: tools.map(<[FunctionTool]>::to_vec),
+            ..Default::default()
+        }),
+    };
+    ClientEvent::SessionUpdate {
+        event_id: None,
+        session,
+    }
+}
+
+/// A session could not be established.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    #[error("cannot connect to the model at {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("the model closed the session during setup (code {code}): {reason}")]
+    SetupRefused { code: u16, reason: String },
+    #[error("the model refused the session configuration: {0}")]
+    Rejected(String),
+    #[error("no session.updated from the model within {0:?}")]
+    SetupTimeout(Duration),
+    #[error("model connection failed during setup: {0}")]
+    Io(String),
+}
+
+/// A live session: send with [`Session::send`] and the helpers, receive from
+/// [`Session::events`].
+pub struct Session {
+    tx: mpsc::UnboundedSender<Outbound>,
+    pub events: mpsc::UnboundedReceiver<SessionEvent>,
+    decoder: Arc<Mutex<Decoder>>,
+    api: Api,
+}
+
+impl Session {
+    /// Queues a message for the socket; never waits. Returns false if the session is gone.
+    pub fn send(&self, out: Outbound) -> bool {
+        self.tx.send(out).is_ok()
+    }
+
+    pub fn send_event(&self, ev: &ClientEvent) -> bool {
+        self.send(Outbound::Text {
+            json: codec::encode(ev),
+            received_at: None,
+        })
+    }
+
+    /// Caller audio, PCM16 in the session's input format (24 kHz for `audio/pcm`);
+    /// `received_at` measures `uplink_added_ms`.
+    pub fn append_pcm16(&self, samples: &[i16], received_at: Option<Instant>) -> bool {
+        let (mut scratch, mut json) = (Vec::new(), String::new());
+        codec::encode_append_pcm16(samples, &mut scratch, &mut json);
+        self.send(Outbound::Text { json, received_at })
+    }
+
+    /// Swaps instructions and/or tools in place.
+    pub fn update(&self, instructions: Option<&str>, tools: Option<&[FunctionTool]>) -> bool {
+        self.send_event(&update_event(self.api, instructions, tools))
+    }
+
+    /// Adds a `system` message to the conversation (context for later responses; starts none).
+    pub fn add_system_message(&self, text: &str) -> bool {
+        self.send_event(&ClientEvent::ConversationItemCreate {
+            event_id: None,
+            previous_item_id: None,
+            item: Item::text("system", text),
+        })
+    }
+
+    /// Answers function call `call_id` and asks for the response that uses the result.
+    pub fn tool_response(&self, call_id: &str, output: &Value) -> bool {
+        let output = match output {
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        self.send_event(&ClientEvent::ConversationItemCreate {
+            event_id: None,
+            previous_item_id: None,
+            item: Item::function_output(call_id, output),
+        }) && self.send_event(&ClientEvent::ResponseCreate {
+            event_id: None,
+            response: None,
+        })
+    }
+
+    /// The caller barged in having heard `heard_ms` of the item being played: sends
+    /// `response.cancel` (if a response is in progress) and `conversation.item.truncate`.
+    /// Returns what was sent.
+    pub fn barge_in(&self, heard_ms: u64) -> Vec<ClientEvent> {
+        let events = match self.decoder.lock() {
+            Ok(d) => d.barge_in(heard_ms),
+            Err(poisoned) => poisoned.into_inner().barge_in(heard_ms),
+        };
+        for e in &events {
+            self.send_event(e);
+        }
+        events
+    }
+
+    /// The assistant item that carried the latest audio and how much of it arrived.
+    pub fn audio_item(&self) -> Option<codec::AudioItem> {
+        match self.decoder.lock() {
+            Ok(d) => d.audio_item().cloned(),
+            Err(poisoned) => poisoned.into_inner().audio_item().cloned(),
+        }
+    }
+}
+
+/// Model frames are a few KiB of base64 audio; 16 KiB reads them in one go (see the Gemini
+/// session for the per-call memory this saves).
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .max_message_size(Some(codec::MAX_FRAME_BYTES))
+        .max_frame_size(Some(codec::MAX_FRAME_BYTES))
+}
+
+/// Connects, sends `session.update` and waits for `session.updated`, all within
+/// `config.setup_timeout`.
+pub async fn connect(
+    endpoint: &Endpoint,
+    transport: Transport,
+    config: &SessionConfig,
+) -> Result<Session, SessionError> {
+    tokio::time::timeout(
+        config.setup_timeout,
+        connect_inner(endpoint, transport, config),
+    )
+    .await
+    .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
+}
+
+async fn connect_inner(
+    endpoint: &Endpoint,
+    transport: Transport,
+    config: &SessionConfig,
+) -> Result<Session, SessionError> {
+    let req = endpoint.request()?;
+    let connect_err = |e: tokio_tungstenite::tungstenite::Error| SessionError::Connect {
+        url: endpoint.url.clone(),
+        reason: e.to_string(),
+    };
+    match transport {
+        Transport::Network => {
+            let tls = Some(endpoint.connector()?);
+            let (ws, _) = connect_async_tls_with_config(req, Some(ws_config()), false, tls)
+                .await
+                .map_err(connect_err)?;
+            start(ws, endpoint.api, config).await
+        }
+        Transport::InMemory(stream) => {
+            let (ws, _) = client_async_with_config(req, stream, Some(ws_config()))
+                .await
+                .map_err(connect_err)?;
+            start(ws, endpoint.api, config).await
+        }
+    }
+}
+
+async fn start<S>(
+    mut ws: WebSocketStream<S>,
+    api: Api,
+    config: &SessionConfig,
+) -> Result<Session, SessionError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let update = codec::encode(&config.session_update(api));
+    ws.send(Message::text(update))
+        .await
+        .map_err(|e| SessionError::Io(e.to_string()))?;
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let mut decoder = Decoder::new(config.output_format.clone());
+    let deadline = Instant::now() + config.setup_timeout;
+    // Wait for session.updated; what arrives with or before it is passed on in order.
+    loop {
+        let msg = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .map_err(|_| SessionError::SetupTimeout(config.setup_timeout))?;
+        let now = Instant::now();
+        let m = match msg {
+            None => {
+                return Err(SessionError::SetupRefused {
+                    code: 1006,
+                    reason: "connection closed".into(),
+                });
+            }
+            Some(Err(e)) => return Err(SessionError::Io(e.to_string())),
+            Some(Ok(Message::Close(frame))) => {
+                let (code, reason) = close_parts(frame);
+                return Err(SessionError::SetupRefused {
+                    code: code.unwrap_or(1005),
+                    reason,
+                });
+            }
+            Some(Ok(m)) => m,
+        };
+        let mut evs = Vec::new();
+        frame_events(&m, &mut decoder, &mut evs);
+        if let Some(ModelEvent::ProtocolError(e)) = evs
+            .iter()
+            .find(|e| matches!(e, ModelEvent::ProtocolError(m) if codec::error_code(m).is_some()))
+        {
+            return Err(SessionError::Rejected(e.clone()));
+        }
+        let done = evs.iter().any(|e| matches!(e, ModelEvent::SetupComplete));
+        for e in evs {
+            let _ = events_tx.send(SessionEvent::Model(e, now));
+        }
+        if done {
+            break;
+        }
+    }
+    let decoder = Arc::new(Mutex::new(decoder));
+    let (sink, stream) = ws.split();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(writer(sink, rx, events_tx.clone()));
+    let keepalive = Keepalive::new(config.keepalive, Instant::now());
+    tokio::spawn(reader(
+        stream,
+        events_tx,
+        tx.downgrade(),
+        keepalive,
+        decoder.clone(),
+    ));
+    Ok(Session {
+        tx,
+        events,
+        decoder,
+        api,
+    })
+}
+
+fn close_parts(
+    frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>,
+) -> (Option<u16>, String) {
+    match frame {
+        Some(f) => (Some(u16::from(f.code)), f.reason.to_string()),
+        None => (None, String::new()),
+    }
+}
+
+/// Decodes one WebSocket message into model events (protocol errors included).
+fn frame_events(m: &Message, decoder: &mut Decoder, out: &mut Vec<ModelEvent>) {
+    let bytes: &[u8] = match m {
+        Message::Binary(b) => b,
+        Message::Text(t) => t.as_bytes(),
+        _ => return,
+    };
+    match codec::decode(bytes) {
+        Ok(ev) => decoder.into_events(ev, out),
+        Err(e) => out.push(ModelEvent::ProtocolError(e.to_string())),
+    }
+}
+
+/// Reads frames until the socket ends or the keepalive calls it dead.
+async fn reader<S>(
+    mut stream: futures_util::stream::SplitStream<WebSocketStream<S>>,
+    events: mpsc::UnboundedSender<SessionEvent>,
+    writer: mpsc::WeakUnboundedSender<Outbound>,
+    mut keepalive: Keepalive,
+    decoder: Arc<Mutex<Decoder>>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut evs = Vec::new();
+    let (code, reason) = loop {
+        let wake = keepalive.poll_timeout();
+        tokio::select! {
+            msg = stream.next() => {
+                let now = Instant::now();
+                keepalive.on_frame(now);
+                match msg {
+                    None => break (None, "connection ended without a close frame".to_owned()),
+                    Some(Err(e)) => break (None, e.to_string()),
+                    Some(Ok(Message::Close(frame))) => break close_parts(frame),
+                    Some(Ok(m)) => {
+                        match decoder.lock() {
+                            Ok(mut d) => frame_events(&m, &mut d, &mut evs),
+                            Err(poisoned) => frame_events(&m, &mut poisoned.into_inner(), &mut evs),
+                        }
+                        for e in evs.drain(..) {
+                            if events.send(SessionEvent::Model(e, now)).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            () = sleep_until_opt(wake) => match keepalive.handle_timeout(Instant::now()) {
+                Some(KeepaliveAction::Ping) => {
+                    if let Some(w) = writer.upgrade() {
+                        let _ = w.send(Outbound::Ping);
+                    }
+                }
+                Some(KeepaliveAction::Dead { silent_for }) => {
+                    let _ = events.send(SessionEvent::Dead { silent_for });
+                    return;
+                }
+                None => {}
+            },
+        }
+    };
+    let _ = events.send(SessionEvent::Closed { code, reason });
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn writer<S>(
+    mut sink: futures_util::stream::SplitSink<WebSocketStream<S>, Message>,
+    mut rx: mpsc::UnboundedReceiver<Outbound>,
+    events: mpsc::UnboundedSender<SessionEvent>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    while let Some(out) = rx.recv().await {
+        match out {
+            Outbound::Text { json, received_at } => {
+                if sink.send(Message::text(json)).await.is_err() {
+                    break;
+                }
+                if let Some(received_at) = received_at {
+                    let _ = events.send(SessionEvent::Written {
+                        received_at,
+                        written_at: Instant::now(),
+                    });
+                }
+            }
+            Outbound::Close => {
+                let _ = sink
+                    .send(Message::Close(Some(
+                        tokio_tungstenite::tungstenite::protocol::CloseFrame {
+                            code: CloseCode::Normal,
+                            reason: "call ended".into(),
+                        },
+                    )))
+                    .await;
+                break;
+            }
+            Outbound::Ping => {
+                if sink.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = sink.close().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ga_session_update_shape() {
+        let cfg = SessionConfig {
+            instructions: Some("Be brief.".into()),
+            voice: Some("marin".into()),
+            input_format: AudioFormat::Pcmu,
+            output_format: AudioFormat::Pcmu,
+            tools: vec![FunctionTool::new(
+                "get_balance",
+                Some("Look up a balance.".into()),
+                json!({"type": "object", "properties": {}}),
+            )],
+            turn_detection: Some(TurnDetection::server_vad(Some(500))),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(cfg.session_update(Api::Ga)).unwrap();
+        assert_eq!(v["type"], "session.update");
+        let s = &v["session"];
+        assert_eq!(s["type"], "realtime");
+        assert_eq!(s["instructions"], "Be brief.");
+        assert_eq!(s["output_modalities"], json!(["audio"]));
+        assert_eq!(s["audio"]["input"]["format"], json!({"type": "audio/pcmu"}));
+        assert_eq!(
+            s["audio"]["input"]["transcription"]["model"],
+            "gpt-4o-mini-transcribe"
+        );
+        assert_eq!(s["audio"]["input"]["turn_detection"]["type"], "server_vad");
+        assert_eq!(
+            s["audio"]["input"]["turn_detection"]["silence_duration_ms"],
+            500
+        );
+        assert_eq!(s["audio"]["output"]["voice"], "marin");
+        assert_eq!(s["tools"][0]["type"], "function");
+        assert!(s.get("model").is_none(), "the model is in the URL");
+        let manual = SessionConfig {
+            turn_detection: None,
+            ..Default::default()
+        };
+        let v = serde_json::to_value(manual.session_update(Api::Ga)).unwrap();
+        assert_eq!(
+            v["session"]["audio"]["input"]["turn_detection"],
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn beta_session_update_is_flat() {
+        let cfg = SessionConfig {
+            input_format: AudioFormat::Pcma,
+            ..Default::default()
+        };
+        let v = serde_json::to_value(cfg.session_update(Api::Beta)).unwrap();
+        let s = &v["session"];
+        assert!(s.get("type").is_none());
+        assert_eq!(s["input_audio_format"], "g711_alaw");
+        assert_eq!(s["output_audio_format"], "pcm16");
+        assert_eq!(s["modalities"], json!(["text", "audio"]));
+        assert_eq!(
+            s["input_audio_transcription"]["model"],
+            "gpt-4o-mini-transcribe"
+        );
+    }
+
+    #[test]
+    fn partial_update_sends_only_what_changes() {
+        let v =
+            serde_json::to_value(update_event(Api::Ga, Some("You are billing."), None)).unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "session.update", "session": {"type": "realtime", "instructions": "You are billing."}})
+        );
+        let v = serde_json::to_value(update_event(Api::Ga, None, Some(&[]))).unwrap();
+        assert_eq!(v["session"]["tools"], json!([]));
+    }
+}

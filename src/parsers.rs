@@ -1,0 +1,323 @@
+//! Every parser of input baton does not control, by name, each behind one byte-level entry point:
+//! `run(bytes, name) -> Result<(), message>`. The bad-input corpus (`tests/corpus/<parser>/`) and
+//! the fuzz targets (`fuzz/fuzz_targets/<parser>.rs`) both drive the parsers through this table,
+//! so a parser added later (SDP, AudioSocket frames, another telephony dialect) is covered by
+//! adding one [`Parser`] here, a corpus folder and a three-line fuzz target.
+//!
+//! Each entry calls the same function production code calls, on the same kind of input (a model
+//! frame, a Twilio text message, a file's bytes, a raw HTTP response), and turns its outcome into
+//! `Ok(())` or the error message a person would read. The contract every entry keeps: no panic,
+//! no hang, bounded memory, and an `Err` that names what is wrong.
+
+use std::path::Path;
+
+use crate::model::ModelEvent;
+
+/// One parser of outside input.
+pub struct Parser {
+    /// The corpus folder and fuzz target name.
+    pub name: &'static str,
+    /// What it parses, for people.
+    pub input: &'static str,
+    /// Parses `bytes`; `name` labels the input in errors (a file path, a case name).
+    pub run: fn(bytes: &[u8], name: &Path) -> Result<(), String>,
+}
+
+/// All of them.
+pub const PARSERS: &[Parser] = &[
+    Parser {
+        name: "gemini_server",
+        input: "one Gemini Live server frame (codec::decode, then codec::into_events)",
+        run: gemini_server,
+    },
+    Parser {
+        name: "twilio_event",
+        input: "one Twilio Media Streams text message (wire::parse_from_twilio)",
+        run: twilio_event,
+    },
+    Parser {
+        name: "twilio_signature",
+        input: "line 1: the configured public stream URL; line 2, if any: the X-Twilio-Signature \
+                header (signature::verify_upgrade with a fixed token)",
+        run: twilio_signature,
+    },
+    Parser {
+        name: "agent_set",
+        input: "an agent-set TOML file (agents::parse)",
+        run: agent_set,
+    },
+    Parser {
+        name: "tool_response",
+        input: "the raw HTTP/1.1 response of an http tool (runner::exchange_over)",
+        run: tool_response,
+    },
+    Parser {
+        name: "wav",
+        input: "a WAV file (audio::wav::parse)",
+        run: wav,
+    },
+    Parser {
+        name: "daemon_config",
+        input: "the daemon's TOML config (config::parse)",
+        run: daemon_config,
+    },
+    Parser {
+        name: "sdp_offer",
+        input: "the body of POST /whip, an SDP offer (leg::webrtc::peer::check_offer)",
+        run: sdp_offer,
+    },
+    Parser {
+        name: "audiosocket_stream",
+        input: "the bytes an Asterisk AudioSocket connection sends, start to close \
+                (leg::audiosocket::wire::Decoder)",
+        run: audiosocket_stream,
+    },
+    Parser {
+        name: "stream_control",
+        input: "one JSON control message of WS /stream (leg::stream::wire::parse)",
+        run: stream_control,
+    },
+    Parser {
+        name: "mock_scenario",
+        input: "a mock model scenario TOML (mock::Scenario::parse)",
+        run: mock_scenario,
+    },
+];
+
+/// The parser called `name`.
+pub fn find(name: &str) -> Option<&'static Parser> {
+    PARSERS.iter().find(|p| p.name == name)
+}
+
+/// The name fuzz inputs are parsed under: a folder that does not exist, so paths a fuzzed file
+/// names relative to itself (clips, agent sets) are never found.
+pub const FUZZ_INPUT: &str = "/nonexistent/baton-fuzz/input";
+
+/// One fuzz execution: the parser called `name` on `data`. Beyond "no panic, no hang" it checks
+/// that a refusal says something. Inputs naming device or kernel files are skipped: a config may
+/// name any file, and reading `/dev/zero` is the operator's choice, not a parser's defect.
+pub fn fuzz(name: &str, data: &[u8]) {
+    let Some(p) = find(name) else {
+        panic!("no parser named {name:?}")
+    };
+    let special = [&b"/dev/"[..], b"/proc/", b"/sys/"];
+    if special
+        .iter()
+        .any(|s| data.windows(s.len()).any(|w| w == *s))
+    {
+        return;
+    }
+    if let Err(message) = (p.run)(data, Path::new(FUZZ_INPUT)) {
+        assert!(!message.trim().is_empty(), "{name}: an empty error message");
+    }
+}
+
+/// Text files are read as UTF-8 by their loaders; the same refusal, naming the input.
+fn text<'a>(bytes: &'a [u8], name: &Path) -> Result<&'a str, String> {
+    std::str::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8 text: {e}", name.display()))
+}
+
+fn gemini_server(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    use crate::model::gemini::codec;
+    let msg = codec::decode(bytes).map_err(|e| e.to_string())?;
+    let mut events = Vec::new();
+    codec::into_events(msg, &mut events);
+    let errors: Vec<String> = events
+        .into_iter()
+        .filter_map(|e| match e {
+            ModelEvent::ProtocolError(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+fn sdp_offer(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    let text =
+        std::str::from_utf8(bytes).map_err(|e| format!("the SDP offer is not UTF-8 text: {e}"))?;
+    crate::leg::webrtc::peer::check_offer(text).map_err(|e| e.to_string())
+}
+
+/// The whole connection: every message must decode, and the connection must not end inside one.
+fn audiosocket_stream(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    use crate::leg::audiosocket::wire::{Decoder, WireError};
+    let mut decoder = Decoder::new(crate::leg::audiosocket::wire::DEFAULT_MAX_PAYLOAD);
+    decoder.push(bytes);
+    while decoder.next_message().map_err(|e| e.to_string())?.is_some() {}
+    match decoder.pending() {
+        0 => Ok(()),
+        have if have < 3 => Err(WireError::TruncatedHeader { have }.to_string()),
+        have => Err(format!(
+            "connection ended inside a message ({have} bytes of it received)"
+        )),
+    }
+}
+
+fn stream_control(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("a /stream control message must be UTF-8 text: {e}"))?;
+    crate::leg::stream::wire::parse(text)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn twilio_event(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    // The socket layer hands the parser text frames only; a binary frame is ignored before it.
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("a Twilio message must be UTF-8 text: {e}"))?;
+    crate::leg::twilio::wire::parse_from_twilio(text)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// The token the signature corpus is signed with.
+pub const SIGNATURE_TEST_TOKEN: &str = "corpus-auth-token-0000000000000000";
+
+fn twilio_signature(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    use crate::leg::twilio::signature::{self, AuthToken, SIGNATURE_HEADER};
+    let mut lines = bytes.splitn(2, |&b| b == b'\n');
+    let url = lines.next().unwrap_or_default();
+    let url = std::str::from_utf8(url)
+        .map_err(|e| format!("the public URL is not UTF-8 text: {e}"))?
+        .trim_end_matches('\r');
+    let mut headers = axum::http::HeaderMap::new();
+    if let Some(value) = lines.next() {
+        let value = value.strip_suffix(b"\n").unwrap_or(value);
+        // An HTTP server refuses a header value with control characters before any handler.
+        let v = axum::http::HeaderValue::from_bytes(value)
+            .map_err(|_| "the X-Twilio-Signature header has bytes HTTP does not allow")?;
+        headers.insert(SIGNATURE_HEADER, v);
+    }
+    signature::verify_upgrade(&headers, url, &AuthToken::new(SIGNATURE_TEST_TOKEN))
+        .map_err(|e| e.to_string())
+}
+
+fn agent_set(bytes: &[u8], name: &Path) -> Result<(), String> {
+    crate::agents::parse(text(bytes, name)?, name)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn wav(bytes: &[u8], name: &Path) -> Result<(), String> {
+    crate::audio::wav::parse(bytes, name)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn daemon_config(bytes: &[u8], name: &Path) -> Result<(), String> {
+    crate::config::parse(text(bytes, name)?, name)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn mock_scenario(bytes: &[u8], name: &Path) -> Result<(), String> {
+    crate::mock::Scenario::parse(text(bytes, name)?, name)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+thread_local! {
+    static RUNTIME: Option<tokio::runtime::Runtime> = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok();
+}
+
+/// The URL the tool-response corpus pretends to have called.
+pub const TOOL_TEST_URL: &str = "http://tool.test/lookup";
+
+fn tool_response(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let url = url::Url::parse(TOOL_TEST_URL).map_err(|e| e.to_string())?;
+    let req = http::Request::post(url.path())
+        .header(http::header::HOST, "tool.test")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from_static(b"{}")))
+        .map_err(|e| e.to_string())?;
+    let response = bytes.to_vec();
+    let exchange = async move {
+        let (client, mut server) = tokio::io::duplex(64 * 1024);
+        let peer = tokio::spawn(async move {
+            // Answer after the whole request (its body is `{}`), as a server does.
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.ends_with(b"\r\n\r\n{}") {
+                match server.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = server.write_all(&response).await;
+            let _ = server.shutdown().await;
+            // Keep reading until the client is done, as a server that closed its side would.
+            let mut sink = Vec::new();
+            let _ = server.read_to_end(&mut sink).await;
+        });
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            crate::agents::runner::exchange_over(client, "corpus", &url, req),
+        )
+        .await;
+        peer.abort();
+        match out {
+            Ok(r) => r.map(drop).map_err(|e| e.to_string()),
+            Err(_) => Err("no answer within 5 s".to_owned()),
+        }
+    };
+    RUNTIME.with(|rt| match rt {
+        Some(rt) => rt.block_on(exchange),
+        None => Err("cannot start a runtime".to_owned()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_good_input_passes() {
+        let mut names: Vec<_> = PARSERS.iter().map(|p| p.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), PARSERS.len());
+        let ok = |parser: &str, input: &[u8]| (find(parser).unwrap().run)(input, Path::new("x"));
+        assert_eq!(
+            ok(
+                "gemini_server",
+                br#"{"serverContent":{"turnComplete":true}}"#
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            ok("twilio_event", br#"{"event":"mark","mark":{"name":"a"}}"#),
+            Ok(())
+        );
+        assert_eq!(
+            ok(
+                "tool_response",
+                b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n{\"ok\":true}"
+            ),
+            Ok(())
+        );
+        let signed = crate::leg::twilio::signature::sign(
+            "wss://b.example.com/twilio",
+            &[],
+            &crate::secret::Secret::new(SIGNATURE_TEST_TOKEN),
+        );
+        assert_eq!(
+            ok(
+                "twilio_signature",
+                format!("wss://b.example.com/twilio\n{signed}").as_bytes()
+            ),
+            Ok(())
+        );
+        assert_eq!(ok("daemon_config", b""), Ok(()));
+    }
+}

@@ -1,0 +1,363 @@
+//! What a call runs with beside its audio: the store (opened at `serve` start) and
+//! [`run_call`], which a leg's handler uses to run one call with everything attached — the
+//! caller's contexts loaded (bounded) while the model session opens, the event listeners (store
+//! recorder, sidecars, the listed call's live feed), the command channel and live view the
+//! admin API steers through, an optional recording — and recorded at its end.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use std::future::Future;
+
+use super::live::{LiveCall, Steering};
+use super::{AppState, ServeError};
+use crate::call::tap::{Commands, EventSink};
+use crate::call::{self, CallOptions, CallReport};
+use crate::leg::{LegCommand, LegHandle};
+use crate::store::recorder::{self, Recorder, SharedView};
+use crate::store::{Store, StoreWriter, Write, new_id, now_ms};
+
+/// The store as calls use it.
+#[derive(Clone, Debug)]
+pub struct StoreHandle {
+    pub store: Store,
+    pub writer: StoreWriter,
+    pub read_timeout: Duration,
+    pub recordings: Option<PathBuf>,
+    /// The runtime the store's I/O runs on, when not the call's own (a call on a paused,
+    /// accelerated clock must not time its database reads on that clock).
+    pub io: Option<tokio::runtime::Handle>,
+}
+
+/// Opens `[store]` (when configured): the database, its writer, the recordings folder.
+pub async fn open_store(c: &crate::config::StoreConfig) -> Result<Option<StoreHandle>, ServeError> {
+    let url = if !c.url_env.is_empty() {
+        std::env::var(&c.url_env)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| ServeError::MissingCredential {
+                var: c.url_env.clone(),
+                key: "store.url_env",
+            })?
+    } else {
+        c.url.clone()
+    };
+    let recordings = (!c.recordings.is_empty()).then(|| PathBuf::from(&c.recordings));
+    if url.is_empty() {
+        if recordings.is_some() {
+            tracing::warn!("store.recordings is set but no store.url: recordings are not written");
+        }
+        return Ok(None);
+    }
+    let store = Store::open(&url)
+        .await
+        .map_err(|e| ServeError::Store(e.to_string()))?;
+    tracing::info!(store = %store.url(), "store open");
+    let (writer, _task) = StoreWriter::spawn(store.clone(), c.queue);
+    Ok(Some(StoreHandle {
+        store,
+        writer,
+        read_timeout: Duration::from_millis(c.read_timeout_ms),
+        recordings,
+        io: None,
+    }))
+}
+
+/// Retries opening the store every 5 s until it answers, then attaches it (calls started
+/// meanwhile run without it).
+pub async fn reopen_store(app: Arc<AppState>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        if app.calls.draining() {
+            return;
+        }
+        match open_store(&app.loaded.config.store).await {
+            Ok(Some(h)) => {
+                tracing::info!(store = %h.store.url(), "store attached");
+                let _ = app.store.set(h);
+                return;
+            }
+            Ok(None) => return,
+            Err(e) => tracing::debug!(error = %e, "store still unavailable"),
+        }
+    }
+}
+
+/// Who is calling, over what.
+#[derive(Clone, Debug)]
+pub struct CallInfo {
+    /// `twilio`, `webrtc`, `fixture`, …
+    pub leg: &'static str,
+    pub caller: Option<String>,
+}
+
+/// Why a call did not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The model session could not be opened; the leg was hung up.
+    #[error(transparent)]
+    NoSession(#[from] crate::model::gemini::session::SessionError),
+    #[error(transparent)]
+    Failed(#[from] call::CallError),
+}
+
+/// A call's outcome for the leg's handler to log.
+#[derive(Clone, Debug)]
+pub struct Ran {
+    pub id: String,
+    pub report: CallReport,
+    /// How long loading the caller's contexts took (ms).
+    pub context_load_ms: Option<f64>,
+    /// What happened to the caller's contexts.
+    pub context_ops: Vec<crate::agents::contexts::ContextOp>,
+    pub sidecars: Option<crate::agents::sidecar::SidecarReport>,
+    pub recording: Option<call::recording::RecordingInfo>,
+}
+
+/// Runs one call of the daemon on `leg` with everything attached: the daemon's store, the
+/// reconnect options, `hangup`, and `live` (the listed call, whose id the call takes).
+pub async fn run_call(
+    app: &AppState,
+    leg: LegHandle,
+    info: CallInfo,
+    live: Option<Arc<LiveCall>>,
+    hangup: tokio::sync::watch::Receiver<bool>,
+) -> Result<Ran, RunError> {
+    run_call_opening(app, app.open_call(), leg, info, live, hangup).await
+}
+
+/// [`run_call`] with the model session opened by `open` (which may tap the session first).
+pub async fn run_call_opening(
+    app: &AppState,
+    open: impl Future<
+        Output = Result<
+            (
+                crate::model::gemini::session::Session,
+                Option<crate::call::Agents>,
+            ),
+            crate::model::gemini::session::SessionError,
+        >,
+    >,
+    leg: LegHandle,
+    info: CallInfo,
+    live: Option<Arc<LiveCall>>,
+    hangup: tokio::sync::watch::Receiver<bool>,
+) -> Result<Ran, RunError> {
+    let attach = Attach {
+        store: app.store.get().cloned(),
+        live,
+        opts: CallOptions {
+            hangup: Some(hangup),
+            ..app.call_options()
+        },
+    };
+    run_attached(open, move || leg, info, attach).await
+}
+
+/// What a call is run with besides its leg and model session.
+pub struct Attach {
+    pub store: Option<StoreHandle>,
+    /// The listed call: its feed gets the call's events, the admin API its steering.
+    pub live: Option<Arc<LiveCall>>,
+    /// The call's own options (commands and recording are added here).
+    pub opts: CallOptions,
+}
+
+/// Runs one call: `open` opens its model session (and, with an agent set, its orchestrator)
+/// while the caller's contexts load; then `leg` gives the caller's leg (a leg already live waits
+/// that long; a fixture starts then) and the call runs with its listeners attached.
+pub async fn run_attached(
+    open: impl Future<
+        Output = Result<
+            (
+                crate::model::gemini::session::Session,
+                Option<crate::call::Agents>,
+            ),
+            crate::model::gemini::session::SessionError,
+        >,
+    >,
+    leg: impl FnOnce() -> LegHandle,
+    info: CallInfo,
+    attach: Attach,
+) -> Result<Ran, RunError> {
+    let Attach {
+        store,
+        live,
+        opts: base_opts,
+    } = attach;
+    let id = live
+        .as_ref()
+        .map_or_else(|| new_id("call_"), |l| l.id.clone());
+    let load = async {
+        let (Some(s), Some(caller)) = (&store, &info.caller) else {
+            return None;
+        };
+        match &s.io {
+            None => Some(recorder::load_contexts(&s.store, caller, s.read_timeout).await),
+            Some(io) => {
+                let (st, c, limit) = (s.store.clone(), caller.clone(), s.read_timeout);
+                io.spawn(async move { recorder::load_contexts(&st, &c, limit).await })
+                    .await
+                    .ok()
+            }
+        }
+    };
+    // The contexts load while the model session opens: neither waits for the other.
+    let (opened, loaded) = tokio::join!(open, load);
+    let (session, mut agents) = match opened {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::error!(call = %id, error = %e, "cannot open the model session; hanging up");
+            let _ = leg().commands.send(LegCommand::Hangup);
+            return Err(RunError::NoSession(e));
+        }
+    };
+    if let Some(agent) = agents
+        .as_ref()
+        .and_then(|a| a.orchestrator.history().last())
+    {
+        tracing::Span::current().record("agent", agent.agent.as_str());
+    }
+    tracing::info!(call = %id, "call started");
+    let leg = leg();
+    let contexts = loaded
+        .as_ref()
+        .map(|l| l.contexts.clone())
+        .unwrap_or_default();
+    let resumed_ids: Vec<String> = contexts.iter().map(|c| c.context_id.clone()).collect();
+    let view = SharedView::default();
+    let (commands, inbox) = Commands::channel(64);
+    let mut sink = EventSink::new();
+    let mut recorder_task = None;
+    let mut sidecar_task = None;
+    let mut feed_task = None;
+    if let Some(a) = agents.as_mut() {
+        let reg = a.orchestrator.registry().clone();
+        a.orchestrator.resume_contexts(contexts.clone());
+        let tracker =
+            crate::agents::contexts::ContextTracker::new(&reg.agent(reg.primary).id, contexts);
+        let rec = Recorder {
+            call_id: id.clone(),
+            caller: info.caller.clone(),
+            writer: store.as_ref().map(|s| s.writer.clone()),
+            tracker: Some(tracker),
+            view: view.clone(),
+        };
+        recorder_task = Some(tokio::spawn(rec.run(sink.subscribe(1024))));
+        if !reg.sidecars.is_empty() {
+            sidecar_task = Some(tokio::spawn(crate::agents::sidecar::run(
+                reg.sidecars.clone(),
+                sink.subscribe(256),
+                commands.clone(),
+                id.clone(),
+            )));
+        }
+        if let Some(l) = &live {
+            let mut rx = sink.subscribe(1024);
+            let l = l.clone();
+            feed_task = Some(tokio::spawn(async move {
+                while let Some(ev) = rx.recv().await {
+                    l.publish_event(&ev);
+                }
+            }));
+        }
+        a.events = Some(sink);
+    }
+    let recording = store
+        .as_ref()
+        .and_then(|s| s.recordings.clone())
+        .map(|dir| {
+            let path = dir.join(format!("{id}.wav"));
+            call::recording::spawn(&path, leg.rate, 1000)
+        });
+    let agent_set = agents
+        .as_ref()
+        .map(|a| a.orchestrator.registry().name.clone());
+    if let Some(s) = &store {
+        s.writer.write(Write::CallStarted {
+            id: id.clone(),
+            caller: info.caller.clone(),
+            leg: info.leg.to_owned(),
+            agent_set: agent_set.clone(),
+            at: now_ms(),
+        });
+    }
+    if let Some(l) = &live {
+        l.steer(Steering {
+            caller: info.caller.clone(),
+            agent_set,
+            commands,
+            view,
+        });
+    }
+    let (tap, rec_task) = match recording {
+        Some((t, task)) => (Some(t), Some(task)),
+        None => (None, None),
+    };
+    let opts = CallOptions {
+        commands: Some(inbox),
+        recording: tap,
+        ..base_opts
+    };
+    let result = call::run_with_agents(leg, session, opts, agents).await;
+    if let Some(t) = feed_task {
+        // Ends when the call drops its event sink; bounded all the same.
+        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+    }
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(call = %id, error = %e, "call failed");
+            return Err(RunError::Failed(e));
+        }
+    };
+    let observed = match recorder_task {
+        Some(t) => t.await.ok(),
+        None => None,
+    };
+    let sidecars = match sidecar_task {
+        Some(t) => t.await.ok(),
+        None => None,
+    };
+    let recording = match rec_task {
+        Some(t) => match t.await {
+            Ok(Ok(info)) => Some(info),
+            Ok(Err(e)) => {
+                tracing::warn!(call = %id, error = %e, "recording failed");
+                None
+            }
+            Err(_) => None,
+        },
+        None => None,
+    };
+    let context_load_ms = loaded.as_ref().map(|l| l.took.as_secs_f64() * 1000.0);
+    if let Some(s) = &store {
+        let extra = json!({
+            "context_load_ms": context_load_ms,
+            "context_load_timed_out": loaded.as_ref().map(|l| l.timed_out),
+            "contexts_offered": resumed_ids,
+            "context_ops": observed.as_ref().map(|o| o.context_ops.len()),
+            "sidecars": &sidecars,
+            "recording_dropped_frames": recording.as_ref().map(|r| r.dropped_frames),
+        });
+        let figures = recorder::figures(&report, extra);
+        s.writer.write(recorder::call_ended(&id, &report, figures));
+        if let Some(r) = &recording {
+            s.writer.write(Write::Recording {
+                call_id: id.clone(),
+                path: r.path.display().to_string(),
+            });
+        }
+    }
+    Ok(Ran {
+        id,
+        report,
+        context_load_ms,
+        context_ops: observed.map(|o| o.context_ops).unwrap_or_default(),
+        sidecars,
+        recording,
+    })
+}

@@ -1,0 +1,235 @@
+//! One listed call as the outside sees it while it runs: its id, leg kind, start, active agent,
+//! a hang-up signal of its own (WHIP `DELETE`), and its event feed: JSON lines kept from the
+//! start (so a subscriber that connects late still gets `call_start` and the first
+//! `agent_start`) and broadcast to every subscriber as they happen. A call run with its
+//! listeners attached (see [`super::attach`]) also carries its [`Steering`]: who calls, its
+//! agent set, the live view the admin API reads and the channel its commands go down.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
+
+use crate::agents::CallEvent;
+use crate::call::CallReport;
+use crate::call::metrics::{round2, summarize};
+use crate::call::tap::Commands;
+use crate::store::recorder::SharedView;
+
+/// Lines kept for late subscribers; a longer call drops its oldest lines first.
+const HISTORY: usize = 2000;
+/// Lines a slow subscriber may fall behind before it misses some.
+const LAG: usize = 256;
+
+/// The shared state of one listed call.
+pub struct LiveCall {
+    pub id: String,
+    /// `webrtc`, `twilio`, …
+    pub leg: &'static str,
+    /// Wall-clock start, milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    /// The WHIP session secret, for WebRTC calls.
+    pub(super) session: Option<String>,
+    started: Instant,
+    feed: Mutex<Feed>,
+    hangup: watch::Sender<bool>,
+    ended: watch::Sender<bool>,
+    steering: OnceLock<Steering>,
+}
+
+/// What the admin API may read and do on a call (set once, when the call starts running).
+#[derive(Clone, Debug)]
+pub struct Steering {
+    /// The caller's identity (their agent contexts follow it), if known.
+    pub caller: Option<String>,
+    pub agent_set: Option<String>,
+    pub commands: Commands,
+    pub view: SharedView,
+}
+
+/// A live call as the admin API lists it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LiveSummary {
+    pub id: String,
+    pub caller: Option<String>,
+    pub leg: String,
+    pub agent_set: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub started_at: i64,
+    pub active_agents: Vec<String>,
+}
+
+struct Feed {
+    history: VecDeque<Arc<str>>,
+    tx: broadcast::Sender<Arc<str>>,
+    agent: String,
+}
+
+impl LiveCall {
+    pub(super) fn new(id: String, leg: &'static str, session: Option<String>) -> LiveCall {
+        let started_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        LiveCall {
+            id,
+            leg,
+            started_unix_ms,
+            session,
+            started: Instant::now(),
+            feed: Mutex::new(Feed {
+                history: VecDeque::new(),
+                tx: broadcast::channel(LAG).0,
+                agent: String::new(),
+            }),
+            hangup: watch::channel(false).0,
+            ended: watch::channel(false).0,
+            steering: OnceLock::new(),
+        }
+    }
+
+    /// Attaches the call's steering (the first one set stays).
+    pub fn steer(&self, s: Steering) {
+        let _ = self.steering.set(s);
+    }
+
+    /// The call's steering, once it runs with its listeners attached.
+    pub fn steering(&self) -> Option<&Steering> {
+        self.steering.get()
+    }
+
+    /// The admin API's view of the call.
+    pub fn admin_summary(&self) -> LiveSummary {
+        let st = self.steering();
+        let active_agents = match st {
+            Some(s) => s.view.lock().map(|v| v.active.clone()).unwrap_or_default(),
+            None => {
+                let a = self.active_agent();
+                if a.is_empty() { Vec::new() } else { vec![a] }
+            }
+        };
+        LiveSummary {
+            id: self.id.clone(),
+            caller: st.and_then(|s| s.caller.clone()),
+            leg: self.leg.to_owned(),
+            agent_set: st.and_then(|s| s.agent_set.clone()),
+            started_at: self.started_unix_ms as i64,
+            active_agents,
+        }
+    }
+
+    fn feed(&self) -> std::sync::MutexGuard<'_, Feed> {
+        self.feed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Milliseconds since the call was listed.
+    pub fn elapsed_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// The active agent's name (empty without an agent set).
+    pub fn active_agent(&self) -> String {
+        self.feed().agent.clone()
+    }
+
+    /// Appends one JSON object to the feed.
+    pub fn publish(&self, value: &serde_json::Value) {
+        self.publish_line(value.to_string());
+    }
+
+    fn publish_line(&self, line: String) {
+        let line: Arc<str> = line.into();
+        let mut feed = self.feed();
+        if feed.history.len() == HISTORY {
+            feed.history.pop_front();
+        }
+        feed.history.push_back(line.clone());
+        // No subscriber is not an error.
+        let _ = feed.tx.send(line);
+    }
+
+    /// Appends an orchestrator event; an `agent_start` makes its agent the active one.
+    pub fn publish_event(&self, ev: &CallEvent) {
+        if let CallEvent::AgentStart { agent_name, .. } = ev {
+            self.feed().agent = agent_name.clone();
+        }
+        self.publish_line(ev.to_json_line());
+    }
+
+    /// Everything published so far, and a receiver for what follows (nothing is missed or
+    /// repeated between the two).
+    pub fn subscribe(&self) -> (Vec<Arc<str>>, broadcast::Receiver<Arc<str>>) {
+        let feed = self.feed();
+        (feed.history.iter().cloned().collect(), feed.tx.subscribe())
+    }
+
+    /// Asks the call to end (the caller hung up through the signalling).
+    pub fn hang_up(&self) {
+        self.hangup.send_replace(true);
+    }
+
+    /// Turns true on [`Self::hang_up`].
+    pub fn hangup_signal(&self) -> watch::Receiver<bool> {
+        self.hangup.subscribe()
+    }
+
+    /// The call has been unlisted (its slot was dropped).
+    pub fn ended(&self) -> bool {
+        *self.ended.borrow()
+    }
+
+    pub(super) fn mark_ended(&self) {
+        self.ended.send_replace(true);
+        // Subscribers see the end of the feed: replace the sender so theirs is the last handle.
+        let mut feed = self.feed();
+        feed.tx = broadcast::channel(1).0;
+    }
+
+    /// Waits until the call is unlisted, at most `limit`; true if it was.
+    pub async fn wait_ended(&self, limit: std::time::Duration) -> bool {
+        let mut rx = self.ended.subscribe();
+        tokio::time::timeout(limit, rx.wait_for(|e| *e))
+            .await
+            .is_ok()
+    }
+
+    /// `GET /calls` entry.
+    pub fn summary(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id,
+            "leg": self.leg,
+            "started_unix_ms": self.started_unix_ms,
+            "duration_ms": self.elapsed_ms(),
+            "active_agent": self.active_agent(),
+            "events": format!("/calls/{}/events", self.id),
+        })
+    }
+}
+
+/// p50, p99 and max of some milliseconds, rounded to 0.01 ms.
+pub fn percentiles(v: &[f64]) -> serde_json::Value {
+    let s = summarize(v);
+    serde_json::json!({"p50": s.p50.map(round2), "p99": s.p99.map(round2), "max": s.max.map(round2)})
+}
+
+/// The figures every `call_end` carries.
+pub fn figures(report: &CallReport) -> serde_json::Value {
+    serde_json::json!({
+        "turns": report.turns.len(),
+        "first_audio_ms": percentiles(&report.first_audio_ms),
+        "uplink_added_ms": percentiles(&report.uplink_added_ms),
+        "downlink_added_ms": percentiles(&report.downlink_added_ms),
+        "underruns": report.underruns,
+        "handoff_gap_ms": report.handoff_gap_ms,
+    })
+}
+
+/// Publishes `call_end` with `reason` and `figures`.
+pub fn publish_end(live: &LiveCall, reason: &str, figures: serde_json::Value) {
+    live.publish(&serde_json::json!({
+        "type": "call_end", "call_id": live.id, "reason": reason,
+        "figures": figures, "at_ms": live.elapsed_ms(),
+    }));
+}

@@ -1,0 +1,157 @@
+//! `WS /stream`: the generic WebSocket leg for apps. Capacity is checked before the upgrade
+//! (503), then the socket becomes a stream leg and a call runs between it and a fresh model
+//! session in tasks of its own; transcript fragments are forwarded live and the last `stop`
+//! carries the call's summary.
+//!
+//! [`routes`] is its own router so it can be placed behind an authentication layer.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::{WebSocket, WebSocketUpgrade};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tracing::Instrument;
+
+use super::AppState;
+use super::attach::{self, CallInfo, Ran, RunError};
+use super::calls::CallSlot;
+use super::transcripts;
+use crate::call::metrics::summarize;
+use crate::leg::stream::ToClient;
+use crate::leg::stream::server::{self as leg, Notice, StreamLegOptions};
+
+/// The leg kind label of this module's calls.
+const LEG: &str = "stream";
+
+/// The `/stream` route.
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new().route("/stream", get(upgrade))
+}
+
+async fn upgrade(State(app): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
+    let Some(slot) = app.calls.try_admit() else {
+        let why = if app.calls.draining() {
+            "baton is shutting down"
+        } else {
+            "baton is at its call limit"
+        };
+        tracing::warn!(active = app.calls.active(), "refused a /stream call: {why}");
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response();
+    };
+    leg::configure_upgrade(ws)
+        .on_upgrade(move |socket| async move {
+            let span = tracing::info_span!("stream");
+            run_call(app, socket, slot).instrument(span).await
+        })
+        .into_response()
+}
+
+async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
+    let lim = &app.loaded.config.limits;
+    let opts = StreamLegOptions {
+        event_queue: lim.leg_queue_frames,
+        outbound_queue: lim.leg_queue_frames,
+        ..Default::default()
+    };
+    let stream = match leg::accept(socket, opts).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "stream ended before the call began");
+            return;
+        }
+    };
+    let mut slot = slot;
+    // Listed for GET /calls, its event stream and the admin API.
+    let live = slot.go_live(LEG, None).ok();
+    if let Some(l) = &live {
+        l.publish(&serde_json::json!({
+            "type": "call_start", "call_id": l.id, "leg": LEG,
+            "started_unix_ms": l.started_unix_ms, "at_ms": 0,
+        }));
+    }
+    // Transcript fragments go to the client as they come: tapped from the session before the
+    // call takes it.
+    let forward = std::sync::Mutex::new(None);
+    let notices = stream.notices.clone();
+    let open = async {
+        let (mut session, agents) = app.open_call().await?;
+        let mut fragments = transcripts::tap(&mut session);
+        let task = tokio::spawn(async move {
+            while let Some(f) = fragments.recv().await {
+                let n = Notice::Event(ToClient::Transcript {
+                    role: f.role,
+                    text: f.text,
+                    finished: f.finished,
+                });
+                if notices.send(n).is_err() {
+                    break;
+                }
+            }
+        });
+        if let Ok(mut g) = forward.lock() {
+            *g = Some(task);
+        }
+        Ok((session, agents))
+    };
+    let info = CallInfo {
+        leg: LEG,
+        caller: None,
+    };
+    let format = stream.format;
+    let result = attach::run_call_opening(
+        &app,
+        open,
+        stream.handle,
+        info,
+        live.clone(),
+        slot.hangup.clone(),
+    )
+    .await;
+    let end = |reason: &str, figures| {
+        if let Some(l) = &live {
+            super::live::publish_end(l, reason, figures);
+        }
+    };
+    match result {
+        Ok(Ran { report, .. }) => {
+            end(&report.end_reason, super::live::figures(&report));
+            let _ = stream.notices.send(Notice::Finish {
+                reason: report.end_reason.clone(),
+                summary: transcripts::summary(&report),
+            });
+            let stats = tokio::time::timeout(std::time::Duration::from_secs(5), stream.task)
+                .await
+                .ok()
+                .and_then(Result::ok);
+            tracing::info!(
+                %format,
+                turns = report.turns.len(),
+                underruns = report.underruns,
+                end = %report.end_reason,
+                uplink_added_ms = ?summarize(&report.uplink_added_ms),
+                downlink_added_ms = ?summarize(&report.downlink_added_ms),
+                marks_played = stats.as_ref().map_or(0, |s| s.stream.marks_played),
+                send_cadence = ?stats.as_ref().map(|s| s.send_cadence()),
+                "call ended"
+            );
+        }
+        Err(RunError::NoSession(e)) => {
+            end(&format!("no model session: {e}"), serde_json::Value::Null);
+            let _ = stream.notices.send(Notice::Finish {
+                reason: format!("the model session could not be opened: {e}"),
+                summary: serde_json::Value::Null,
+            });
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stream.task).await;
+        }
+        Err(RunError::Failed(e)) => {
+            end(&format!("call failed: {e}"), serde_json::Value::Null);
+        }
+    }
+    if let Some(f) = forward.lock().ok().and_then(|mut g| g.take()) {
+        f.abort();
+    }
+    drop(slot);
+}

@@ -1,0 +1,74 @@
+//! Live transcripts of a call, without changing the call: the session's event queue is passed
+//! through a task that copies each transcript fragment out before handing the event on, in order
+//! and with its original receive instant (so the call's figures are unchanged but for one task
+//! hop). Sessions the orchestrator opens later (a `recreate` handoff) are not tapped; the call's
+//! report still has every turn.
+
+use tokio::sync::mpsc;
+
+use crate::model::ModelEvent;
+use crate::model::gemini::session::{Session, SessionEvent};
+
+/// One transcript fragment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fragment {
+    /// `"caller"` or `"agent"`.
+    pub role: &'static str,
+    pub text: String,
+    pub finished: bool,
+}
+
+/// Taps `session`: returns the fragments as they arrive. The tap ends with the session.
+pub fn tap(session: &mut Session) -> mpsc::UnboundedReceiver<Fragment> {
+    let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+    let mut inner = std::mem::replace(&mut session.events, ev_rx);
+    let (frag_tx, frag_rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(ev) = inner.recv().await {
+            if let SessionEvent::Model(m, _) = &ev {
+                let frag = match m {
+                    ModelEvent::InputTranscript { text, finished } => {
+                        Some(("caller", text, finished))
+                    }
+                    ModelEvent::OutputTranscript { text, finished } => {
+                        Some(("agent", text, finished))
+                    }
+                    _ => None,
+                };
+                if let Some((role, text, finished)) = frag {
+                    let _ = frag_tx.send(Fragment {
+                        role,
+                        text: text.clone(),
+                        finished: *finished,
+                    });
+                }
+            }
+            if ev_tx.send(ev).is_err() {
+                break;
+            }
+        }
+    });
+    frag_rx
+}
+
+/// The call's summary for a client: turns (who answered, what was said), handoffs and the
+/// latency figures.
+pub fn summary(report: &crate::call::CallReport) -> serde_json::Value {
+    use crate::call::metrics::summarize;
+    serde_json::json!({
+        "turns": report.turns.iter().map(|t| serde_json::json!({
+            "caller_text": t.caller_text,
+            "agent": t.agent,
+            "agent_text": t.agent_text,
+            "first_audio_ms": t.first_audio_ms,
+            "interrupted": t.interrupted,
+        })).collect::<Vec<_>>(),
+        "handoffs": report.handoffs.iter().map(|h| serde_json::json!({
+            "from": h.from, "to": h.to, "strategy": h.strategy, "gap_ms": h.gap_ms,
+        })).collect::<Vec<_>>(),
+        "first_audio_ms": summarize(&report.first_audio_ms),
+        "uplink_added_ms": summarize(&report.uplink_added_ms),
+        "downlink_added_ms": summarize(&report.downlink_added_ms),
+        "underruns": report.underruns,
+    })
+}

@@ -1,0 +1,238 @@
+//! `baton bench fixtures` on a short accelerated run: every figure in report.json, the Markdown
+//! linking its plots, and plots that are real images (PNG signature, SVG that parses as XML, a
+//! timeline naming the agents and labelling the handoff gaps).
+
+use std::path::{Path, PathBuf};
+
+use baton::bench::fixtures::{self, FixturesArgs, FixturesError, ModelKind};
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scenario(name: &str) -> String {
+    root()
+        .join(format!("audio-fixtures/scenarios/{name}.toml"))
+        .display()
+        .to_string()
+}
+
+/// The texts of an SVG's `<text>` elements; panics unless the file is well-formed XML.
+fn svg_texts(path: &Path) -> Vec<String> {
+    let svg = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&svg)
+        .unwrap_or_else(|e| panic!("{} is not well-formed XML: {e}", path.display()));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| {
+            n.descendants()
+                .filter(|d| d.is_text())
+                .filter_map(|d| d.text())
+                .collect::<String>()
+                .trim()
+                .to_owned()
+        })
+        .collect()
+}
+
+fn stats_keys(v: &Value, name: &str) {
+    for k in ["p50", "p95", "p99", "max", "samples"] {
+        assert!(v.get(k).is_some(), "{name} has no {k}: {v}");
+    }
+}
+
+#[test]
+fn a_short_run_reports_every_figure_with_readable_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = FixturesArgs {
+        scenario: scenario("seed000"),
+        strategy: Some("recreate,recreate_cold".into()),
+        jobs: Some(2),
+        report: dir.path().to_path_buf(),
+        api_key_env: "BATON_TEST_NO_KEY".into(),
+        ..Default::default()
+    };
+    fixtures::run(&args).unwrap();
+
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+            .unwrap();
+    let figures = &json["figures"];
+    for name in [
+        "first_audio_ms",
+        "first_audio_overhead_ms",
+        "uplink_added_ms",
+        "downlink_added_ms",
+        "handoff_gap_ms",
+        "reconnect_gap_ms",
+    ] {
+        stats_keys(&figures[name], name);
+    }
+    assert_eq!(json["run"]["calls"], 2);
+    assert_eq!(json["run"]["failed"], 0);
+    // seed000: five caller turns per call, each answered.
+    assert_eq!(figures["first_audio_ms"]["samples"], 10);
+    assert!(figures["uplink_added_ms"]["samples"].as_u64().unwrap() > 1000);
+    assert!(figures["downlink_added_ms"]["samples"].as_u64().unwrap() > 100);
+    // Accelerated, the overhead over the mock's 300 ms + 500 ms VAD window is tick alignment.
+    let overhead = figures["first_audio_overhead_ms"]["max"].as_f64().unwrap();
+    assert!((0.0..=40.0).contains(&overhead), "{overhead}");
+    let row = &json["first_audio_overhead"][0];
+    assert_eq!(row["configured_ms"], 800.0);
+    assert!(figures["underruns"]["total"].is_u64());
+    stats_keys(&figures["underruns"]["per_call"], "underruns per call");
+
+    // handoff_gap_ms by strategy and profile: a warm standby is gapless, a cold one is not.
+    let rows = json["handoffs_by_strategy_profile"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    for (row, strategy) in rows.iter().zip(["recreate", "recreate_cold"]) {
+        assert_eq!(row["scenario"], "seed000");
+        assert_eq!(row["profile"], "gemini-3.8");
+        assert_eq!(row["strategy"], strategy);
+        assert_eq!(row["used"], serde_json::json!([strategy]));
+        assert_eq!(row["handoffs"], 2);
+        stats_keys(&row["handoff_gap_ms"], "handoff_gap_ms");
+    }
+    assert_eq!(rows[0]["handoff_gap_ms"]["max"], 0.0);
+    let cold = rows[1]["handoff_gap_ms"]["p50"].as_f64().unwrap();
+    assert!(cold > 100.0, "recreate_cold gap {cold}");
+
+    // Reconnects: none here, but every key is there.
+    let rc = &json["reconnects"];
+    assert_eq!(rc["count"], 0);
+    assert_eq!(rc["reconnect_gap_ms"]["samples"], 0);
+    assert_eq!(rc["audio_replayed_ms"], 0.0);
+    assert_eq!(rc["audio_lost_ms"], 0.0);
+
+    // Throughput: two ~45 s calls, far faster than real time on a virtual clock.
+    let t = &json["throughput"];
+    let media = t["media_s"].as_f64().unwrap();
+    assert!((80.0..=120.0).contains(&media), "{media}");
+    for k in [
+        "x_realtime_per_wall_s",
+        "x_realtime_per_wall_s_per_core",
+        "x_realtime_per_call_wall_s",
+    ] {
+        assert!(t[k].as_f64().unwrap() > 1.0, "{k}: {t}");
+    }
+    if cfg!(target_os = "linux") {
+        assert!(t["cpu_s"].as_f64().unwrap() > 0.0, "{t}");
+        assert!(t["x_realtime_per_cpu_s"].as_f64().unwrap() > 1.0, "{t}");
+    }
+    assert!(json["machine"]["cores"].as_u64().unwrap() >= 1);
+    assert!(json["command"].as_str().is_some_and(|c| !c.is_empty()));
+
+    // Every plot: in the Markdown, a PNG and an SVG that are real images.
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    let plots = json["plots"].as_array().unwrap();
+    let stems: Vec<&str> = plots
+        .iter()
+        .map(|p| p["png"].as_str().unwrap().trim_end_matches(".png"))
+        .collect();
+    for stem in [
+        "cdf-first_audio_ms",
+        "cdf-uplink_added_ms",
+        "cdf-downlink_added_ms",
+        "cdf-handoff_gap_ms",
+        "timeline-seed000",
+    ] {
+        assert!(stems.contains(&stem), "{stem} not in {stems:?}");
+    }
+    for p in plots {
+        let (png, svg) = (p["png"].as_str().unwrap(), p["svg"].as_str().unwrap());
+        assert!(
+            md.contains(&format!("]({png})")),
+            "report.md does not embed {png}"
+        );
+        assert!(
+            md.contains(&format!("]({svg})")),
+            "report.md does not link {svg}"
+        );
+        let bytes = std::fs::read(dir.path().join(png)).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{png}");
+        assert!(bytes.len() > 10_000, "{png}: {} bytes", bytes.len());
+        assert!(std::fs::metadata(dir.path().join(svg)).unwrap().len() > 5_000);
+        assert!(
+            !svg_texts(&dir.path().join(svg)).is_empty(),
+            "{svg} has no text"
+        );
+    }
+    for table in [
+        "| first_audio_ms (per turn) |",
+        "| uplink_added_ms |",
+        "| downlink_added_ms |",
+        "| handoff_gap_ms |",
+        "| reconnect_gap_ms |",
+        "| seed000 | gemini-3.8 | recreate_cold | recreate_cold |",
+        "x real time per CPU-second",
+        "cores",
+    ] {
+        assert!(md.contains(table), "report.md lacks {table:?}");
+    }
+
+    // The timeline names the agents and labels the gaps it shows.
+    let texts = svg_texts(&dir.path().join("timeline-seed000.svg"));
+    for want in [
+        "advisor (Asha)",
+        "schemes (Ravi)",
+        "gap 0 ms",
+        "caller speech",
+    ] {
+        assert!(texts.iter().any(|t| t == want), "no {want:?} in {texts:?}");
+    }
+    let cold_label = format!("gap {cold:.0} ms");
+    assert!(
+        texts.contains(&cold_label),
+        "no {cold_label:?} in {texts:?}"
+    );
+}
+
+#[test]
+fn bad_requests_are_refused_before_any_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = FixturesArgs {
+        scenario: scenario("seed000"),
+        report: dir.path().join("r"),
+        api_key_env: "BATON_TEST_NO_KEY".into(),
+        ..Default::default()
+    };
+    let err = |args: FixturesArgs| fixtures::run(&args).expect_err("refused").to_string();
+
+    let e = err(FixturesArgs {
+        strategy: Some("recreate,warp".into()),
+        ..base.clone()
+    });
+    assert!(e.contains("warp"), "{e}");
+    let e = err(FixturesArgs {
+        profile: Some("gemini-9".into()),
+        ..base.clone()
+    });
+    assert!(e.contains("gemini-9"), "{e}");
+    let e = err(FixturesArgs {
+        scenario: "no-such-scenario".into(),
+        ..base.clone()
+    });
+    assert!(e.contains("no-such-scenario"), "{e}");
+    let e = err(FixturesArgs {
+        model_url: Some("ws://127.0.0.1:9".into()),
+        profile: Some("gemini-3.1".into()),
+        ..base.clone()
+    });
+    assert!(e.contains("--profile"), "{e}");
+    // The real service without its key: refused, nothing dialled.
+    let gemini = fixtures::run(&FixturesArgs {
+        model: ModelKind::Gemini,
+        ..base.clone()
+    });
+    assert!(
+        matches!(gemini, Err(FixturesError::MissingKey { ref var }) if var == "BATON_TEST_NO_KEY"),
+        "{:?}",
+        gemini.err()
+    );
+    assert!(
+        !dir.path().join("r").exists(),
+        "no report for a refused run"
+    );
+}

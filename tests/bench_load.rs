@@ -1,0 +1,123 @@
+//! `baton bench load` end to end at small sizes: a two-step sweep spawns the mock model, `baton
+//! serve` and the load client as separate processes, and writes a report with every figure for
+//! every step, and the plots.
+
+use std::process::Command;
+
+/// Every figure a step must carry (none may be null when baton serve is spawned).
+const STEP_FIELDS: &[&str] = &[
+    "calls",
+    "started",
+    "failed",
+    "failures",
+    "ends",
+    "window_s",
+    "intervals",
+    "jitter_ms.p50",
+    "jitter_ms.p99",
+    "jitter_ms.max",
+    "call_p99_ms.max",
+    "late_frames",
+    "underruns",
+    "late_ticks",
+    "server_send_jitter_p99_le_ms",
+    "media_received",
+    "frames_sent",
+    "baton.cpu_pct",
+    "baton.cpu_ms_per_call_s",
+    "baton.rss_idle_kib",
+    "baton.rss_steady_kib",
+    "baton.rss_peak_kib",
+    "rss_per_call_kib",
+    "mock_cpu_pct",
+    "client_cpu_pct",
+    "other_cpu_pct",
+    "loadavg_before",
+    "client_tick_late_ms.p99",
+    "held",
+    "failed_because",
+];
+
+#[test]
+fn a_two_step_sweep_reports_every_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "bench",
+            "load",
+            "--calls",
+            "5,10",
+            "--duration",
+            "6",
+            "--ramp",
+            "0.5",
+            "--report",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    assert!(stdout.contains("Largest step with jitter p99"), "{stdout}");
+    // Progress went to stderr as plain lines (not a terminal here).
+    assert!(stderr.contains("bench load: step 2/2"), "{stderr}");
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+            .unwrap();
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for (step, calls) in steps.iter().zip([5u64, 10]) {
+        for field in STEP_FIELDS {
+            let v = field.split('.').fold(step, |v, k| &v[k]);
+            assert!(
+                !v.is_null(),
+                "step {calls}: {field} is missing or null: {step:#}"
+            );
+        }
+        assert_eq!(step["calls"], calls);
+        assert_eq!(step["started"], calls, "{step:#}");
+        assert_eq!(step["ends"]["hung_up"], calls, "{step:#}");
+        assert!(
+            step["intervals"].as_u64().unwrap() > 0,
+            "no agent audio heard: {step:#}"
+        );
+        assert!(step["baton"]["rss_steady_kib"].as_u64().unwrap() > 1024);
+        assert!(step["baton"]["cpu_pct"].as_f64().unwrap() > 0.0);
+    }
+    assert!(report["rss_slope_kib_per_call"].is_number(), "{report:#}");
+    assert!(report.get("largest_held").is_some());
+    assert!(report["machine"]["cores"].as_u64().unwrap() > 0);
+
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("| 10 | 10 |"), "{md}");
+    for stem in ["jitter", "cpu", "rss"] {
+        let png = std::fs::read(dir.path().join(format!("{stem}.png"))).unwrap();
+        assert_eq!(&png[1..4], b"PNG", "{stem}.png");
+        let svg = std::fs::read_to_string(dir.path().join(format!("{stem}.svg"))).unwrap();
+        assert!(
+            svg.contains("<svg") && svg.contains("concurrent calls"),
+            "{stem}.svg"
+        );
+    }
+    // Every child process is gone: the last mock's port is closed and no process runs the
+    // generated config.
+    let cfg = std::fs::read_to_string(dir.path().join("serve.toml")).unwrap();
+    let mock = cfg
+        .split("url = \"ws://")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap();
+    assert!(
+        std::net::TcpStream::connect(mock).is_err(),
+        "the mock at {mock} still runs"
+    );
+    let config = dir.path().join("serve.toml").display().to_string();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd);
+            assert!(!cmd.contains(&config), "still running: {cmd}");
+        }
+    }
+}

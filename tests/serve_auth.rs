@@ -1,0 +1,211 @@
+//! Who may use `baton serve`: bearer tokens on the protected routes, `/healthz` open, the Twilio
+//! endpoints authenticated by X-Twilio-Signature when it is configured (and by the tokens when it
+//! is not), and the start-up refusal to serve a non-loopback address without tokens.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton::leg::twilio::caller::{self, CallerError, CallerOptions};
+use baton::leg::twilio::signature::{self, AuthToken};
+use baton::server::auth::ApiTokens;
+use support::Daemon;
+
+const TOKEN: &str = "test-api-token-0123456789abcdef";
+
+fn tokens() -> Option<Arc<ApiTokens>> {
+    Some(Arc::new(ApiTokens::parse(TOKEN, "TEST_TOKENS").unwrap()))
+}
+
+fn get(path: &str, auth: Option<&str>) -> String {
+    let auth = auth
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n")
+}
+
+fn status(response: &str) -> &str {
+    response.get(9..12).unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_tokens_guard_every_route_but_healthz() {
+    let d = Daemon::start_with(&support::mock_config("", ""), |st| st.api_tokens = tokens()).await;
+    let missing = support::http(&d.addr, &get("/twiml", None)).await;
+    assert_eq!(status(&missing), "401", "{missing}");
+    assert!(
+        missing.contains("Authorization: Bearer <token>")
+            && missing
+                .to_ascii_lowercase()
+                .contains("www-authenticate: bearer"),
+        "{missing}"
+    );
+    let wrong = support::http(
+        &d.addr,
+        &get("/twiml", Some("Bearer wrong-token-00000000000")),
+    )
+    .await;
+    assert_eq!(status(&wrong), "401", "{wrong}");
+    assert!(wrong.contains("not one of baton's API tokens"), "{wrong}");
+    let prefix = &TOKEN[..TOKEN.len() - 1];
+    let truncated = support::http(&d.addr, &get("/twiml", Some(&format!("Bearer {prefix}")))).await;
+    assert_eq!(status(&truncated), "401", "{truncated}");
+    let basic = support::http(&d.addr, &get("/twiml", Some(&format!("Basic {TOKEN}")))).await;
+    assert_eq!(status(&basic), "401", "{basic}");
+
+    let right = support::http(&d.addr, &get("/twiml", Some(&format!("Bearer {TOKEN}")))).await;
+    assert_eq!(status(&right), "200", "{right}");
+    assert!(right.contains("<Stream url="), "{right}");
+
+    let health = support::http(&d.addr, &get("/healthz", None)).await;
+    assert_eq!(status(&health), "200", "{health}");
+
+    // Signature checking is off, so the Twilio upgrade is a protected route too.
+    let short = CallerOptions::from_pcm(&vec![0i16; 800], 8000, "silence").unwrap();
+    let e = caller::dial(&d.twilio_url(), short)
+        .await
+        .expect_err("no token, no call");
+    assert!(matches!(e, CallerError::Refused { status: 401, .. }), "{e}");
+    assert_eq!(d.active_calls().await, 0);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twilio_endpoints_take_the_signature_instead_of_a_token() {
+    let twilio = AuthToken::new("12345678901234567890123456789012");
+    let d = Daemon::start_with(&support::mock_config("", ""), |st| {
+        st.api_tokens = tokens();
+        st.twilio_token = Some(twilio.clone());
+    })
+    .await;
+    // The voice webhook: signed over the public /twiml URL and the form fields.
+    let body = "CallSid=CA12&From=%2B15550100";
+    let url = format!("http://{}/twiml", d.addr);
+    let sig = signature::sign(&url, &[("CallSid", "CA12"), ("From", "+15550100")], &twilio);
+    let post = |sig: &str| {
+        format!(
+            "POST /twiml HTTP/1.1\r\nHost: x\r\nX-Twilio-Signature: {sig}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let ok = support::http(&d.addr, &post(&sig)).await;
+    assert_eq!(status(&ok), "200", "{ok}");
+    let forged = support::http(&d.addr, &post("AAAAAAAAAAAAAAAAAAAAAAAAAAA=")).await;
+    assert_eq!(status(&forged), "403", "{forged}");
+    // A bearer token is not what opens a Twilio endpoint.
+    let token_only = support::http(&d.addr, &get("/twiml", Some(&format!("Bearer {TOKEN}")))).await;
+    assert_eq!(status(&token_only), "403", "{token_only}");
+
+    // The stream upgrade, signed, needs no bearer token.
+    let mut good = CallerOptions::from_pcm(&vec![0i16; 800], 8000, "silence").unwrap();
+    good.auth_token = Some(twilio);
+    good.signed_url = Some(d.public_stream_url());
+    good.max_tail = Duration::from_secs(1);
+    caller::dial(&d.twilio_url(), good)
+        .await
+        .expect("a signed stream is accepted without a bearer token");
+    d.stop().await;
+}
+
+fn serve(listen: &str, extra: &[&str]) -> std::process::Child {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("baton.toml");
+    std::fs::write(&config, "[server]\ndrain_timeout_s = 1\n").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .args(["--listen", listen])
+        .args(extra)
+        .env("BATON_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The config is read at start-up; keep the folder until the daemon has read it.
+    std::thread::sleep(Duration::from_millis(300));
+    drop(dir);
+    child
+}
+
+/// Waits for the child's exit at most `limit`; `None` if it is still running (then it is killed).
+fn exit_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn a_public_address_without_tokens_is_refused_unless_insecure_is_explicit() {
+    let mut refused = serve("0.0.0.0:0", &[]);
+    let status = exit_within(&mut refused, Duration::from_secs(20)).expect("baton must refuse");
+    assert!(!status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(refused.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains("refusing to listen on 0.0.0.0:0 without API tokens")
+            && err.contains("--insecure-no-auth"),
+        "{err}"
+    );
+
+    let mut open = serve("0.0.0.0:0", &["--insecure-no-auth"]);
+    assert!(
+        exit_within(&mut open, Duration::from_secs(2)).is_none(),
+        "with --insecure-no-auth baton serves"
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(open.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("INSECURE") && err.contains("WARN"), "{err}");
+}
+
+/// Every admin route of the OpenAPI document is protected: 401 without a token, served with
+/// one (a 404 for the made-up ids, a 503 where the store is missing, never 401); the document
+/// itself is open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_admin_route_needs_the_token_and_the_api_document_does_not() {
+    use baton::server::admin::ROUTES;
+    let d = Daemon::start_with(&support::mock_config("", ""), |st| st.api_tokens = tokens()).await;
+    let request = |method: &str, path: &str, auth: Option<&str>| {
+        let auth = auth
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
+        let body = if method == "PATCH" { "{}" } else { "" };
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let bearer = format!("Bearer {TOKEN}");
+    assert!(ROUTES.len() >= 10, "{ROUTES:?}");
+    for (method, route) in ROUTES.iter().filter(|(_, r)| *r != "/openapi.json") {
+        let path = route
+            .replace("{call}", "c0ffee")
+            .replace("{agent}", "nobody")
+            .replace("{caller}", "+15550001111")
+            .replace("{context}", "ctx_none");
+        let method = method.to_ascii_uppercase();
+        let without = support::http(&d.addr, &request(&method, &path, None)).await;
+        assert_eq!(status(&without), "401", "{method} {path}: {without}");
+        let with = support::http(&d.addr, &request(&method, &path, Some(&bearer))).await;
+        assert!(
+            !with.is_empty() && status(&with) != "401" && status(&with) != "405",
+            "{method} {path} with the token: {with}"
+        );
+    }
+    let doc = support::http(&d.addr, &get("/openapi.json", None)).await;
+    assert_eq!(status(&doc), "200", "{doc}");
+    d.stop().await;
+}
