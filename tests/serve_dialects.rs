@@ -1,7 +1,8 @@
 //! `baton serve` with Telnyx, Plivo, Exotel and Vonage callers (and Twilio on the shared path)
 //! over loopback, in real time: each dialect on its own path and detected on `/media-stream`,
 //! hearing the agent's reply; barge-in through each dialect's clear; hostile input per dialect
-//! ending only its own call; Telnyx's streaming token.
+//! ending only its own call; Telnyx's streaming token; each call listed, reported and counted
+//! under its dialect's name.
 
 mod support;
 
@@ -128,6 +129,67 @@ async fn every_dialect_on_its_own_path_and_detected_on_the_shared_one_hears_the_
         assert_eq!(r.clears_received, 0, "{what}");
     }
     assert_eq!(d.active_calls().await, 0);
+    d.stop().await;
+}
+
+/// A dialect's call runs like a `/twilio` call: listed under its dialect's name (a detected one
+/// under the dialect it speaks) with the caller its `start` names, reported when it ends, and
+/// counted in the metrics with its dialect as the leg label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_dialects_call_is_listed_reported_and_counted_under_its_name() {
+    let d = Daemon::start(&support::mock_config(
+        "audio-fixtures/scenarios/demo.toml",
+        "",
+    ))
+    .await;
+    let mut finished = d.app.calls.subscribe_finished();
+    let telnyx = tokio::spawn(call(d.url("/telnyx"), Telnyx, pcmu(), question()));
+    let plivo = tokio::spawn(call(d.url("/media-stream"), Plivo, l16(8000), question()));
+    // Both listed while they run, each with the caller its start names (Plivo's names none).
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..100 {
+        for c in d.app.calls.list() {
+            if let Some(s) = c.steering() {
+                seen.insert(c.leg, s.caller.clone());
+            }
+        }
+        if seen.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        seen.get("telnyx"),
+        Some(&Some("+15550100".to_owned())),
+        "{seen:?}"
+    );
+    assert_eq!(seen.get("plivo"), Some(&None), "{seen:?}");
+    for c in [telnyx, plivo] {
+        let (_, what, r) = c.await.unwrap();
+        assert_eq!(r.end, CallerEnd::HungUp, "{what}: {r:?}");
+    }
+    let ended = support::finished_calls(&mut finished, 2, Duration::from_secs(10)).await;
+    let mut sids: Vec<_> = ended.iter().map(|c| c.stream_sid.clone()).collect();
+    sids.sort();
+    assert_eq!(sids, ["plivo-stream-0001", "telnyx-stream-0001"]);
+    for c in &ended {
+        support::assert_normal(c, 5);
+    }
+    let metrics = d.app.metrics.render(0);
+    for leg in ["telnyx", "plivo"] {
+        assert!(
+            metrics.contains(&format!(
+                "baton_calls_total{{leg=\"{leg}\",end=\"caller_hung_up\"}} 1"
+            )),
+            "{leg}: {metrics}"
+        );
+        let frames = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("baton_frames_in_total{{leg=\"{leg}\"}} ")))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        assert!(frames >= 200.0, "{leg}: {frames} frames in");
+    }
     d.stop().await;
 }
 
