@@ -5,11 +5,16 @@
 # to run repeatedly: an environment that already has the pinned versions is reused without
 # touching the network.
 #
+# It also adds aiortc (a WebRTC stack of its own, for tests/webrtc_aiortc.rs) with PyAV, from
+# wheels only; where that fails the SDKs are still there and that one test says SKIPPED.
+#
 #   python="$(scripts/python-env.sh)" && "$python" tests/python/genai_sdk_client.py --help
 set -euo pipefail
 
 GENAI_VERSION="3.4.0"
 OPENAI_VERSION="3.54.0"
+AIORTC_VERSION="1.16.0"
+AV_VERSION="18.1.0"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${BATON_PYENV:-$root/target/pyenv}"
@@ -26,7 +31,26 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-if pinned; then
+# aiortc and PyAV at their pinned versions.
+aiortc_pinned() {
+    "$python" - "$AIORTC_VERSION" "$AV_VERSION" >/dev/null 2>&1 <<'PY'
+import sys
+from importlib.metadata import version
+sys.exit(0 if version("aiortc") == sys.argv[1] and version("av") == sys.argv[2] else 1)
+PY
+}
+
+# Adds aiortc to an environment that has the SDKs. From wheels only: building PyAV or pylibsrtp
+# from source needs FFmpeg's and libsrtp's headers and takes long; without wheels the WebRTC
+# interop test is skipped, the SDK tests are unaffected.
+add_aiortc() {
+    aiortc_pinned && return 0
+    "$python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
+        "aiortc==$AIORTC_VERSION" "av==$AV_VERSION" >&2 ||
+        echo "python-env.sh: pip could not install aiortc==$AIORTC_VERSION (av==$AV_VERSION) from wheels into $venv; tests/webrtc_aiortc.rs will be skipped" >&2
+}
+
+if pinned && aiortc_pinned; then
     echo "$python"
     exit 0
 fi
@@ -41,6 +65,7 @@ mkdir -p "$(dirname "$venv")"
 exec 9>"$venv.lock"
 flock 9
 if pinned; then
+    add_aiortc
     echo "$python"
     exit 0
 fi
@@ -53,4 +78,5 @@ if ! "$python" -m pip install --quiet --disable-pip-version-check \
     echo "python-env.sh: pip could not install google-genai==$GENAI_VERSION and openai[realtime]==$OPENAI_VERSION into $venv" >&2
     exit 1
 fi
+add_aiortc
 echo "$python"

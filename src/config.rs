@@ -188,6 +188,8 @@ pub enum BackendKind {
     Gemini,
     /// Vertex AI (OAuth2 access token).
     Vertex,
+    /// OpenAI Realtime (API key; `credential_env` defaults to `OPENAI_API_KEY`).
+    Openai,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -218,6 +220,20 @@ pub struct ModelConfig {
     pub compression_trigger_tokens: u64,
     /// What the window shrinks the context to (0: the service's default, half the trigger).
     pub compression_target_tokens: u64,
+    /// backend = mock: the model profile — empty (the scenario's Gemini Live profile) or
+    /// "openai" (the OpenAI Realtime protocol: in-process, or at `url` for a separate
+    /// `baton mock-model --profile openai`).
+    pub profile: String,
+    /// backend = openai: the beta dialect (`OpenAI-Beta: realtime=v1`) instead of GA.
+    pub beta: bool,
+}
+
+impl ModelConfig {
+    /// The protocol is OpenAI Realtime (the service, or the mock's OpenAI profile).
+    pub fn openai(&self) -> bool {
+        self.backend == BackendKind::Openai
+            || (self.backend == BackendKind::Mock && self.profile == "openai")
+    }
 }
 
 impl Default for ModelConfig {
@@ -234,6 +250,8 @@ impl Default for ModelConfig {
             ca_file: String::new(),
             compression_trigger_tokens: 0,
             compression_target_tokens: 0,
+            profile: String::new(),
+            beta: false,
         }
     }
 }
@@ -524,7 +542,33 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "e.g. \"ws://127.0.0.1:9300\" for a separate baton mock-model",
         );
     }
+    if !(m.profile.is_empty() || m.profile == "openai")
+        || (!m.profile.is_empty() && m.backend != BackendKind::Mock)
+    {
+        problem(
+            "model.profile",
+            format!(
+                "{:?} is not a profile of backend {:?}",
+                m.profile, m.backend
+            )
+            .to_lowercase(),
+            "with backend = \"mock\": leave it out (the scenario's Gemini profile) or write profile = \"openai\"",
+        );
+    }
     match m.backend {
+        BackendKind::Openai => {
+            if !m
+                .credential_env
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+            {
+                problem(
+                    "model.credential_env",
+                    "must be the NAME of an environment variable, not a credential".into(),
+                    "write e.g. credential_env = \"OPENAI_API_KEY\" (the default) and export the key in that variable",
+                );
+            }
+        }
         BackendKind::Mock => {
             if !m.scenario.is_empty() {
                 let p = path.parent().unwrap_or(Path::new(".")).join(&m.scenario);

@@ -14,7 +14,8 @@ use crate::call::{self, CallOptions, CallReport};
 use crate::leg::fixture::{FixtureCaller, LegCodec};
 use crate::mock;
 use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secret};
-use crate::model::gemini::session::{self, SessionConfig};
+use crate::model::gemini::session::SessionConfig;
+use crate::model::handle::OpenError;
 
 /// Options of one demo run.
 #[derive(Clone, Debug, clap::Args)]
@@ -36,8 +37,10 @@ pub struct DemoArgs {
     /// recreate, recreate_cold (default: each agent's configured policy).
     #[arg(long, value_name = "STRATEGY")]
     pub strategy: Option<String>,
-    /// The embedded mock's model profile: gemini-3.8, gemini-2.5 or gemini-3.1 (default: the
-    /// scenario's).
+    /// The model profile: gemini-3.8, gemini-2.5 or gemini-3.1 (the embedded mock's Gemini Live
+    /// behaviour; default: the scenario's), or openai: the OpenAI Realtime protocol (the embedded
+    /// mock's OpenAI profile, or with --model-url an OpenAI Realtime endpoint such as
+    /// `baton mock-model --profile openai` or wss://api.openai.com/v1).
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
     /// Run this agent set instead of the scenario's.
@@ -116,7 +119,7 @@ pub enum DemoError {
     #[error(transparent)]
     Endpoint(#[from] crate::model::gemini::endpoint::EndpointError),
     #[error(transparent)]
-    Session(#[from] session::SessionError),
+    Session(#[from] OpenError),
     #[error(transparent)]
     Call(#[from] call::CallError),
     #[error("mock model: {0}")]
@@ -498,10 +501,13 @@ async fn run_prepared_with(
     if let Some(ms) = args.first_audio_ms {
         scenario.timing.first_audio = std::time::Duration::from_millis(ms);
     }
-    if let Some(p) = &args.profile {
+    let openai = args.profile.as_deref() == Some(OPENAI_PROFILE);
+    if let Some(p) = args.profile.as_deref().filter(|_| !openai) {
         scenario.profile = p
             .parse()
-            .map_err(|e: crate::mock::profile::UnknownProfile| DemoError::Usage(e.to_string()))?;
+            .map_err(|e: crate::mock::profile::UnknownProfile| {
+                DemoError::Usage(format!("{e}, or {OPENAI_PROFILE}"))
+            })?;
     }
     let fixture = prepared.fixture.clone();
     let silence = scenario.timing.silence;
@@ -532,7 +538,11 @@ async fn run_prepared_with(
     let meta = ScenarioMeta {
         name: scenario.name.clone(),
         path: scenario_path.clone(),
-        profile: scenario.profile.name().to_owned(),
+        profile: if openai {
+            OPENAI_PROFILE.to_owned()
+        } else {
+            scenario.profile.name().to_owned()
+        },
         model_first_audio_ms: scenario.timing.first_audio.as_secs_f64() * 1000.0,
         silence_ms: silence.as_secs_f64() * 1000.0,
         personas: scenario
@@ -544,9 +554,14 @@ async fn run_prepared_with(
         caller_s: fixture.duration().as_secs_f64(),
         embedded_mock: args.model_url.is_none(),
     };
-    let opts = Arc::new(mock::MockOptions::new(Arc::new(scenario)));
+    let mut mock_opts = mock::MockOptions::new(Arc::new(scenario));
+    if openai {
+        mock_opts.openai = Some(mock::openai::OpenAiOptions::default());
+    }
+    let opts = Arc::new(mock_opts);
     let mut _server = None;
     let backend = match (&args.model_url, realtime) {
+        (Some(url), _) if openai => openai_backend(url, args)?,
         (Some(url), _) => {
             let key = std::env::var(&args.api_key_env)
                 .ok()
@@ -566,23 +581,36 @@ async fn run_prepared_with(
                 .spawn();
             let url = server.base_url().to_owned();
             _server = Some(server);
-            ModelBackend::Remote(Endpoint::new(&url, Backend::DeveloperApi, "v1beta", None)?)
+            if openai {
+                let endpoint = crate::model::openai::endpoint::Endpoint::new(
+                    &format!("{url}/v1"),
+                    crate::call::backend::MOCK_OPENAI_MODEL,
+                    crate::model::openai::wire::Api::Ga,
+                    None,
+                )
+                .map_err(OpenError::from)?;
+                ModelBackend::OpenAi(crate::call::backend::OpenAiRemote {
+                    endpoint,
+                    capabilities: opts.capabilities(),
+                })
+            } else {
+                ModelBackend::Remote(Endpoint::new(&url, Backend::DeveloperApi, "v1beta", None)?)
+            }
         }
         (None, false) => ModelBackend::InProcessMock(opts.clone()),
     };
 
     let agents = registry.map(|reg| {
         let caps = match &backend {
-            ModelBackend::InProcessMock(o) => o.capabilities(),
             ModelBackend::Remote(_) if args.model_url.is_none() => opts.capabilities(),
-            ModelBackend::Remote(_) => crate::model::gemini::CAPABILITIES,
+            other => other.capabilities(),
         };
         call::Agents::start(reg, caps, backend.clone(), &mut session_cfg)
     });
     let prepared_at = std::time::Instant::now();
     let open = async {
         let session = backend.open(&session_cfg).await?;
-        Ok::<_, session::SessionError>((session, agents))
+        Ok::<_, OpenError>((session, agents))
     };
     // The fixture starts when the call is ready (after the caller's contexts have loaded).
     let started = std::sync::Mutex::new(None);
@@ -628,6 +656,41 @@ async fn run_prepared_with(
         call_wall: prepared_at.elapsed(),
     };
     Ok((outcome, ran))
+}
+
+/// The `--profile` that selects the OpenAI Realtime protocol.
+pub const OPENAI_PROFILE: &str = "openai";
+
+/// An OpenAI Realtime endpoint at `url` (a base such as `ws://127.0.0.1:9300/v1` or
+/// `wss://api.openai.com/v1`); the model is `--model` unless that is a Gemini model name, the key
+/// comes from `--api-key-env` (OPENAI_API_KEY while that names the Gemini default).
+fn openai_backend(url: &str, args: &DemoArgs) -> Result<ModelBackend, DemoError> {
+    use crate::model::openai::endpoint::{DEFAULT_KEY_ENV, Endpoint as OpenAiEndpoint};
+    let var = if args.api_key_env == "GEMINI_API_KEY" {
+        DEFAULT_KEY_ENV
+    } else {
+        args.api_key_env.as_str()
+    };
+    let key = std::env::var(var)
+        .ok()
+        .filter(|k| !k.is_empty())
+        .map(Secret::new);
+    if key.is_none() && url.starts_with(crate::model::openai::endpoint::OPENAI_BASE) {
+        return Err(DemoError::MissingKey {
+            var: var.to_owned(),
+        });
+    }
+    let model = if args.model.starts_with("models/") || args.model.contains("gemini") {
+        crate::call::backend::MOCK_OPENAI_MODEL
+    } else {
+        args.model.as_str()
+    };
+    let endpoint = OpenAiEndpoint::new(url, model, crate::model::openai::wire::Api::Ga, key)
+        .map_err(OpenError::from)?;
+    Ok(ModelBackend::OpenAi(crate::call::backend::OpenAiRemote {
+        endpoint,
+        capabilities: crate::model::openai::CAPABILITIES,
+    }))
 }
 
 /// The human-readable timeline and latency table.

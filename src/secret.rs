@@ -31,7 +31,9 @@ impl fmt::Display for Secret {
 
 /// Log directives applied after `BATON_LOG`, whatever it says: libraries that write raw wire
 /// bytes at trace level would print credentials (tungstenite's client handshake logs the whole
-/// upgrade request, `x-goog-api-key` and `Authorization` headers included). Each is capped at
-/// debug; `tests/secrets_sentinel.rs` runs baton at trace and fails on any credential in its
-/// output.
-pub const LOG_CAPS: &[&str] = &["tungstenite::handshake=debug"];
+/// upgrade request, `x-goog-api-key` and `Authorization` headers included). A directive sets its
+/// target's level whatever the default, so each cap is `info`: below what would leak, and no
+/// louder than the default levels (a cap at `debug` put the handshakes' debug lines into every
+/// command's output). `tests/secrets_sentinel.rs` runs baton at trace and fails on any
+/// credential in its output.
+pub const LOG_CAPS: &[&str] = &["tungstenite::handshake=info"];

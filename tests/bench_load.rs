@@ -121,3 +121,61 @@ fn a_two_step_sweep_reports_every_figure() {
         }
     }
 }
+
+/// With `--agents`, `--scenario` and `--store`, the spawned daemon runs the agent set and keeps
+/// every call of the step in the store (transcripts included) while the load runs.
+#[test]
+fn a_step_with_the_agent_set_and_a_store_keeps_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let db = dir.path().join("load.db");
+    let url = format!("sqlite://{}", db.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "bench",
+            "load",
+            "--calls",
+            "4",
+            "--duration",
+            "8",
+            "--ramp",
+            "0.5",
+        ])
+        .args(["--store", &url])
+        .arg("--agents")
+        .arg(format!("{root}/config/agents/financial.toml"))
+        .arg("--scenario")
+        .arg(format!("{root}/audio-fixtures/scenarios/seed000.toml"))
+        .arg("--report")
+        .arg(dir.path().join("report"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("report/report.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        report["target"]
+            .as_str()
+            .unwrap()
+            .contains("store sqlite://"),
+        "{report:#}"
+    );
+    assert_eq!(report["steps"][0]["started"], 4, "{report:#}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (calls, lines) = rt.block_on(async {
+        let store = baton::store::Store::open(&url).await.unwrap();
+        let calls = store.calls(100).await.unwrap();
+        let mut lines = 0;
+        for c in &calls {
+            lines += store.transcript(&c.id).await.unwrap().len();
+        }
+        (calls, lines)
+    });
+    assert_eq!(calls.len(), 4, "{calls:?}");
+    assert!(calls.iter().all(|c| c.ended_at.is_some()), "{calls:?}");
+    assert!(lines >= 4, "{lines} transcript lines for 4 calls");
+}

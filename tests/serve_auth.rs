@@ -311,3 +311,66 @@ async fn dialect_routes_take_the_token_or_their_own_credential_never_neither() {
     assert!(matches!(e, BridgeError::Refused { status: 401, .. }), "{e}");
     d.stop().await;
 }
+
+/// A browser cannot put headers on a WebSocket: the events stream takes the token as the
+/// subprotocol `baton.bearer.<token>` beside `baton.events`, selects `baton.events` (never
+/// echoing the token), and refuses a wrong token with 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_takes_the_token_as_a_websocket_subprotocol() {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let twilio = AuthToken::new("12345678901234567890123456789012");
+    let d = Daemon::start_with(&support::mock_config("", ""), |st| {
+        st.api_tokens = tokens();
+        st.twilio_token = Some(twilio.clone());
+    })
+    .await;
+    let mut opts = CallerOptions::from_pcm(&vec![0i16; 8000 * 2], 8000, "silence").unwrap();
+    opts.auth_token = Some(twilio);
+    opts.signed_url = Some(d.public_stream_url());
+    opts.max_tail = Duration::from_secs(1);
+    let url = d.twilio_url();
+    let call = tokio::spawn(async move { caller::dial(&url, opts).await });
+    let mut id = None;
+    for _ in 0..100 {
+        if let Some(c) = d.app.calls.list().first() {
+            id = Some(c.id.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let id = id.expect("the call is listed");
+    let ws_url = format!("ws://{}/calls/{id}/events", d.addr);
+    let offer = |protocols: String| {
+        let mut req = ws_url.as_str().into_client_request().unwrap();
+        req.headers_mut()
+            .insert("Sec-WebSocket-Protocol", protocols.parse().unwrap());
+        req
+    };
+    let wrong = tokio_tungstenite::connect_async(offer(
+        "baton.events, baton.bearer.wrong-token-0000000000".into(),
+    ))
+    .await
+    .expect_err("a wrong token is refused");
+    assert!(wrong.to_string().contains("401"), "{wrong}");
+    let (mut ws, response) =
+        tokio_tungstenite::connect_async(offer(format!("baton.events, baton.bearer.{TOKEN}")))
+            .await
+            .expect("the token as a subprotocol opens the stream");
+    assert_eq!(
+        response
+            .headers()
+            .get("sec-websocket-protocol")
+            .map(|v| v.to_str().unwrap()),
+        Some("baton.events"),
+        "the stream's own protocol is selected, never the token"
+    );
+    let first = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .expect("an event in time")
+        .expect("the stream is open")
+        .expect("a message");
+    assert!(first.to_string().contains("call_start"), "{first}");
+    call.await.unwrap().expect("the call completes");
+    d.stop().await;
+}

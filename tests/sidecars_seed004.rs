@@ -140,7 +140,7 @@ async fn call_seed004(agent_set: &str, record: Option<&Path>) -> Ran {
     let agents = Agents::start(reg, caps, backend.clone(), &mut cfg);
     let open = async {
         let s = backend.open(&cfg).await?;
-        Ok::<_, baton::model::gemini::session::SessionError>((s, Some(agents)))
+        Ok::<_, baton::model::handle::OpenError>((s, Some(agents)))
     };
     let fixture = FixtureCaller::from_wav(&caller, LegCodec::L16k16).unwrap();
     let attach = Attach {

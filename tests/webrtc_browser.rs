@@ -19,7 +19,6 @@ use baton::audio::wav;
 use serde_json::Value;
 use support::{Daemon, ROOT};
 use webrtc_support::browser::{Browser, chromium_or_install};
-use webrtc_support::calls;
 
 fn artifacts() -> PathBuf {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -72,11 +71,29 @@ async fn the_call_page_talks_to_the_agents_from_headless_chromium() {
     };
     let mut config = support::mock_config("audio-fixtures/scenarios/seed000.toml", "");
     config.push_str("[agents]\nset = \"agents/financial.toml\"\n");
-    let d = Daemon::start(&config).await;
+    // With API tokens, as a deployment runs: the page takes the token from its address's
+    // fragment and sends it on /whip (a header) and on the events WebSocket (a subprotocol).
+    const TOKEN: &str = "browser-api-token-0123456789abcdef";
+    let d = Daemon::start_with(&config, |st| {
+        st.api_tokens = Some(std::sync::Arc::new(
+            baton::server::auth::ApiTokens::parse(TOKEN, "TEST_TOKENS").unwrap(),
+        ))
+    })
+    .await;
+    let listed = || {
+        d.app
+            .calls
+            .list()
+            .iter()
+            .map(|c| (c.id.clone(), c.active_agent()))
+            .collect::<Vec<_>>()
+    };
     let dir = tempfile::tempdir().unwrap();
     let mic = microphone(dir.path());
     let mut b = Browser::launch(&chromium, &mic).await.unwrap();
-    b.goto(&format!("http://{}/?raw=1", d.addr)).await.unwrap();
+    b.goto(&format!("http://{}/?raw=1#token={TOKEN}", d.addr))
+        .await
+        .unwrap();
     b.eval("document.getElementById('call').click()")
         .await
         .unwrap();
@@ -91,10 +108,10 @@ async fn the_call_page_talks_to_the_agents_from_headless_chromium() {
     }
     eprintln!("page after the handoff: {s}");
     assert_eq!(s["handoffs"], 1, "no handoff marker on the page: {s}");
-    let listed = calls(d.addr).await;
-    assert_eq!(listed.len(), 1, "{listed:?}");
-    assert_eq!(listed[0]["id"], s["callId"]);
-    assert_eq!(listed[0]["active_agent"], "Ravi");
+    let now = listed();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!(s["callId"], now[0].0.as_str());
+    assert_eq!(now[0].1, "Ravi");
     // Let Ravi speak for a moment, then keep what the page shows.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let shot = artifacts().join("webrtc-call-page.png");
@@ -132,7 +149,7 @@ async fn the_call_page_talks_to_the_agents_from_headless_chromium() {
         .unwrap();
     let mut gone = false;
     for _ in 0..50 {
-        if calls(d.addr).await.is_empty() {
+        if listed().is_empty() {
             gone = true;
             break;
         }

@@ -61,7 +61,8 @@ pub struct FixturesArgs {
     /// Scenarios without an agent set run once, with none.
     #[arg(long, value_name = "LIST|all")]
     pub strategy: Option<String>,
-    /// Embedded mock profiles: gemini-3.8, gemini-2.5, gemini-3.1, a comma list, or `all`
+    /// Embedded mock profiles: gemini-3.8, gemini-2.5, gemini-3.1, openai (the OpenAI Realtime
+    /// protocol), a comma list, or `all` (the Gemini ones)
     /// (default: each scenario's).
     #[arg(long, value_name = "LIST|all")]
     pub profile: Option<String>,
@@ -316,9 +317,12 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
         Some("all") => PROFILES.iter().map(|p| Some(p.name().to_owned())).collect(),
         Some(given) => list(given)
             .map(|p| {
+                if p == demo::OPENAI_PROFILE {
+                    return Ok(Some(p.to_owned()));
+                }
                 p.parse::<Profile>()
                     .map(|p| Some(p.name().to_owned()))
-                    .map_err(|e| FixturesError::Usage(e.to_string()))
+                    .map_err(|e| FixturesError::Usage(format!("{e}, or {}", demo::OPENAI_PROFILE)))
             })
             .collect::<Result<_, _>>()?,
     };

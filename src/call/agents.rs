@@ -14,8 +14,10 @@ use super::backend::ModelBackend;
 use super::metrics::{CallReport, HandoffRecord, TurnRecord, ms, round2};
 use crate::agents::{Action, CallEvent, Input, Orchestrator, SessionSetup, runner};
 use crate::model::ModelEvent;
-use crate::model::gemini::session::{Outbound, Session, SessionConfig, SessionEvent};
+use crate::model::gemini::session::SessionConfig;
 use crate::model::gemini::wire::{ClientMessage, ToolResponse};
+use crate::model::handle::ModelSession;
+use crate::model::session::{Outbound, SessionEvent};
 
 /// Caller audio kept while no session is open (a cold recreation): 30 s of 20 ms frames.
 const MAX_BUFFERED_UPLINK: usize = 1500;
@@ -66,7 +68,7 @@ pub enum Wake {
 /// A session opened for a handoff.
 pub struct Opened {
     cold: bool,
-    result: Result<Session, String>,
+    result: Result<ModelSession, String>,
     history: Option<ClientMessage>,
 }
 
@@ -92,7 +94,7 @@ pub struct AgentsDriver {
     tool_tx: mpsc::UnboundedSender<Input>,
     tool_rx: mpsc::UnboundedReceiver<Input>,
     opening: Option<oneshot::Receiver<Opened>>,
-    standby: Option<Session>,
+    standby: Option<ModelSession>,
     pending_uplink: Vec<Outbound>,
     uplink_dropped: u64,
     names: HashMap<u32, String>,
@@ -193,7 +195,7 @@ impl AgentsDriver {
         std::mem::take(&mut self.responded)
     }
 
-    fn send(&mut self, session: &Option<Session>, msg: ClientMessage) {
+    fn send(&mut self, session: &Option<ModelSession>, msg: ClientMessage) {
         match session {
             Some(s) => {
                 s.send_message(&msg);
@@ -264,7 +266,7 @@ impl AgentsDriver {
         self.opening = None;
     }
 
-    pub fn on_wake(&mut self, wake: Wake, now: Instant, session: &mut Option<Session>) {
+    pub fn on_wake(&mut self, wake: Wake, now: Instant, session: &mut Option<ModelSession>) {
         self.input_at = now;
         let now_std = now.into_std();
         match wake {
@@ -323,7 +325,11 @@ impl AgentsDriver {
     }
 
     /// Carries out every pending action; returns the agent index to tag audio with, if it changed.
-    pub fn apply_actions(&mut self, now: Instant, session: &mut Option<Session>) -> Option<u32> {
+    pub fn apply_actions(
+        &mut self,
+        now: Instant,
+        session: &mut Option<ModelSession>,
+    ) -> Option<u32> {
         let mut attributed = None;
         while let Some(action) = self.orch.poll_action() {
             if matches!(
@@ -394,7 +400,7 @@ impl AgentsDriver {
     }
 
     /// The announcement has been heard: close the session, then open the next one.
-    pub fn run_cold(&mut self, session: &mut Option<Session>) {
+    pub fn run_cold(&mut self, session: &mut Option<ModelSession>) {
         if let Some(setup) = self.deferred_cold.take() {
             if let Some(old) = session.take() {
                 old.send(Outbound::Close);
@@ -620,7 +626,7 @@ pub async fn wake(d: &mut Option<AgentsDriver>) -> Wake {
         }
         ev = async {
             match standby.as_mut() {
-                Some(s) => s.events.recv().await,
+                Some(s) => s.events().recv().await,
                 None => std::future::pending().await,
             }
         } => Wake::StandbyEvent(ev),

@@ -25,9 +25,9 @@ use crate::audio::playout::{PlayedKind, Playout, TurnTag};
 use crate::audio::resample::StreamResampler;
 use crate::audio::vad::{TurnDetector, VadEvent};
 use crate::leg::{LegCommand, LegEvent, LegHandle};
-use crate::model::gemini::session::{Outbound, Session, SessionEvent};
 use crate::model::gemini::wire::{ClientMessage, FunctionResponse, ToolResponse};
-use crate::model::gemini::{INPUT_RATE, OUTPUT_RATE, codec};
+use crate::model::handle::{ModelSession, Protocol};
+use crate::model::session::{Outbound, SessionEvent};
 use crate::model::{ModelEvent, ToolCallRequest};
 pub use agents::Agents;
 use agents::AgentsDriver;
@@ -85,7 +85,7 @@ fn resampler(from: u32, to: u32) -> Result<StreamResampler, CallError> {
 /// Runs a call with one agent and no orchestrator.
 pub async fn run(
     leg: LegHandle,
-    session: Session,
+    session: ModelSession,
     opts: CallOptions,
 ) -> Result<CallReport, CallError> {
     run_with_agents(leg, session, opts, None).await
@@ -95,7 +95,7 @@ pub async fn run(
 /// sees every model event and its actions are carried out on the wire.
 pub async fn run_with_agents(
     mut leg: LegHandle,
-    session: Session,
+    session: ModelSession,
     mut opts: CallOptions,
     agents: Option<Agents>,
 ) -> Result<CallReport, CallError> {
@@ -208,7 +208,9 @@ pub async fn run_with_agents(
 
 /// The state of one call between events.
 struct Call {
-    session: Option<Session>,
+    session: Option<ModelSession>,
+    /// The wire protocol of every session of this call (all come from one backend).
+    protocol: Protocol,
     agents: Option<AgentsDriver>,
     playout: Playout,
     leg_rate: u32,
@@ -236,17 +238,20 @@ struct Call {
     /// Media time zero (the leg's start).
     media_zero: Instant,
     tap: Option<recording::AudioTap>,
+    /// Voiced frames of model turn `.0` handed to the leg (what the caller heard of it).
+    heard: (u64, u64),
 }
 
 impl Call {
     fn new(
         leg: &LegHandle,
-        session: Session,
+        session: ModelSession,
         opts: &CallOptions,
         agents: Option<Agents>,
     ) -> Result<Call, CallError> {
-        let up = resampler(leg.rate, INPUT_RATE)?;
-        let down = resampler(OUTPUT_RATE, leg.rate)?;
+        let protocol = session.protocol();
+        let up = resampler(leg.rate, protocol.input_rate())?;
+        let down = resampler(protocol.output_rate(), leg.rate)?;
         let report = CallReport {
             uplink_resampler_delay_ms: ms(up.delay()),
             downlink_resampler_delay_ms: ms(down.delay()),
@@ -257,6 +262,7 @@ impl Call {
         });
         let mut call = Call {
             session: Some(session),
+            protocol,
             agents: agents.map(AgentsDriver::new),
             playout: Playout::new(leg.rate, leg.started_at.into_std()),
             leg_rate: leg.rate,
@@ -279,6 +285,7 @@ impl Call {
             last_voice_end: Duration::ZERO,
             media_zero: leg.started_at,
             tap: None,
+            heard: (0, 0),
         };
         call.apply_agent_actions(Instant::now());
         Ok(call)
@@ -336,8 +343,10 @@ impl Call {
             return;
         }
         let mut json = String::with_capacity(self.up_buf.len() * 3 + 96);
-        codec::encode_audio(&self.up_buf, INPUT_RATE, &mut self.scratch, &mut json);
-        let dur = Duration::from_secs_f64(self.up_buf.len() as f64 / f64::from(INPUT_RATE));
+        self.protocol
+            .encode_audio(&self.up_buf, &mut self.scratch, &mut json);
+        let rate = self.protocol.input_rate();
+        let dur = Duration::from_secs_f64(self.up_buf.len() as f64 / f64::from(rate));
         self.uplink(json, dur, received_at);
     }
 
@@ -406,12 +415,29 @@ impl Call {
                     // the queued announcement keeps playing.
                     return;
                 }
+                if self.protocol == Protocol::OpenAi
+                    && !self.turn_open
+                    && self.playout.queued().is_zero()
+                {
+                    // OpenAI reports caller speech after model audio as an interruption in case
+                    // it is still playing; here it has all been played: nothing is cut.
+                    return;
+                }
                 if self.resume.as_ref().is_some_and(resume::Resume::unheard) {
                     // A reconnected session cut a reply it had not sent any audio of; what is
                     // queued came from the session before and is not part of it.
                     return;
                 }
                 self.reconnect_barge_in();
+                if let Some(s) = &self.session {
+                    // What the caller heard of the cut turn (OpenAI truncates its item there).
+                    let frames = if self.heard.0 == self.turn_no {
+                        self.heard.1
+                    } else {
+                        0
+                    };
+                    s.barge_in(frames * u64::from(crate::audio::frame::FRAME_MS));
+                }
                 self.playout.flush();
                 // The cut turn's tail still in the resampler must not start the next reply.
                 self.down_buf.clear();
@@ -497,6 +523,11 @@ impl Call {
                 let ts_ms = ms(played.frame.ts);
                 if let Some(tag) = played.tag {
                     self.reconnect_voice(tag.turn, played.frame.ts, self.last_voice_end);
+                    if self.heard.0 == tag.turn {
+                        self.heard.1 += 1;
+                    } else {
+                        self.heard = (tag.turn, 1);
+                    }
                 }
                 self.last_voice_end = played.frame.ts + played.frame.duration();
                 if let (Some(a), Some(tag)) = (self.agents.as_mut(), played.tag) {
@@ -544,7 +575,7 @@ impl Call {
     fn finish(mut self, end_reason: String) -> CallReport {
         // Late `Written` reports for frames sent just before the end.
         if let Some(s) = self.session.as_mut() {
-            while let Ok(ev) = s.events.try_recv() {
+            while let Ok(ev) = s.events().try_recv() {
                 if let SessionEvent::Written {
                     received_at,
                     written_at,
@@ -571,9 +602,9 @@ impl Call {
     }
 }
 
-async fn recv_session(s: &mut Option<Session>) -> Option<SessionEvent> {
+async fn recv_session(s: &mut Option<ModelSession>) -> Option<SessionEvent> {
     match s {
-        Some(s) => s.events.recv().await,
+        Some(s) => s.events().recv().await,
         None => std::future::pending().await,
     }
 }

@@ -41,6 +41,12 @@
 //! arrived during the switch are simply late. A frame pushed out of a full ring before any handle
 //! covered it counts as `audio_lost_ms` if a switch follows.
 //!
+//! **Without resumption** (OpenAI Realtime) no handle ever comes and every reopen is fresh,
+//! re-seeded from the transcript. The shell reports each finished caller transcription
+//! ([`Reconnector::on_transcribed`]): the caller's words up to then are in the transcript a fresh
+//! session is given, so the frames handed to the socket before it (by the same margin) are covered
+//! as by a handle, and only the untranscribed rest is replayed.
+//!
 //! **Tool calls.** A handle is only resumable while no call is outstanding, so a resumed (or
 //! fresh) session never knows a call that was outstanding when its predecessor died; a response
 //! with that id would be refused. Such calls are reported by [`Reconnector::abandoned_calls`] for
@@ -502,6 +508,15 @@ impl Reconnector {
                 self.state = State::Failed;
                 self.actions.push_back(Action::GiveUp { reason });
             }
+        }
+    }
+
+    /// A session without resumption finished transcribing the caller at `now`: the frames it
+    /// covers are in the transcript a fresh session is seeded with.
+    pub fn on_transcribed(&mut self, now: Instant) {
+        let now = self.advance(now);
+        if self.is_live() {
+            self.cover(now);
         }
     }
 

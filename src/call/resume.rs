@@ -25,8 +25,10 @@ use super::metrics::{ms, round2};
 use super::reconnect::{Action, Cause, OpenFailure, ReconnectPolicy, Reconnector};
 use crate::leg::LegHandle;
 use crate::model::ModelEvent;
-use crate::model::gemini::session::{Outbound, Session, SessionConfig, SessionError, SessionEvent};
+use crate::model::gemini::session::SessionConfig;
 use crate::model::gemini::wire::{ClientContent, ClientMessage, Content};
+use crate::model::handle::{ModelSession as Session, OpenError as SessionError};
+use crate::model::session::{Outbound, SessionEvent};
 
 /// Said to a fresh session that continues a call, after its own instruction.
 pub const CONTINUE_NOTE: &str = "The call is already under way and the conversation so far is \
@@ -128,7 +130,11 @@ pub(super) async fn wake(r: &mut Option<Resume>) -> ResumeWake {
         opened = async {
             match opening.as_mut() {
                 Some(rx) => rx.await.unwrap_or_else(|_| {
-                    Err(SessionError::Io("the session opener ended".into()))
+                    Err(SessionError::Gemini(
+                        crate::model::gemini::session::SessionError::Io(
+                            "the session opener ended".into(),
+                        ),
+                    ))
                 }),
                 None => std::future::pending().await,
             }
@@ -138,7 +144,7 @@ pub(super) async fn wake(r: &mut Option<Resume>) -> ResumeWake {
         }
         ev = async {
             match closing.as_mut() {
-                Some(s) => s.events.recv().await,
+                Some(s) => s.events().recv().await,
                 None => std::future::pending().await,
             }
         } => ResumeWake::Old(ev),
@@ -169,6 +175,14 @@ impl Call {
             r.machine.on_session_replaced(at);
         }
         r.machine.on_model_event(e, at);
+        if let ModelEvent::InputTranscript { finished: true, .. } = e
+            && self
+                .session
+                .as_ref()
+                .is_some_and(|s| !s.capabilities().resumption)
+        {
+            r.machine.on_transcribed(at);
+        }
         match (self.agents.as_mut(), e) {
             (Some(a), _) => {
                 let responded = a.take_responded();
@@ -220,11 +234,10 @@ impl Call {
             }
             ResumeWake::Opened(Err(e)) => {
                 tracing::warn!(error = %e, "model session could not be reopened");
-                let why = match &e {
-                    SessionError::SetupRefused {
-                        code: 1007 | 1008, ..
-                    } => OpenFailure::HandleRefused,
-                    _ => OpenFailure::Other,
+                let why = if e.setup_refused_as_invalid() {
+                    OpenFailure::HandleRefused
+                } else {
+                    OpenFailure::Other
                 };
                 r.history = None;
                 r.machine.on_open_failed(why, now);

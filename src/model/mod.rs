@@ -3,6 +3,7 @@
 //! depends on a protocol's JSON.
 
 pub mod gemini;
+pub mod handle;
 pub mod openai;
 pub mod session;
 pub mod tls;

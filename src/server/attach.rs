@@ -99,7 +99,7 @@ pub struct CallInfo {
 pub enum RunError {
     /// The model session could not be opened; the leg was hung up.
     #[error(transparent)]
-    NoSession(#[from] crate::model::gemini::session::SessionError),
+    NoSession(#[from] crate::model::handle::OpenError),
     #[error(transparent)]
     Failed(#[from] call::CallError),
 }
@@ -135,10 +135,10 @@ pub async fn run_call_opening(
     open: impl Future<
         Output = Result<
             (
-                crate::model::gemini::session::Session,
+                crate::model::handle::ModelSession,
                 Option<crate::call::Agents>,
             ),
-            crate::model::gemini::session::SessionError,
+            crate::model::handle::OpenError,
         >,
     >,
     leg: LegHandle,
@@ -173,10 +173,10 @@ pub async fn run_attached(
     open: impl Future<
         Output = Result<
             (
-                crate::model::gemini::session::Session,
+                crate::model::handle::ModelSession,
                 Option<crate::call::Agents>,
             ),
-            crate::model::gemini::session::SessionError,
+            crate::model::handle::OpenError,
         >,
     >,
     leg: impl FnOnce() -> LegHandle,

@@ -8,6 +8,9 @@
 //! * everything else is a **protected route**: [`protect`] puts it behind [`require_bearer`], which
 //!   wants `Authorization: Bearer <token>` with one of the tokens named by
 //!   `server.auth_tokens_env` (comma-separated in that environment variable, never in the file).
+//!   A browser cannot set headers on a WebSocket, so a WebSocket upgrade may carry the token as
+//!   the subprotocol `baton.bearer.<token>` instead, offered beside the route's own protocol
+//!   (`baton.events`, `baton.stream`), which the server selects; the token is never echoed.
 //!
 //! Tokens are compared as SHA-256 digests with `subtle`'s constant-time equality, against every
 //! configured token without an early exit, so the time taken tells nothing about where a guess
@@ -110,13 +113,26 @@ impl ApiTokens {
     }
 }
 
-/// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).
+/// The prefix of the WebSocket subprotocol that carries a bearer token from a browser.
+pub const SUBPROTOCOL_PREFIX: &str = "baton.bearer.";
+
+/// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive), or else of
+/// a `baton.bearer.<token>` WebSocket subprotocol.
 fn bearer(req: &Request) -> Option<&[u8]> {
-    let v = req.headers().get(header::AUTHORIZATION)?.as_bytes();
-    let (scheme, rest) = v.split_at(v.iter().position(|&b| b == b' ')?);
-    scheme
-        .eq_ignore_ascii_case(b"bearer")
-        .then(|| rest.trim_ascii())
+    if let Some(v) = req.headers().get(header::AUTHORIZATION) {
+        let v = v.as_bytes();
+        let (scheme, rest) = v.split_at(v.iter().position(|&b| b == b' ')?);
+        return scheme
+            .eq_ignore_ascii_case(b"bearer")
+            .then(|| rest.trim_ascii());
+    }
+    req.headers()
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .find_map(|p| p.strip_prefix(SUBPROTOCOL_PREFIX.as_bytes()))
+        .filter(|t| !t.is_empty())
 }
 
 /// The middleware in front of every protected route: 401 without a valid bearer token.
@@ -137,7 +153,8 @@ pub async fn require_bearer(
         None => {
             tracing::warn!(path = %req.uri().path(), "refused a request without a bearer token");
             refuse(
-                "this endpoint needs an API token: send \"Authorization: Bearer <token>\" with a \
+                "this endpoint needs an API token: send \"Authorization: Bearer <token>\" (or, \
+                 from a browser's WebSocket, the subprotocol \"baton.bearer.<token>\") with a \
                  token from baton's server.auth_tokens_env variable",
             )
         }
@@ -305,6 +322,18 @@ mod tests {
         assert_eq!(bearer(&req("bearer  abc ")), Some(&b"abc"[..]));
         assert_eq!(bearer(&req("Basic abc")), None);
         assert_eq!(bearer(&req("Bearer")), None);
+        let ws = |v: &str| {
+            axum::http::Request::builder()
+                .header(header::SEC_WEBSOCKET_PROTOCOL, v)
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        assert_eq!(
+            bearer(&ws("baton.events, baton.bearer.abc123")),
+            Some(&b"abc123"[..])
+        );
+        assert_eq!(bearer(&ws("baton.bearer.")), None);
+        assert_eq!(bearer(&ws("baton.events")), None);
     }
 
     #[test]

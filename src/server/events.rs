@@ -23,6 +23,9 @@ use tokio::sync::broadcast;
 
 use super::AppState;
 
+/// The subprotocol of the event stream (selected when the client offers it).
+pub const PROTOCOL: &str = "baton.events";
+
 /// The event routes, to be merged into the server's router (behind its auth layer, if any).
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
@@ -51,7 +54,9 @@ async fn events(
     // socket task holds only the feed, never the call.
     let (history, rx) = call.subscribe();
     drop(call);
-    ws.on_upgrade(move |socket| stream(socket, history, rx))
+    // A browser that sent its token as a subprotocol gets this one selected (never the token's).
+    ws.protocols([PROTOCOL])
+        .on_upgrade(move |socket| stream(socket, history, rx))
 }
 
 async fn stream(socket: WebSocket, history: Vec<Arc<str>>, mut rx: broadcast::Receiver<Arc<str>>) {

@@ -76,6 +76,8 @@ pub enum ServeError {
 
     #[error("model scenario: {0}")]
     Scenario(String),
+    #[error("model endpoint: {0}")]
+    Model(String),
     #[error(transparent)]
     Endpoint(#[from] crate::model::gemini::endpoint::EndpointError),
     #[error("cannot listen on {addr}: {reason}")]
@@ -97,6 +99,47 @@ fn env_secret(var: &str, key: &'static str) -> Result<Secret, ServeError> {
         })
 }
 
+/// `[model]` for OpenAI Realtime: the service (`backend = "openai"`, key from `credential_env`,
+/// default `OPENAI_API_KEY`) or a separate `baton mock-model --profile openai` (`backend =
+/// "mock"`, `profile = "openai"`, `url`). A Gemini model name falls back to `gpt-realtime`.
+fn openai_backend(m: &crate::config::ModelConfig) -> Result<ModelBackend, ServeError> {
+    use crate::model::openai::endpoint::{
+        DEFAULT_KEY_ENV, Endpoint as OpenAiEndpoint, OPENAI_BASE,
+    };
+    let service = m.backend == BackendKind::Openai;
+    let key = if service {
+        let var = if m.credential_env.is_empty() {
+            DEFAULT_KEY_ENV
+        } else {
+            &m.credential_env
+        };
+        Some(env_secret(var, "model.credential_env")?)
+    } else {
+        None
+    };
+    let url = match (m.url.as_str(), service) {
+        ("", true) => OPENAI_BASE.to_owned(),
+        (u, true) => u.to_owned(),
+        (u, false) => format!("{}/v1", u.trim_end_matches('/')),
+    };
+    let model = if m.model.starts_with("models/") || m.model.contains("gemini") {
+        crate::call::backend::MOCK_OPENAI_MODEL
+    } else {
+        &m.model
+    };
+    let api = if m.beta {
+        crate::model::openai::wire::Api::Beta
+    } else {
+        crate::model::openai::wire::Api::Ga
+    };
+    let endpoint =
+        OpenAiEndpoint::new(&url, model, api, key).map_err(|e| ServeError::Model(e.to_string()))?;
+    Ok(ModelBackend::OpenAi(crate::call::backend::OpenAiRemote {
+        endpoint,
+        capabilities: crate::model::openai::CAPABILITIES,
+    }))
+}
+
 /// Builds the shared state from a validated config.
 pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     let c = &loaded.config;
@@ -108,8 +151,14 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
                 Scenario::load(&loaded.resolve(&c.model.scenario))
                     .map_err(|e| ServeError::Scenario(e.to_string()))?
             };
-            ModelBackend::InProcessMock(Arc::new(MockOptions::new(Arc::new(scenario))))
+            let mut opts = MockOptions::new(Arc::new(scenario));
+            if c.model.openai() {
+                opts.openai = Some(crate::mock::openai::OpenAiOptions::default());
+            }
+            ModelBackend::InProcessMock(Arc::new(opts))
         }
+        BackendKind::Openai => openai_backend(&c.model)?,
+        BackendKind::Mock if c.model.openai() => openai_backend(&c.model)?,
         BackendKind::Mock => ModelBackend::Remote(Endpoint::new(
             &c.model.url,
             Backend::DeveloperApi,
@@ -148,6 +197,13 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     let backend = match backend {
         ModelBackend::Remote(ep) if !c.model.ca_file.is_empty() => {
             ModelBackend::Remote(ep.with_ca_file(&loaded.resolve(&c.model.ca_file))?)
+        }
+        ModelBackend::OpenAi(mut r) if !c.model.ca_file.is_empty() => {
+            r.endpoint = r
+                .endpoint
+                .with_ca_file(&loaded.resolve(&c.model.ca_file))
+                .map_err(|e| ServeError::Model(e.to_string()))?;
+            ModelBackend::OpenAi(r)
         }
         other => other,
     };
@@ -439,10 +495,7 @@ pub async fn serve(
 impl AppState {
     /// What the model can do in place: the embedded mock's profile, else a 3.8-class model.
     pub fn capabilities(&self) -> crate::model::Capabilities {
-        match &self.backend {
-            ModelBackend::InProcessMock(o) => o.capabilities(),
-            ModelBackend::Remote(_) => crate::model::gemini::CAPABILITIES,
-        }
+        self.backend.capabilities()
     }
 
     /// How a call reopens its session after `goAway` or a drop.
@@ -462,10 +515,10 @@ impl AppState {
         &self,
     ) -> Result<
         (
-            crate::model::gemini::session::Session,
+            crate::model::handle::ModelSession,
             Option<crate::call::Agents>,
         ),
-        crate::model::gemini::session::SessionError,
+        crate::model::handle::OpenError,
     > {
         let mut cfg = self.session.clone();
         let agents = self.agents.as_ref().map(|reg| {

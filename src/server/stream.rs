@@ -26,6 +26,9 @@ use crate::leg::stream::server::{self as leg, Notice, StreamLegOptions};
 /// The leg kind label of this module's calls.
 const LEG: &str = "stream";
 
+/// The subprotocol of `/stream` (selected when the client offers it).
+pub const PROTOCOL: &str = "baton.stream";
+
 /// The `/stream` route.
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new().route("/stream", get(upgrade))
@@ -41,7 +44,9 @@ async fn upgrade(State(app): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Resp
         tracing::warn!(active = app.calls.active(), "refused a /stream call: {why}");
         return (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response();
     };
+    // A browser that sent its token as a subprotocol gets `baton.stream` selected.
     leg::configure_upgrade(ws)
+        .protocols([PROTOCOL])
         .on_upgrade(move |socket| async move {
             let span = tracing::info_span!("stream");
             run_call(app, socket, slot).instrument(span).await

@@ -7,7 +7,8 @@
 use tokio::sync::mpsc;
 
 use crate::model::ModelEvent;
-use crate::model::gemini::session::{Session, SessionEvent};
+use crate::model::handle::ModelSession;
+use crate::model::session::SessionEvent;
 
 /// One transcript fragment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,9 +20,9 @@ pub struct Fragment {
 }
 
 /// Taps `session`: returns the fragments as they arrive. The tap ends with the session.
-pub fn tap(session: &mut Session) -> mpsc::UnboundedReceiver<Fragment> {
+pub fn tap(session: &mut ModelSession) -> mpsc::UnboundedReceiver<Fragment> {
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-    let mut inner = std::mem::replace(&mut session.events, ev_rx);
+    let mut inner = std::mem::replace(session.events(), ev_rx);
     let (frag_tx, frag_rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(ev) = inner.recv().await {

@@ -85,6 +85,23 @@ pub struct LoadArgs {
     /// Worker threads of the load client (default: one per core).
     #[arg(long)]
     pub client_threads: Option<usize>,
+    /// The spawned `baton serve` keeps every call in this store (`[store] url`, e.g.
+    /// `sqlite://out/bench/load.db`), to measure its cost on playout.
+    #[arg(long, value_name = "URL", conflicts_with = "target")]
+    pub store: Option<String>,
+    /// The spawned `baton serve` runs this agent set (its events feed the store), with the mock
+    /// model playing `--scenario`.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "scenario",
+        conflicts_with = "target"
+    )]
+    pub agents: Option<PathBuf>,
+    /// The mock model's scenario (with --agents, one scripted for that set, e.g.
+    /// audio-fixtures/scenarios/seed000.toml).
+    #[arg(long, value_name = "FILE", conflicts_with = "target")]
+    pub scenario: Option<PathBuf>,
 }
 
 /// Why a load sweep failed.
@@ -280,10 +297,16 @@ pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
     let report = LoadReport {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine,
-        target: args
-            .target
-            .clone()
-            .unwrap_or_else(|| "spawned baton serve".into()),
+        target: args.target.clone().unwrap_or_else(|| {
+            let mut t = "spawned baton serve".to_owned();
+            if let Some(a) = &args.agents {
+                t += &format!(", agent set {}", a.display());
+            }
+            if let Some(st) = &args.store {
+                t += &format!(", store {st}");
+            }
+            t
+        }),
         duration_s: args.duration,
         ramp_s: args.ramp,
         max_jitter_ms: args.max_jitter_ms,
@@ -332,12 +355,35 @@ struct Under {
     fresh: bool,
 }
 
+/// `[agents]` and `[store]` for the spawned daemon, as asked.
+fn extra_sections(args: &LoadArgs) -> Result<String, LoadError> {
+    let mut text = String::new();
+    if let Some(a) = &args.agents {
+        text += &format!("[agents]\nset = {:?}\n", absolute(a)?);
+    }
+    if let Some(url) = &args.store {
+        text += &format!("[store]\nurl = {url:?}\n");
+    }
+    Ok(text)
+}
+
+fn absolute(p: &Path) -> Result<String, LoadError> {
+    std::path::absolute(p)
+        .map(|p| p.display().to_string())
+        .map_err(|e| LoadError::Io(format!("{}: {e}", p.display())))
+}
+
 fn spawn_baton(args: &LoadArgs, exe: &Path, n: usize) -> Result<Under, LoadError> {
     let logs = args.report.join("logs");
+    let mut mock_args: Vec<String> =
+        vec!["mock-model".into(), "--listen".into(), "127.0.0.1:0".into()];
+    if let Some(sc) = &args.scenario {
+        mock_args.extend(["--scenario".into(), absolute(sc)?]);
+    }
     let mut mock = ChildGuard::spawn(
         "baton mock-model",
         exe,
-        &["mock-model".into(), "--listen".into(), "127.0.0.1:0".into()],
+        &mock_args,
         &logs.join(format!("mock-{n}.log")),
     )?;
     let rx = procs::lines(mock.take_stdout().expect("piped"));
@@ -350,7 +396,7 @@ fn spawn_baton(args: &LoadArgs, exe: &Path, n: usize) -> Result<Under, LoadError
          [limits]\nmax_calls = {}\n\
          [log]\nlevel = \"warn\"\n",
         n + 16
-    );
+    ) + &extra_sections(args)?;
     std::fs::write(&config, text)
         .map_err(|e| LoadError::Io(format!("cannot write {}: {e}", config.display())))?;
     let mut serve = ChildGuard::spawn(
@@ -566,7 +612,10 @@ fn run_step(
     wait_idle(&under, Duration::from_secs(15));
     let after = scrape(&under);
     trace.take(&under, client_pid, ticks);
-    drop(under._children);
+    // The daemon first, gracefully: it flushes what its store has queued.
+    for child in under._children {
+        child.terminate(Duration::from_secs(10));
+    }
 
     let from = w_start.unwrap_or(t0);
     let to = match w_end {

@@ -97,6 +97,19 @@ impl ChildGuard {
     pub fn exited(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Asks the child to stop (SIGTERM: `baton serve` drains and flushes its store) and waits
+    /// for it at most `limit`; the guard kills it after that.
+    pub fn terminate(mut self, limit: Duration) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + limit;
+        while !self.exited() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for ChildGuard {

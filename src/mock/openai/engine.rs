@@ -19,6 +19,16 @@
 //! the reply in the response created after its `function_call_output`. Errors are `error` events
 //! and the socket stays open; the session ends with `session_expired` at its lifetime.
 //!
+//! Multi-agent handoffs, as the Gemini mock does them (see [`crate::mock::persona`]): the session
+//! keeps the *active persona*, the one the wire last named — in `session.update` instructions,
+//! system or user text items, or a function call's output — and speaks in its voice. A caller
+//! turn whose script hands off (`[turn.handoff]` with a `tool_call`) is answered with the
+//! announcement and then, in the same response, the transfer call. When the active persona
+//! changed since the model last spoke, the next response is the handoff reply in the new voice;
+//! a transfer answered without naming another persona is acknowledged with an empty response. A
+//! user text item that is a scripted caller line positions the script there (history for a new
+//! session); one that names a persona is an instruction and takes no scripted turn.
+//!
 //! This file holds the state, the input dispatch and caller audio; `items.rs` the conversation
 //! items and truncation; `respond.rs` the responses.
 
@@ -100,6 +110,16 @@ pub struct RealtimeSession {
     pub(super) answered: Option<usize>,
     /// The model has produced audio (the voice is fixed from now on).
     pub(super) spoke: bool,
+    /// The persona the wire last named (index into the scenario's personas).
+    pub(super) active: Option<usize>,
+    /// The persona of the model's latest speech in this session (`None`: it has not spoken).
+    pub(super) voice: Option<Option<usize>>,
+    /// The script was positioned by history items (a session continuing a call).
+    pub(super) resumed: bool,
+    /// A transfer call was answered without naming another persona: nothing to say about it.
+    pub(super) acked: bool,
+    /// The scripted turn whose transfer call (made after its announcement) awaits its output.
+    pub(super) handoff_call: Option<usize>,
 }
 
 impl RealtimeSession {
@@ -131,6 +151,11 @@ impl RealtimeSession {
             pending_call: None,
             answered: None,
             spoke: false,
+            active: None,
+            voice: None,
+            resumed: false,
+            acked: false,
+            handoff_call: None,
         }
     }
 
@@ -305,6 +330,9 @@ impl RealtimeSession {
             });
         };
         self.state.update(update, self.spoke)?;
+        if let Some(text) = update.get("instructions").and_then(Value::as_str) {
+            self.note_persona(text);
+        }
         let silence = self.state.view().vad.as_ref().map(|v| v.silence);
         if let Some(silence) = silence {
             self.listener = Listener::new(true, silence);
@@ -447,6 +475,28 @@ impl RealtimeSession {
                        "usage": {"type": "duration", "seconds": seconds}}),
             );
         }
+    }
+
+    // -- personas -------------------------------------------------------------------------------
+
+    /// `text` (an instruction, a prompt, a function output) names the active persona, if it
+    /// names one; true when it did.
+    pub(super) fn note_persona(&mut self, text: &str) -> bool {
+        let markers = self.scenario.markers();
+        match crate::mock::persona::named_in(&markers, text) {
+            Some(p) => {
+                self.active = Some(p);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The scripted caller line `text` is, at or after the script's position.
+    pub(super) fn scripted_line(&self, text: &str) -> Option<usize> {
+        let text = text.trim();
+        (self.caller_turns..self.scenario.turns.len())
+            .find(|&j| self.scenario.turns[j].input_text.as_deref().map(str::trim) == Some(text))
     }
 
     // -- plumbing -------------------------------------------------------------------------------

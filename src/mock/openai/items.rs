@@ -2,7 +2,9 @@
 //! assistant text messages, function calls and their outputs; `previous_item_id` of `root`, an
 //! existing item, or an error; no assistant audio), deletion, and `conversation.item.truncate`
 //! bounded by the audio the item carried. Creating an item never starts or cancels a response;
-//! a user message is a caller turn (it takes the next scripted turn).
+//! a user message is a caller turn (it takes the next scripted turn) unless it is a scripted
+//! caller line (the script moves there) or names a persona (an instruction: it takes none); an
+//! assistant message answers the caller turn before it.
 
 use serde_json::{Value, json};
 
@@ -53,9 +55,23 @@ impl RealtimeSession {
                         format!("Invalid value: '{}' for a {role} message.", c.kind),
                     ));
                 }
-                if role == "user" {
-                    self.unanswered = Some(self.caller_turns);
-                    self.caller_turns += 1;
+                let text: Vec<&str> = content.iter().filter_map(|c| c.text.as_deref()).collect();
+                let text = text.join("\n");
+                match role.as_str() {
+                    "user" => {
+                        if let Some(j) = self.scripted_line(&text) {
+                            self.caller_turns = j + 1;
+                            self.unanswered = Some(j);
+                            self.resumed |= self.voice.is_none();
+                        } else if !self.note_persona(&text) {
+                            self.unanswered = Some(self.caller_turns);
+                            self.caller_turns += 1;
+                        }
+                    }
+                    "system" => {
+                        self.note_persona(&text);
+                    }
+                    _ => self.unanswered = None,
                 }
                 json!({"id": id, "type": "message", "role": role, "status": "completed",
                        "object": "realtime.item", "content": content})
@@ -63,8 +79,33 @@ impl RealtimeSession {
             Item::FunctionCallOutput {
                 call_id, output, ..
             } => {
+                // A refusal (an `error` output) moves nobody, whoever it names.
+                let named = match serde_json::from_str::<Value>(&output) {
+                    Ok(v) if v.get("error").is_some() => None,
+                    Ok(v) => {
+                        let markers = self.scenario.markers();
+                        crate::mock::persona::named_in_json(&markers, &v)
+                    }
+                    Err(_) => None,
+                };
+                let named = named.or_else(|| {
+                    serde_json::from_str::<Value>(&output)
+                        .is_err()
+                        .then(|| crate::mock::persona::named_in(&self.scenario.markers(), &output))
+                        .flatten()
+                });
                 match self.pending_call.take() {
-                    Some((pending, turn)) if pending == call_id => self.answered = Some(turn),
+                    Some((pending, turn)) if pending == call_id => {
+                        if self.handoff_call == Some(turn) {
+                            self.handoff_call = None;
+                            self.acked = true;
+                        } else {
+                            self.answered = Some(turn);
+                        }
+                        if let Some(p) = named {
+                            self.active = Some(p);
+                        }
+                    }
                     other => {
                         self.pending_call = other;
                         return Err(Refusal::invalid(

@@ -3,7 +3,9 @@
 //! `function_call_arguments.delta/.done` → `output_item.done` → `response.done`) or speech:
 //! `output_item.added` → `content_part.added` → interleaved `output_audio.delta` and
 //! `output_audio_transcript.delta` in bursts faster than real time → the `.done` events →
-//! `response.done` → `rate_limits.updated`. A cancel (`response.cancel`, or server VAD with
+//! `response.done` → `rate_limits.updated`. A scripted handoff's transfer call follows the
+//! announcement in the same response (a second output item). A response with nothing to say
+//! (a transfer acknowledged) ends at once with no output. A cancel (`response.cancel`, or server VAD with
 //! `interrupt_response`) stops the audio and ends the response `cancelled`; the item keeps the
 //! audio produced so far, which bounds `conversation.item.truncate`.
 
@@ -39,12 +41,29 @@ enum Stage {
 
 #[derive(Clone, Debug)]
 enum Plan {
-    Speak(Reply),
+    /// Speak `reply` as `persona`, then (a handoff) make `then` call.
+    Speak {
+        reply: Reply,
+        persona: Option<usize>,
+        then: Option<(String, Value, usize)>,
+    },
     Call {
         name: String,
         args: Value,
         turn: usize,
     },
+    /// Nothing to say.
+    Nothing,
+}
+
+impl Plan {
+    fn speak(reply: &Reply, persona: Option<usize>) -> Plan {
+        Plan::Speak {
+            reply: reply.clone(),
+            persona,
+            then: None,
+        }
+    }
 }
 
 /// An assistant audio item being streamed.
@@ -60,6 +79,8 @@ struct Speech {
     fragments: Vec<String>,
     sent_samples: usize,
     sent_text: String,
+    /// The transfer call made once the speech is complete.
+    then: Option<(String, Value, usize)>,
 }
 
 impl Speech {
@@ -110,29 +131,73 @@ impl RealtimeSession {
         Ok(())
     }
 
+    /// The handoff reply due now, if any: the active persona changed since the model last spoke
+    /// (in a session continuing a call: the current turn hands off to it).
+    fn handoff_plan(&self) -> Option<Plan> {
+        let active = self.active?;
+        let current = self.caller_turns.checked_sub(1)?;
+        let handoff = self
+            .scenario
+            .turns
+            .get(current)
+            .and_then(|t| t.handoff.as_ref())
+            .filter(|h| self.scenario.persona_index(&h.to) == Some(active));
+        let pending = match self.voice {
+            Some(voice) => voice != Some(active),
+            None => self.resumed && handoff.is_some(),
+        };
+        if !pending {
+            return None;
+        }
+        let reply = handoff.map_or_else(|| self.scenario.default_for(Some(active)), |h| &h.reply);
+        Some(Plan::speak(reply, Some(active)))
+    }
+
+    /// What the reply to caller turn `turn` is: a function call first, or the scripted reply in
+    /// the active voice (followed by the transfer call when the turn hands off elsewhere).
+    fn caller_plan(&self, turn: usize) -> Plan {
+        let tools = &self.state.view().tools;
+        let script = self.scenario.turns.get(turn);
+        if let Some(c) = script
+            .and_then(|t| t.tool_call.as_ref())
+            .filter(|c| tools.contains(&c.name))
+        {
+            return Plan::Call {
+                name: c.name.clone(),
+                args: c.args.clone(),
+                turn,
+            };
+        }
+        let then = script
+            .and_then(|t| t.handoff.as_ref())
+            .filter(|h| self.scenario.persona_index(&h.to) != self.active)
+            .and_then(|h| h.tool_call.as_ref())
+            .filter(|c| tools.contains(&c.name))
+            .map(|c| (c.name.clone(), c.args.clone(), turn));
+        Plan::Speak {
+            reply: self.scenario.reply_for(turn, self.active).clone(),
+            persona: self.active,
+            then,
+        }
+    }
+
     /// Starts a response: what it says is decided now (see the engine's module doc).
     pub(super) fn start_response(&mut self, oob: bool, now: Instant) {
         let plan = if oob {
-            Plan::Speak(self.scenario.default_reply.clone())
+            Plan::speak(&self.scenario.default_reply, None)
+        } else if let Some(plan) = self.handoff_plan() {
+            self.answered = None;
+            self.unanswered = None;
+            self.acked = false;
+            plan
         } else if let Some(turn) = self.answered.take() {
-            Plan::Speak(self.scenario.reply_for(turn, None).clone())
+            Plan::speak(self.scenario.reply_for(turn, self.active), self.active)
         } else if let Some(turn) = self.unanswered.take() {
-            let call = self
-                .scenario
-                .turns
-                .get(turn)
-                .and_then(|t| t.tool_call.as_ref())
-                .filter(|c| self.state.view().tools.contains(&c.name));
-            match call {
-                Some(c) => Plan::Call {
-                    name: c.name.clone(),
-                    args: c.args.clone(),
-                    turn,
-                },
-                None => Plan::Speak(self.scenario.reply_for(turn, None).clone()),
-            }
+            self.caller_plan(turn)
+        } else if std::mem::take(&mut self.acked) {
+            Plan::Nothing
         } else {
-            Plan::Speak(self.scenario.default_reply.clone())
+            Plan::speak(self.scenario.default_for(self.active), self.active)
         };
         let id = self.new_id("resp");
         let body = self.response_json(&id, "in_progress", Value::Null, vec![], None);
@@ -159,7 +224,17 @@ impl RealtimeSession {
         };
         match plan {
             Plan::Call { name, args, turn } => self.function_call(&id, oob, name, &args, turn),
-            Plan::Speak(reply) => {
+            Plan::Nothing => {
+                let body = self.response_json(&id, "completed", Value::Null, vec![], Some(0));
+                self.emit(EventKind::ResponseDone, json!({"response": body}));
+                self.rate_limits();
+            }
+            Plan::Speak {
+                reply,
+                persona,
+                then,
+            } => {
+                self.voice = Some(persona);
                 let item_id = self.new_id("item");
                 let format = self.state.view().output.clone();
                 let (audio, rate) = match format {
@@ -183,6 +258,7 @@ impl RealtimeSession {
                     fragments: split_words(&reply.text, n),
                     sent_samples: 0,
                     sent_text: String::new(),
+                    then,
                 };
                 let item = json!({"id": item_id, "type": "message", "role": "assistant",
                                   "status": "in_progress", "object": "realtime.item", "content": []});
@@ -211,6 +287,23 @@ impl RealtimeSession {
     }
 
     fn function_call(&mut self, id: &str, oob: bool, name: String, args: &Value, turn: usize) {
+        let item = self.call_item(id, oob, 0, name, args, turn);
+        let body = self.response_json(id, "completed", Value::Null, vec![item], Some(20));
+        self.emit(EventKind::ResponseDone, json!({"response": body}));
+        self.rate_limits();
+    }
+
+    /// A function call as output item `index` of response `id`: its events, the item (returned
+    /// for `response.done`), and the call awaiting its output.
+    fn call_item(
+        &mut self,
+        id: &str,
+        oob: bool,
+        index: usize,
+        name: String,
+        args: &Value,
+        turn: usize,
+    ) -> Value {
         let item_id = self.new_id("item");
         let call_id = self.new_id("call");
         let arguments = args.to_string();
@@ -219,14 +312,14 @@ impl RealtimeSession {
                               "arguments": ""});
         self.emit_plain(
             "response.output_item.added",
-            json!({"response_id": id, "output_index": 0, "item": item}),
+            json!({"response_id": id, "output_index": index, "item": item}),
         );
         if !oob {
             let previous = self.items.last().map(|i| i.id.clone());
             self.add_item(item.clone(), previous, None, false);
         }
-        let at =
-            json!({"response_id": id, "item_id": item_id, "output_index": 0, "call_id": call_id});
+        let at = json!({"response_id": id, "item_id": item_id, "output_index": index,
+                        "call_id": call_id});
         let mut delta = at.clone();
         delta["delta"] = Value::String(arguments.clone());
         self.emit_plain("response.function_call_arguments.delta", delta);
@@ -238,15 +331,13 @@ impl RealtimeSession {
         item["arguments"] = Value::String(arguments);
         self.emit_plain(
             "response.output_item.done",
-            json!({"response_id": id, "output_index": 0, "item": item}),
+            json!({"response_id": id, "output_index": index, "item": item}),
         );
         if !oob && self.api == Api::Ga {
             self.emit_plain("conversation.item.done", json!({"item": item}));
         }
-        let body = self.response_json(id, "completed", Value::Null, vec![item], Some(20));
-        self.emit(EventKind::ResponseDone, json!({"response": body}));
-        self.rate_limits();
         self.pending_call = Some((call_id, turn));
+        item
     }
 
     /// [`Timer::Burst`]: up to `burst` chunks, then the next burst at the generation speed.
@@ -352,6 +443,13 @@ impl RealtimeSession {
             }
             tokens = Some(speak::audio_tokens(Duration::from_millis(s.produced_ms())));
             output.push(item);
+            if status == "completed"
+                && let Some((name, args, turn)) = s.then.clone()
+            {
+                let call = self.call_item(&r.id, r.oob, 1, name, &args, turn);
+                self.handoff_call = Some(turn);
+                output.push(call);
+            }
         }
         let body = self.response_json(&r.id, status, details, output, tokens);
         self.emit(EventKind::ResponseDone, json!({"response": body}));

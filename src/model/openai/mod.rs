@@ -5,6 +5,7 @@
 pub mod codec;
 pub mod endpoint;
 pub mod session;
+pub mod translate;
 pub mod wire;
 
 /// Audio rate of `audio/pcm`, both directions (the only one the service supports).

@@ -5,7 +5,9 @@
 //! frame reached the socket. The call's per-frame path only ever does a non-blocking channel send.
 //!
 //! The reader's [`Decoder`] is shared with the [`Session`] handle (a short lock per frame) so that
-//! [`Session::barge_in`] can name the item being played and whether a response is in progress.
+//! [`Session::barge_in`] can name the item being played and whether a response is in progress,
+//! and so that [`Session::request_response`] sends `response.create` only when none is in
+//! progress: otherwise the reader sends it as soon as the response in progress is done.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -163,8 +165,72 @@ pub enum SessionError {
 pub struct Session {
     tx: mpsc::UnboundedSender<Outbound>,
     pub events: mpsc::UnboundedReceiver<SessionEvent>,
-    decoder: Arc<Mutex<Decoder>>,
+    shared: Arc<Mutex<Shared>>,
     api: Api,
+}
+
+/// What the reader and the handle share: the decoder and the response gate.
+#[derive(Debug)]
+struct Shared {
+    decoder: Decoder,
+    /// A response was asked for while one was in progress (or requested): send one when done.
+    want_response: bool,
+    /// `response.create` was sent and its `response.created` has not arrived yet.
+    requested: bool,
+}
+
+impl Shared {
+    /// Asks for a response: true when `response.create` may go out now.
+    fn request(&mut self) -> bool {
+        if self.decoder.active_response().is_some() || self.requested {
+            // Requests made during one response are served by one response after it (the
+            // requested one may have been planned before this request's items arrived).
+            self.want_response = true;
+            false
+        } else {
+            self.requested = true;
+            true
+        }
+    }
+
+    /// After a frame's events: true when the waiting `response.create` may go out now.
+    fn after_frame(&mut self, events: &[ModelEvent]) -> bool {
+        if self.decoder.active_response().is_some() {
+            self.requested = false;
+        }
+        let refused = events.iter().any(|e| {
+            matches!(e, ModelEvent::ProtocolError(m)
+                if codec::error_code(m) == Some("conversation_already_has_active_response"))
+        });
+        if refused && self.requested {
+            // Raced a response the server started itself: ask again when that one is done.
+            self.requested = false;
+            self.want_response = true;
+        }
+        if self.want_response && !self.requested && self.decoder.active_response().is_none() {
+            self.want_response = false;
+            self.requested = true;
+            return true;
+        }
+        false
+    }
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    match shared.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+fn response_create() -> Outbound {
+    Outbound::Text {
+        json: codec::encode(&ClientEvent::ResponseCreate {
+            event_id: None,
+            response: None,
+        }),
+        received_at: None,
+    }
 }
 
 impl Session {
@@ -202,7 +268,8 @@ impl Session {
         })
     }
 
-    /// Answers function call `call_id` and asks for the response that uses the result.
+    /// Answers function call `call_id` and asks for the response that uses the result (see
+    /// [`Session::request_response`]).
     pub fn tool_response(&self, call_id: &str, output: &Value) -> bool {
         let output = match output {
             Value::String(s) => s.clone(),
@@ -212,20 +279,40 @@ impl Session {
             event_id: None,
             previous_item_id: None,
             item: Item::function_output(call_id, output),
-        }) && self.send_event(&ClientEvent::ResponseCreate {
-            event_id: None,
-            response: None,
-        })
+        }) && self.request_response()
+    }
+
+    /// Asks for a response: `response.create` now if no response is in progress or requested;
+    /// else it goes out when the response in progress is done (the service refuses one during
+    /// another with `conversation_already_has_active_response`). Any number of requests made
+    /// meanwhile are served by that one response.
+    pub fn request_response(&self) -> bool {
+        let now = lock(&self.shared).request();
+        !now || self.send(response_create())
+    }
+
+    /// Carries out translated steps in order.
+    pub fn send_steps(&self, steps: &[super::translate::Step]) -> bool {
+        let mut ok = true;
+        for s in steps {
+            ok &= match s {
+                super::translate::Step::Send(e) => self.send_event(e),
+                super::translate::Step::Respond => self.request_response(),
+            };
+        }
+        ok
+    }
+
+    /// The session's dialect.
+    pub fn api(&self) -> Api {
+        self.api
     }
 
     /// The caller barged in having heard `heard_ms` of the item being played: sends
     /// `response.cancel` (if a response is in progress) and `conversation.item.truncate`.
     /// Returns what was sent.
     pub fn barge_in(&self, heard_ms: u64) -> Vec<ClientEvent> {
-        let events = match self.decoder.lock() {
-            Ok(d) => d.barge_in(heard_ms),
-            Err(poisoned) => poisoned.into_inner().barge_in(heard_ms),
-        };
+        let events = lock(&self.shared).decoder.barge_in(heard_ms);
         for e in &events {
             self.send_event(e);
         }
@@ -234,10 +321,7 @@ impl Session {
 
     /// The assistant item that carried the latest audio and how much of it arrived.
     pub fn audio_item(&self) -> Option<codec::AudioItem> {
-        match self.decoder.lock() {
-            Ok(d) => d.audio_item().cloned(),
-            Err(poisoned) => poisoned.into_inner().audio_item().cloned(),
-        }
+        lock(&self.shared).decoder.audio_item().cloned()
     }
 }
 
@@ -348,7 +432,11 @@ where
             break;
         }
     }
-    let decoder = Arc::new(Mutex::new(decoder));
+    let shared = Arc::new(Mutex::new(Shared {
+        decoder,
+        want_response: false,
+        requested: false,
+    }));
     let (sink, stream) = ws.split();
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(writer(sink, rx, events_tx.clone()));
@@ -358,12 +446,12 @@ where
         events_tx,
         tx.downgrade(),
         keepalive,
-        decoder.clone(),
+        shared.clone(),
     ));
     Ok(Session {
         tx,
         events,
-        decoder,
+        shared,
         api,
     })
 }
@@ -396,7 +484,7 @@ async fn reader<S>(
     events: mpsc::UnboundedSender<SessionEvent>,
     writer: mpsc::WeakUnboundedSender<Outbound>,
     mut keepalive: Keepalive,
-    decoder: Arc<Mutex<Decoder>>,
+    shared: Arc<Mutex<Shared>>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -412,9 +500,13 @@ async fn reader<S>(
                     Some(Err(e)) => break (None, e.to_string()),
                     Some(Ok(Message::Close(frame))) => break close_parts(frame),
                     Some(Ok(m)) => {
-                        match decoder.lock() {
-                            Ok(mut d) => frame_events(&m, &mut d, &mut evs),
-                            Err(poisoned) => frame_events(&m, &mut poisoned.into_inner(), &mut evs),
+                        let respond = {
+                            let mut sh = lock(&shared);
+                            frame_events(&m, &mut sh.decoder, &mut evs);
+                            sh.after_frame(&evs)
+                        };
+                        if respond && let Some(w) = writer.upgrade() {
+                            let _ = w.send(response_create());
                         }
                         for e in evs.drain(..) {
                             if events.send(SessionEvent::Model(e, now)).is_err() {
@@ -490,82 +582,5 @@ async fn writer<S>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn ga_session_update_shape() {
-        let cfg = SessionConfig {
-            instructions: Some("Be brief.".into()),
-            voice: Some("marin".into()),
-            input_format: AudioFormat::Pcmu,
-            output_format: AudioFormat::Pcmu,
-            tools: vec![FunctionTool::new(
-                "get_balance",
-                Some("Look up a balance.".into()),
-                json!({"type": "object", "properties": {}}),
-            )],
-            turn_detection: Some(TurnDetection::server_vad(Some(500))),
-            ..Default::default()
-        };
-        let v = serde_json::to_value(cfg.session_update(Api::Ga)).unwrap();
-        assert_eq!(v["type"], "session.update");
-        let s = &v["session"];
-        assert_eq!(s["type"], "realtime");
-        assert_eq!(s["instructions"], "Be brief.");
-        assert_eq!(s["output_modalities"], json!(["audio"]));
-        assert_eq!(s["audio"]["input"]["format"], json!({"type": "audio/pcmu"}));
-        assert_eq!(
-            s["audio"]["input"]["transcription"]["model"],
-            "gpt-4o-mini-transcribe"
-        );
-        assert_eq!(s["audio"]["input"]["turn_detection"]["type"], "server_vad");
-        assert_eq!(
-            s["audio"]["input"]["turn_detection"]["silence_duration_ms"],
-            500
-        );
-        assert_eq!(s["audio"]["output"]["voice"], "marin");
-        assert_eq!(s["tools"][0]["type"], "function");
-        assert!(s.get("model").is_none(), "the model is in the URL");
-        let manual = SessionConfig {
-            turn_detection: None,
-            ..Default::default()
-        };
-        let v = serde_json::to_value(manual.session_update(Api::Ga)).unwrap();
-        assert_eq!(
-            v["session"]["audio"]["input"]["turn_detection"],
-            Value::Null
-        );
-    }
-
-    #[test]
-    fn beta_session_update_is_flat() {
-        let cfg = SessionConfig {
-            input_format: AudioFormat::Pcma,
-            ..Default::default()
-        };
-        let v = serde_json::to_value(cfg.session_update(Api::Beta)).unwrap();
-        let s = &v["session"];
-        assert!(s.get("type").is_none());
-        assert_eq!(s["input_audio_format"], "g711_alaw");
-        assert_eq!(s["output_audio_format"], "pcm16");
-        assert_eq!(s["modalities"], json!(["text", "audio"]));
-        assert_eq!(
-            s["input_audio_transcription"]["model"],
-            "gpt-4o-mini-transcribe"
-        );
-    }
-
-    #[test]
-    fn partial_update_sends_only_what_changes() {
-        let v =
-            serde_json::to_value(update_event(Api::Ga, Some("You are billing."), None)).unwrap();
-        assert_eq!(
-            v,
-            json!({"type": "session.update", "session": {"type": "realtime", "instructions": "You are billing."}})
-        );
-        let v = serde_json::to_value(update_event(Api::Ga, None, Some(&[]))).unwrap();
-        assert_eq!(v["session"]["tools"], json!([]));
-    }
-}
+#[path = "session_tests.rs"]
+mod tests;

@@ -1,0 +1,189 @@
+//! The model session as the call sees it, whatever the protocol behind it. The call and the
+//! orchestrator speak one vocabulary — the Gemini Live client messages ([`ClientMessage`]) — and a
+//! [`ModelSession`] carries each message on its own wire: unchanged for Gemini Live, translated
+//! into OpenAI Realtime client events ([`crate::model::openai::translate`]) for OpenAI. Caller
+//! audio is encoded by the session's [`Protocol`] at its input rate, into buffers the call reuses
+//! (the audio path is hot), and goes through the call's reconnect machinery as ready JSON text.
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::Capabilities;
+use super::gemini;
+use super::gemini::wire::ClientMessage;
+use super::openai;
+use super::openai::translate::Translator;
+use super::session::{Outbound, SessionEvent};
+
+/// A session's wire protocol: how caller audio is encoded and at which rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Gemini Live: `realtimeInput.audio`, PCM16 at 16 kHz.
+    Gemini,
+    /// OpenAI Realtime: `input_audio_buffer.append`, `audio/pcm` (PCM16 at 24 kHz).
+    OpenAi,
+}
+
+impl Protocol {
+    /// The rate caller audio is sent at.
+    pub const fn input_rate(self) -> u32 {
+        match self {
+            Protocol::Gemini => gemini::INPUT_RATE,
+            Protocol::OpenAi => openai::PCM_RATE,
+        }
+    }
+
+    /// The rate the model speaks at (audio arriving at another rate is resampled anyway).
+    pub const fn output_rate(self) -> u32 {
+        match self {
+            Protocol::Gemini => gemini::OUTPUT_RATE,
+            Protocol::OpenAi => openai::PCM_RATE,
+        }
+    }
+
+    /// Writes the client message carrying `samples` (PCM16 at [`Protocol::input_rate`]) into
+    /// `json` (cleared first); `scratch` holds the raw bytes. Both buffers are reused.
+    pub fn encode_audio(self, samples: &[i16], scratch: &mut Vec<u8>, json: &mut String) {
+        match self {
+            Protocol::Gemini => {
+                gemini::codec::encode_audio(samples, gemini::INPUT_RATE, scratch, json)
+            }
+            Protocol::OpenAi => openai::codec::encode_append_pcm16(samples, scratch, json),
+        }
+    }
+}
+
+/// A session could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Gemini(#[from] gemini::session::SessionError),
+    #[error(transparent)]
+    OpenAi(#[from] openai::session::SessionError),
+    #[error(transparent)]
+    OpenAiEndpoint(#[from] openai::endpoint::EndpointError),
+}
+
+impl OpenError {
+    /// The service refused the session's setup as invalid (1007/1008): for a resumption, the
+    /// handle was refused.
+    pub fn setup_refused_as_invalid(&self) -> bool {
+        matches!(
+            self,
+            OpenError::Gemini(gemini::session::SessionError::SetupRefused {
+                code: 1007 | 1008,
+                ..
+            })
+        )
+    }
+}
+
+/// An OpenAI Realtime session and its translation state.
+pub struct OpenAiSession {
+    session: openai::session::Session,
+    /// The next `clientContent` is initial history (items only); flipped once.
+    history_pending: std::sync::atomic::AtomicBool,
+}
+
+enum Inner {
+    Gemini(gemini::session::Session),
+    OpenAi(OpenAiSession),
+}
+
+/// One live model session of a call.
+pub struct ModelSession {
+    inner: Inner,
+    caps: Capabilities,
+}
+
+impl ModelSession {
+    pub fn gemini(s: gemini::session::Session, caps: Capabilities) -> Self {
+        ModelSession {
+            inner: Inner::Gemini(s),
+            caps,
+        }
+    }
+
+    /// `history_pending`: the session was opened to continue a call, and the first
+    /// `clientContent` it is sent is the history (items only, no response).
+    pub fn openai(s: openai::session::Session, caps: Capabilities, history_pending: bool) -> Self {
+        ModelSession {
+            inner: Inner::OpenAi(OpenAiSession {
+                session: s,
+                history_pending: history_pending.into(),
+            }),
+            caps,
+        }
+    }
+
+    pub fn protocol(&self) -> Protocol {
+        match &self.inner {
+            Inner::Gemini(_) => Protocol::Gemini,
+            Inner::OpenAi(_) => Protocol::OpenAi,
+        }
+    }
+
+    /// The rate caller audio is sent at.
+    pub fn input_rate(&self) -> u32 {
+        self.protocol().input_rate()
+    }
+
+    /// What the model can do in place.
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// The session's events (model events, writes, the end).
+    pub fn events(&mut self) -> &mut mpsc::UnboundedReceiver<SessionEvent> {
+        match &mut self.inner {
+            Inner::Gemini(s) => &mut s.events,
+            Inner::OpenAi(s) => &mut s.session.events,
+        }
+    }
+
+    /// Queues ready text (caller audio encoded by [`Protocol::encode_audio`]), a close or a
+    /// ping; never waits. False if the session is gone.
+    pub fn send(&self, out: Outbound) -> bool {
+        match &self.inner {
+            Inner::Gemini(s) => s.send(out),
+            Inner::OpenAi(s) => s.session.send(out),
+        }
+    }
+
+    /// Caller audio at the session's input rate; `received_at` measures `uplink_added_ms`.
+    pub fn send_audio(
+        &self,
+        samples: &[i16],
+        received_at: Option<Instant>,
+        scratch: &mut Vec<u8>,
+    ) -> bool {
+        let mut json = String::with_capacity(samples.len() * 3 + 96);
+        self.protocol().encode_audio(samples, scratch, &mut json);
+        self.send(Outbound::Text { json, received_at })
+    }
+
+    /// Carries one of baton's messages on this session's wire.
+    pub fn send_message(&self, msg: &ClientMessage) -> bool {
+        match &self.inner {
+            Inner::Gemini(s) => s.send_message(msg),
+            Inner::OpenAi(s) => {
+                use std::sync::atomic::Ordering;
+                let history = matches!(msg, ClientMessage::ClientContent(_))
+                    && s.history_pending.swap(false, Ordering::Relaxed);
+                let mut t = Translator::new(s.session.api(), history);
+                s.session.send_steps(&t.translate(msg))
+            }
+        }
+    }
+
+    /// The caller barged in having heard `heard_ms` of the model's current audio item. On
+    /// OpenAI Realtime: `response.cancel` (while a response is in progress) and
+    /// `conversation.item.truncate` at what was heard, so the conversation holds only that.
+    /// Gemini Live truncates by itself: nothing to send.
+    pub fn barge_in(&self, heard_ms: u64) {
+        if let Inner::OpenAi(s) = &self.inner {
+            let sent = s.session.barge_in(heard_ms);
+            tracing::debug!(heard_ms, events = sent.len(), "barge-in sent to the model");
+        }
+    }
+}
