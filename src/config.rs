@@ -19,6 +19,10 @@ pub struct Config {
     #[serde(default)]
     pub twilio: TwilioConfig,
     #[serde(default)]
+    pub telnyx: TelnyxConfig,
+    #[serde(default)]
+    pub exotel: ExotelConfig,
+    #[serde(default)]
     pub limits: LimitsConfig,
     #[serde(default)]
     pub log: LogConfig,
@@ -265,6 +269,23 @@ pub struct TwilioConfig {
     /// The stream `<Parameter>` naming the caller (their agent contexts follow them across
     /// calls); empty: `From`.
     pub caller_parameter: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelnyxConfig {
+    /// Name of the environment variable holding the stream's `stream_auth_token`. When that
+    /// variable is set, every `/telnyx` upgrade must carry it in `x-telnyx-streaming-auth-token`.
+    pub stream_auth_token_env: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExotelConfig {
+    /// Name of the environment variable holding `KEY:TOKEN`. When that variable is set, every
+    /// `/exotel` upgrade must carry it as `Authorization: Basic` (a stream URL of the form
+    /// `wss://KEY:TOKEN@host/exotel`).
+    pub basic_auth_env: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -660,6 +681,26 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "must be the NAME of an environment variable, not the token".into(),
             "write e.g. auth_token_env = \"TWILIO_AUTH_TOKEN\" and export the token in that variable",
         );
+    }
+    for (key, env, example) in [
+        (
+            "telnyx.stream_auth_token_env",
+            &c.telnyx.stream_auth_token_env,
+            "write e.g. stream_auth_token_env = \"TELNYX_STREAM_TOKEN\" and export the token there",
+        ),
+        (
+            "exotel.basic_auth_env",
+            &c.exotel.basic_auth_env,
+            "write e.g. basic_auth_env = \"EXOTEL_STREAM_AUTH\" and export KEY:TOKEN there",
+        ),
+    ] {
+        if !is_env_name(env) {
+            problem(
+                key,
+                "must be the NAME of an environment variable, not the credential".into(),
+                example,
+            );
+        }
     }
     if !is_env_name(&c.server.auth_tokens_env) {
         problem(

@@ -1,11 +1,14 @@
-//! `baton dial twilio`: place one call to any Twilio-protocol server (baton or another) the way
-//! Twilio would, from a WAV fixture, and report what the caller heard and how evenly it arrived.
+//! `baton dial twilio|telnyx|plivo|exotel|vonage`: place one call to a server speaking that
+//! bridge's protocol (baton or another) the way the bridge would, from a WAV fixture, and report
+//! what the caller heard and how evenly it arrived.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::leg::bridge::Dialect;
+use crate::leg::bridge::audio::{AudioFormat, Encoding};
 use crate::leg::twilio::cadence::Cadence;
 use crate::leg::twilio::caller::{self, CallerEnd, CallerError, CallerOptions};
 use crate::leg::twilio::signature::AuthToken;
@@ -40,6 +43,40 @@ pub struct DialTwilioArgs {
     pub json: bool,
 }
 
+/// Options of `baton dial telnyx|plivo|exotel|vonage`.
+#[derive(Clone, Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    baton dial telnyx ws://127.0.0.1:8080/telnyx --encoding pcma\n  \
+    baton dial vonage ws://127.0.0.1:8080/vonage --rate 8000\n  \
+    baton dial exotel 'ws://127.0.0.1:8080/exotel?sample-rate=16000' --rate 16000\n  \
+    baton dial plivo ws://127.0.0.1:8080/media-stream      # detected on the shared path")]
+pub struct DialBridgeArgs {
+    /// The server's WebSocket URL for this bridge.
+    pub url: String,
+    /// What the caller says: a WAV of any rate. Default: the bundled four-turn conversation.
+    #[arg(long, value_name = "WAV")]
+    pub fixture: Option<PathBuf>,
+    /// Where to write call.wav (left caller, right agent as heard) and report.json.
+    #[arg(long, value_name = "DIR", default_value = "out/dial")]
+    pub out: PathBuf,
+    /// Payload encoding: pcmu, pcma (Telnyx) or l16. Default: the bridge's usual one (Telnyx
+    /// PCMU; Plivo, Exotel and Vonage L16).
+    #[arg(long, value_name = "ENC")]
+    pub encoding: Option<String>,
+    /// Sample rate for L16: 8000, 16000 or 24000. Default: 16000 for Vonage, else 8000.
+    #[arg(long, value_name = "HZ")]
+    pub rate: Option<u32>,
+    /// A custom parameter for `start` (Vonage: a header beside `websocket:connected`), NAME=VALUE.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// An extra upgrade header, NAME=VALUE (e.g. x-telnyx-streaming-auth-token=...).
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    pub headers: Vec<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `baton dial` could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum DialError {
@@ -47,8 +84,10 @@ pub enum DialError {
     Fixture(#[from] crate::leg::fixture::FixtureError),
     #[error(transparent)]
     Caller(#[from] CallerError),
-    #[error("--param {0:?} is not NAME=VALUE")]
+    #[error("--param/--header {0:?} is not NAME=VALUE")]
     BadParam(String),
+    #[error("{0}")]
+    BadFormat(String),
     #[error("{0} is not set or empty (named by --auth-token-env)")]
     MissingToken(String),
     #[error("cannot write {path}: {reason}")]
@@ -75,20 +114,79 @@ pub struct DialReport {
     pub recording: String,
 }
 
-pub fn run(args: &DialTwilioArgs) -> Result<DialReport, DialError> {
-    let fixture = args
-        .fixture
-        .clone()
-        .unwrap_or_else(|| crate::demo::bundled("audio-fixtures/clips/caller_conversation.wav"));
-    let mut opts = CallerOptions::from_wav(&fixture)?;
-    let mut params = BTreeMap::new();
-    for p in &args.params {
+fn pairs(list: &[String]) -> Result<BTreeMap<String, String>, DialError> {
+    let mut out = BTreeMap::new();
+    for p in list {
         let (k, v) = p
             .split_once('=')
             .ok_or_else(|| DialError::BadParam(p.clone()))?;
-        params.insert(k.to_owned(), v.to_owned());
+        out.insert(k.to_owned(), v.to_owned());
     }
-    opts.custom_parameters = params;
+    Ok(out)
+}
+
+fn fixture_or_bundled(f: &Option<PathBuf>) -> PathBuf {
+    f.clone()
+        .unwrap_or_else(|| crate::demo::bundled("audio-fixtures/clips/caller_conversation.wav"))
+}
+
+/// The stream format `baton dial <dialect>` uses.
+pub fn bridge_format(
+    dialect: Dialect,
+    encoding: Option<&str>,
+    rate: Option<u32>,
+) -> Result<AudioFormat, DialError> {
+    let default = match dialect {
+        Dialect::Twilio | Dialect::Telnyx => "pcmu",
+        _ => "l16",
+    };
+    let enc = match (encoding.unwrap_or(default), dialect) {
+        ("pcmu", Dialect::Vonage) | ("pcma", Dialect::Vonage) => {
+            return Err(DialError::BadFormat("Vonage carries only l16".into()));
+        }
+        ("pcmu", _) => Encoding::Pcmu,
+        ("pcma", Dialect::Telnyx) => Encoding::Pcma,
+        ("l16", Dialect::Telnyx) => Encoding::L16Be,
+        ("l16", Dialect::Plivo | Dialect::Exotel | Dialect::Vonage) => Encoding::L16Le,
+        (other, d) => {
+            return Err(DialError::BadFormat(format!(
+                "--encoding {other} is not spoken by {d}: use pcmu, pcma (Telnyx) or l16"
+            )));
+        }
+    };
+    let default_rate = if dialect == Dialect::Vonage {
+        16000
+    } else {
+        8000
+    };
+    let rate = match (enc, rate) {
+        (Encoding::Pcmu | Encoding::Pcma, Some(r)) if r != 8000 => {
+            return Err(DialError::BadFormat("G.711 runs at 8000 Hz".into()));
+        }
+        (Encoding::Pcmu | Encoding::Pcma, _) => 8000,
+        (_, r) => r.unwrap_or(default_rate),
+    };
+    if !crate::leg::bridge::audio::RATES.contains(&rate) {
+        return Err(DialError::BadFormat(format!(
+            "--rate {rate}: use 8000, 16000 or 24000"
+        )));
+    }
+    Ok(AudioFormat::new(enc, rate))
+}
+
+/// `baton dial telnyx|plivo|exotel|vonage`.
+pub fn run_bridge(dialect: Dialect, args: &DialBridgeArgs) -> Result<DialReport, DialError> {
+    let format = bridge_format(dialect, args.encoding.as_deref(), args.rate)?;
+    let mut opts =
+        CallerOptions::from_wav_for(dialect, format, &fixture_or_bundled(&args.fixture))?;
+    opts.custom_parameters = pairs(&args.params)?;
+    opts.headers = pairs(&args.headers)?.into_iter().collect();
+    finish(&args.url, opts, &args.out)
+}
+
+pub fn run(args: &DialTwilioArgs) -> Result<DialReport, DialError> {
+    let mut opts = CallerOptions::from_wav(&fixture_or_bundled(&args.fixture))?;
+    opts.custom_parameters = pairs(&args.params)?;
     if let Some(var) = &args.auth_token_env {
         let token = std::env::var(var)
             .ok()
@@ -97,22 +195,26 @@ pub fn run(args: &DialTwilioArgs) -> Result<DialReport, DialError> {
         opts.auth_token = Some(AuthToken::new(token));
         opts.signed_url = args.signed_url.clone();
     }
+    finish(&args.url, opts, &args.out)
+}
+
+fn finish(url: &str, opts: CallerOptions, out: &std::path::Path) -> Result<DialReport, DialError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| DialError::Runtime(e.to_string()))?;
-    let r = rt.block_on(caller::dial(&args.url, opts))?;
-    std::fs::create_dir_all(&args.out).map_err(|e| DialError::Output {
-        path: args.out.clone(),
+    let r = rt.block_on(caller::dial(url, opts))?;
+    std::fs::create_dir_all(out).map_err(|e| DialError::Output {
+        path: out.to_path_buf(),
         reason: e.to_string(),
     })?;
-    let wav = args.out.join("call.wav");
+    let wav = out.join("call.wav");
     r.recording.write(&wav).map_err(|e| DialError::Output {
         path: wav.clone(),
         reason: e.to_string(),
     })?;
     let report = DialReport {
-        url: args.url.clone(),
+        url: url.to_owned(),
         end: match &r.end {
             CallerEnd::HungUp => "caller hung up".into(),
             CallerEnd::ServerClosed { code, reason } => {
@@ -131,7 +233,7 @@ pub fn run(args: &DialTwilioArgs) -> Result<DialReport, DialError> {
         cadence: r.cadence,
         recording: wav.display().to_string(),
     };
-    let json_path = args.out.join("report.json");
+    let json_path = out.join("report.json");
     std::fs::write(
         &json_path,
         serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use baton::config::{self, LogFormat};
 use baton::demo::{self, DemoArgs};
-use baton::dial::{self, DialAudioSocketArgs, DialTwilioArgs};
+use baton::dial::{self, DialAudioSocketArgs, DialBridgeArgs, DialTwilioArgs};
+use baton::leg::bridge::Dialect;
 use baton::mock::cli::MockModelArgs;
 use baton::server;
 
@@ -42,9 +43,10 @@ enum Cmd {
     /// Serve the embedded Gemini-Live-protocol mock model on a socket, for baton or any client
     /// (including the official google-genai SDK over wss://).
     MockModel(MockModelArgs),
-    /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio, Asterisk AudioSocket
-    /// on [audiosocket] listen) and apps (/stream) connect, each call is carried to the configured
-    /// model and back.
+    /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio; Telnyx, Plivo, Exotel,
+    /// Vonage at /telnyx, /plivo, /exotel, /vonage; any of them detected at /media-stream;
+    /// Asterisk AudioSocket on [audiosocket] listen) and apps (/stream) connect, each call is
+    /// carried to the configured model and back.
     Serve(ServeArgs),
     /// Place a call to a telephony-protocol server from a WAV fixture, as the bridge would.
     #[command(subcommand)]
@@ -80,6 +82,14 @@ enum BenchTarget {
 enum DialTarget {
     /// Dial a Twilio Media Streams server (baton's /twilio or any other).
     Twilio(DialTwilioArgs),
+    /// Dial a Telnyx media-streaming server (baton's /telnyx, or /media-stream).
+    Telnyx(DialBridgeArgs),
+    /// Dial a Plivo Audio Streams server (baton's /plivo, or /media-stream).
+    Plivo(DialBridgeArgs),
+    /// Dial an Exotel Voicebot server (baton's /exotel, or /media-stream).
+    Exotel(DialBridgeArgs),
+    /// Dial a Vonage Voice API WebSocket server (baton's /vonage, or /media-stream).
+    Vonage(DialBridgeArgs),
     /// Connect to an AudioSocket server (baton's [audiosocket] listener or any other) as
     /// Asterisk would.
     Audiosocket(DialAudioSocketArgs),
@@ -151,6 +161,10 @@ fn main() -> ExitCode {
             init_logging("warn", LogFormat::Human);
             run_dial(&args)
         }
+        Cmd::Dial(DialTarget::Telnyx(args)) => run_dial_bridge(Dialect::Telnyx, &args),
+        Cmd::Dial(DialTarget::Plivo(args)) => run_dial_bridge(Dialect::Plivo, &args),
+        Cmd::Dial(DialTarget::Exotel(args)) => run_dial_bridge(Dialect::Exotel, &args),
+        Cmd::Dial(DialTarget::Vonage(args)) => run_dial_bridge(Dialect::Vonage, &args),
         Cmd::Dial(DialTarget::Audiosocket(args)) => {
             init_logging("warn", LogFormat::Human);
             run_dial_audiosocket(&args)
@@ -234,6 +248,17 @@ fn run_dial(args: &DialTwilioArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn run_dial_bridge(dialect: Dialect, args: &DialBridgeArgs) -> anyhow::Result<()> {
+    init_logging("warn", LogFormat::Human);
+    let report = dial::run_bridge(dialect, args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", dial::render(&report));
+    }
+    Ok(())
+}
+
 fn run_dial_audiosocket(args: &DialAudioSocketArgs) -> anyhow::Result<()> {
     let report = dial::run_audiosocket(args)?;
     if args.json {
@@ -272,6 +297,24 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
         let addr = listener.local_addr()?;
         server::auth::log_exposure(exposure, addr, twilio_signed);
+        for (on, route, credential) in [
+            (
+                app.telnyx_token.is_some(),
+                "/telnyx",
+                "x-telnyx-streaming-auth-token",
+            ),
+            (
+                app.exotel_basic.is_some(),
+                "/exotel",
+                "Authorization: Basic KEY:TOKEN",
+            ),
+        ] {
+            if on {
+                tracing::info!(
+                    "{route} is authenticated by {credential} instead of the API tokens"
+                );
+            }
+        }
         println!(
             "baton serve listening on http://{addr} (model: {}; twilio stream {})",
             app.backend.describe(),

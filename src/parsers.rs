@@ -1,7 +1,7 @@
 //! Every parser of input baton does not control, by name, each behind one byte-level entry point:
 //! `run(bytes, name) -> Result<(), message>`. The bad-input corpus (`tests/corpus/<parser>/`) and
 //! the fuzz targets (`fuzz/fuzz_targets/<parser>.rs`) both drive the parsers through this table,
-//! so a parser added later (SDP, AudioSocket frames, another telephony dialect) is covered by
+//! so a parser added later (another telephony dialect, another leg's framing) is covered by
 //! adding one [`Parser`] here, a corpus folder and a three-line fuzz target.
 //!
 //! Each entry calls the same function production code calls, on the same kind of input (a model
@@ -76,6 +76,36 @@ pub const PARSERS: &[Parser] = &[
         name: "stream_control",
         input: "one JSON control message of WS /stream (leg::stream::wire::parse)",
         run: stream_control,
+    },
+    Parser {
+        name: "telnyx_event",
+        input: "one Telnyx media-streaming text message (leg::bridge::wire::parse, and \
+                wire::format on a start)",
+        run: telnyx_event,
+    },
+    Parser {
+        name: "plivo_event",
+        input: "one Plivo Audio Streams text message (leg::bridge::wire::parse, and \
+                wire::format on a start)",
+        run: plivo_event,
+    },
+    Parser {
+        name: "exotel_event",
+        input: "one Exotel Voicebot text message (leg::bridge::wire::parse, and wire::format \
+                on a start)",
+        run: exotel_event,
+    },
+    Parser {
+        name: "vonage_event",
+        input: "one Vonage Voice API WebSocket text message (leg::bridge::wire::parse, and \
+                wire::format on websocket:connected)",
+        run: vonage_event,
+    },
+    Parser {
+        name: "media_stream_detect",
+        input: "the text messages a socket on /media-stream sends, one per line, read until its \
+                dialect is detected and its start is taken (leg::bridge::MediaStream, detecting)",
+        run: media_stream_detect,
     },
     Parser {
         name: "mock_scenario",
@@ -172,6 +202,57 @@ fn twilio_event(bytes: &[u8], _name: &Path) -> Result<(), String> {
     crate::leg::twilio::wire::parse_from_twilio(text)
         .map(drop)
         .map_err(|e| e.to_string())
+}
+
+/// One text message of a bridge speaking `dialect`, and the audio format of a `start` (a format
+/// baton cannot speak refuses the stream, with the reason).
+fn bridge_event(bytes: &[u8], dialect: crate::leg::bridge::Dialect) -> Result<(), String> {
+    use crate::leg::bridge::wire::{self, Inbound};
+    // The socket layer hands the parser text frames only (Vonage's binary frames are raw audio).
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("a {dialect} message must be UTF-8 text: {e}"))?;
+    match wire::parse(dialect, text).map_err(|e| e.to_string())? {
+        Inbound::Start(start) => wire::format(dialect, &start, None).map(drop),
+        _ => Ok(()),
+    }
+}
+
+fn telnyx_event(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    bridge_event(bytes, crate::leg::bridge::Dialect::Telnyx)
+}
+
+fn plivo_event(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    bridge_event(bytes, crate::leg::bridge::Dialect::Plivo)
+}
+
+fn exotel_event(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    bridge_event(bytes, crate::leg::bridge::Dialect::Exotel)
+}
+
+fn vonage_event(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    bridge_event(bytes, crate::leg::bridge::Dialect::Vonage)
+}
+
+/// A shared-path socket's opening: every line one text message, fed to a detecting stream until
+/// it has started; the first refusal is the error, and so is an opening that never starts.
+fn media_stream_detect(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    use crate::leg::bridge::{DialectChoice, MediaStream, StreamOptions};
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("a media-stream message must be UTF-8 text: {e}"))?;
+    let mut stream = MediaStream::new(DialectChoice::Detect, StreamOptions::default());
+    let now = tokio::time::Instant::now();
+    let mut read = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        read += 1;
+        stream.handle_text(line, now).map_err(|e| e.to_string())?;
+        if stream.start_info().is_some() {
+            return Ok(());
+        }
+    }
+    Err(match stream.dialect() {
+        Some(d) => format!("{d} stream never started: no usable \"start\" in {read} message(s)"),
+        None => format!("no dialect recognised in {read} message(s), and no \"start\""),
+    })
 }
 
 /// The token the signature corpus is signed with.
@@ -319,5 +400,26 @@ mod tests {
             Ok(())
         );
         assert_eq!(ok("daemon_config", b""), Ok(()));
+        assert_eq!(
+            ok(
+                "telnyx_event",
+                br#"{"event":"start","stream_id":"s1","start":{"media_format":{"encoding":"PCMA","sample_rate":8000,"channels":1}}}"#
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            ok(
+                "vonage_event",
+                br#"{"event":"websocket:connected","content-type":"audio/l16;rate=16000"}"#
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            ok(
+                "media_stream_detect",
+                b"{\"event\":\"connected\"}\n{\"event\":\"start\",\"start\":{\"stream_sid\":\"x\",\"call_sid\":\"c\"}}\n"
+            ),
+            Ok(())
+        );
     }
 }

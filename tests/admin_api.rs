@@ -111,9 +111,15 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
     let url = d.twilio_url();
     let dial = tokio::spawn(async move { caller::dial(&url, opts).await });
 
-    let call = until("the live call", async || {
+    // A call is listed the moment its stream starts; its steering (caller, agent set, agents)
+    // once it runs, after the model session is open. Under load that can take a while, so wait
+    // for the run rather than read a call that is listed but not yet running.
+    let call = until("the live call, running", async || {
         let (_, v) = http(a, "GET", "/admin/calls", None).await;
-        v["calls"][0]["id"].as_str().map(str::to_owned)
+        let c = &v["calls"][0];
+        c["agent_set"]
+            .is_string()
+            .then(|| c["id"].as_str().map(str::to_owned))?
     })
     .await;
     let (code, v) = http(a, "GET", &format!("/admin/calls/{call}"), None).await;

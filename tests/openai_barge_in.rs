@@ -91,7 +91,7 @@ fn the_caller_talks_over_a_reply_and_the_model_hears_where_it_was_cut() {
         (300..=2000).contains(&heard),
         "audio_end_ms {heard} is not what the caller heard: {t}"
     );
-    assert!(heard % 20 == 0, "whole frames: {heard}");
+    assert!(heard.is_multiple_of(20), "whole frames: {heard}");
     // Nothing was sent as audio of the cut reply after the truncation: the call went on.
     assert!(report.turns.len() >= 2, "{:?}", report.turns);
 }

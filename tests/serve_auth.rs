@@ -1,6 +1,7 @@
 //! Who may use `baton serve`: bearer tokens on the protected routes, `/healthz` open, the Twilio
 //! endpoints authenticated by X-Twilio-Signature when it is configured (and by the tokens when it
-//! is not), and the start-up refusal to serve a non-loopback address without tokens.
+//! is not), the other telephony bridges by their provider's credential or the tokens, and the
+//! start-up refusal to serve a non-loopback address without tokens.
 
 mod support;
 
@@ -207,6 +208,107 @@ async fn every_admin_route_needs_the_token_and_the_api_document_does_not() {
     }
     let doc = support::http(&d.addr, &get("/openapi.json", None)).await;
     assert_eq!(status(&doc), "200", "{doc}");
+    d.stop().await;
+}
+
+/// The telephony bridges have exactly one authenticator each: `/plivo`, `/vonage`,
+/// `/media-stream` (and `/telnyx`, `/exotel` without a credential of their own) are protected
+/// routes wanting the bearer token; `/telnyx` and `/exotel` with their provider's credential
+/// configured take that credential instead, and a bearer token does not open them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dialect_routes_take_the_token_or_their_own_credential_never_neither() {
+    use baton::leg::bridge::Dialect;
+    use baton::leg::bridge::audio::{AudioFormat, Encoding};
+    use baton::leg::bridge::caller::{self as bridge, CallerError as BridgeError};
+
+    let opts = |dialect: Dialect, header: Option<(&str, String)>| {
+        let format = match dialect {
+            Dialect::Twilio | Dialect::Telnyx | Dialect::Plivo => AudioFormat::PCMU_8K,
+            Dialect::Exotel | Dialect::Vonage => AudioFormat::new(Encoding::L16Le, 8000),
+        };
+        let mut o =
+            bridge::CallerOptions::for_dialect(dialect, format, &vec![0i16; 800], 8000, "silence")
+                .unwrap();
+        o.max_tail = Duration::from_secs(1);
+        o.quiet_after = Duration::from_millis(200);
+        if let Some((name, value)) = header {
+            o.headers.push((name.to_owned(), value));
+        }
+        o
+    };
+    let bearer = || Some(("authorization", format!("Bearer {TOKEN}")));
+
+    // No provider credential configured: every dialect route is a protected one.
+    let d = Daemon::start_with(&support::mock_config("", ""), |st| st.api_tokens = tokens()).await;
+    let routes = [
+        ("/telnyx", Dialect::Telnyx),
+        ("/plivo", Dialect::Plivo),
+        ("/exotel", Dialect::Exotel),
+        ("/vonage", Dialect::Vonage),
+        ("/media-stream", Dialect::Plivo),
+    ];
+    for (path, dialect) in routes {
+        let e = bridge::dial(&d.url(path), opts(dialect, None))
+            .await
+            .expect_err("no token, no call");
+        assert!(
+            matches!(e, BridgeError::Refused { status: 401, .. }),
+            "{path}: {e}"
+        );
+        let wrong = Some(("authorization", "Bearer wrong-token-00000000000".to_owned()));
+        let e = bridge::dial(&d.url(path), opts(dialect, wrong))
+            .await
+            .expect_err("a wrong token, no call");
+        assert!(
+            matches!(e, BridgeError::Refused { status: 401, .. }),
+            "{path}: {e}"
+        );
+        bridge::dial(&d.url(path), opts(dialect, bearer()))
+            .await
+            .unwrap_or_else(|e| panic!("{path} with the token: {e}"));
+    }
+    // A raw upgrade without credentials is refused before any WebSocket exists.
+    let raw = support::http(&d.addr, &get("/media-stream", None)).await;
+    assert_eq!(status(&raw), "401", "{raw}");
+    d.stop().await;
+
+    // Provider credentials configured: /telnyx and /exotel take them, and only them.
+    let d = Daemon::start_with(&support::mock_config("", ""), |st| {
+        st.api_tokens = tokens();
+        st.telnyx_token = Some(baton::secret::Secret::new("telnyx-stream-token"));
+        st.exotel_basic = Some(baton::secret::Secret::new("KEY:TOKEN"));
+    })
+    .await;
+    let telnyx_token = || {
+        Some((
+            "x-telnyx-streaming-auth-token",
+            "telnyx-stream-token".to_owned(),
+        ))
+    };
+    // base64("KEY:TOKEN")
+    let exotel_basic = || Some(("authorization", "Basic S0VZOlRPS0VO".to_owned()));
+    for (path, dialect) in [("/telnyx", Dialect::Telnyx), ("/exotel", Dialect::Exotel)] {
+        for header in [None, bearer()] {
+            let e = bridge::dial(&d.url(path), opts(dialect, header))
+                .await
+                .expect_err("the provider's credential is the one that opens it");
+            assert!(
+                matches!(e, BridgeError::Refused { status: 403, .. }),
+                "{path}: {e}"
+            );
+        }
+    }
+    bridge::dial(&d.url("/telnyx"), opts(Dialect::Telnyx, telnyx_token()))
+        .await
+        .expect("the streaming token alone opens /telnyx");
+    bridge::dial(&d.url("/exotel"), opts(Dialect::Exotel, exotel_basic()))
+        .await
+        .expect("Basic KEY:TOKEN alone opens /exotel");
+    // The other dialect routes still want the bearer token.
+    let e = bridge::dial(&d.url("/vonage"), opts(Dialect::Vonage, None))
+        .await
+        .expect_err("no token, no call");
+    assert!(matches!(e, BridgeError::Refused { status: 401, .. }), "{e}");
     d.stop().await;
 }
 

@@ -39,7 +39,7 @@ enum Mode {
 enum Outcome {
     Refused(String),
     Done {
-        info: StartInfo,
+        info: Box<StartInfo>,
         frames: u64,
         heard: u64,
         dtmf: Vec<char>,
@@ -127,7 +127,7 @@ async fn agent(
     }
     let stats = Box::new(task.await.expect("leg task"));
     Outcome::Done {
-        info,
+        info: Box::new(info),
         frames,
         heard,
         dtmf,

@@ -3,6 +3,7 @@
 //! clear, hang up). The call never knows which protocol a leg speaks.
 
 pub mod audiosocket;
+pub mod bridge;
 pub mod fixture;
 pub mod mic;
 pub mod stream;

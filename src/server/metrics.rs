@@ -8,7 +8,8 @@
 //!
 //! What is live and what is recorded when a call ends:
 //! * **live**: `baton_calls_active` (read from the call registry at each scrape), the frame
-//!   counters (the Twilio leg adds its frames as it moves them: one atomic add each, no lock),
+//!   counters (every telephony bridge leg adds its frames as it moves them, under its dialect's
+//!   leg label: one atomic add each, no lock),
 //!   refused upgrades;
 //! * **at the end of each call**, from its [`CallReport`] and leg stats: `baton_calls_total`,
 //!   underruns and late ticks, the latency histograms, handoff and reconnect gaps, model errors
@@ -19,12 +20,13 @@
 //! not accumulate them. No label carries a secret, an id or caller audio: labels are small fixed
 //! vocabularies (leg kind, end reason class, strategy, close code, reconnect outcome).
 
-use metrics::{Counter, Gauge, Unit};
+use metrics::{Gauge, Unit};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 
 use crate::call::CallReport;
+use crate::leg::bridge::server::FrameCounters;
 
 /// The content type of the Prometheus text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -87,9 +89,9 @@ pub struct Metrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
     calls_active: Gauge,
-    /// Handed to each Twilio leg for its live frame counts.
-    pub twilio_frames_in: Counter,
-    pub twilio_frames_out: Counter,
+    /// Handed to each telephony bridge leg (Twilio and the other dialects) for its live frame
+    /// counts, labelled with the dialect's name.
+    pub frames: FrameCounters,
 }
 
 impl Default for Metrics {
@@ -140,21 +142,23 @@ impl Metrics {
         }
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
-        let (calls_active, twilio_frames_in, twilio_frames_out) =
-            metrics::with_local_recorder(&recorder, || {
-                describe();
-                (
-                    metrics::gauge!("baton_calls_active"),
-                    metrics::counter!("baton_frames_in_total", "leg" => "twilio"),
-                    metrics::counter!("baton_frames_out_total", "leg" => "twilio"),
-                )
-            });
+        let (calls_active, frames) = metrics::with_local_recorder(&recorder, || {
+            describe();
+            (
+                metrics::gauge!("baton_calls_active"),
+                FrameCounters::new(|d| {
+                    (
+                        metrics::counter!("baton_frames_in_total", "leg" => d.name()),
+                        metrics::counter!("baton_frames_out_total", "leg" => d.name()),
+                    )
+                }),
+            )
+        });
         Metrics {
             recorder,
             handle,
             calls_active,
-            twilio_frames_in,
-            twilio_frames_out,
+            frames,
         }
     }
 
@@ -169,7 +173,8 @@ impl Metrics {
         self.handle.run_upkeep();
     }
 
-    /// A `/twilio` upgrade refused before the call began (`signature`, `capacity`, `draining`).
+    /// A telephony upgrade refused before the call began (`signature`: a bad Twilio signature;
+    /// `credential`: a bad Telnyx token or Exotel Basic credential; `capacity`, `draining`).
     pub fn refused(&self, reason: &'static str) {
         metrics::with_local_recorder(&self.recorder, || {
             metrics::counter!("baton_calls_refused_total", "reason" => reason).increment(1);
@@ -299,7 +304,7 @@ fn describe() {
     );
     metrics::describe_counter!(
         "baton_calls_refused_total",
-        "Upgrades refused before a call began (signature, capacity, draining)."
+        "Upgrades refused before a call began (signature, credential, capacity, draining)."
     );
     metrics::describe_counter!(
         "baton_frames_in_total",
@@ -363,7 +368,14 @@ mod tests {
             ..Default::default()
         };
         m.call_ended("twilio", &r, &[20_100, 19_900]);
-        m.twilio_frames_in.increment(5);
+        m.frames
+            .of(crate::leg::bridge::Dialect::Twilio)
+            .0
+            .increment(5);
+        m.frames
+            .of(crate::leg::bridge::Dialect::Telnyx)
+            .1
+            .increment(2);
         let text = m.render(0);
         assert!(text.contains("baton_calls_active 0"), "{text}");
         assert!(text.contains("baton_calls_total{leg=\"twilio\",end=\"caller_hung_up\"} 1"));
@@ -372,6 +384,7 @@ mod tests {
         assert!(text.contains("baton_uplink_added_ms_count 2"));
         assert!(text.contains("baton_egress_jitter_ms_bucket{le=\"0.25\"} 2"));
         assert!(text.contains("baton_frames_in_total{leg=\"twilio\"} 5"));
+        assert!(text.contains("baton_frames_out_total{leg=\"telnyx\"} 2"));
         // A second state does not see the first one's figures.
         assert!(!Metrics::new().render(0).contains("baton_calls_total"));
     }

@@ -6,6 +6,7 @@ pub mod admin;
 pub mod attach;
 pub mod audiosocket;
 pub mod auth;
+pub mod bridges;
 pub mod calls;
 pub mod events;
 mod live;
@@ -42,6 +43,10 @@ pub struct AppState {
     pub session: SessionConfig,
     /// Twilio auth token when signatures are checked.
     pub twilio_token: Option<AuthToken>,
+    /// Telnyx `stream_auth_token` when `/telnyx` upgrades are checked.
+    pub telnyx_token: Option<Secret>,
+    /// Exotel `KEY:TOKEN` when `/exotel` upgrades must carry it as Basic auth.
+    pub exotel_basic: Option<Secret>,
     /// The public `wss://…/twilio` URL (what Twilio signs).
     pub stream_url: String,
     pub calls: CallRegistry,
@@ -210,6 +215,14 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             "twilio.auth_token_env",
         )?)
     };
+    let telnyx_token = match c.telnyx.stream_auth_token_env.as_str() {
+        "" => None,
+        var => Some(env_secret(var, "telnyx.stream_auth_token_env")?),
+    };
+    let exotel_basic = match c.exotel.basic_auth_env.as_str() {
+        "" => None,
+        var => Some(env_secret(var, "exotel.basic_auth_env")?),
+    };
     let session = SessionConfig {
         model: c.model.model.clone(),
         system_instruction: (!c.model.instruction.is_empty()).then(|| c.model.instruction.clone()),
@@ -245,6 +258,8 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         backend,
         session,
         twilio_token,
+        telnyx_token,
+        exotel_basic,
         stream_url,
         calls,
         agents,
@@ -255,23 +270,25 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     }))
 }
 
-/// The router: `/healthz`, `/twiml`, `/twilio`, the call page `/`; browser callers (`/whip`),
-/// generic WebSocket callers (`/stream`), live calls (`/calls`, `/calls/{id}/events`) and the
-/// admin API (`/admin/…`) among the protected routes; its OpenAPI document (`/openapi.json`) is
-/// open.
+/// The router: `/healthz`, `/twiml`, `/twilio`, the call page `/`; the other telephony bridges
+/// (`/telnyx`, `/plivo`, `/exotel`, `/vonage`, detection on `/media-stream`; see [`bridges`]);
+/// browser callers (`/whip`), generic WebSocket callers (`/stream`), live calls (`/calls`,
+/// `/calls/{id}/events`) and the admin API (`/admin/…`) among the protected routes; its OpenAPI
+/// document (`/openapi.json`) is open.
 ///
 /// Each route has one authenticator (see [`auth`]): `/healthz` is open; `/twiml` and
 /// `/twilio` check X-Twilio-Signature when a Twilio auth token is configured, else they are
-/// protected like the rest; every route of [`protected_routes`] needs a bearer token when
-/// `server.auth_tokens_env` is set.
+/// protected like the rest; `/telnyx` and `/exotel` check their provider's credential when one is
+/// configured ([`bridges::own_auth_routes`]), else they are protected like the rest; every route
+/// of [`protected_routes`] needs a bearer token when `server.auth_tokens_env` is set.
 pub fn router(state: Arc<AppState>) -> Router {
     let twilio_routes = Router::new()
         .route("/twiml", get(twiml_get).post(twiml_post))
         .route("/twilio", get(twilio::upgrade));
     let (signed, protected) = if state.twilio_token.is_some() {
-        (twilio_routes, protected_routes())
+        (twilio_routes, protected_routes(&state))
     } else {
-        (Router::new(), protected_routes().merge(twilio_routes))
+        (Router::new(), protected_routes(&state).merge(twilio_routes))
     };
     Router::new()
         .route("/healthz", get(healthz))
@@ -279,15 +296,18 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(page::routes())
         .route("/openapi.json", get(admin::openapi))
         .merge(signed)
+        .merge(bridges::own_auth_routes(&state))
         .merge(auth::protect(protected, state.api_tokens.clone()))
         .with_state(state)
 }
 
-/// **Every HTTP route baton adds goes here** (`/metrics`, `/calls`, `/whip`, admin): these sit
-/// behind the bearer-token layer, so a new route is protected by being placed in this list.
-pub fn protected_routes() -> Router<Arc<AppState>> {
+/// **Every HTTP route baton adds goes here** (`/metrics`, `/calls`, `/whip`, admin, the bridges
+/// without a credential of their own): these sit behind the bearer-token layer, so a new route is
+/// protected by being placed in this list.
+pub fn protected_routes(app: &AppState) -> Router<Arc<AppState>> {
     Router::new()
         .route("/metrics", get(metrics_text))
+        .merge(bridges::routes(app))
         .merge(whip::routes())
         .merge(stream::routes())
         .merge(events::routes())

@@ -312,7 +312,7 @@ async fn run_call(app: Arc<AppState>, peer: leg::Peer, slot: CallSlot, live: Arc
         caller: None,
     };
     let result = attach::run_call(&app, leg, info, Some(live.clone()), slot.hangup.clone()).await;
-    let stats = super::twilio::leg_stats(leg_task).await;
+    let stats = super::bridges::leg_stats(leg_task).await;
     match result {
         Ok(Ran { report, .. }) => {
             let figures = figures(&report, stats.as_ref());

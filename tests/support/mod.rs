@@ -85,6 +85,11 @@ impl Daemon {
         format!("ws://{}/twilio", self.addr)
     }
 
+    /// `ws://<addr><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("ws://{}{path}", self.addr)
+    }
+
     /// What baton validates signatures against.
     pub fn public_stream_url(&self) -> String {
         self.app.stream_url.clone()
@@ -202,6 +207,7 @@ impl EchoModel {
 }
 
 /// One step of a hostile client.
+#[derive(Clone)]
 pub enum Raw {
     Text(String),
     Binary(Vec<u8>),

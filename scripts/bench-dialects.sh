@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One call per telephony dialect on its own path and, at the same time, one detected on the shared
+# /media-stream path, against a release `baton serve` on the embedded mock (the bundled four-turn
+# conversation). Prints each call's uplink_added_ms and downlink_added_ms (p50/p99) from baton's
+# own "call ended" report.
+#   cargo build --release && scripts/bench-dialects.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B="${B:-target/release/baton}"
+PORT="${PORT:-18082}"
+tmp=$(mktemp -d)
+sed 's/^format = "human"/format = "json"/' config/baton.toml > config/.bench-dialects.toml
+trap 'rm -rf config/.bench-dialects.toml "$tmp"' EXIT
+$B serve --config config/.bench-dialects.toml --listen 127.0.0.1:$PORT > "$tmp/serve.log" 2>&1 &
+SP=$!
+sleep 1
+for d in twilio telnyx plivo exotel vonage; do
+  $B dial $d ws://127.0.0.1:$PORT/$d --out "$tmp/$d-own" --json > "$tmp/$d-own.json" 2>&1 &
+  A=$!
+  $B dial $d ws://127.0.0.1:$PORT/media-stream --out "$tmp/$d-shared" --json > "$tmp/$d-shared.json" 2>&1 &
+  C=$!
+  wait $A $C
+done
+kill -TERM $SP; wait $SP || true
+python3 - "$tmp/serve.log" <<'PY'
+import sys, json, re
+rows = []
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    f = r.get("fields", {})
+    if f.get("message") != "call ended":
+        continue
+    span = r.get("span", {})
+    path = "/twilio" if span.get("name") == "twilio" else ("/media-stream" if span.get("route") == "detect" else "/" + span.get("route", "?"))
+    def pq(s):
+        m = {k: v for k, v in re.findall(r"(p50|p99): Some\(([0-9.]+)\)", s)}
+        return f"{float(m.get('p50', 'nan')):6.2f} / {float(m.get('p99', 'nan')):6.2f}"
+    rows.append((f.get("dialect", "Twilio"), path, pq(f.get("uplink_added_ms", "")), pq(f.get("downlink_added_ms", "")), f.get("turns")))
+print(f"{'dialect':8} {'path':14} {'uplink_added_ms p50/p99':>24} {'downlink_added_ms p50/p99':>26} turns")
+for d, p, u, dn, t in sorted(rows):
+    print(f"{d:8} {p:14} {u:>24} {dn:>26} {t}")
+PY
