@@ -9,13 +9,19 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::call::backend::ModelBackend;
-use crate::call::metrics::{Summary, round2, summarize};
 use crate::call::{self, CallOptions, CallReport};
 use crate::leg::fixture::{FixtureCaller, LegCodec};
 use crate::mock;
 use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secret};
 use crate::model::gemini::session::SessionConfig;
 use crate::model::handle::OpenError;
+
+mod render;
+mod summary;
+
+pub use render::render;
+use summary::summarize_call;
+pub use summary::{DemoSummary, P95, P99};
 
 /// Options of one demo run.
 #[derive(Clone, Debug, clap::Args)]
@@ -134,67 +140,6 @@ pub enum DemoError {
     Store(String),
     #[error("the model session could not be opened")]
     NoSession,
-}
-
-/// `summary.json`: names fixed across baton's reports.
-#[derive(Clone, Debug, Serialize)]
-pub struct DemoSummary {
-    pub calls: u32,
-    pub turns: usize,
-    pub first_audio_ms: P95,
-    pub uplink_added_ms: P99,
-    pub downlink_added_ms: P99,
-    pub underruns: u64,
-    pub handoffs: Vec<crate::call::HandoffRecord>,
-    pub handoff_gap_ms: Option<P95>,
-    /// Model session switches (goAway, drops) and what they cost.
-    pub reconnects: Vec<crate::call::ReconnectRecord>,
-    pub reconnect_gap_ms: Option<P95>,
-    pub audio_replayed_ms: f64,
-    pub audio_lost_ms: f64,
-    pub recording: String,
-    pub mode: &'static str,
-    pub leg_codec: &'static str,
-    pub end_reason: String,
-    /// Every call of a scenario of several calls (the fields above are the first one's).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub call_list: Vec<serde_json::Value>,
-}
-
-/// `{"p50","p95","max"}`; null where there were no samples.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct P95 {
-    pub p50: Option<f64>,
-    pub p95: Option<f64>,
-    pub max: Option<f64>,
-}
-
-/// `{"p50","p99","max"}`; null where there were no samples.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct P99 {
-    pub p50: Option<f64>,
-    pub p99: Option<f64>,
-    pub max: Option<f64>,
-}
-
-impl From<Summary> for P95 {
-    fn from(s: Summary) -> Self {
-        P95 {
-            p50: s.p50.map(round2),
-            p95: s.p95.map(round2),
-            max: s.max.map(round2),
-        }
-    }
-}
-
-impl From<Summary> for P99 {
-    fn from(s: Summary) -> Self {
-        P99 {
-            p50: s.p50.map(round2),
-            p99: s.p99.map(round2),
-            max: s.max.map(round2),
-        }
-    }
 }
 
 /// A bundled file: under the current directory when run from a checkout, else next to the
@@ -391,38 +336,6 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         report,
         calls,
     })
-}
-
-/// The summary of one call (the demo's `summary.json`, before a scenario's further calls).
-fn summarize_call(
-    report: &CallReport,
-    wav_path: &Path,
-    args: &DemoArgs,
-    realtime: bool,
-) -> DemoSummary {
-    DemoSummary {
-        calls: 1,
-        turns: report.turns.len(),
-        first_audio_ms: summarize(&report.first_audio_ms).into(),
-        uplink_added_ms: summarize(&report.uplink_added_ms).into(),
-        downlink_added_ms: summarize(&report.downlink_added_ms).into(),
-        underruns: report.underruns,
-        handoffs: report.handoffs.clone(),
-        handoff_gap_ms: (!report.handoffs.is_empty()).then(|| {
-            let gaps: Vec<f64> = report.handoffs.iter().filter_map(|h| h.gap_ms).collect();
-            summarize(&gaps).into()
-        }),
-        reconnects: report.reconnects.clone(),
-        reconnect_gap_ms: (!report.reconnects.is_empty())
-            .then(|| summarize(&report.reconnect_gap_ms).into()),
-        audio_replayed_ms: report.audio_replayed_ms,
-        audio_lost_ms: report.audio_lost_ms,
-        recording: wav_path.display().to_string(),
-        mode: if realtime { "realtime" } else { "accelerated" },
-        leg_codec: args.leg_codec.name(),
-        end_reason: report.end_reason.clone(),
-        call_list: Vec::new(),
-    }
 }
 
 /// Runs one call as `baton demo` does (`realtime` as [`run`] decides it) without writing files.
@@ -691,150 +604,4 @@ fn openai_backend(url: &str, args: &DemoArgs) -> Result<ModelBackend, DemoError>
         endpoint,
         capabilities: crate::model::openai::CAPABILITIES,
     }))
-}
-
-/// The human-readable timeline and latency table.
-pub fn render(outcome: &DemoOutcome) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let r = &outcome.report;
-    let _ = writeln!(
-        s,
-        "turn  caller speech (s)   agent audio (s)     first_audio  what was said"
-    );
-    for t in &r.turns {
-        let agent = match (t.agent_start_ms, t.agent_end_ms) {
-            (Some(a), Some(b)) => format!("{:>6.2} – {:<6.2}", a / 1000.0, b / 1000.0),
-            _ => format!("{:^15}", "(no reply)"),
-        };
-        let v2v = t
-            .first_audio_ms
-            .map_or("—".to_owned(), |v| format!("{v:.0} ms"));
-        let _ = writeln!(
-            s,
-            "{:>4}  {:>6.2} – {:<6.2}  {agent}  {v2v:>11}  caller: {}",
-            t.index + 1,
-            t.caller_start_ms / 1000.0,
-            t.caller_end_ms / 1000.0,
-            quote(&t.caller_text),
-        );
-        let who = if t.agent.is_empty() {
-            "agent"
-        } else {
-            t.agent.as_str()
-        };
-        let _ = writeln!(
-            s,
-            "{:>55}{who}: {}{}",
-            "",
-            quote(&t.agent_text),
-            if t.interrupted { " [interrupted]" } else { "" }
-        );
-    }
-    if !r.handoffs.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nhandoff                                   strategy        trigger          gap_ms  announcement queued"
-        );
-        for h in &r.handoffs {
-            let gap = h
-                .gap_ms
-                .map_or("not heard".to_owned(), |g| format!("{g:.0}"));
-            let queued = h
-                .announcement_queued_ms
-                .map_or("—".to_owned(), |q| format!("{q:.0} ms"));
-            let _ = writeln!(
-                s,
-                "{:<41} {:<15} {:<16} {gap:>6}  {queued}",
-                format!("{} → {}", h.from, h.to),
-                h.strategy,
-                h.trigger
-            );
-        }
-    }
-    if !r.reconnects.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nreconnect at (s)  cause        outcome    tries  gap_ms  queued_ms  replayed_ms  lost_ms"
-        );
-        for c in &r.reconnects {
-            let gap = c.gap_ms.map_or("—".to_owned(), |g| format!("{g:.0}"));
-            let _ = writeln!(
-                s,
-                "{:>16.2}  {:<12} {:<10} {:>5}  {gap:>6}  {:>9.0}  {:>11.0}  {:>7.0}",
-                c.at_ms / 1000.0,
-                c.cause,
-                c.outcome,
-                c.attempts,
-                c.model_audio_queued_ms,
-                c.audio_replayed_ms,
-                c.audio_lost_ms
-            );
-        }
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "figure               p50       p95/p99   max       samples"
-    );
-    let row = |name: &str, v: &[f64], tail: f64| {
-        let sm = summarize(v);
-        let f = |x: Option<f64>| x.map_or("—".to_owned(), |x| format!("{x:.2}"));
-        let tailv = if tail >= 99.0 { sm.p99 } else { sm.p95 };
-        format!(
-            "{name:<20} {:<9} {:<9} {:<9} {}\n",
-            f(sm.p50),
-            f(tailv),
-            f(sm.max),
-            v.len()
-        )
-    };
-    s.push_str(&row("first_audio_ms", &r.first_audio_ms, 95.0));
-    s.push_str(&row("uplink_added_ms", &r.uplink_added_ms, 99.0));
-    s.push_str(&row("downlink_added_ms", &r.downlink_added_ms, 99.0));
-    if !r.reconnects.is_empty() {
-        s.push_str(&row("reconnect_gap_ms", &r.reconnect_gap_ms, 95.0));
-        let _ = writeln!(
-            s,
-            "audio_replayed_ms    {:.0} (total)\naudio_lost_ms        {:.0} (total)",
-            r.audio_replayed_ms, r.audio_lost_ms
-        );
-    }
-    let _ = writeln!(s, "underruns            {}", r.underruns);
-    let _ = writeln!(
-        s,
-        "\nmode {}, leg {}; resampler delay up {:.2} ms, down {:.2} ms; {} frames played ({} voiced), {} late ticks",
-        outcome.summary.mode,
-        outcome.summary.leg_codec,
-        r.uplink_resampler_delay_ms,
-        r.downlink_resampler_delay_ms,
-        r.frames_played,
-        r.voice_frames,
-        r.late_ticks
-    );
-    if !r.protocol_errors.is_empty() {
-        let _ = writeln!(
-            s,
-            "{} model frames could not be used: {}",
-            r.protocol_errors.len(),
-            r.protocol_errors[0]
-        );
-    }
-    let _ = writeln!(s, "call ended: {}", r.end_reason);
-    s.push_str(&crate::demo_store::render_calls(outcome));
-    let _ = writeln!(
-        s,
-        "recording: {} (left = caller, right = agent as heard)",
-        outcome.summary.recording
-    );
-    s
-}
-
-fn quote(t: &str) -> String {
-    let t = t.trim();
-    if t.is_empty() {
-        "—".into()
-    } else {
-        format!("\"{t}\"")
-    }
 }

@@ -1,0 +1,103 @@
+//! `summary.json`: the figures of a demo call under the names every baton report uses, and how
+//! one call's report becomes them.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::DemoArgs;
+use crate::call::CallReport;
+use crate::call::metrics::{Summary, round2, summarize};
+
+/// `summary.json`: names fixed across baton's reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct DemoSummary {
+    pub calls: u32,
+    pub turns: usize,
+    pub first_audio_ms: P95,
+    pub uplink_added_ms: P99,
+    pub downlink_added_ms: P99,
+    pub underruns: u64,
+    pub handoffs: Vec<crate::call::HandoffRecord>,
+    pub handoff_gap_ms: Option<P95>,
+    /// Model session switches (goAway, drops) and what they cost.
+    pub reconnects: Vec<crate::call::ReconnectRecord>,
+    pub reconnect_gap_ms: Option<P95>,
+    pub audio_replayed_ms: f64,
+    pub audio_lost_ms: f64,
+    pub recording: String,
+    pub mode: &'static str,
+    pub leg_codec: &'static str,
+    pub end_reason: String,
+    /// Every call of a scenario of several calls (the fields above are the first one's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub call_list: Vec<serde_json::Value>,
+}
+
+/// `{"p50","p95","max"}`; null where there were no samples.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct P95 {
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// `{"p50","p99","max"}`; null where there were no samples.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct P99 {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl From<Summary> for P95 {
+    fn from(s: Summary) -> Self {
+        P95 {
+            p50: s.p50.map(round2),
+            p95: s.p95.map(round2),
+            max: s.max.map(round2),
+        }
+    }
+}
+
+impl From<Summary> for P99 {
+    fn from(s: Summary) -> Self {
+        P99 {
+            p50: s.p50.map(round2),
+            p99: s.p99.map(round2),
+            max: s.max.map(round2),
+        }
+    }
+}
+
+/// The summary of one call (the demo's `summary.json`, before a scenario's further calls).
+pub(super) fn summarize_call(
+    report: &CallReport,
+    wav_path: &Path,
+    args: &DemoArgs,
+    realtime: bool,
+) -> DemoSummary {
+    DemoSummary {
+        calls: 1,
+        turns: report.turns.len(),
+        first_audio_ms: summarize(&report.first_audio_ms).into(),
+        uplink_added_ms: summarize(&report.uplink_added_ms).into(),
+        downlink_added_ms: summarize(&report.downlink_added_ms).into(),
+        underruns: report.underruns,
+        handoffs: report.handoffs.clone(),
+        handoff_gap_ms: (!report.handoffs.is_empty()).then(|| {
+            let gaps: Vec<f64> = report.handoffs.iter().filter_map(|h| h.gap_ms).collect();
+            summarize(&gaps).into()
+        }),
+        reconnects: report.reconnects.clone(),
+        reconnect_gap_ms: (!report.reconnects.is_empty())
+            .then(|| summarize(&report.reconnect_gap_ms).into()),
+        audio_replayed_ms: report.audio_replayed_ms,
+        audio_lost_ms: report.audio_lost_ms,
+        recording: wav_path.display().to_string(),
+        mode: if realtime { "realtime" } else { "accelerated" },
+        leg_codec: args.leg_codec.name(),
+        end_reason: report.end_reason.clone(),
+        call_list: Vec::new(),
+    }
+}
