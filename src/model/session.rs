@@ -4,7 +4,13 @@
 
 use std::time::Duration;
 
+use futures_util::SinkExt;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::model::ModelEvent;
 
@@ -45,4 +51,55 @@ pub enum Outbound {
     Close,
     /// A WebSocket ping (sent by the keepalive).
     Ping,
+}
+
+/// Sleeps until `at`; never without one.
+pub(crate) async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The writer task every session runs: writes what the call queues, in order, reports when a
+/// caller frame reached the socket, and closes normally on [`Outbound::Close`].
+pub(crate) async fn writer<S>(
+    mut sink: futures_util::stream::SplitSink<WebSocketStream<S>, Message>,
+    mut rx: mpsc::UnboundedReceiver<Outbound>,
+    events: mpsc::UnboundedSender<SessionEvent>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    while let Some(out) = rx.recv().await {
+        match out {
+            Outbound::Text { json, received_at } => {
+                if sink.send(Message::text(json)).await.is_err() {
+                    break;
+                }
+                if let Some(received_at) = received_at {
+                    let _ = events.send(SessionEvent::Written {
+                        received_at,
+                        written_at: Instant::now(),
+                    });
+                }
+            }
+            Outbound::Close => {
+                let _ = sink
+                    .send(Message::Close(Some(
+                        tokio_tungstenite::tungstenite::protocol::CloseFrame {
+                            code: CloseCode::Normal,
+                            reason: "call ended".into(),
+                        },
+                    )))
+                    .await;
+                break;
+            }
+            Outbound::Ping => {
+                if sink.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = sink.close().await;
 }

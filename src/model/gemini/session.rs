@@ -13,7 +13,6 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{WebSocketStream, client_async_with_config, connect_async_tls_with_config};
 
 use super::codec;
@@ -22,6 +21,7 @@ use super::keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
 use super::wire::{self, ClientMessage, Content, Setup};
 use crate::model::ModelEvent;
 pub use crate::model::session::{Outbound, SessionEvent, Transport};
+use crate::model::session::{sleep_until_opt, writer};
 
 /// How the session is configured at setup.
 #[derive(Clone, Debug)]
@@ -363,54 +363,6 @@ async fn reader<S>(
         }
     };
     let _ = events.send(SessionEvent::Closed { code, reason });
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn writer<S>(
-    mut sink: futures_util::stream::SplitSink<WebSocketStream<S>, Message>,
-    mut rx: mpsc::UnboundedReceiver<Outbound>,
-    events: mpsc::UnboundedSender<SessionEvent>,
-) where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    while let Some(out) = rx.recv().await {
-        match out {
-            Outbound::Text { json, received_at } => {
-                if sink.send(Message::text(json)).await.is_err() {
-                    break;
-                }
-                if let Some(received_at) = received_at {
-                    let _ = events.send(SessionEvent::Written {
-                        received_at,
-                        written_at: Instant::now(),
-                    });
-                }
-            }
-            Outbound::Close => {
-                let _ = sink
-                    .send(Message::Close(Some(
-                        tokio_tungstenite::tungstenite::protocol::CloseFrame {
-                            code: CloseCode::Normal,
-                            reason: "call ended".into(),
-                        },
-                    )))
-                    .await;
-                break;
-            }
-            Outbound::Ping => {
-                if sink.send(Message::Ping(Default::default())).await.is_err() {
-                    break;
-                }
-            }
-        }
-    }
-    let _ = sink.close().await;
 }
 
 #[cfg(test)]
