@@ -221,54 +221,50 @@ async fn context_lifecycle(url: &str) {
 }
 on_both!(contexts, context_lifecycle);
 
-/// Two instances (two pools, two writers) activate contexts for one caller at the same time.
+/// Four instances (four pools, four writers) activate contexts for one caller at the same time.
+/// Each activation pauses the caller's active context and inserts its own as the one active, so
+/// the instances race on the one-active-context index: none of them may lose a write.
 async fn unique_active_under_concurrent_instances(url: &str) {
-    let a = Store::open(url).await.unwrap();
-    let b = Store::open(url).await.unwrap();
-    let (wa, _ta) = StoreWriter::spawn(a.clone(), 256);
-    let (wb, _tb) = StoreWriter::spawn(b.clone(), 256);
-    let caller = "+15550122";
+    let instances = 4;
     let n = 40;
-    let one = {
-        let wa = wa.clone();
-        tokio::spawn(async move {
+    let caller = "+15550122";
+    let mut stores = Vec::new();
+    let mut writers = Vec::new();
+    for _ in 0..instances {
+        let store = Store::open(url).await.unwrap();
+        writers.push(StoreWriter::spawn(store.clone(), 256));
+        stores.push(store);
+    }
+    let mut producers = Vec::new();
+    for (k, (w, _)) in writers.iter().enumerate() {
+        let w = w.clone();
+        producers.push(tokio::spawn(async move {
             for i in 0..n {
-                wa.write(activate(&format!("a{i}"), caller, "offer", json!({"i": i})));
-                tokio::task::yield_now().await;
-            }
-        })
-    };
-    let two = {
-        let wb = wb.clone();
-        tokio::spawn(async move {
-            for i in 0..n {
-                wb.write(activate(
-                    &format!("b{i}"),
+                w.write(activate(
+                    &format!("i{k}-{i}"),
                     caller,
-                    "booking",
+                    "offer",
                     json!({"i": i}),
                 ));
                 tokio::task::yield_now().await;
             }
-        })
-    };
-    one.await.unwrap();
-    two.await.unwrap();
-    assert!(wa.flush(FLUSH).await && wb.flush(FLUSH).await);
-    let all = a.contexts(caller).await.unwrap();
-    assert_eq!(
-        all.len(),
-        2 * n,
-        "no activation lost: {:?} {:?}",
-        wa.counts(),
-        wb.counts()
-    );
+        }));
+    }
+    for p in producers {
+        p.await.unwrap();
+    }
+    for (w, _) in &writers {
+        assert!(w.flush(FLUSH).await);
+    }
+    let counts: Vec<_> = writers.iter().map(|(w, _)| w.counts()).collect();
+    let all = stores[0].contexts(caller).await.unwrap();
+    assert_eq!(all.len(), instances * n, "no activation lost: {counts:?}");
     let active = all
         .iter()
         .filter(|c| c.status == ContextStatus::Active)
         .count();
     assert_eq!(active, 1, "exactly one active context per caller");
-    assert_eq!(wa.counts().failed + wb.counts().failed, 0);
+    assert_eq!(counts.iter().map(|c| c.failed).sum::<u64>(), 0);
 }
 on_both!(unique_active, unique_active_under_concurrent_instances);
 

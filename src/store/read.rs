@@ -92,7 +92,7 @@ impl Store {
         let at = now_ms();
         let mut tx = self.pool().begin().await?;
         if patch.status == Some(ContextStatus::Active) {
-            pause_active(&mut tx, &current.caller, id, at).await?;
+            pause_active(&mut tx, self.kind(), &current.caller, id, at).await?;
         }
         let status = patch.status.unwrap_or(current.status);
         let completed = match status {

@@ -12,10 +12,16 @@ use serde::Serialize;
 use sqlx::{Any, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ContextStatus, HandoffRow, HistoryRow, Store, StoreError};
+use super::{ContextStatus, HandoffRow, HistoryRow, Kind, Store, StoreError};
 
 /// Most writes applied in one transaction.
 const BATCH: usize = 256;
+
+/// Attempts at a write on its own after its batch failed.
+const RETRIES: u32 = 3;
+
+/// The first back-off between those attempts (doubled each time).
+const RETRY_BACKOFF: Duration = Duration::from_millis(10);
 
 /// One write. Times are ms since the Unix epoch unless named `_ms` (then: since the call began).
 #[derive(Debug)]
@@ -214,7 +220,7 @@ async fn apply_batch(store: &Store, writes: Vec<Write>, stats: &WriterStats) {
     let together = async {
         let mut tx = store.pool().begin().await?;
         for w in &writes {
-            apply(&mut tx, w).await?;
+            apply(store.kind(), &mut tx, w).await?;
         }
         tx.commit().await?;
         Ok::<_, StoreError>(())
@@ -227,12 +233,16 @@ async fn apply_batch(store: &Store, writes: Vec<Write>, stats: &WriterStats) {
     // One write spoilt the batch (or the database hiccupped): each on its own, once more.
     for w in &writes {
         let mut result = Err(StoreError::Query(String::new()));
-        // Two attempts: a context activation racing another instance's sees the other's row
-        // the second time.
-        for _ in 0..2 {
+        // A few attempts, backing off: a deadlock between two instances' batches, a dropped
+        // connection or a failover is over in moments; a write the database refuses for what it
+        // is fails every time and is counted.
+        for attempt in 0..RETRIES {
+            if attempt > 0 {
+                tokio::time::sleep(RETRY_BACKOFF * (1 << attempt)).await;
+            }
             result = async {
                 let mut tx = store.pool().begin().await?;
-                apply(&mut tx, w).await?;
+                apply(store.kind(), &mut tx, w).await?;
                 tx.commit().await?;
                 Ok::<_, StoreError>(())
             }
@@ -272,12 +282,26 @@ impl Write {
 }
 
 /// Pauses the caller's active context, if any other than `except`.
+///
+/// On PostgreSQL the transaction first takes a per-caller advisory lock (released at commit), so
+/// two instances activating contexts for one caller take turns: the second sees the first's row
+/// and pauses it, instead of failing on the one-active-context index. SQLite serialises writers
+/// by itself.
 pub(super) async fn pause_active(
     tx: &mut Transaction<'static, Any>,
+    kind: Kind,
     caller: &str,
     except: &str,
     at: i64,
 ) -> Result<(), StoreError> {
+    if kind == Kind::Postgres {
+        sqlx::query(
+            "SELECT 1 FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS locked",
+        )
+        .bind(caller)
+        .execute(&mut **tx)
+        .await?;
+    }
     sqlx::query(
         "UPDATE agent_contexts SET status = 'paused', updated_at = $2 \
          WHERE caller = $1 AND status = 'active' AND id <> $3",
@@ -291,7 +315,11 @@ pub(super) async fn pause_active(
 }
 
 /// The SQL of one write.
-async fn apply(tx: &mut Transaction<'static, Any>, w: &Write) -> Result<(), StoreError> {
+async fn apply(
+    kind: Kind,
+    tx: &mut Transaction<'static, Any>,
+    w: &Write,
+) -> Result<(), StoreError> {
     match w {
         Write::CallStarted {
             id,
@@ -434,7 +462,7 @@ async fn apply(tx: &mut Transaction<'static, Any>, w: &Write) -> Result<(), Stor
             data,
             at,
         } => {
-            pause_active(tx, caller, id, *at).await?;
+            pause_active(tx, kind, caller, id, *at).await?;
             sqlx::query(
                 "INSERT INTO agent_contexts (id, caller, agent, activation_summary, activation_call_id, \
                  activation_position, context_data, status, created_at, updated_at) \
@@ -459,7 +487,7 @@ async fn apply(tx: &mut Transaction<'static, Any>, w: &Write) -> Result<(), Stor
             position,
             at,
         } => {
-            pause_active(tx, caller, id, *at).await?;
+            pause_active(tx, kind, caller, id, *at).await?;
             sqlx::query(
                 "UPDATE agent_contexts SET status = 'active', updated_at = $2, completed_at = NULL, \
                  activation_call_id = COALESCE($3, activation_call_id), \
