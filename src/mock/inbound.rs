@@ -4,9 +4,10 @@
 //! top-level key" rule, and typed decoding whose error names the offending field. Every failure is
 //! a [`Rejection`]: the close code and reason the real service would give.
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::model::gemini::wire::ClientMessage;
+use crate::model::gemini::wire::{Blob, ClientMessage, RealtimeInput};
 
 /// Close code for malformed or invalid client data.
 pub const CLOSE_INVALID: u16 = 1007;
@@ -91,6 +92,14 @@ pub fn parse(frame: &[u8]) -> Result<ClientMessage, Rejection> {
             format!("Invalid JSON payload received: not UTF-8 ({e})"),
         )
     })?;
+    match audio_chunk(text) {
+        Some(message) => Ok(message),
+        None => parse_any(text),
+    }
+}
+
+/// Any client message: JSON → key normalisation → the one-key rule → typed decoding.
+fn parse_any(text: &str) -> Result<ClientMessage, Rejection> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
         Rejection::new(CLOSE_INVALID, format!("Invalid JSON payload received: {e}"))
     })?;
@@ -112,6 +121,37 @@ pub fn parse(frame: &[u8]) -> Result<ClientMessage, Rejection> {
             ),
         )
     })
+}
+
+/// The message a live session carries fifty times a second,
+/// `{"realtimeInput":{"audio":{"mimeType":…,"data":…}}}` in camelCase with nothing else, decoded
+/// straight into its typed form. Anything else (snake_case keys, other or duplicate fields, nulls)
+/// is `None` and takes the general path, so both paths accept and reject the same messages.
+fn audio_chunk(text: &str) -> Option<ClientMessage> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct Message {
+        realtime_input: Input,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Input {
+        audio: Audio,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct Audio {
+        mime_type: String,
+        data: String,
+    }
+    let m: Message = serde_json::from_str(text).ok()?;
+    Some(ClientMessage::RealtimeInput(RealtimeInput {
+        audio: Some(Blob {
+            mime_type: Some(m.realtime_input.audio.mime_type),
+            data: Some(m.realtime_input.audio.data),
+        }),
+        ..RealtimeInput::default()
+    }))
 }
 
 fn check_top_level(obj: &Map<String, Value>) -> Result<(), Rejection> {
@@ -296,5 +336,33 @@ mod tests {
         assert_eq!(camel_case("parameters_json_schema"), "parametersJsonSchema");
         assert_eq!(camel_case("mimeType"), "mimeType");
         assert_eq!(camel_case("_private"), "_private");
+    }
+
+    #[test]
+    fn the_audio_fast_path_agrees_with_the_general_path() {
+        let taken = [
+            r#"{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate=16000","data":"AAD/fw=="}}}"#,
+            r#"{"realtimeInput":{"audio":{"data":"","mimeType":"audio/pcm"}}}"#,
+            r#" { "realtimeInput" : { "audio" : { "mimeType" : "x" , "data" : "\u0041" } } } "#,
+        ];
+        for m in taken {
+            let fast = audio_chunk(m).expect("fast path");
+            assert_eq!(Ok(fast), parse_any(m), "{m}");
+        }
+        let general = [
+            r#"{"realtime_input":{"audio":{"mime_type":"audio/pcm","data":"AAA="}}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"audio/pcm","data":"AAA=","extra":1}}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"audio/pcm"}}}"#,
+            r#"{"realtimeInput":{"audio":null}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"a","data":"b"},"text":"hi"}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"a","data":"b"}},"setup":{}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"a","data":"b"}},"realtimeInput":{"text":"x"}}"#,
+            r#"{"realtimeInput":{"audioStreamEnd":true}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"a","data":"b"}}"#,
+        ];
+        for m in general {
+            assert!(audio_chunk(m).is_none(), "{m}");
+            assert_eq!(parse(m.as_bytes()), parse_any(m), "{m}");
+        }
     }
 }

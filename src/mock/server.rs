@@ -32,6 +32,11 @@ use super::tls::{self, TlsError, TlsSetup};
 /// Size of each direction's buffer in [`connect_in_memory`].
 pub const DUPLEX_BUFFER: usize = 256 * 1024;
 
+/// The WebSocket read buffer. tungstenite zero-fills its whole read buffer on every read, so its
+/// 128 KiB default costs a 128 KiB memset per client message (a 20 ms audio chunk is about 1 KiB);
+/// larger messages are read in several reads.
+pub const READ_BUFFER_BYTES: usize = 8 * 1024;
+
 /// How long a client may take over the WebSocket handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -269,6 +274,7 @@ where
         Ok(resp)
     };
     let config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(Some(2 * MAX_MESSAGE_BYTES))
         .max_frame_size(Some(2 * MAX_MESSAGE_BYTES));
     let stream = LatePongs::new(stream, opts.faults.late_pong.unwrap_or_default());

@@ -103,6 +103,7 @@ where
         Ok(resp)
     };
     let config = WebSocketConfig::default()
+        .read_buffer_size(crate::mock::server::READ_BUFFER_BYTES)
         .max_message_size(Some(MAX_APPEND_BYTES + 64 * 1024))
         .max_frame_size(Some(MAX_APPEND_BYTES + 64 * 1024));
     let handshake = tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config));
