@@ -100,6 +100,9 @@ struct Mark {
     ahead: Duration,
 }
 
+/// Frames' worth of queue capacity a call keeps between replies (one second).
+const KEPT_FRAMES: usize = 50;
+
 /// A run of consecutive queued audio from one turn, ending at absolute position `end`.
 #[derive(Clone, Copy, Debug)]
 struct Segment {
@@ -139,7 +142,7 @@ impl Playout {
             spf,
             start,
             next_tick: 0,
-            queue: VecDeque::with_capacity(spf * 50),
+            queue: VecDeque::with_capacity(spf * KEPT_FRAMES),
             head: 0,
             marks: VecDeque::with_capacity(16),
             segments: VecDeque::with_capacity(4),
@@ -222,6 +225,12 @@ impl Playout {
         samples.extend(self.queue.drain(..taken));
         samples.resize(self.spf, 0);
         self.head += taken as u64;
+        if self.queue.is_empty() && self.queue.capacity() > self.spf * KEPT_FRAMES * 2 {
+            // A long reply arrived faster than it plays and grew the queue; give the memory back
+            // once it has played, so an idle call holds about a second of buffer, not its
+            // longest reply.
+            self.queue.shrink_to(self.spf * KEPT_FRAMES);
+        }
 
         let mut chunk_start = None;
         while let Some(mark) = self.marks.front().copied() {
@@ -259,6 +268,7 @@ impl Playout {
     pub fn flush(&mut self) -> usize {
         let dropped = self.queue.len();
         self.queue.clear();
+        self.queue.shrink_to(self.spf * KEPT_FRAMES);
         self.head += dropped as u64;
         self.marks.clear();
         self.segments.clear();
@@ -312,5 +322,34 @@ impl Playout {
 
     fn samples_to_duration(&self, n: usize) -> Duration {
         Duration::from_nanos(n as u64 * 1_000_000_000 / u64::from(self.rate))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_reply_gives_its_memory_back_once_played() {
+        let t0 = Instant::now();
+        let mut p = Playout::new(8000, t0);
+        let kept = p.queue.capacity();
+        let tag = TurnTag { agent: 0, turn: 1 };
+        p.push(&vec![1; 8000 * 10], tag, t0);
+        p.end_turn(tag);
+        assert!(p.queue.capacity() >= 8000 * 10);
+        let mut now = t0;
+        while p.queued() > Duration::ZERO {
+            assert!(p.poll_frame(now).is_some());
+            now += TICK;
+        }
+        assert!(
+            p.queue.capacity() <= 2 * kept,
+            "{} > 2 × {kept}",
+            p.queue.capacity()
+        );
+        p.push(&vec![1; 8000 * 10], tag, now);
+        p.flush();
+        assert!(p.queue.capacity() <= 2 * kept);
     }
 }

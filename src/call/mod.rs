@@ -342,12 +342,9 @@ impl Call {
         if self.up_buf.is_empty() {
             return;
         }
-        let mut json = String::with_capacity(self.up_buf.len() * 3 + 96);
-        self.protocol
-            .encode_audio(&self.up_buf, &mut self.scratch, &mut json);
         let rate = self.protocol.input_rate();
         let dur = Duration::from_secs_f64(self.up_buf.len() as f64 / f64::from(rate));
-        self.uplink(json, dur, received_at);
+        self.uplink(dur, received_at);
     }
 
     fn on_model_event(&mut self, e: ModelEvent, at: Instant, leg: &LegHandle) {

@@ -87,8 +87,8 @@ enum State {
 
 /// One uplink frame kept for replay.
 #[derive(Debug)]
-struct Kept {
-    json: String,
+struct Kept<P> {
+    frame: P,
     dur: Duration,
     /// Handed to the socket of session `epoch` at this time.
     handed: Option<(u64, Instant)>,
@@ -105,9 +105,10 @@ struct Attempt {
     resuming: bool,
 }
 
-/// The reconnect state of one call.
+/// The reconnect state of one call. `P` is what is kept of each uplink frame for replay (the
+/// shell keeps the frame's PCM and encodes it again when replaying).
 #[derive(Debug)]
-pub struct Reconnector {
+pub struct Reconnector<P = String> {
     policy: ReconnectPolicy,
     start: Instant,
     now: Instant,
@@ -119,7 +120,7 @@ pub struct Reconnector {
     generating: bool,
     outstanding: HashSet<String>,
     abandoned: Vec<String>,
-    ring: VecDeque<Kept>,
+    ring: VecDeque<Kept<P>>,
     ring_dur: Duration,
     /// Audio pushed out of the ring after a session had it but before a handle covered it, and
     /// when the last such frame was handed to its session.
@@ -132,7 +133,7 @@ pub struct Reconnector {
     records: Vec<ReconnectRecord>,
 }
 
-impl Reconnector {
+impl<P: Clone> Reconnector<P> {
     /// A call whose first session is live at `now` (also the call's start for `at_ms`).
     pub fn new(policy: ReconnectPolicy, now: Instant) -> Self {
         Reconnector {
@@ -278,14 +279,14 @@ impl Reconnector {
         self.check_quiet(now);
     }
 
-    /// A caller frame (its `realtimeInput` JSON, `dur` of audio). Returns the text to send to
-    /// the current session now, or `None` while there is no session (it is kept and replayed).
-    pub fn on_uplink(&mut self, json: String, dur: Duration, now: Instant) -> Option<String> {
+    /// A caller frame (`dur` of audio) kept until a handle covers it. Returns whether to send it
+    /// to the current session now; `false` while there is no session (it is replayed to the
+    /// next).
+    pub fn on_uplink(&mut self, frame: P, dur: Duration, now: Instant) -> bool {
         let now = self.advance(now);
         let live = self.is_live();
-        let out = live.then(|| json.clone());
         self.ring.push_back(Kept {
-            json,
+            frame,
             dur,
             handed: live.then_some((self.epoch, now)),
         });
@@ -303,7 +304,7 @@ impl Reconnector {
                 None => self.dropped += old.dur,
             }
         }
-        out
+        live
     }
 
     /// The session was replaced by a handoff (a warm standby or a cold recreation): its handle
@@ -356,7 +357,7 @@ impl Reconnector {
 
     /// The session asked for by [`Action::Open`] is up (its `setupComplete` arrived). Returns
     /// every kept frame, in order, to send to it before anything else.
-    pub fn on_opened(&mut self, now: Instant) -> Vec<String> {
+    pub fn on_opened(&mut self, now: Instant) -> Vec<P> {
         let now = self.advance(now);
         if self.state != State::Opening {
             return Vec::new();
@@ -373,7 +374,7 @@ impl Reconnector {
                 replayed += k.dur;
             }
             k.handed = Some((self.epoch, now));
-            out.push(k.json.clone());
+            out.push(k.frame.clone());
         }
         if let Some(a) = self.attempt.take() {
             if !a.resuming {

@@ -42,8 +42,8 @@ impl H {
     /// One 20 ms uplink frame named by its number; returns what goes to the socket now.
     fn up(&mut self) -> Option<String> {
         self.frame += 1;
-        self.r
-            .on_uplink(format!("f{}", self.frame), ms_(20), self.now)
+        let f = format!("f{}", self.frame);
+        self.r.on_uplink(f.clone(), ms_(20), self.now).then_some(f)
     }
     fn actions(&mut self) -> Vec<Action> {
         std::iter::from_fn(|| self.r.poll_action()).collect()
