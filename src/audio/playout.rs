@@ -165,6 +165,13 @@ impl Playout {
             received_at,
             ahead: self.samples_to_duration(self.queue.len()),
         });
+        let need = self.queue.len() + samples.len();
+        if need > self.queue.capacity() {
+            // Grow a second at a time rather than doubling: a long reply that arrives faster
+            // than it plays would otherwise hold up to twice its length.
+            let step = self.spf * KEPT_FRAMES;
+            self.queue.reserve_exact(samples.len().max(step));
+        }
         self.queue.extend(samples);
         let end = self.tail();
         match self.segments.back_mut() {
