@@ -221,13 +221,14 @@ async fn context_lifecycle(url: &str) {
 }
 on_both!(contexts, context_lifecycle);
 
-/// Four instances (four pools, four writers) activate contexts for one caller at the same time.
-/// Each activation pauses the caller's active context and inserts its own as the one active, so
-/// the instances race on the one-active-context index: none of them may lose a write.
+/// Four instances (four pools, four writers) activate contexts for two callers at the same
+/// time, half of them in the opposite caller order. Each activation pauses the caller's active
+/// context and inserts its own as the one active, so the instances race on the
+/// one-active-context index and on each other's locks: none of them may lose a write.
 async fn unique_active_under_concurrent_instances(url: &str) {
     let instances = 4;
     let n = 40;
-    let caller = "+15550122";
+    let callers = ["+15550122", "+15550123"];
     let mut stores = Vec::new();
     let mut writers = Vec::new();
     for _ in 0..instances {
@@ -240,6 +241,7 @@ async fn unique_active_under_concurrent_instances(url: &str) {
         let w = w.clone();
         producers.push(tokio::spawn(async move {
             for i in 0..n {
+                let caller = callers[(i + k) % 2];
                 w.write(activate(
                     &format!("i{k}-{i}"),
                     caller,
@@ -257,13 +259,19 @@ async fn unique_active_under_concurrent_instances(url: &str) {
         assert!(w.flush(FLUSH).await);
     }
     let counts: Vec<_> = writers.iter().map(|(w, _)| w.counts()).collect();
-    let all = stores[0].contexts(caller).await.unwrap();
-    assert_eq!(all.len(), instances * n, "no activation lost: {counts:?}");
-    let active = all
-        .iter()
-        .filter(|c| c.status == ContextStatus::Active)
-        .count();
-    assert_eq!(active, 1, "exactly one active context per caller");
+    for caller in callers {
+        let all = stores[0].contexts(caller).await.unwrap();
+        assert_eq!(
+            all.len(),
+            instances * n / 2,
+            "no activation lost: {counts:?}"
+        );
+        let active = all
+            .iter()
+            .filter(|c| c.status == ContextStatus::Active)
+            .count();
+        assert_eq!(active, 1, "exactly one active context per caller");
+    }
     assert_eq!(counts.iter().map(|c| c.failed).sum::<u64>(), 0);
 }
 on_both!(unique_active, unique_active_under_concurrent_instances);

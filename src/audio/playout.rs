@@ -167,9 +167,10 @@ impl Playout {
         });
         let need = self.queue.len() + samples.len();
         if need > self.queue.capacity() {
-            // Grow a second at a time rather than doubling: a long reply that arrives faster
-            // than it plays would otherwise hold up to twice its length.
-            let step = self.spf * KEPT_FRAMES;
+            // Grow by half again (at least a second) rather than doubling: a long reply that
+            // arrives faster than it plays would otherwise hold up to twice its length; growing
+            // geometrically keeps the copying linear in the reply's length.
+            let step = (self.spf * KEPT_FRAMES).max(self.queue.len() / 2);
             self.queue.reserve_exact(samples.len().max(step));
         }
         self.queue.extend(samples);
@@ -275,7 +276,9 @@ impl Playout {
     pub fn flush(&mut self) -> usize {
         let dropped = self.queue.len();
         self.queue.clear();
-        self.queue.shrink_to(self.spf * KEPT_FRAMES);
+        if self.queue.capacity() > self.spf * KEPT_FRAMES * 2 {
+            self.queue.shrink_to(self.spf * KEPT_FRAMES);
+        }
         self.head += dropped as u64;
         self.marks.clear();
         self.segments.clear();

@@ -131,12 +131,12 @@ fn audio_chunk(text: &str) -> Option<ClientMessage> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields, rename_all = "camelCase")]
     struct Message {
-        realtime_input: Input,
+        realtime_input: Object<Input>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Input {
-        audio: Audio,
+        audio: Object<Audio>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -144,14 +144,35 @@ fn audio_chunk(text: &str) -> Option<ClientMessage> {
         mime_type: String,
         data: String,
     }
-    let m: Message = serde_json::from_str(text).ok()?;
+    let Object(m) = serde_json::from_str::<Object<Message>>(text).ok()?;
+    let Object(audio) = m.realtime_input.0.audio;
     Some(ClientMessage::RealtimeInput(RealtimeInput {
         audio: Some(Blob {
-            mime_type: Some(m.realtime_input.audio.mime_type),
-            data: Some(m.realtime_input.audio.data),
+            mime_type: Some(audio.mime_type),
+            data: Some(audio.data),
         }),
         ..RealtimeInput::default()
     }))
+}
+
+/// `T` read only from a JSON object: serde's derived structs also accept an array, field by
+/// field, which the general path refuses.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Map<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Map<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Map(std::marker::PhantomData)).map(Object)
+    }
 }
 
 fn check_top_level(obj: &Map<String, Value>) -> Result<(), Rejection> {
@@ -359,6 +380,10 @@ mod tests {
             r#"{"realtimeInput":{"audio":{"mimeType":"a","data":"b"}},"realtimeInput":{"text":"x"}}"#,
             r#"{"realtimeInput":{"audioStreamEnd":true}}"#,
             r#"{"realtimeInput":{"audio":{"mimeType":"a","data":"b"}}"#,
+            r#"[{"audio":{"mimeType":"a","data":"b"}}]"#,
+            r#"{"realtimeInput":[{"mimeType":"a","data":"b"}]}"#,
+            r#"{"realtimeInput":{"audio":["a","b"]}}"#,
+            r#"[[["a","b"]]]"#,
         ];
         for m in general {
             assert!(audio_chunk(m).is_none(), "{m}");

@@ -45,6 +45,14 @@ pub enum StoreError {
     Migrate(String),
     #[error("store query failed: {0}")]
     Query(String),
+    /// The database gave way to another transaction (a deadlock, a serialisation failure, a
+    /// busy SQLite file): the same write may succeed if tried again.
+    #[error("store query failed (conflict; may be retried): {0}")]
+    Conflict(String),
+    /// The database cannot be reached (no connection within the pool's timeout, a broken
+    /// connection): retrying write by write would only wait the timeout again for each.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
     #[error("the store did not answer within {0} ms")]
     Timeout(u64),
     #[error("no {what} {id:?}")]
@@ -55,7 +63,24 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
-        StoreError::Query(e.to_string())
+        // PostgreSQL: deadlock_detected, serialization_failure, lock_not_available.
+        // SQLite: SQLITE_BUSY and SQLITE_LOCKED, with their extended codes.
+        const CONFLICT: [&str; 9] = [
+            "40P01", "40001", "55P03", "5", "6", "261", "262", "517", "773",
+        ];
+        match &e {
+            sqlx::Error::Database(db)
+                if db.code().is_some_and(|c| CONFLICT.contains(&c.as_ref())) =>
+            {
+                StoreError::Conflict(e.to_string())
+            }
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed => StoreError::Unavailable(e.to_string()),
+            _ => StoreError::Query(e.to_string()),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::rows::json_of;
-use super::writer::pause_active;
+use super::writer::{begin, pause_active};
 use super::{
     CallRow, ContextRow, ContextStatus, HandoffRow, HistoryRow, LineRow, Store, StoreError,
     ToolCallRow, now_ms,
@@ -90,25 +90,23 @@ impl Store {
     ) -> Result<ContextRow, StoreError> {
         let current = self.context(id).await?;
         let at = now_ms();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = begin(self).await?;
         if patch.status == Some(ContextStatus::Active) {
             pause_active(&mut tx, self.kind(), &current.caller, id, at).await?;
         }
-        let status = patch.status.unwrap_or(current.status);
-        let completed = match status {
-            ContextStatus::Completed => current.completed_at.or(Some(at)),
-            _ => None,
-        };
+        // The status and completion time come from the row as it is now, not as read above:
+        // another instance may have paused or completed the context in between.
         let data = patch.context_data.as_ref().map(Value::to_string);
         sqlx::query(
-            "UPDATE agent_contexts SET status = $2, updated_at = $3, completed_at = $4, \
-             context_data = COALESCE($5, context_data), \
-             activation_summary = COALESCE($6, activation_summary) WHERE id = $1",
+            "UPDATE agent_contexts SET status = COALESCE($2, status), updated_at = $3, \
+             completed_at = CASE WHEN COALESCE($2, status) = 'completed' \
+             THEN COALESCE(completed_at, $3) ELSE NULL END, \
+             context_data = COALESCE($4, context_data), \
+             activation_summary = COALESCE($5, activation_summary) WHERE id = $1",
         )
         .bind(id)
-        .bind(status.as_str())
+        .bind(patch.status.map(ContextStatus::as_str))
         .bind(at)
-        .bind(completed)
         .bind(data)
         .bind(patch.activation_summary.as_deref())
         .execute(&mut *tx)

@@ -17,10 +17,11 @@ use super::{ContextStatus, HandoffRow, HistoryRow, Kind, Store, StoreError};
 /// Most writes applied in one transaction.
 const BATCH: usize = 256;
 
-/// Attempts at a write on its own after its batch failed.
+/// Attempts at a write on its own after its batch failed, while it loses conflicts with other
+/// transactions.
 const RETRIES: u32 = 3;
 
-/// The first back-off between those attempts (doubled each time).
+/// The back-off before the second attempt (doubled before each later one).
 const RETRY_BACKOFF: Duration = Duration::from_millis(10);
 
 /// One write. Times are ms since the Unix epoch unless named `_ms` (then: since the call began).
@@ -218,7 +219,15 @@ async fn run(store: Store, mut rx: mpsc::Receiver<Write>, stats: Arc<WriterStats
 async fn apply_batch(store: &Store, writes: Vec<Write>, stats: &WriterStats) {
     let n = writes.len() as u64;
     let together = async {
-        let mut tx = store.pool().begin().await?;
+        let mut tx = begin(store).await?;
+        // Every caller whose contexts this batch activates, locked up front in one order, so
+        // two instances' batches cannot deadlock on each other's callers.
+        let mut callers: Vec<&str> = writes.iter().filter_map(Write::activates_for).collect();
+        callers.sort_unstable();
+        callers.dedup();
+        for caller in callers {
+            lock_caller(&mut tx, store.kind(), caller).await?;
+        }
         for w in &writes {
             apply(store.kind(), &mut tx, w).await?;
         }
@@ -230,26 +239,31 @@ async fn apply_batch(store: &Store, writes: Vec<Write>, stats: &WriterStats) {
         stats.batches.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    // One write spoilt the batch (or the database hiccupped): each on its own, once more.
+    // One write spoilt the batch (or the database hiccupped): each on its own. A write that
+    // lost a conflict with another transaction is tried again after a pause; one the database
+    // refuses for what it is fails once and is counted; if the database cannot be reached, the
+    // rest of the batch is counted as failed at once rather than waiting out the pool's timeout
+    // for every write.
+    let mut unavailable = false;
     for w in &writes {
-        let mut result = Err(StoreError::Query(String::new()));
-        // A few attempts, backing off: a deadlock between two instances' batches, a dropped
-        // connection or a failover is over in moments; a write the database refuses for what it
-        // is fails every time and is counted.
-        for attempt in 0..RETRIES {
-            if attempt > 0 {
-                tokio::time::sleep(RETRY_BACKOFF * (1 << attempt)).await;
+        let mut result = Err(StoreError::Unavailable("not attempted".into()));
+        if !unavailable {
+            for attempt in 0..RETRIES {
+                if attempt > 0 {
+                    tokio::time::sleep(RETRY_BACKOFF * (1 << (attempt - 1))).await;
+                }
+                result = async {
+                    let mut tx = begin(store).await?;
+                    apply(store.kind(), &mut tx, w).await?;
+                    tx.commit().await?;
+                    Ok::<_, StoreError>(())
+                }
+                .await;
+                if !matches!(result, Err(StoreError::Conflict(_))) {
+                    break;
+                }
             }
-            result = async {
-                let mut tx = store.pool().begin().await?;
-                apply(store.kind(), &mut tx, w).await?;
-                tx.commit().await?;
-                Ok::<_, StoreError>(())
-            }
-            .await;
-            if result.is_ok() {
-                break;
-            }
+            unavailable = matches!(result, Err(StoreError::Unavailable(_)));
         }
         match result {
             Ok(()) => {
@@ -264,7 +278,30 @@ async fn apply_batch(store: &Store, writes: Vec<Write>, stats: &WriterStats) {
     }
 }
 
+/// A transaction; on PostgreSQL at READ COMMITTED whatever the server's default, which the
+/// per-caller lock relies on (a statement after the lock must see what the lock's previous
+/// holder committed).
+pub(super) async fn begin(store: &Store) -> Result<Transaction<'static, Any>, StoreError> {
+    let mut tx = store.pool().begin().await?;
+    if store.kind() == Kind::Postgres {
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(tx)
+}
+
 impl Write {
+    /// The caller whose active context this write changes, if it activates or resumes one.
+    fn activates_for(&self) -> Option<&str> {
+        match self {
+            Write::ContextActivated { caller, .. } | Write::ContextResumed { caller, .. } => {
+                Some(caller)
+            }
+            _ => None,
+        }
+    }
+
     /// A short name for logs.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -281,6 +318,24 @@ impl Write {
     }
 }
 
+/// On PostgreSQL, the per-caller advisory lock (held to the end of the transaction; taking it
+/// again in the same transaction is free). Nothing on SQLite, which serialises writers.
+async fn lock_caller(
+    tx: &mut Transaction<'static, Any>,
+    kind: Kind,
+    caller: &str,
+) -> Result<(), StoreError> {
+    if kind == Kind::Postgres {
+        sqlx::query(
+            "SELECT 1 FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS locked",
+        )
+        .bind(caller)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
 /// Pauses the caller's active context, if any other than `except`.
 ///
 /// On PostgreSQL the transaction first takes a per-caller advisory lock (released at commit), so
@@ -294,14 +349,7 @@ pub(super) async fn pause_active(
     except: &str,
     at: i64,
 ) -> Result<(), StoreError> {
-    if kind == Kind::Postgres {
-        sqlx::query(
-            "SELECT 1 FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS locked",
-        )
-        .bind(caller)
-        .execute(&mut **tx)
-        .await?;
-    }
+    lock_caller(tx, kind, caller).await?;
     sqlx::query(
         "UPDATE agent_contexts SET status = 'paused', updated_at = $2 \
          WHERE caller = $1 AND status = 'active' AND id <> $3",
