@@ -3,7 +3,7 @@
 //! Prints a per-turn timeline and a latency table; writes the caller's stereo recording and a
 //! `summary.json` whose names are fixed for every later report.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -17,9 +17,11 @@ use crate::model::gemini::session::SessionConfig;
 use crate::model::handle::OpenError;
 
 mod render;
+mod scenarios;
 mod summary;
 
 pub use render::render;
+pub use scenarios::{bundled, bundled_scenarios, default_scenario, list_scenarios, scenario_path};
 use summary::summarize_call;
 pub use summary::{DemoSummary, P95, P99};
 
@@ -140,64 +142,6 @@ pub enum DemoError {
     Store(String),
     #[error("the model session could not be opened")]
     NoSession,
-}
-
-/// A bundled file: under the current directory when run from a checkout, else next to the
-/// sources the binary was built from.
-pub fn bundled(relative: &str) -> PathBuf {
-    let local = Path::new(relative);
-    if local.exists() {
-        return local.to_path_buf();
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
-}
-
-/// Where the bundled demo scenario lives.
-pub fn default_scenario() -> PathBuf {
-    bundled("audio-fixtures/scenarios/demo.toml")
-}
-
-/// A scenario argument: a bundled name, or a path.
-pub fn scenario_path(arg: &str) -> PathBuf {
-    if arg.ends_with(".toml") || arg.contains('/') {
-        PathBuf::from(arg)
-    } else {
-        bundled(&format!("audio-fixtures/scenarios/{arg}.toml"))
-    }
-}
-
-/// The bundled scenario files, sorted by name (what `--list` shows).
-pub fn bundled_scenarios() -> Result<Vec<PathBuf>, DemoError> {
-    let dir = bundled("audio-fixtures/scenarios");
-    let entries = std::fs::read_dir(&dir)
-        .map_err(|e| DemoError::Scenario(format!("{}: {e}", dir.display())))?;
-    let mut names: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    names.sort();
-    Ok(names)
-}
-
-/// The bundled scenarios: `name  description`, one per line, sorted.
-pub fn list_scenarios() -> Result<String, DemoError> {
-    let mut out = String::new();
-    for p in bundled_scenarios()? {
-        let name = p
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let s = mock::Scenario::load(&p).map_err(|e| DemoError::Scenario(e.to_string()))?;
-        let agents = s
-            .agents
-            .as_ref()
-            .and_then(|a| a.file_stem())
-            .map(|a| format!(" [agents: {}]", a.to_string_lossy()))
-            .unwrap_or_default();
-        out.push_str(&format!("{name}  {}{agents}\n", s.description));
-    }
-    Ok(out)
 }
 
 /// Parses a `--strategy` name.

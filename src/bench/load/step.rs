@@ -1,0 +1,269 @@
+//! One step of the sweep: the server under load started (or the `--target` taken), the load
+//! client run for the step's duration while the three processes and the machine are sampled from
+//! /proc, and the step's figures worked out from the client's report, the samples and the
+//! server's `/metrics`.
+
+use super::*;
+
+/// Samples of the processes over one step.
+#[derive(Default)]
+pub(super) struct Trace {
+    pub(super) baton: Vec<ProcSample>,
+    pub(super) mock: Vec<ProcSample>,
+    pub(super) client: Vec<ProcSample>,
+    pub(super) system: Vec<ProcSample>,
+}
+
+impl Trace {
+    fn take(&mut self, under: &Under, client: u32, ticks: f64) {
+        if let Some(s) = under.pid.and_then(|p| procs::sample(p, ticks)) {
+            self.baton.push(s);
+        }
+        if let Some(s) = under.mock_pid.and_then(|p| procs::sample(p, ticks)) {
+            self.mock.push(s);
+        }
+        if let Some(s) = procs::sample(client, ticks) {
+            self.client.push(s);
+        }
+        if let Some(s) = procs::system_sample(ticks) {
+            self.system.push(s);
+        }
+    }
+}
+
+/// CPU % of one core between the samples nearest `from` and `to`.
+fn cpu_pct(samples: &[ProcSample], from: Instant, to: Instant) -> Option<f64> {
+    let a = samples
+        .iter()
+        .rev()
+        .find(|s| s.at <= from)
+        .or(samples.first())?;
+    let b = samples.iter().find(|s| s.at >= to).or(samples.last())?;
+    let wall = b.at.saturating_duration_since(a.at).as_secs_f64();
+    (wall > 0.0).then(|| (b.cpu_ms - a.cpu_ms) / (wall * 1000.0) * 100.0)
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let m = 10f64.powi(places);
+    (x * m).round() / m
+}
+
+pub(super) fn run_step(
+    args: &LoadArgs,
+    exe: &Path,
+    n: usize,
+    ticks: f64,
+    progress: &mut Progress,
+) -> Result<Step, LoadError> {
+    let under = match &args.target {
+        None => spawn_baton(args, exe, n)?,
+        Some(url) => target(args, url),
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let loadavg_before = procs::loadavg();
+    let idle = under.pid.and_then(|p| procs::sample(p, ticks));
+    let before = scrape(&under);
+
+    let mut cargs = vec![
+        "bench".to_owned(),
+        "load-client".into(),
+        under.url.clone(),
+        "--calls".into(),
+        n.to_string(),
+        "--duration".into(),
+        args.duration.to_string(),
+        "--ramp".into(),
+        args.ramp.to_string(),
+    ];
+    if let Some(f) = &args.fixture {
+        cargs.push("--fixture".into());
+        cargs.push(f.display().to_string());
+    }
+    if let Some(t) = args.client_threads {
+        cargs.push("--threads".into());
+        cargs.push(t.to_string());
+    }
+    let log = args.report.join("logs").join(format!("client-{n}.log"));
+    let mut client = ChildGuard::spawn("baton bench load-client", exe, &cargs, &log)?;
+    let rx = procs::lines(client.take_stdout().expect("piped"));
+    let client_pid = client.pid();
+    let t0 = Instant::now();
+    let mut trace = Trace::default();
+    trace.take(&under, client_pid, ticks);
+    let (mut w_start, mut w_end, mut result) = (None, None, None);
+    let limit = Duration::from_secs_f64(args.duration + args.ramp) + Duration::from_secs(120);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok((at, line)) => match serde_json::from_str::<ClientLine>(&line) {
+                Ok(ClientLine::Started { .. }) => {
+                    trace.take(&under, client_pid, ticks);
+                    w_start = Some(at);
+                }
+                Ok(ClientLine::FirstEnd) => {
+                    trace.take(&under, client_pid, ticks);
+                    w_end = Some(at);
+                }
+                Ok(ClientLine::Report(r)) => result = Some(r),
+                Err(_) => {}
+            },
+            Err(mpsc::RecvTimeoutError::Timeout) => trace.take(&under, client_pid, ticks),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        progress.tick(t0.elapsed(), &trace);
+        if t0.elapsed() > limit {
+            return Err(LoadError::Client(format!(
+                "step of {n} calls still running after {limit:?}; see {}",
+                log.display()
+            )));
+        }
+    }
+    let t_end = Instant::now();
+    let _ = client.exited();
+    let Some(r) = result else {
+        return Err(LoadError::Client(format!(
+            "no report from the load client; see {}",
+            log.display()
+        )));
+    };
+    wait_idle(&under, Duration::from_secs(15));
+    let after = scrape(&under);
+    trace.take(&under, client_pid, ticks);
+    // The daemon first, gracefully: it flushes what its store has queued.
+    for child in under._children {
+        child.terminate(Duration::from_secs(10));
+    }
+
+    let from = w_start.unwrap_or(t0);
+    let to = match w_end {
+        Some(e) if e > from => e,
+        _ => t_end,
+    };
+    let window_s = to.saturating_duration_since(from).as_secs_f64();
+    let in_window = |s: &&ProcSample| s.at >= from && s.at <= to;
+    let mut steady: Vec<u64> = trace
+        .baton
+        .iter()
+        .filter(in_window)
+        .map(|s| s.rss_kib)
+        .collect();
+    steady.sort_unstable();
+    let rss_steady = steady.get(steady.len() / 2).copied();
+    let rss_peak = trace
+        .baton
+        .iter()
+        .map(|s| {
+            if under.fresh {
+                s.hwm_kib.max(s.rss_kib)
+            } else {
+                s.rss_kib
+            }
+        })
+        .max();
+    let cpu = cpu_pct(&trace.baton, from, to);
+    let mock_cpu = cpu_pct(&trace.mock, from, to);
+    let client_cpu = cpu_pct(&trace.client, from, to);
+    let calls_up = r.started.max(1) as f64;
+    let baton = ProcFigures {
+        cpu_pct: cpu.map(|c| round(c, 1)),
+        cpu_ms_per_call_s: cpu.map(|c| round(c * 10.0 / calls_up, 3)),
+        rss_idle_kib: idle.map(|s| s.rss_kib),
+        rss_steady_kib: rss_steady,
+        rss_peak_kib: rss_peak,
+    };
+    let rss_per_call = match (rss_steady, idle) {
+        (Some(s), Some(i)) => Some(round((s as f64 - i.rss_kib as f64) / calls_up, 1)),
+        _ => None,
+    };
+    let delta = |f: fn(&Scrape) -> Option<f64>| -> Option<u64> {
+        let a = after.as_ref().and_then(f)?;
+        let b = before.as_ref().and_then(f).unwrap_or(0.0);
+        Some((a - b).max(0.0).round() as u64)
+    };
+    let underruns = delta(|s| s.underruns);
+    let late_ticks = delta(|s| s.late_ticks);
+    let server_jitter = after.as_ref().and_then(|a| {
+        let b = before
+            .as_ref()
+            .map(|b| b.jitter_buckets.clone())
+            .unwrap_or_default();
+        p99_bound(&a.jitter_buckets, &b)
+    });
+
+    let failed = r.calls - r.started;
+    let mut why = Vec::new();
+    if failed > 0 {
+        why.push(format!("{failed} call(s) did not start: {:?}", r.failures));
+    }
+    let not_hung_up: u64 = r
+        .ends
+        .iter()
+        .filter(|(k, _)| k.as_str() != "hung_up")
+        .map(|(_, v)| v)
+        .sum();
+    if not_hung_up > 0 {
+        why.push(format!("{not_hung_up} call(s) ended early: {:?}", r.ends));
+    }
+    if r.jitter_ms.p99 > args.max_jitter_ms {
+        why.push(format!(
+            "jitter p99 {:.2} ms > {} ms",
+            r.jitter_ms.p99, args.max_jitter_ms
+        ));
+    }
+    if r.intervals == 0 {
+        why.push("no agent audio was received".into());
+    }
+    if let Some(u) = underruns.filter(|&u| u > 0) {
+        why.push(format!("{u} underrun(s)"));
+    }
+    Ok(Step {
+        calls: n,
+        started: r.started,
+        failed,
+        failures: r.failures,
+        ends: r.ends,
+        window_s: round(window_s, 2),
+        intervals: r.intervals,
+        jitter_ms: r.jitter_ms,
+        call_p99_ms: r.call_p99_ms,
+        late_frames: r.late_frames,
+        underruns,
+        late_ticks,
+        server_send_jitter_p99_le_ms: server_jitter,
+        media_received: r.media_received,
+        frames_sent: r.frames_sent,
+        baton,
+        rss_per_call_kib: rss_per_call,
+        mock_cpu_pct: mock_cpu.map(|c| round(c, 1)),
+        client_cpu_pct: client_cpu.map(|c| round(c, 1)),
+        other_cpu_pct: cpu_pct(&trace.system, from, to).map(|all| {
+            let ours = cpu.unwrap_or(0.0) + mock_cpu.unwrap_or(0.0) + client_cpu.unwrap_or(0.0);
+            round((all - ours).max(0.0), 1)
+        }),
+        loadavg_before,
+        client_tick_late_ms: r.tick_late_ms,
+        held: why.is_empty(),
+        failed_because: why,
+    })
+}
+
+/// The upper bound of the bucket holding the 99th percentile of `after − before`.
+fn p99_bound(after: &[(f64, f64)], before: &[(f64, f64)]) -> Option<f64> {
+    let diff: Vec<(f64, f64)> = after
+        .iter()
+        .map(|&(le, c)| {
+            let b = before
+                .iter()
+                .find(|(l, _)| *l == le)
+                .map_or(0.0, |(_, c)| *c);
+            (le, c - b)
+        })
+        .collect();
+    let total = diff.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    diff.iter()
+        .find(|(_, c)| *c >= 0.99 * total)
+        .map(|(le, _)| *le)
+        .filter(|le| le.is_finite())
+}

@@ -1,0 +1,65 @@
+//! The bundled scenarios: where they are (a checkout's folder, else the sources the binary was
+//! built from), a name or a path as a scenario argument, and the list `--list` prints.
+
+use std::path::{Path, PathBuf};
+
+use super::DemoError;
+use crate::mock;
+
+/// A bundled file: under the current directory when run from a checkout, else next to the
+/// sources the binary was built from.
+pub fn bundled(relative: &str) -> PathBuf {
+    let local = Path::new(relative);
+    if local.exists() {
+        return local.to_path_buf();
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// Where the bundled demo scenario lives.
+pub fn default_scenario() -> PathBuf {
+    bundled("audio-fixtures/scenarios/demo.toml")
+}
+
+/// A scenario argument: a bundled name, or a path.
+pub fn scenario_path(arg: &str) -> PathBuf {
+    if arg.ends_with(".toml") || arg.contains('/') {
+        PathBuf::from(arg)
+    } else {
+        bundled(&format!("audio-fixtures/scenarios/{arg}.toml"))
+    }
+}
+
+/// The bundled scenario files, sorted by name (what `--list` shows).
+pub fn bundled_scenarios() -> Result<Vec<PathBuf>, DemoError> {
+    let dir = bundled("audio-fixtures/scenarios");
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|e| DemoError::Scenario(format!("{}: {e}", dir.display())))?;
+    let mut names: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The bundled scenarios: `name  description`, one per line, sorted.
+pub fn list_scenarios() -> Result<String, DemoError> {
+    let mut out = String::new();
+    for p in bundled_scenarios()? {
+        let name = p
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let s = mock::Scenario::load(&p).map_err(|e| DemoError::Scenario(e.to_string()))?;
+        let agents = s
+            .agents
+            .as_ref()
+            .and_then(|a| a.file_stem())
+            .map(|a| format!(" [agents: {}]", a.to_string_lossy()))
+            .unwrap_or_default();
+        out.push_str(&format!("{name}  {}{agents}\n", s.description));
+    }
+    Ok(out)
+}
