@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::json::{self, Msg};
 use super::{
-    BridgeWriter, Ctx, Inbound, MAX_INBOUND_MESSAGE, MAX_OUTBOUND_MESSAGE, Media, MediaFormat,
-    Outgoing, Reply, Start, Transmit, WireError, b64, mono, usable_rate,
+    BridgeWriter, Ctx, Inbound, MAX_INBOUND_MESSAGE, MAX_OUTBOUND_MESSAGE, MediaFormat, Outgoing,
+    Reply, Start, Transmit, WireError, b64, mono, usable_rate,
 };
 use crate::leg::bridge::audio::{AudioFormat, Encoding};
 
@@ -17,18 +17,7 @@ pub fn parse(text: &str) -> Result<Inbound, WireError> {
     Ok(match m.event.as_str() {
         "connected" => Inbound::Connected,
         "start" => Inbound::Start(start(&m)?),
-        "media" => {
-            m.require_object("media")?;
-            Inbound::Media {
-                media: Media {
-                    track: m.str("media.track")?,
-                    chunk: m.num("media.chunk")?,
-                    timestamp: m.num("media.timestamp")?,
-                    payload: m.payload("media.payload")?,
-                },
-                seq: m.num("sequence_number")?,
-            }
-        }
+        "media" => m.media("sequence_number")?,
         "dtmf" => Inbound::Dtmf(m.digit("dtmf.digit")?),
         "mark" => Inbound::Mark(m.required("mark.name")?),
         "stop" => Inbound::Stop,

@@ -8,6 +8,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
+use super::{Inbound, Media};
 use crate::leg::twilio::wire::WireError;
 
 /// One JSON object message and the event it names.
@@ -193,5 +194,20 @@ impl Msg {
     /// A required string at `path`.
     pub fn required(&self, path: &str) -> Result<String, WireError> {
         self.str(path)?.ok_or_else(|| self.missing(path))
+    }
+
+    /// The `media` event the JSON dialects share: `media.{track, chunk, timestamp, payload}`
+    /// and the sequence number at `seq` (`sequence_number`, or Plivo's `sequenceNumber`).
+    pub fn media(&self, seq: &str) -> Result<Inbound, WireError> {
+        self.require_object("media")?;
+        Ok(Inbound::Media {
+            media: Media {
+                track: self.str("media.track")?,
+                chunk: self.num("media.chunk")?,
+                timestamp: self.num("media.timestamp")?,
+                payload: self.payload("media.payload")?,
+            },
+            seq: self.num(seq)?,
+        })
     }
 }

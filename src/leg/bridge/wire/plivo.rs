@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::json::{self, Msg};
 use super::{
-    BridgeWriter, Ctx, Inbound, MAX_INBOUND_MESSAGE, MAX_OUTBOUND_MESSAGE, Media, MediaFormat,
-    Outgoing, Reply, Start, Transmit, WireError, b64, mono, usable_rate,
+    BridgeWriter, Ctx, Inbound, MAX_INBOUND_MESSAGE, MAX_OUTBOUND_MESSAGE, MediaFormat, Outgoing,
+    Reply, Start, Transmit, WireError, b64, mono, usable_rate,
 };
 use crate::leg::bridge::audio::{AudioFormat, Encoding};
 
@@ -19,18 +19,7 @@ pub fn parse(text: &str) -> Result<Inbound, WireError> {
     let m = json::object(text, MAX_INBOUND_MESSAGE, "event")?;
     Ok(match m.event.as_str() {
         "start" => Inbound::Start(start(&m)?),
-        "media" => {
-            m.require_object("media")?;
-            Inbound::Media {
-                media: Media {
-                    track: m.str("media.track")?,
-                    chunk: m.num("media.chunk")?,
-                    timestamp: m.num("media.timestamp")?,
-                    payload: m.payload("media.payload")?,
-                },
-                seq: m.num("sequenceNumber")?,
-            }
-        }
+        "media" => m.media("sequenceNumber")?,
         "dtmf" => Inbound::Dtmf(m.digit("dtmf.digit")?),
         "playedStream" | "played" => Inbound::Mark(m.required("name")?),
         "clearedAudio" => Inbound::Cleared,
