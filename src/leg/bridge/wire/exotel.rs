@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::json::{self, Msg};
 use super::{
-    BridgeWriter, Ctx, Inbound, MAX_INBOUND_MESSAGE, MAX_OUTBOUND_MESSAGE, MediaFormat, Outgoing,
-    Reply, Start, Transmit, WireError, b64, mono, usable_rate,
+    BridgeWriter, Ctx, Inbound, MAX_INBOUND_MESSAGE, MAX_OUTBOUND_MESSAGE, Outgoing, Reply, Start,
+    Transmit, WireError, b64, mono, usable_rate,
 };
 use crate::leg::bridge::audio::{AudioFormat, Encoding};
 
@@ -31,21 +31,8 @@ fn start(m: &Msg) -> Result<Start, WireError> {
         .str("start.stream_sid")?
         .or(m.str("stream_sid")?)
         .ok_or_else(|| m.missing("start.stream_sid"))?;
-    let mut params = m.string_map("start.custom_parameters")?;
-    for key in ["from", "to"] {
-        if let Some(v) = m.str(&format!("start.{key}"))? {
-            params.entry(key.to_owned()).or_insert(v);
-        }
-    }
-    let media_format = if m.has("start.media_format") {
-        Some(MediaFormat {
-            encoding: m.str("start.media_format.encoding")?,
-            sample_rate: m.num("start.media_format.sample_rate")?,
-            channels: m.num("start.media_format.channels")?,
-        })
-    } else {
-        None
-    };
+    let params = m.start_parameters(&["from", "to"])?;
+    let media_format = m.media_format("start.media_format", "sample_rate")?;
     Ok(Start {
         stream_sid: Some(stream_sid),
         account_sid: m.str("start.account_sid")?,

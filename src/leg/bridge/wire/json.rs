@@ -8,7 +8,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
-use super::{Inbound, Media};
+use super::{Inbound, Media, MediaFormat};
 use crate::leg::twilio::wire::WireError;
 
 /// One JSON object message and the event it names.
@@ -194,6 +194,35 @@ impl Msg {
     /// A required string at `path`.
     pub fn required(&self, path: &str) -> Result<String, WireError> {
         self.str(path)?.ok_or_else(|| self.missing(path))
+    }
+
+    /// The stream's declared audio format at `path` (`encoding`, the rate under `rate_key`,
+    /// `channels`), if the message has one.
+    pub fn media_format(
+        &self,
+        path: &str,
+        rate_key: &str,
+    ) -> Result<Option<MediaFormat>, WireError> {
+        if !self.has(path) {
+            return Ok(None);
+        }
+        Ok(Some(MediaFormat {
+            encoding: self.str(&format!("{path}.encoding"))?,
+            sample_rate: self.num(&format!("{path}.{rate_key}"))?,
+            channels: self.num(&format!("{path}.channels"))?,
+        }))
+    }
+
+    /// `start.custom_parameters`, with each of `keys` found directly under `start` added unless
+    /// a custom parameter of that name is already there.
+    pub fn start_parameters(&self, keys: &[&str]) -> Result<BTreeMap<String, String>, WireError> {
+        let mut params = self.string_map("start.custom_parameters")?;
+        for key in keys {
+            if let Some(v) = self.str(&format!("start.{key}"))? {
+                params.entry((*key).to_owned()).or_insert(v);
+            }
+        }
+        Ok(params)
     }
 
     /// The `media` event the JSON dialects share: `media.{track, chunk, timestamp, payload}`

@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::json::{self, Msg};
 use super::{
-    BridgeWriter, Ctx, Inbound, MAX_INBOUND_MESSAGE, MAX_OUTBOUND_MESSAGE, MediaFormat, Outgoing,
-    Reply, Start, Transmit, WireError, b64, mono, usable_rate,
+    BridgeWriter, Ctx, Inbound, MAX_INBOUND_MESSAGE, MAX_OUTBOUND_MESSAGE, Outgoing, Reply, Start,
+    Transmit, WireError, b64, mono, usable_rate,
 };
 use crate::leg::bridge::audio::{AudioFormat, Encoding};
 
@@ -39,15 +39,7 @@ fn start(m: &Msg) -> Result<Start, WireError> {
     if let Some(h) = m.str("extra_headers")? {
         params.insert("extra_headers".to_owned(), h);
     }
-    let media_format = if m.has("start.mediaFormat") {
-        Some(MediaFormat {
-            encoding: m.str("start.mediaFormat.encoding")?,
-            sample_rate: m.num("start.mediaFormat.sampleRate")?,
-            channels: m.num("start.mediaFormat.channels")?,
-        })
-    } else {
-        None
-    };
+    let media_format = m.media_format("start.mediaFormat", "sampleRate")?;
     Ok(Start {
         stream_sid: Some(stream_sid),
         account_sid: m.str("start.accountId")?,
