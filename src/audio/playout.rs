@@ -233,11 +233,8 @@ impl Playout {
         samples.extend(self.queue.drain(..taken));
         samples.resize(self.spf, 0);
         self.head += taken as u64;
-        if self.queue.is_empty() && self.queue.capacity() > self.spf * KEPT_FRAMES * 2 {
-            // A long reply arrived faster than it plays and grew the queue; give the memory back
-            // once it has played, so an idle call holds about a second of buffer, not its
-            // longest reply.
-            self.queue.shrink_to(self.spf * KEPT_FRAMES);
+        if self.queue.is_empty() {
+            self.give_back_memory();
         }
 
         let mut chunk_start = None;
@@ -276,9 +273,7 @@ impl Playout {
     pub fn flush(&mut self) -> usize {
         let dropped = self.queue.len();
         self.queue.clear();
-        if self.queue.capacity() > self.spf * KEPT_FRAMES * 2 {
-            self.queue.shrink_to(self.spf * KEPT_FRAMES);
-        }
+        self.give_back_memory();
         self.head += dropped as u64;
         self.marks.clear();
         self.segments.clear();
@@ -307,6 +302,15 @@ impl Playout {
     pub fn recycle(&mut self, frame: Frame) {
         if frame.samples.capacity() >= self.spf {
             self.spare = Some(frame.samples);
+        }
+    }
+
+    /// With the queue empty: a long reply that arrived faster than it played grew the queue;
+    /// the memory goes back, so an idle call holds about a second of buffer, not its longest
+    /// reply.
+    fn give_back_memory(&mut self) {
+        if self.queue.capacity() > self.spf * KEPT_FRAMES * 2 {
+            self.queue.shrink_to(self.spf * KEPT_FRAMES);
         }
     }
 

@@ -210,19 +210,15 @@ impl Call {
         {
             return;
         }
-        let mut json = String::with_capacity(self.up_buf.len() * 3 + 96);
-        self.protocol
-            .encode_audio(&self.up_buf, &mut self.scratch, &mut json);
-        let out = Outbound::Text {
-            json,
-            received_at: Some(received_at),
-        };
         match (&self.session, self.agents.as_mut()) {
             (Some(s), _) => {
-                s.send(out);
+                s.send_audio(&self.up_buf, Some(received_at), &mut self.scratch);
             }
             // Between sessions of a cold recreate: kept and delivered to the next session.
-            (None, Some(a)) => a.buffer_uplink(out),
+            (None, Some(a)) => a.buffer_uplink(Outbound::Text {
+                json: self.protocol.audio_message(&self.up_buf, &mut self.scratch),
+                received_at: Some(received_at),
+            }),
             (None, None) => {}
         }
     }
@@ -265,14 +261,8 @@ impl Call {
             s.send_message(&h);
         }
         for samples in replay {
-            let mut json = String::with_capacity(samples.len() * 3 + 96);
-            self.protocol
-                .encode_audio(&samples, &mut self.scratch, &mut json);
             // Delivered late on purpose: not counted as uplink latency.
-            s.send(Outbound::Text {
-                json,
-                received_at: None,
-            });
+            s.send_audio(&samples, None, &mut self.scratch);
         }
         if let Some(a) = self.agents.as_mut() {
             a.set_holding(false);

@@ -51,6 +51,13 @@ impl Protocol {
             Protocol::OpenAi => openai::codec::encode_append_pcm16(samples, scratch, json),
         }
     }
+
+    /// The client message carrying `samples`, in a string of its own.
+    pub fn audio_message(self, samples: &[i16], scratch: &mut Vec<u8>) -> String {
+        let mut json = String::with_capacity(samples.len() * 3 + 96);
+        self.encode_audio(samples, scratch, &mut json);
+        json
+    }
 }
 
 /// A session could not be opened.
@@ -157,8 +164,7 @@ impl ModelSession {
         received_at: Option<Instant>,
         scratch: &mut Vec<u8>,
     ) -> bool {
-        let mut json = String::with_capacity(samples.len() * 3 + 96);
-        self.protocol().encode_audio(samples, scratch, &mut json);
+        let json = self.protocol().audio_message(samples, scratch);
         self.send(Outbound::Text { json, received_at })
     }
 
