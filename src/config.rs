@@ -428,6 +428,39 @@ mod tests {
     }
 
     #[test]
+    fn the_model_and_its_capabilities_come_from_the_model_id() {
+        use crate::model::catalog::Source;
+        let l = parse(
+            "[model]\nbackend = \"mock\"\nurl = \"ws://127.0.0.1:9300\"\nmodel = \"models/gemini-2.5-flash-native-audio-preview-09-2025\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let info = l.config.model.model_info(None);
+        assert_eq!((info.family, info.source), ("gemini-2.5", Source::Known));
+        assert!(!info.capabilities.update_instructions);
+        // The default names the embedded mock's own model, else models/gemini-3.8-live.
+        let l = parse("", Path::new("c.toml")).unwrap();
+        let m = &l.config.model;
+        assert_eq!(
+            m.model_info(Some("models/gemini-3.1-flash-live-preview"))
+                .family,
+            "gemini-3.1"
+        );
+        assert_eq!(m.model_info(None).id, "models/gemini-3.8-live");
+        // An unknown model, with what the config says it takes.
+        let l = parse(
+            "[model]\nmodel = \"models/gemini-9-live\"\n[model.capabilities]\ncontext_update = true\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let info = l.config.model.model_info(None);
+        assert_eq!(info.source, Source::Configured);
+        assert!(info.capabilities.update_instructions && !info.capabilities.non_blocking_tools);
+        let p = problems("[model.capabilities]\ncontext_updates = true\n");
+        assert_eq!(p[0].key, "model.capabilities.context_updates", "{p:?}");
+    }
+
+    #[test]
     fn public_url_makes_the_wss_stream_url() {
         let l = parse(
             "[server]\npublic_url = \"https://b.example.com/\"\n",

@@ -12,11 +12,14 @@ use crate::call::backend::ModelBackend;
 use crate::call::{self, CallOptions, CallReport};
 use crate::leg::fixture::{FixtureCaller, LegCodec};
 use crate::mock;
+use crate::model::catalog::{self, ModelInfo};
 use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secret};
 use crate::model::gemini::session::SessionConfig;
-use crate::model::handle::OpenError;
+use crate::model::handle::{OpenError, Protocol};
 
 mod render;
+/// The call files of a scenario: itself, then `<scenario>/call*.toml` in name order.
+pub use crate::demo_store::scenario_calls;
 mod scenarios;
 mod summary;
 
@@ -70,9 +73,12 @@ pub struct DemoArgs {
     /// Implies --realtime.
     #[arg(long, value_name = "URL")]
     pub model_url: Option<String>,
-    /// Model id sent in setup.
-    #[arg(long, default_value = "models/gemini-3.8-live")]
-    pub model: String,
+    /// Model id sent in setup (or, for OpenAI, in the URL); what it takes in place comes from
+    /// baton's model table. Default: the model the profile imitates (gemini-3.8:
+    /// models/gemini-3.8-live, gemini-2.5: models/gemini-2.5-flash-native-audio-preview-12-2025,
+    /// gemini-3.1: models/gemini-3.1-flash-live-preview, openai: gpt-realtime).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
     /// Environment variable holding the API key for --model-url (never pass the key itself).
     #[arg(long, value_name = "VAR", default_value = "GEMINI_API_KEY")]
     pub api_key_env: String,
@@ -102,7 +108,7 @@ impl Default for DemoArgs {
             out: PathBuf::from("out/demo"),
             json: false,
             model_url: None,
-            model: "models/gemini-3.8-live".into(),
+            model: None,
             api_key_env: "GEMINI_API_KEY".into(),
             leg_codec: LegCodec::L16k16,
             store: None,
@@ -370,7 +376,6 @@ async fn run_prepared_with(
     let silence = scenario.timing.silence;
 
     let mut session_cfg = SessionConfig {
-        model: args.model.clone(),
         system_instruction: Some("You are a friendly financial advisor on a helpline.".into()),
         ..Default::default()
     };
@@ -417,8 +422,19 @@ async fn run_prepared_with(
     }
     let opts = Arc::new(mock_opts);
     let mut _server = None;
+    // The model the call addresses: --model, else the one the profile imitates (the embedded
+    // mock's, or a separate mock's of the same profile).
+    let protocol = if openai {
+        Protocol::OpenAi
+    } else {
+        Protocol::Gemini
+    };
+    let model = catalog::lookup(
+        protocol,
+        args.model.as_deref().unwrap_or_else(|| opts.model_id()),
+    );
     let backend = match (&args.model_url, realtime) {
-        (Some(url), _) if openai => openai_backend(url, args)?,
+        (Some(url), _) if openai => openai_backend(url, args, model)?,
         (Some(url), _) => {
             let key = std::env::var(&args.api_key_env)
                 .ok()
@@ -429,7 +445,8 @@ async fn run_prepared_with(
                     var: args.api_key_env.clone(),
                 });
             }
-            ModelBackend::Remote(Endpoint::new(url, Backend::DeveloperApi, "v1beta", key)?)
+            let endpoint = Endpoint::new(url, Backend::DeveloperApi, "v1beta", key)?;
+            ModelBackend::Gemini { endpoint, model }
         }
         (None, true) => {
             let server = mock::bind("127.0.0.1:0", opts.clone(), None)
@@ -441,28 +458,41 @@ async fn run_prepared_with(
             if openai {
                 let endpoint = crate::model::openai::endpoint::Endpoint::new(
                     &format!("{url}/v1"),
-                    crate::call::backend::MOCK_OPENAI_MODEL,
+                    &model.id,
                     crate::model::openai::wire::Api::Ga,
                     None,
                 )
                 .map_err(OpenError::from)?;
-                ModelBackend::OpenAi(crate::call::backend::OpenAiRemote {
-                    endpoint,
-                    capabilities: opts.capabilities(),
-                })
+                ModelBackend::OpenAi { endpoint, model }
             } else {
-                ModelBackend::Remote(Endpoint::new(&url, Backend::DeveloperApi, "v1beta", None)?)
+                let endpoint = Endpoint::new(&url, Backend::DeveloperApi, "v1beta", None)?;
+                ModelBackend::Gemini { endpoint, model }
             }
         }
-        (None, false) => ModelBackend::InProcessMock(opts.clone()),
+        (None, false) => ModelBackend::in_process_as(opts.clone(), model),
     };
+    session_cfg.model = backend.model().id.clone();
+    if let Some(s) = &args.strategy {
+        let strategy = parse_strategy(s)?;
+        if let Some(missing) =
+            crate::agents::strategy::unplayable(strategy, &backend.capabilities())
+        {
+            return Err(DemoError::Usage(format!(
+                "strategy {} cannot run on {} ({}): the model has {missing}",
+                strategy.as_str(),
+                meta.profile,
+                backend.model().id
+            )));
+        }
+    }
 
     let agents = registry.map(|reg| {
-        let caps = match &backend {
-            ModelBackend::Remote(_) if args.model_url.is_none() => opts.capabilities(),
-            other => other.capabilities(),
-        };
-        call::Agents::start(reg, caps, backend.clone(), &mut session_cfg)
+        call::Agents::start(
+            reg,
+            backend.capabilities(),
+            backend.clone(),
+            &mut session_cfg,
+        )
     });
     let prepared_at = std::time::Instant::now();
     let open = async {
@@ -519,9 +549,9 @@ async fn run_prepared_with(
 pub const OPENAI_PROFILE: &str = "openai";
 
 /// An OpenAI Realtime endpoint at `url` (a base such as `ws://127.0.0.1:9300/v1` or
-/// `wss://api.openai.com/v1`); the model is `--model` unless that is a Gemini model name, the key
+/// `wss://api.openai.com/v1`) for `model` (`--model`, default gpt-realtime); the key
 /// comes from `--api-key-env` (OPENAI_API_KEY while that names the Gemini default).
-fn openai_backend(url: &str, args: &DemoArgs) -> Result<ModelBackend, DemoError> {
+fn openai_backend(url: &str, args: &DemoArgs, model: ModelInfo) -> Result<ModelBackend, DemoError> {
     use crate::model::openai::endpoint::{DEFAULT_KEY_ENV, Endpoint as OpenAiEndpoint};
     let var = if args.api_key_env == "GEMINI_API_KEY" {
         DEFAULT_KEY_ENV
@@ -537,15 +567,7 @@ fn openai_backend(url: &str, args: &DemoArgs) -> Result<ModelBackend, DemoError>
             var: var.to_owned(),
         });
     }
-    let model = if args.model.starts_with("models/") || args.model.contains("gemini") {
-        crate::call::backend::MOCK_OPENAI_MODEL
-    } else {
-        args.model.as_str()
-    };
-    let endpoint = OpenAiEndpoint::new(url, model, crate::model::openai::wire::Api::Ga, key)
+    let endpoint = OpenAiEndpoint::new(url, &model.id, crate::model::openai::wire::Api::Ga, key)
         .map_err(OpenError::from)?;
-    Ok(ModelBackend::OpenAi(crate::call::backend::OpenAiRemote {
-        endpoint,
-        capabilities: crate::model::openai::CAPABILITIES,
-    }))
+    Ok(ModelBackend::OpenAi { endpoint, model })
 }

@@ -206,6 +206,7 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
         "  listen {} · model backend {:?} · max {} calls",
         loaded.listen, c.model.backend, c.limits.max_calls
     );
+    model_lines(&loaded);
     println!("  twilio stream URL {}", loaded.twilio_stream_url());
     if let Some(a) = loaded.audiosocket_listen() {
         println!("  AudioSocket listener on {a}");
@@ -236,6 +237,37 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The model endpoint `serve` will use, the model it addresses and what baton will use of it.
+fn model_lines(loaded: &config::Loaded) {
+    use baton::config::BackendKind;
+    let m = &loaded.config.model;
+    let embedded_profile = (m.backend == BackendKind::Mock && m.url.is_empty()).then(|| {
+        if m.openai() {
+            return baton::mock::openai::MODEL_ID;
+        }
+        let scenario = if m.scenario.is_empty() {
+            baton::mock::Scenario::builtin()
+        } else {
+            match baton::mock::Scenario::load(&loaded.resolve(&m.scenario)) {
+                Ok(s) => s,
+                Err(_) => baton::mock::Scenario::builtin(),
+            }
+        };
+        scenario.profile.model_id()
+    });
+    let endpoint = match (m.backend, m.url.as_str()) {
+        (BackendKind::Mock, "") => "the embedded mock model (in this process)".to_owned(),
+        (BackendKind::Gemini, "") => baton::model::gemini::endpoint::DEVELOPER_API_BASE.to_owned(),
+        (BackendKind::Openai, "") => baton::model::openai::endpoint::OPENAI_BASE.to_owned(),
+        (_, url) => url.to_owned(),
+    };
+    println!("  model endpoint {endpoint}");
+    let info = m.model_info(embedded_profile);
+    for line in baton::model::catalog::describe(&info).lines() {
+        println!("  {line}");
+    }
 }
 
 fn run_dial(args: &DialTwilioArgs) -> anyhow::Result<()> {

@@ -176,17 +176,18 @@ fn a_held_message_goes_out_when_the_model_does_not_start_its_reply() {
     assert!(!h.o.expects_own_interruption(), "no turn was playing");
 }
 
+/// The update and the greeting both wait for the announcing turn's generation to complete
+/// (the new agent cannot speak earlier, and a service refusing the update then cuts nothing),
+/// update first.
 #[test]
-fn context_update_goes_at_once_and_its_greeting_waits_for_generation_complete() {
+fn context_update_and_its_greeting_wait_for_generation_complete() {
     let mut h = duo("", ALL);
     h.caller("Who knows the rules?");
     h.speaks("Let me see who can help.");
     let a = h.feed(Input::Activate {
         agent: "guest".into(),
     });
-    let cu = context_updates(&a);
-    assert_eq!(cu.len(), 1);
-    assert!(instruction(&cu[0]).starts_with("You are the guest expert."));
+    assert!(context_updates(&a).is_empty());
     assert!(contents(&a).is_empty());
     // The running turn is still the host's.
     let a = h.feed(Input::AgentTranscript {
@@ -195,6 +196,12 @@ fn context_update_goes_at_once_and_its_greeting_waits_for_generation_complete() 
     });
     assert!(!a.iter().any(|x| matches!(x, Action::Attribute(_))));
     let a = h.generation_complete();
+    let cu = context_updates(&a);
+    assert_eq!(cu.len(), 1);
+    assert!(instruction(&cu[0]).starts_with("You are the guest expert."));
+    let update_at = a.iter().position(|x| matches!(x, Action::ContextUpdate(_)));
+    let content_at = a.iter().position(|x| matches!(x, Action::ClientContent(_)));
+    assert!(update_at < content_at, "{a:?}");
     let c = contents(&a);
     assert_eq!(
         content_text(&c[0]),

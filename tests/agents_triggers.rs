@@ -45,7 +45,10 @@ fn seed_000_function_args_bring_the_specialist_in_and_hand_back() {
     assert_eq!(ann[0]["strategy"], "context_update");
     // Joint mode: both agents active, one instruction with both personas and both tools.
     assert_eq!(h.active(), ["schemes", "advisor"]);
-    let cu = &context_updates(&a)[0];
+    // The update goes out once the announcing turn is generated.
+    assert!(context_updates(&a).is_empty());
+    let done = h.generation_complete();
+    let cu = &context_updates(&done)[0];
     let text = instruction(cu);
     assert!(text.starts_with("2 agents share this call"), "{text}");
     assert!(text.contains("Ravi answers about: PM-KISAN"));
@@ -60,7 +63,6 @@ fn seed_000_function_args_bring_the_specialist_in_and_hand_back() {
     let resp = &responses(&r)[0];
     assert_eq!(resp.id.as_deref(), Some(id.as_str()));
     assert_eq!(resp.response, Some(json!({"output": {"status": "noted"}})));
-    h.generation_complete();
     h.turn_complete();
     // The specialist's first turn: attribution switches and the handoff is complete.
     let a = h.speaks("Hello! I'm the Government Schemes Specialist.");
@@ -130,9 +132,13 @@ fn a_transfer_tool_carries_its_summary_to_the_next_agent() {
         json!({"summary": "Customer 251 wants a cheaper plan"}),
     );
     assert_eq!(announcements(&a)[0]["trigger"], "transfer_tool");
-    let cu = &context_updates(&a)[0];
+    // The update and the answer that makes the new agent speak go out once the announcing
+    // turn is generated.
+    assert!(context_updates(&a).is_empty() && responses(&a).is_empty());
+    let done = h.generation_complete();
+    let cu = &context_updates(&done)[0];
     assert!(instruction(cu).ends_with("CONTEXT: Customer 251 wants a cheaper plan"));
-    let r = &responses(&a)[0];
+    let r = &responses(&done)[0];
     assert_eq!(r.id.as_deref(), Some(id.as_str()));
     assert_eq!(r.scheduling, Some(FunctionResponseScheduling::WhenIdle));
     assert_eq!(

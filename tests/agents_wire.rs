@@ -10,9 +10,10 @@ use std::time::Instant;
 use baton::agents::{self, Action, Input, Orchestrator};
 use baton::mock::setup::Behavior;
 use baton::mock::{Endpoint, MockSession, Outgoing, Profile, Scenario};
-use baton::model::gemini::CAPABILITIES;
+use baton::model::catalog::lookup;
 use baton::model::gemini::session::SessionConfig;
 use baton::model::gemini::wire::ClientMessage;
+use baton::model::handle::Protocol;
 
 fn mock() -> MockSession {
     MockSession::new(
@@ -52,7 +53,11 @@ fn setup_context_update_and_greeting_are_valid_client_messages() {
         agents::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/support.toml"))
             .unwrap();
     let t0 = Instant::now();
-    let mut o = Orchestrator::new(Arc::new(reg), CAPABILITIES, t0);
+    let mut o = Orchestrator::new(
+        Arc::new(reg),
+        lookup(Protocol::Gemini, "models/gemini-3.8-live").capabilities,
+        t0,
+    );
     let mut m = mock();
     let setup = o.initial_setup().setup_message(&base());
     send(&mut m, setup, t0);
@@ -125,7 +130,11 @@ fn a_standby_setup_and_its_history_are_valid_client_messages() {
         agents::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/support.toml"))
             .unwrap();
     let t0 = Instant::now();
-    let mut o = Orchestrator::new(Arc::new(reg), CAPABILITIES, t0);
+    let mut o = Orchestrator::new(
+        Arc::new(reg),
+        lookup(Protocol::Gemini, "models/gemini-3.8-live").capabilities,
+        t0,
+    );
     for (caller, agent) in [("What's my bill?", "Your bill is 45.99.")] {
         o.handle(
             Input::CallerTranscript {

@@ -84,8 +84,14 @@ async fn garbage_from_the_model_is_reported_and_the_call_carries_on() {
     )
     .unwrap();
     let (leg, recording) = fixture.spawn();
-    let session =
-        baton::model::handle::ModelSession::gemini(session, baton::model::gemini::CAPABILITIES);
+    let session = baton::model::handle::ModelSession::gemini(
+        session,
+        baton::model::catalog::lookup(
+            baton::model::handle::Protocol::Gemini,
+            "models/gemini-3.8-live",
+        )
+        .capabilities,
+    );
     let report = call::run(leg, session, CallOptions::default())
         .await
         .unwrap();

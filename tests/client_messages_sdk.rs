@@ -50,7 +50,7 @@ fn record_bundled_call(record: &Path) -> usize {
         let (sink, writer) = RecordSink::create(record).await.unwrap();
         let mut opts = MockOptions::new(Arc::new(scenario.clone()));
         opts.record = Some(sink);
-        let backend = ModelBackend::InProcessMock(Arc::new(opts));
+        let backend = ModelBackend::in_process(Arc::new(opts));
         let config = SessionConfig {
             system_instruction: Some("You are a friendly financial advisor.".into()),
             voice: Some("Kore".into()),

@@ -154,7 +154,10 @@ fn a_resumed_agent_is_told_the_summary_and_state_not_the_history() {
         "transfer_to_vehicle_offer",
         json!({"summary": "Caller is back about the car quote."}),
     );
-    // In place: a context update with Victor's instruction (no new session, no history copied).
+    // In place: a context update with Victor's instruction (no new session, no history copied),
+    // once the announcing turn is generated.
+    assert!(context_updates(&a).is_empty());
+    let a = h.generation_complete();
     let cu = context_updates(&a);
     assert_eq!(cu.len(), 1, "{a:#?}");
     let text = instruction(&cu[0]);

@@ -128,21 +128,21 @@ fn every_strategy_openai_can_carry_hands_off_seed000() {
 }
 
 #[test]
-fn tool_response_falls_back_on_openai() {
-    // No non-blocking tools on OpenAI Realtime: the orchestrator carries the handoff otherwise.
+fn tool_response_is_refused_on_openai_in_one_line() {
+    // No non-blocking tools on OpenAI Realtime: a strategy it can never carry is refused before
+    // the call, not silently replaced.
     let dir = tempfile::tempdir().unwrap();
-    let out = run(
-        "seed000",
-        Some(SHARED_TOOLS),
-        Some("tool_response"),
-        dir.path(),
-    );
-    assert!(
-        out.report
-            .handoffs
-            .iter()
-            .all(|h| fits_openai(&h.strategy) && h.gap_ms.is_some()),
-        "{:?}",
-        out.report.handoffs
+    let args = DemoArgs {
+        scenario: Some("seed000".into()),
+        agents: Some(Path::new(ROOT).join(SHARED_TOOLS)),
+        strategy: Some("tool_response".into()),
+        profile: Some("openai".into()),
+        out: dir.path().to_path_buf(),
+        ..Default::default()
+    };
+    let e = demo::run(&args).err().expect("refused").to_string();
+    assert_eq!(
+        e,
+        "strategy tool_response cannot run on openai (gpt-realtime): the model has no non-blocking tools"
     );
 }

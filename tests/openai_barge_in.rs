@@ -47,7 +47,7 @@ fn the_caller_talks_over_a_reply_and_the_model_hears_where_it_was_cut() {
         let mut opts = MockOptions::new(Arc::new(scenario));
         opts.record = Some(sink);
         opts.openai = Some(OpenAiOptions::default());
-        let backend = ModelBackend::InProcessMock(Arc::new(opts));
+        let backend = ModelBackend::in_process(Arc::new(opts));
         let session = backend.open(&SessionConfig::default()).await.unwrap();
         let fixture = FixtureCaller::from_wav(&wav, LegCodec::L16k16).unwrap();
         let (leg, rec) = fixture.spawn();

@@ -134,7 +134,7 @@ async fn call_seed004(agent_set: &str, record: Option<&Path>) -> Ran {
         opts.record = Some(RecordSink::create(p).await.unwrap().0);
     }
     let caps = opts.capabilities();
-    let backend = ModelBackend::InProcessMock(Arc::new(opts));
+    let backend = ModelBackend::in_process(Arc::new(opts));
     let reg = Arc::new(baton::agents::parse(agent_set, Path::new("inline.toml")).unwrap());
     let mut cfg = SessionConfig::default();
     let agents = Agents::start(reg, caps, backend.clone(), &mut cfg);

@@ -142,6 +142,13 @@ pub enum CallEvent {
         delivery: String,
         at_ms: u64,
     },
+    /// A sidecar's result could not go to the live session without making the model speak
+    /// (the model takes no context mid-session); `reason` says why.
+    SidecarUndelivered {
+        sidecar: String,
+        reason: String,
+        at_ms: u64,
+    },
     /// Something worth knowing that changed nothing (e.g. a routing argument of the wrong type).
     Notice { message: String, at_ms: u64 },
 }

@@ -97,6 +97,24 @@ impl PhraseRules {
     }
 }
 
+/// Handoff language every agent set understands, for sets without `[phrases]` on a model whose
+/// calls pause its speech (the handoff then rides on the announcing words, see
+/// [`super::tools::handoffs_by_words`]): only a sentence that also names an agent counts.
+pub fn announcement(text: &str) -> Option<PhraseMatch> {
+    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(
+            r"(?i)\b(let me (bring in|get)|bring(ing)? in|connect(ing)? you (with|to)|pass(ing)? you (over )?to|hand(ing)? you (back |over )?to|transfer(ring)? you to|put(ting)? you through to)\b",
+        )
+        .ok()
+    });
+    let m = re.as_ref()?.find(text)?;
+    Some(PhraseMatch {
+        rule: PhraseRule::ExplicitHandoff,
+        matched: m.as_str().to_owned(),
+    })
+}
+
 fn char_pos(text: &str, byte: usize) -> usize {
     text.get(..byte).map_or(0, |s| s.chars().count())
 }

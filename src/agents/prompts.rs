@@ -11,6 +11,17 @@ use super::tools;
 /// The system instruction while `members` are active (`members[0]` leads). `summary` is why
 /// the lead was brought in (seed 001's activation summary).
 pub fn system_instruction(reg: &Registry, members: &[u32], summary: Option<&str>) -> String {
+    system_instruction_for(reg, members, summary, false)
+}
+
+/// [`system_instruction`] for a model that hands off by words (`by_words`: no transfer tools,
+/// see [`tools::handoffs_by_words`]): the handoff line tells it to announce the agent by name.
+pub fn system_instruction_for(
+    reg: &Registry,
+    members: &[u32],
+    summary: Option<&str>,
+    by_words: bool,
+) -> String {
     let lead = reg.agent(members.first().copied().unwrap_or(reg.primary));
     let mut s = String::new();
     if members.len() <= 1 {
@@ -60,7 +71,23 @@ pub fn system_instruction(reg: &Registry, members: &[u32], summary: Option<&str>
             format!("{}{about}", tools::transfer_name(a))
         })
         .collect();
-    if !targets.is_empty() {
+    if by_words {
+        let names: Vec<String> = tools::reachable(reg, members)
+            .into_iter()
+            .map(|t| reg.agent(t))
+            .filter(|a| a.policy.transfer_tool)
+            .map(|a| a.name.clone())
+            .collect();
+        if !names.is_empty() {
+            s.push_str(&format!(
+                "\n\nHANDOFFS: hand the caller over by saying so with the agent's name, e.g. \
+                 \"Let me bring in {}.\" ({}); that sentence moves the call. There are no transfer \
+                 tools.",
+                names[0],
+                names.join(", ")
+            ));
+        }
+    } else if !targets.is_empty() {
         s.push_str(&format!(
             "\n\nHANDOFFS: call {} with a short summary; say one sentence announcing it first.",
             targets.join("; ")

@@ -41,7 +41,9 @@ const MAX_TEXT: usize = 2000;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Delivery {
-    /// `client_content` where the model takes mid-session client content, else `prompt`.
+    /// `client_content` where the model takes mid-session client content; elsewhere the result
+    /// is not delivered (it would make the model speak) and a `sidecar_undelivered` event says
+    /// why.
     #[default]
     Auto,
     /// `clientContent{turns:[…], turnComplete:false}` once the current turn is over: context for

@@ -81,6 +81,22 @@ impl Situation {
     }
 }
 
+/// What a model lacks to carry `s` at all (whatever the handoff), in words; `None` when it can
+/// carry it at least sometimes. A strategy asked for explicitly on such a model is refused
+/// before the call starts rather than silently replaced.
+pub fn unplayable(s: Strategy, caps: &Capabilities) -> Option<&'static str> {
+    match s {
+        Strategy::ContextUpdate if !caps.update_instructions => {
+            Some("no contextUpdate (instruction and tool update in place)")
+        }
+        Strategy::ToolResponse if !caps.non_blocking_tools => Some("no non-blocking tools"),
+        Strategy::InjectTurn if !caps.mid_session_client_content => {
+            Some("no mid-session client content")
+        }
+        _ => None,
+    }
+}
+
 /// The strategy used for a handoff, and why it differs from the configured one if it does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {
@@ -167,6 +183,8 @@ mod tests {
         non_blocking_tools: true,
         mid_session_client_content: true,
         resumption: true,
+        history_config: true,
+        calls_pause_speech: false,
     };
     /// A 2.5-native-audio-like profile: no contextUpdate.
     const NO_UPDATE: Capabilities = Capabilities {
@@ -175,6 +193,8 @@ mod tests {
         non_blocking_tools: true,
         mid_session_client_content: true,
         resumption: true,
+        history_config: true,
+        calls_pause_speech: false,
     };
     /// An early-3.1-like profile: synchronous tools, no mid-session content.
     const BARE: Capabilities = Capabilities {
@@ -183,6 +203,8 @@ mod tests {
         non_blocking_tools: false,
         mid_session_client_content: false,
         resumption: true,
+        history_config: true,
+        calls_pause_speech: false,
     };
 
     fn sit(caps: Capabilities) -> Situation {

@@ -40,8 +40,20 @@ pub fn reachable(reg: &Registry, members: &[u32]) -> Vec<u32> {
     out
 }
 
-/// Agents whose transfer tool the model sees for this active set.
+/// Handoffs are announced in words, not called as transfer tools: on a model whose calls pause
+/// its speech, a transfer called mid-announcement would stop the voice until answered, so the
+/// handoff rides on the announcing words (the set's `[phrases]`, else
+/// [`super::phrases::announcement`] naming the agent).
+pub fn handoffs_by_words(caps: &Capabilities) -> bool {
+    caps.calls_pause_speech
+}
+
+/// Agents whose transfer tool the model sees for this active set (none when
+/// [`handoffs_by_words`]).
 pub fn transfer_targets(reg: &Registry, members: &[u32], caps: &Capabilities) -> Vec<u32> {
+    if handoffs_by_words(caps) {
+        return Vec::new();
+    }
     let mut out: Vec<u32> = if caps.update_tools {
         reachable(reg, members)
     } else {

@@ -79,9 +79,10 @@ pub struct FixturesArgs {
     /// --realtime.
     #[arg(long, value_name = "URL")]
     pub model_url: Option<String>,
-    /// Model id sent in setup.
-    #[arg(long, value_name = "ID", default_value = "models/gemini-3.8-live")]
-    pub model_id: String,
+    /// Model id sent in setup (default: the model each profile imitates; with --model gemini:
+    /// models/gemini-3.8-live).
+    #[arg(long, value_name = "ID")]
+    pub model_id: Option<String>,
     /// Environment variable holding the API key (never pass the key itself).
     #[arg(long, value_name = "VAR", default_value = "GEMINI_API_KEY")]
     pub api_key_env: String,
@@ -111,7 +112,7 @@ impl Default for FixturesArgs {
             first_audio_ms: None,
             model: ModelKind::Mock,
             model_url: None,
-            model_id: "models/gemini-3.8-live".into(),
+            model_id: None,
             api_key_env: "GEMINI_API_KEY".into(),
             leg_codec: LegCodec::L16k16,
             jobs: None,
@@ -270,7 +271,12 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
         mode: if realtime { "realtime" } else { "accelerated" },
         model: match (&template.model_url, args.model) {
             (None, _) => "embedded mock".to_owned(),
-            (Some(_), ModelKind::Gemini) => format!("Gemini Live ({})", args.model_id),
+            (Some(_), ModelKind::Gemini) => format!(
+                "Gemini Live ({})",
+                args.model_id
+                    .as_deref()
+                    .unwrap_or(crate::model::catalog::DEFAULT_GEMINI_MODEL)
+            ),
             (Some(url), ModelKind::Mock) => format!("mock at {url}"),
         },
         leg_codec: args.leg_codec.name(),

@@ -41,6 +41,10 @@ pub struct HandoffRecord {
     pub trigger_to_wire_ms: Option<f64>,
     /// Where the new agent's first voiced frame sits on the caller's timeline (ms).
     pub heard_at_ms: Option<f64>,
+    /// Why the strategy that carried it differs from the configured one, or what the model
+    /// refused on the way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// When the handoff was announced (ms from call start).
     #[serde(skip)]
     pub at_ms: u64,

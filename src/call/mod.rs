@@ -121,6 +121,9 @@ pub async fn run_with_agents(
             ev = recv_session(&mut call.session) => match ev {
                 Some(SessionEvent::Model(e, _)) if call.replayed_transcript(&e) => {}
                 Some(SessionEvent::Model(e, at)) => {
+                    if !matches!(e, ModelEvent::Audio { .. }) {
+                        tracing::trace!(target: "baton::wire", event = ?e, "model event");
+                    }
                     let resumable = call.resume.is_some().then(|| e.clone());
                     call.on_model_event(e, at, &leg);
                     if let Some(e) = resumable {
@@ -132,7 +135,15 @@ pub async fn run_with_agents(
                 }
                 Some(SessionEvent::Closed { code, reason }) if call.resume.is_some() => {
                     tracing::warn!(?code, %reason, "model session closed; reconnecting");
-                    call.session_lost(reconnect::Cause::Closed(code), Instant::now(), &leg);
+                    let now = Instant::now();
+                    call.session_lost(reconnect::Cause::Closed(code), now, &leg);
+                    if let Some(feature) = crate::model::catalog::refused_feature(code, &reason) {
+                        tracing::warn!(%feature, "the model refused {feature}: this call goes on without it");
+                        if let Some(a) = call.agents.as_mut() {
+                            a.on_refused(feature, now);
+                        }
+                        call.apply_agent_actions(now);
+                    }
                 }
                 Some(SessionEvent::Dead { silent_for }) if call.resume.is_some() => {
                     tracing::warn!(?silent_for, "model socket dead; reconnecting");

@@ -194,8 +194,13 @@ pub struct ModelConfig {
     /// Endpoint base URL (`wss://…` or `ws://127.0.0.1:9300` for a separate `baton mock-model`).
     /// Empty: the backend's default (the service, or the in-process mock).
     pub url: String,
-    /// Model id sent in setup.
+    /// Model id sent in setup (OpenAI: in the URL). Empty: the backend's default (the embedded
+    /// mock: the model its scenario's profile imitates; gemini and a separate mock:
+    /// models/gemini-3.8-live; openai: gpt-realtime). Vertex needs the full resource name.
     pub model: String,
+    /// What the model takes in place, where baton's model table does not know it (or knows it
+    /// wrong); each key left out keeps the table's value.
+    pub capabilities: CapabilitiesConfig,
     /// API version path segment; empty means the backend's default.
     pub api_version: String,
     /// Name of the environment variable holding the credential (never the credential itself).
@@ -223,11 +228,59 @@ pub struct ModelConfig {
     pub beta: bool,
 }
 
+/// `[model.capabilities]`: what a model takes inside a live session (see
+/// `crate::model::catalog`).
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CapabilitiesConfig {
+    /// `contextUpdate` (OpenAI: `session.update`) of instructions and tools.
+    pub context_update: Option<bool>,
+    /// Functions declared NON_BLOCKING, answered with a `scheduling`.
+    pub non_blocking_tools: Option<bool>,
+    /// `clientContent` after the first turn.
+    pub mid_session_client_content: Option<bool>,
+    /// Initial history in `clientContent` under `historyConfig`.
+    pub history_config: Option<bool>,
+    /// A function call made mid-utterance pauses the model's speech until answered.
+    pub calls_pause_speech: Option<bool>,
+}
+
+impl From<CapabilitiesConfig> for crate::model::catalog::Override {
+    fn from(c: CapabilitiesConfig) -> Self {
+        crate::model::catalog::Override {
+            context_update: c.context_update,
+            non_blocking_tools: c.non_blocking_tools,
+            mid_session_client_content: c.mid_session_client_content,
+            history_config: c.history_config,
+            calls_pause_speech: c.calls_pause_speech,
+        }
+    }
+}
+
 impl ModelConfig {
     /// The protocol is OpenAI Realtime (the service, or the mock's OpenAI profile).
     pub fn openai(&self) -> bool {
         self.backend == BackendKind::Openai
             || (self.backend == BackendKind::Mock && self.profile == "openai")
+    }
+
+    /// The model sessions address and what baton will use of it: `model` (or the backend's
+    /// default, `embedded` being the embedded mock's own model id) looked up in baton's model
+    /// table, with `[model.capabilities]` applied.
+    pub fn model_info(&self, embedded: Option<&str>) -> crate::model::catalog::ModelInfo {
+        use crate::model::handle::Protocol;
+        let protocol = if self.openai() {
+            Protocol::OpenAi
+        } else {
+            Protocol::Gemini
+        };
+        let id = match (self.model.trim(), embedded) {
+            ("", Some(e)) => e,
+            ("", None) if self.openai() => crate::model::catalog::DEFAULT_OPENAI_MODEL,
+            ("", None) => crate::model::catalog::DEFAULT_GEMINI_MODEL,
+            (m, _) => m,
+        };
+        crate::model::catalog::resolve(protocol, id, &self.capabilities.into())
     }
 }
 
@@ -236,7 +289,8 @@ impl Default for ModelConfig {
         ModelConfig {
             backend: BackendKind::Mock,
             url: String::new(),
-            model: "models/gemini-3.8-live".into(),
+            model: String::new(),
+            capabilities: CapabilitiesConfig::default(),
             api_version: String::new(),
             credential_env: String::new(),
             scenario: String::new(),

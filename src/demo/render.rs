@@ -61,6 +61,18 @@ pub fn render(outcome: &DemoOutcome) -> String {
                 h.strategy,
                 h.trigger
             );
+            if let Some(note) = &h.note {
+                let _ = writeln!(s, "    {note}");
+            }
+        }
+    }
+    for e in &r.events {
+        if let crate::agents::CallEvent::SidecarUndelivered {
+            sidecar, reason, ..
+        } = e
+        {
+            let _ = writeln!(s, "sidecar {sidecar}: not delivered: {reason}");
+            break;
         }
     }
     if !r.reconnects.is_empty() {

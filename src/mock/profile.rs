@@ -56,6 +56,8 @@ impl Profile {
                 non_blocking_tools: true,
                 mid_session_client_content: true,
                 resumption: true,
+                history_config: true,
+                calls_pause_speech: false,
             },
             Profile::Gemini25 => Capabilities {
                 update_instructions: false,
@@ -63,6 +65,8 @@ impl Profile {
                 non_blocking_tools: true,
                 mid_session_client_content: true,
                 resumption: true,
+                history_config: true,
+                calls_pause_speech: false,
             },
             Profile::Gemini31 => Capabilities {
                 update_instructions: false,
@@ -70,7 +74,18 @@ impl Profile {
                 non_blocking_tools: false,
                 mid_session_client_content: false,
                 resumption: true,
+                history_config: true,
+                calls_pause_speech: true,
             },
+        }
+    }
+
+    /// The real model this profile imitates, as a client names it in `setup`.
+    pub const fn model_id(self) -> &'static str {
+        match self {
+            Profile::Gemini38 => "models/gemini-3.8-live",
+            Profile::Gemini25 => "models/gemini-2.5-flash-native-audio-preview-12-2025",
+            Profile::Gemini31 => "models/gemini-3.1-flash-live-preview",
         }
     }
 
@@ -174,5 +189,18 @@ mod tests {
         assert!(!c31.update_instructions && !c31.non_blocking_tools);
         assert!(!c31.mid_session_client_content);
         assert!(PROFILES.iter().all(|p| p.capabilities().resumption));
+    }
+
+    /// What the mock enforces per profile and what baton's model table expects of the model
+    /// each profile imitates are written down separately; they must agree.
+    #[test]
+    fn baton_knows_each_profile_by_its_model_id() {
+        use crate::model::catalog::{Source, lookup};
+        use crate::model::handle::Protocol;
+        for p in PROFILES {
+            let info = lookup(Protocol::Gemini, p.model_id());
+            assert_eq!(info.source, Source::Known, "{p}");
+            assert_eq!(info.capabilities, p.capabilities(), "{p}");
+        }
     }
 }

@@ -82,6 +82,15 @@ impl MockOptions {
         }
         self.profile.capabilities()
     }
+
+    /// The real model this server imitates, as a client names it.
+    pub fn model_id(&self) -> &'static str {
+        if self.openai.is_some() {
+            super::openai::MODEL_ID
+        } else {
+            self.profile.model_id()
+        }
+    }
 }
 
 /// The mock server could not start.

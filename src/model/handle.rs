@@ -171,6 +171,14 @@ impl ModelSession {
     /// Carries one of baton's messages on this session's wire.
     pub fn send_message(&self, msg: &ClientMessage) -> bool {
         match &self.inner {
+            // A model whose calls all block resumes on any answer: `scheduling` means nothing
+            // there and is not sent.
+            Inner::Gemini(s) if !self.caps.non_blocking_tools => match msg {
+                ClientMessage::ToolResponse(tr) if has_scheduling(tr) => {
+                    s.send_message(&ClientMessage::ToolResponse(without_scheduling(tr)))
+                }
+                _ => s.send_message(msg),
+            },
             Inner::Gemini(s) => s.send_message(msg),
             Inner::OpenAi(s) => {
                 use std::sync::atomic::Ordering;
@@ -192,4 +200,19 @@ impl ModelSession {
             tracing::debug!(heard_ms, events = sent.len(), "barge-in sent to the model");
         }
     }
+}
+
+fn has_scheduling(tr: &gemini::wire::ToolResponse) -> bool {
+    tr.function_responses
+        .iter()
+        .flatten()
+        .any(|r| r.scheduling.is_some())
+}
+
+fn without_scheduling(tr: &gemini::wire::ToolResponse) -> gemini::wire::ToolResponse {
+    let mut tr = tr.clone();
+    for r in tr.function_responses.iter_mut().flatten() {
+        r.scheduling = None;
+    }
+    tr
 }

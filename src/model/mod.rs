@@ -2,6 +2,7 @@
 //! [`ModelEvent`]s and declares its [`Capabilities`], so the call (and later the orchestrator) never
 //! depends on a protocol's JSON.
 
+pub mod catalog;
 pub mod gemini;
 pub mod handle;
 pub mod openai;
@@ -64,9 +65,19 @@ pub enum ModelEvent {
 /// What an adapter can do in place, inside a live session (the orchestrator plans with these).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Capabilities {
+    /// The system instruction can be replaced in place (`contextUpdate`, `session.update`).
     pub update_instructions: bool,
+    /// The tools can be replaced in place.
     pub update_tools: bool,
+    /// Functions can be declared NON_BLOCKING (answered with a `scheduling`).
     pub non_blocking_tools: bool,
+    /// Client content (conversation items) is taken after the first turn.
     pub mid_session_client_content: bool,
+    /// A dropped connection can be resumed with a handle.
     pub resumption: bool,
+    /// A new session takes the conversation so far as initial history.
+    pub history_config: bool,
+    /// A function call made while the model speaks pauses its speech until it is answered
+    /// (synchronous tools on a protocol that calls mid-utterance).
+    pub calls_pause_speech: bool,
 }

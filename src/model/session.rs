@@ -53,6 +53,21 @@ pub enum Outbound {
     Ping,
 }
 
+/// Caller audio, in either protocol (not worth a log line).
+fn is_audio(json: &str) -> bool {
+    json.starts_with(r#"{"realtimeInput":{"audio""#)
+        || json.starts_with(r#"{"type":"input_audio_buffer.append""#)
+}
+
+/// A message cut to a length fit for one log line.
+fn clip_for_log(json: &str) -> &str {
+    const MAX: usize = 600;
+    match json.char_indices().nth(MAX) {
+        Some((i, _)) => &json[..i],
+        None => json,
+    }
+}
+
 /// Sleeps until `at`; never without one.
 pub(crate) async fn sleep_until_opt(at: Option<Instant>) {
     match at {
@@ -73,6 +88,11 @@ pub(crate) async fn writer<S>(
     while let Some(out) = rx.recv().await {
         match out {
             Outbound::Text { json, received_at } => {
+                if received_at.is_none() && !is_audio(&json) {
+                    // A control message (no credential travels in a message: they go in
+                    // headers).
+                    tracing::trace!(target: "baton::wire", "sent {}", clip_for_log(&json));
+                }
                 if sink.send(Message::text(json)).await.is_err() {
                     break;
                 }

@@ -101,8 +101,11 @@ fn env_secret(var: &str, key: &'static str) -> Result<Secret, ServeError> {
 
 /// `[model]` for OpenAI Realtime: the service (`backend = "openai"`, key from `credential_env`,
 /// default `OPENAI_API_KEY`) or a separate `baton mock-model --profile openai` (`backend =
-/// "mock"`, `profile = "openai"`, `url`). A Gemini model name falls back to `gpt-realtime`.
-fn openai_backend(m: &crate::config::ModelConfig) -> Result<ModelBackend, ServeError> {
+/// "mock"`, `profile = "openai"`, `url`).
+fn openai_backend(
+    m: &crate::config::ModelConfig,
+    model: crate::model::catalog::ModelInfo,
+) -> Result<ModelBackend, ServeError> {
     use crate::model::openai::endpoint::{
         DEFAULT_KEY_ENV, Endpoint as OpenAiEndpoint, OPENAI_BASE,
     };
@@ -122,22 +125,14 @@ fn openai_backend(m: &crate::config::ModelConfig) -> Result<ModelBackend, ServeE
         (u, true) => u.to_owned(),
         (u, false) => format!("{}/v1", u.trim_end_matches('/')),
     };
-    let model = if m.model.starts_with("models/") || m.model.contains("gemini") {
-        crate::call::backend::MOCK_OPENAI_MODEL
-    } else {
-        &m.model
-    };
     let api = if m.beta {
         crate::model::openai::wire::Api::Beta
     } else {
         crate::model::openai::wire::Api::Ga
     };
-    let endpoint =
-        OpenAiEndpoint::new(&url, model, api, key).map_err(|e| ServeError::Model(e.to_string()))?;
-    Ok(ModelBackend::OpenAi(crate::call::backend::OpenAiRemote {
-        endpoint,
-        capabilities: crate::model::openai::CAPABILITIES,
-    }))
+    let endpoint = OpenAiEndpoint::new(&url, &model.id, api, key)
+        .map_err(|e| ServeError::Model(e.to_string()))?;
+    Ok(ModelBackend::OpenAi { endpoint, model })
 }
 
 /// Builds the shared state from a validated config.
@@ -155,16 +150,17 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             if c.model.openai() {
                 opts.openai = Some(crate::mock::openai::OpenAiOptions::default());
             }
-            ModelBackend::InProcessMock(Arc::new(opts))
+            let model = c.model.model_info(Some(opts.model_id()));
+            ModelBackend::in_process_as(Arc::new(opts), model)
         }
-        BackendKind::Openai => openai_backend(&c.model)?,
-        BackendKind::Mock if c.model.openai() => openai_backend(&c.model)?,
-        BackendKind::Mock => ModelBackend::Remote(Endpoint::new(
-            &c.model.url,
-            Backend::DeveloperApi,
-            "v1beta",
-            None,
-        )?),
+        BackendKind::Openai => openai_backend(&c.model, c.model.model_info(None))?,
+        BackendKind::Mock if c.model.openai() => {
+            openai_backend(&c.model, c.model.model_info(None))?
+        }
+        BackendKind::Mock => ModelBackend::Gemini {
+            endpoint: Endpoint::new(&c.model.url, Backend::DeveloperApi, "v1beta", None)?,
+            model: c.model.model_info(None),
+        },
         BackendKind::Gemini => {
             let key = env_secret(&c.model.credential_env, "model.credential_env")?;
             let url = if c.model.url.is_empty() {
@@ -177,7 +173,10 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             } else {
                 &c.model.api_version
             };
-            ModelBackend::Remote(Endpoint::new(url, Backend::DeveloperApi, v, Some(key))?)
+            ModelBackend::Gemini {
+                endpoint: Endpoint::new(url, Backend::DeveloperApi, v, Some(key))?,
+                model: c.model.model_info(None),
+            }
         }
         BackendKind::Vertex => {
             let token = env_secret(&c.model.credential_env, "model.credential_env")?;
@@ -186,27 +185,36 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             } else {
                 &c.model.api_version
             };
-            ModelBackend::Remote(Endpoint::new(
-                &c.model.url,
-                Backend::Vertex,
-                v,
-                Some(token),
-            )?)
+            ModelBackend::Gemini {
+                endpoint: Endpoint::new(&c.model.url, Backend::Vertex, v, Some(token))?,
+                model: c.model.model_info(None),
+            }
         }
     };
     let backend = match backend {
-        ModelBackend::Remote(ep) if !c.model.ca_file.is_empty() => {
-            ModelBackend::Remote(ep.with_ca_file(&loaded.resolve(&c.model.ca_file))?)
+        ModelBackend::Gemini { endpoint, model } if !c.model.ca_file.is_empty() => {
+            ModelBackend::Gemini {
+                endpoint: endpoint.with_ca_file(&loaded.resolve(&c.model.ca_file))?,
+                model,
+            }
         }
-        ModelBackend::OpenAi(mut r) if !c.model.ca_file.is_empty() => {
-            r.endpoint = r
-                .endpoint
-                .with_ca_file(&loaded.resolve(&c.model.ca_file))
-                .map_err(|e| ServeError::Model(e.to_string()))?;
-            ModelBackend::OpenAi(r)
+        ModelBackend::OpenAi { endpoint, model } if !c.model.ca_file.is_empty() => {
+            ModelBackend::OpenAi {
+                endpoint: endpoint
+                    .with_ca_file(&loaded.resolve(&c.model.ca_file))
+                    .map_err(|e| ServeError::Model(e.to_string()))?,
+                model,
+            }
         }
         other => other,
     };
+    if backend.model().source == crate::model::catalog::Source::Unknown {
+        tracing::warn!(
+            model = %backend.model().id,
+            "baton does not know this model: handoffs use only what every model takes \
+             (set [model.capabilities] to use more)"
+        );
+    }
     let twilio_token = if c.twilio.auth_token_env.is_empty() || c.twilio.disable_signature_check {
         None
     } else {
@@ -224,7 +232,7 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         var => Some(env_secret(var, "exotel.basic_auth_env")?),
     };
     let session = SessionConfig {
-        model: c.model.model.clone(),
+        model: backend.model().id.clone(),
         system_instruction: (!c.model.instruction.is_empty()).then(|| c.model.instruction.clone()),
         voice: (!c.model.voice.is_empty()).then(|| c.model.voice.clone()),
         compression: (c.model.compression_trigger_tokens > 0).then(|| {
@@ -493,7 +501,7 @@ pub async fn serve(
 }
 
 impl AppState {
-    /// What the model can do in place: the embedded mock's profile, else a 3.8-class model.
+    /// What the model can do in place (baton's model table for the configured model).
     pub fn capabilities(&self) -> crate::model::Capabilities {
         self.backend.capabilities()
     }

@@ -231,7 +231,7 @@ impl Recorder {
                     .push(serde_json::to_value(ev).unwrap_or(Value::Null));
             }
             CallEvent::SidecarDelivered { .. } => v.sidecar_deliveries += 1,
-            CallEvent::Notice { .. } => {}
+            CallEvent::SidecarUndelivered { .. } | CallEvent::Notice { .. } => {}
         }
     }
 

@@ -19,6 +19,8 @@ pub const ALL: Capabilities = Capabilities {
     non_blocking_tools: true,
     mid_session_client_content: true,
     resumption: true,
+    history_config: true,
+    calls_pause_speech: false,
 };
 /// A 2.5-native-audio-class model: non-blocking tools and client content, no `contextUpdate`.
 pub const NO_UPDATE: Capabilities = Capabilities {
@@ -27,6 +29,8 @@ pub const NO_UPDATE: Capabilities = Capabilities {
     non_blocking_tools: true,
     mid_session_client_content: true,
     resumption: true,
+    history_config: true,
+    calls_pause_speech: false,
 };
 /// Client content mid-session only (synchronous tools, no `contextUpdate`).
 pub const CONTENT_ONLY: Capabilities = Capabilities {
@@ -35,6 +39,8 @@ pub const CONTENT_ONLY: Capabilities = Capabilities {
     non_blocking_tools: false,
     mid_session_client_content: true,
     resumption: true,
+    history_config: true,
+    calls_pause_speech: false,
 };
 /// Nothing in place: every handoff needs a new session.
 pub const BARE: Capabilities = Capabilities {
@@ -43,6 +49,8 @@ pub const BARE: Capabilities = Capabilities {
     non_blocking_tools: false,
     mid_session_client_content: false,
     resumption: true,
+    history_config: true,
+    calls_pause_speech: false,
 };
 
 pub fn shipped(name: &str) -> Arc<Registry> {

@@ -72,7 +72,7 @@ pub async fn run_call(
         resumption: store.clone(),
         ..MockOptions::new(Arc::new(sc.clone()))
     });
-    let backend = ModelBackend::InProcessMock(opts);
+    let backend = ModelBackend::in_process(opts);
     let config = SessionConfig {
         system_instruction: Some("You are a friendly financial advisor on a helpline.".into()),
         keepalive,
@@ -194,7 +194,7 @@ pub async fn run_agent_call(sc: &Scenario, faults: Faults, samples: &[i16]) -> O
         ..MockOptions::new(Arc::new(sc.clone()))
     });
     let caps = opts.capabilities();
-    let backend = ModelBackend::InProcessMock(opts);
+    let backend = ModelBackend::in_process(opts);
     let reg = baton::agents::load(sc.agents.as_ref().expect("an agent set")).unwrap();
     let mut config = SessionConfig::default();
     let agents = call::Agents::start(Arc::new(reg), caps, backend.clone(), &mut config);

@@ -43,6 +43,14 @@ impl Orchestrator {
             args: req.args.clone(),
             at_ms,
         };
+        if let Some(to) = self.pending
+            && req.name.starts_with(tools::TRANSFER_PREFIX)
+        {
+            let e = called(true, None);
+            self.event(e);
+            self.absorb_transfer(&req, to, now);
+            return;
+        }
         match tools::resolve(&self.reg, &self.members, &req.name) {
             Resolved::Refused(why) => {
                 let e = called(false, Some(why.clone()));
@@ -125,6 +133,39 @@ impl Orchestrator {
                 }
             }
         }
+    }
+
+    /// A transfer call made while a handoff is already decided: answered as the protocol
+    /// requires, quietly (no second trigger). The same target is the same handoff (its other
+    /// signal); another target is refused.
+    fn absorb_transfer(&mut self, req: &ToolCallRequest, to: u32, now: Instant) {
+        let quiet = Some(FunctionResponseScheduling::Silent);
+        let target = req
+            .name
+            .strip_prefix(tools::TRANSFER_PREFIX)
+            .and_then(|id| self.reg.agents.iter().find(|a| a.id == id))
+            .map(|a| a.index);
+        let name = self.reg.agent(to).name.clone();
+        let r = if target == Some(to) {
+            tools::output(
+                &req.id,
+                &req.name,
+                json!({ "status": "transferred", "agent": name }),
+                quiet,
+            )
+        } else {
+            let reason = format!("a handoff to {name} is in progress");
+            let e = CallEvent::HandoffBlocked {
+                from: self.id(self.lead()),
+                to: target.map_or_else(|| req.name.clone(), |t| self.id(t)),
+                trigger: TriggerKind::TransferTool,
+                reason: reason.clone(),
+                at_ms: self.ms(now),
+            };
+            self.event(e);
+            tools::error(&req.id, &req.name, &reason, quiet)
+        };
+        self.actions.push_back(Action::ToolResponse(r));
     }
 
     /// Scheduling for an error answer: WHEN_IDLE when the model declared the function

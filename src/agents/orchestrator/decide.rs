@@ -143,10 +143,15 @@ impl Orchestrator {
             self.request(Target::Back, TriggerKind::HandbackPhrase, None, reason, now);
             return;
         }
-        let Some(m) = self.reg.phrases.detect(&text) else {
+        let builtin = !self.reg.phrases.enabled && tools::handoffs_by_words(&self.caps);
+        let m = if builtin {
+            crate::agents::phrases::announcement(&text)
+        } else {
+            self.reg.phrases.detect(&text)
+        };
+        let Some(m) = m else {
             return;
         };
-        self.agent_fired = true;
         let candidates = self.candidates();
         let named: Vec<(u32, usize)> = candidates
             .iter()
@@ -159,6 +164,11 @@ impl Orchestrator {
             })
             .map(|&a| (a, 1))
             .collect();
+        if builtin && named.is_empty() {
+            // Handoff language without an agent's name (yet): the name may follow.
+            return;
+        }
+        self.agent_fired = true;
         let said = m.matched.clone();
         let (target, why) = if let Some(t) = self.pick(named) {
             (Some(t), "named by the agent".to_owned())

@@ -131,6 +131,11 @@ impl Orchestrator {
     /// Decides and starts a handoff; false when it was refused (or changes nothing).
     pub(super) fn begin_handoff(&mut self, req: Request, now: Instant) -> bool {
         let from = self.lead();
+        if self.pending.is_some() && !req.manual {
+            // Another signal (the announcing agent's words, a routing tool's arguments) of the
+            // handoff already decided: absorbed. Transfer calls are answered in `calls`.
+            return false;
+        }
         let Some(next) = self.next_members(req.target) else {
             if let Some(c) = req.call.as_ref().filter(|c| c.transfer) {
                 let msg = format!("{} is already speaking", self.reg.agent(self.lead()).name);
@@ -145,7 +150,7 @@ impl Orchestrator {
             .copied()
             .filter(|m| !self.members.contains(m))
             .collect();
-        let blocked = if self.standby.is_some() || !self.held.is_empty() {
+        let blocked = if self.pending.is_some() || self.standby.is_some() || !self.held.is_empty() {
             Some("another handoff is in progress".to_owned())
         } else if let Some(c) = entering.iter().find_map(|&m| {
             let data = &self.data;
@@ -181,6 +186,7 @@ impl Orchestrator {
             return false;
         }
         self.handoffs.push_back(now);
+        self.pending = Some(to);
         let lead_changes = to != from;
         let isolated = lead_changes
             && [to, from]
@@ -231,17 +237,32 @@ impl Orchestrator {
         match choice.strategy {
             Strategy::ContextUpdate | Strategy::Auto => {
                 self.apply_members(sw);
-                let instruction = prompts::system_instruction(&self.reg, &next, context.as_deref());
+                let instruction = prompts::system_instruction_for(
+                    &self.reg,
+                    &next,
+                    context.as_deref(),
+                    tools::handoffs_by_words(&self.caps),
+                );
                 let tools = self.caps.update_tools.then(|| ToolsWrapper {
                     tools: tools::declarations(&self.reg, &next, &self.caps),
                 });
                 if tools.is_some() {
                     self.session.tool_names = tools::tool_names(&self.reg, &next);
                 }
-                self.actions.push_back(Action::ContextUpdate(ContextUpdate {
+                // The update and the answer that makes the new agent speak go out once the
+                // announcement is generated: a refusal then cuts nothing, and the new agent
+                // cannot speak earlier anyway. A model paused on the call is answered at once.
+                let paused = self.caps.calls_pause_speech
+                    && req.call.as_ref().is_some_and(|c| !c.non_blocking);
+                let update = Action::ContextUpdate(ContextUpdate {
                     system_instruction: Some(Content::text(None, instruction)),
                     tools,
-                }));
+                });
+                if paused {
+                    self.actions.push_back(update);
+                } else {
+                    self.deferred.push_back(update);
+                }
                 match &req.call {
                     Some(c) if c.transfer => {
                         let v = json!({
@@ -249,8 +270,12 @@ impl Orchestrator {
                             "agent": self.reg.agent(to).name,
                             "next": format!("continue as {}: greet the caller briefly", self.reg.agent(to).name),
                         });
-                        let r = tools::output(&c.id, &c.name, v, c.sched());
-                        self.actions.push_back(Action::ToolResponse(r));
+                        let r = Action::ToolResponse(tools::output(&c.id, &c.name, v, c.sched()));
+                        if paused {
+                            self.actions.push_back(r);
+                        } else {
+                            self.deferred.push_back(r);
+                        }
                     }
                     Some(c) => {
                         // A blocking or WHEN_IDLE routing answer makes the model speak; a
@@ -321,6 +346,28 @@ impl Orchestrator {
         true
     }
 
+    /// The service refused `feature`, closing the session; the call resumes it. From now on
+    /// handoffs are planned without the feature. A handoff already carried in place by it (its
+    /// agents are active, not yet heard) goes on in the resumed session, whose setup holds the
+    /// new agents' instruction and tools; the caller's last turn, which no resumption handle
+    /// covers while the model answers it, is replayed to that session and the new lead answers
+    /// it (a prompt on top would be a second trigger).
+    pub(super) fn on_refused(&mut self, feature: crate::model::catalog::Feature, now: Instant) {
+        use crate::model::catalog::Feature;
+        feature.disable(&mut self.caps);
+        let at_ms = self.ms(now);
+        self.event(CallEvent::Notice {
+            message: format!(
+                "the model refused {feature}; the session resumes and handoffs carry on without it"
+            ),
+            at_ms,
+        });
+        if feature == Feature::ContextUpdate && self.pending.is_some() {
+            self.deferred.clear();
+            self.session.tool_names = tools::tool_names(&self.reg, &self.members);
+        }
+    }
+
     /// The loop guard: at most `max_handoffs` within the window (operators are exempt).
     fn loop_guard(&mut self, now: Instant, manual: bool) -> Option<String> {
         let g = &self.reg.guards;
@@ -340,11 +387,12 @@ impl Orchestrator {
         })
     }
 
-    /// Answers a transfer call whose handoff goes out later (quietly: nothing to say about it).
+    /// Answers a transfer call whose handoff goes out later, quietly: the answer the protocol
+    /// requires, and no trigger (the handoff's own message makes the new agent speak).
     fn ack_transferring(&mut self, req: &Request) {
         if let Some(c) = req.call.as_ref().filter(|c| c.transfer) {
-            let sched = c.non_blocking.then_some(FunctionResponseScheduling::Silent);
-            let r = tools::output(&c.id, &c.name, json!({ "status": "transferring" }), sched);
+            let quiet = Some(FunctionResponseScheduling::Silent);
+            let r = tools::output(&c.id, &c.name, json!({ "status": "transferring" }), quiet);
             self.actions.push_back(Action::ToolResponse(r));
         }
     }

@@ -112,6 +112,11 @@ pub enum Input {
     },
     /// The deadline of [`Orchestrator::poll_timeout`] passed.
     Timeout,
+    /// The service refused `feature` (closing the session; the call resumes it without): plan
+    /// with what is left, and carry a handoff that relied on it another way.
+    Refused {
+        feature: crate::model::catalog::Feature,
+    },
 }
 
 /// Something the call layer must do, from [`Orchestrator::poll_action`].
@@ -239,6 +244,13 @@ pub struct Orchestrator {
     resumes: Vec<Resumable>,
     /// Sidecar results waiting for a quiet moment.
     sidecar_out: VecDeque<sidecars::Pending>,
+    /// The agent a decided handoff goes to, until that agent is first heard (or the handoff
+    /// fails): every other signal of the same handoff is absorbed.
+    pending: Option<u32>,
+    /// In-place messages of a handoff (and the answer that makes the new agent speak) waiting
+    /// for the announcing turn's generation to complete, so that a service refusing one cuts no
+    /// speech being generated.
+    deferred: VecDeque<Action>,
 }
 
 impl Orchestrator {
@@ -288,6 +300,8 @@ impl Orchestrator {
             actions: VecDeque::new(),
             resumes: Vec::new(),
             sidecar_out: VecDeque::new(),
+            pending: None,
+            deferred: VecDeque::new(),
         };
         o.start_agent(primary, false, String::new());
         let tag = o.tag(primary);
@@ -370,9 +384,11 @@ impl Orchestrator {
                 sidecar,
                 text,
                 deliver,
-            } => self.on_sidecar(sidecar, text, deliver),
+            } => self.on_sidecar(sidecar, text, deliver, now),
             Input::Timeout => self.on_timeout(now),
+            Input::Refused { feature } => self.on_refused(feature, now),
         }
+        self.release_deferred();
         self.try_release(now);
         self.release_sidecars(now);
         Ok(())
@@ -450,6 +466,20 @@ impl Orchestrator {
         tools::declarations(&self.reg, &self.members, &self.caps)
     }
 
+    /// What the orchestrator plans with (less than at the start once the service refused
+    /// something).
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// Sends the deferred in-place messages once the announcing turn is generated (or at once
+    /// when nothing is being generated).
+    fn release_deferred(&mut self) {
+        if self.phase != Phase::Generating {
+            self.actions.extend(self.deferred.drain(..));
+        }
+    }
+
     // -- shared helpers ------------------------------------------------------------------------
 
     fn ms(&self, at: Instant) -> u64 {
@@ -489,7 +519,12 @@ impl Orchestrator {
         SessionSetup {
             agent: self.id(members.first().copied().unwrap_or(self.reg.primary)),
             agents: members.iter().map(|&m| self.id(m)).collect(),
-            system_instruction: prompts::system_instruction(&self.reg, members, summary),
+            system_instruction: prompts::system_instruction_for(
+                &self.reg,
+                members,
+                summary,
+                tools::handoffs_by_words(&self.caps),
+            ),
             tools: tools::declarations(&self.reg, members, &self.caps),
             voice,
             history,

@@ -1,9 +1,11 @@
 //! Sidecar results into the live session (seed 004) without interrupting it: each waits for a
 //! quiet moment, then goes out in the form the model accepts. `clientContent` without
 //! `turnComplete` adds context for the model's next answer and is sent once the current turn is
-//! over (sent while a turn is generated, some servers cut that turn); a turn-completing prompt
-//! (the only form a model without mid-session client content takes) also waits until no reply
-//! is owed to the caller, so it never starts a turn over the caller's.
+//! over (sent while a turn is generated, some servers cut that turn). Context never makes the
+//! model speak: on a model without mid-session client content it is not delivered, and a
+//! `sidecar_undelivered` event says why. A turn-completing prompt (only when configured,
+//! `deliver = "prompt"`) also waits until no reply is owed to the caller, so it never starts a
+//! turn over the caller's.
 
 use std::time::Instant;
 
@@ -20,10 +22,30 @@ pub(super) struct Pending {
 }
 
 impl Orchestrator {
-    pub(super) fn on_sidecar(&mut self, sidecar: String, text: String, deliver: Delivery) {
+    pub(super) fn on_sidecar(
+        &mut self,
+        sidecar: String,
+        text: String,
+        deliver: Delivery,
+        now: Instant,
+    ) {
         let form = match deliver {
-            Delivery::Auto if self.caps.mid_session_client_content => Delivery::ClientContent,
-            Delivery::Auto => Delivery::Prompt,
+            Delivery::Auto | Delivery::ClientContent if self.caps.mid_session_client_content => {
+                Delivery::ClientContent
+            }
+            // Context must never make the model speak: a model without mid-session content
+            // would only take it as a prompt (configure `deliver = "prompt"` to want that).
+            Delivery::Auto | Delivery::ClientContent => {
+                let e = CallEvent::SidecarUndelivered {
+                    sidecar,
+                    reason: "the model takes no context mid-session (only a prompt, which would \
+                             make it speak)"
+                        .to_owned(),
+                    at_ms: self.ms(now),
+                };
+                self.event(e);
+                return;
+            }
             other => other,
         };
         if form != Delivery::None {

@@ -74,6 +74,7 @@ impl Orchestrator {
         let Some(sb) = self.standby.take() else {
             return;
         };
+        self.pending = None;
         self.timers.stop(Timer::StandbySetup);
         if overdue && !sb.cold {
             self.actions.push_back(Action::DiscardStandby {

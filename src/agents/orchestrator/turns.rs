@@ -40,6 +40,7 @@ impl Orchestrator {
             self.actions.push_back(Action::Attribute(tag));
         }
         if let Some(a) = self.announced.take() {
+            self.pending = None;
             let e = CallEvent::HandoffComplete {
                 from: a.from,
                 to: self.id(speaker),

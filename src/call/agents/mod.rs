@@ -82,6 +82,8 @@ struct Pending {
     at_ms: u64,
     /// The input that triggered the handoff arrived at baton → its first wire message queued.
     trigger_to_wire_ms: Option<f64>,
+    /// Why the strategy that carried it is not the one configured (or what happened to it).
+    note: Option<String>,
 }
 
 /// Drives one call's orchestrator.
@@ -228,6 +230,18 @@ impl AgentsDriver {
     pub fn on_timeout(&mut self, now: Instant) {
         self.input_at = now;
         let _ = self.orch.handle(Input::Timeout, now.into_std());
+    }
+
+    /// The service refused `feature` (and closed the session, which the call resumes): the
+    /// orchestrator plans without it from now on, and messages are shaped without it.
+    pub fn on_refused(&mut self, feature: crate::model::catalog::Feature, now: Instant) {
+        self.input_at = now;
+        feature.disable(&mut self.caps);
+        let _ = self.orch.handle(Input::Refused { feature }, now.into_std());
+        let note = format!("{feature} refused by the model (1007); the resumed session carried it");
+        if let Some(p) = self.announced.last_mut() {
+            p.note = Some(note);
+        }
     }
 
     /// An input from outside the call (an operator's command, a sidecar's result).
@@ -459,6 +473,7 @@ impl AgentsDriver {
                 strategy,
                 trigger,
                 at_ms,
+                note,
                 ..
             } => {
                 self.announced.push(Pending {
@@ -471,6 +486,7 @@ impl AgentsDriver {
                         .unwrap_or_default(),
                     at_ms: *at_ms,
                     trigger_to_wire_ms: None,
+                    note: note.clone(),
                 });
                 self.awaiting_wire = Some((to.clone(), self.input_at));
             }

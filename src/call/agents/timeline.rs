@@ -70,6 +70,7 @@ impl AgentsDriver {
             announcement_queued_ms: self.queued_at_switch.get(&agent).copied().map(round2),
             trigger_to_wire_ms: p.trigger_to_wire_ms.map(round2),
             heard_at_ms: Some(round2(heard_at_ms)),
+            note: p.note,
             at_ms: p.at_ms,
         });
     }
@@ -98,6 +99,7 @@ impl AgentsDriver {
                 announcement_queued_ms: None,
                 trigger_to_wire_ms: p.trigger_to_wire_ms.map(round2),
                 heard_at_ms: None,
+                note: p.note,
                 at_ms: p.at_ms,
             });
         }

@@ -41,5 +41,31 @@ impl Default for OpenAiOptions {
     }
 }
 
-/// What a client can do in place in a session of the OpenAI profile.
-pub const CAPABILITIES: crate::model::Capabilities = crate::model::openai::CAPABILITIES;
+/// What a client can do in place in a session of the OpenAI profile: `session.update` of
+/// instructions and tools, conversation items at any time, function calls that end the
+/// response, no resumption.
+pub const CAPABILITIES: crate::model::Capabilities = crate::model::Capabilities {
+    update_instructions: true,
+    update_tools: true,
+    non_blocking_tools: false,
+    mid_session_client_content: true,
+    resumption: false,
+    history_config: true,
+    calls_pause_speech: false,
+};
+
+/// The model a client names when it talks to this mock (it serves any).
+pub const MODEL_ID: &str = crate::model::catalog::DEFAULT_OPENAI_MODEL;
+
+#[cfg(test)]
+mod capability_tests {
+    /// The mock's OpenAI behaviour and baton's model table agree on the model it imitates.
+    #[test]
+    fn baton_knows_the_mocked_model() {
+        use crate::model::catalog::{Source, lookup};
+        use crate::model::handle::Protocol;
+        let info = lookup(Protocol::OpenAi, super::MODEL_ID);
+        assert_eq!(info.source, Source::Known);
+        assert_eq!(info.capabilities, super::CAPABILITIES);
+    }
+}

@@ -11,12 +11,3 @@ pub mod wire;
 pub const INPUT_RATE: u32 = 16_000;
 /// Audio the model always produces.
 pub const OUTPUT_RATE: u32 = 24_000;
-
-/// What Gemini Live (3.8-class models) can do in place.
-pub const CAPABILITIES: crate::model::Capabilities = crate::model::Capabilities {
-    update_instructions: true,
-    update_tools: true,
-    non_blocking_tools: true,
-    mid_session_client_content: true,
-    resumption: true,
-};

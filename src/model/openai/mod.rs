@@ -12,16 +12,3 @@ pub mod wire;
 pub const PCM_RATE: u32 = 24_000;
 /// Audio rate of `audio/pcmu` and `audio/pcma`.
 pub const G711_RATE: u32 = 8_000;
-
-/// What an OpenAI Realtime session can do in place: `session.update` swaps instructions and
-/// tools (from the next response; the voice stays); `system` items via
-/// `conversation.item.create` add context without starting or cancelling a response; function
-/// calls end the response (no non-blocking tools); no resumption (a new connection is a new
-/// conversation).
-pub const CAPABILITIES: crate::model::Capabilities = crate::model::Capabilities {
-    update_instructions: true,
-    update_tools: true,
-    non_blocking_tools: false,
-    mid_session_client_content: true,
-    resumption: false,
-};

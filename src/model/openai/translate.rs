@@ -6,8 +6,8 @@
 //! |---|---|
 //! | session settings (`setup`) | the first `session.update` ([`session_config`]); Gemini function declarations become function tools; a voice that is not an OpenAI voice is left to the service's default |
 //! | `contextUpdate{systemInstruction, tools}` | partial `session.update` (instructions, tools) — never the voice, which is fixed once the model has spoken |
-//! | `clientContent{turns}` | one `conversation.item.create` per turn (`user` → `input_text`, `model` → assistant text, `system` → system text); `turnComplete: true` asks for a response. The first one after a session opened with history (`history_in_client_content`) is that history: items only, no response |
-//! | `toolResponse` | a `function_call_output` per function response, then one response |
+//! | `clientContent{turns}` | one `conversation.item.create` per turn (`user` → `input_text`, `model` → assistant text, `system` → system text); `turnComplete: true` asks for a response. Without it the turns are context, not a turn the model owes an answer: user turns become `system` items. The first one after a session opened with history (`history_in_client_content`) is that history: items with their roles, no response |
+//! | `toolResponse` | a `function_call_output` per function response, then one response (none when every answer is `scheduling: SILENT`: it only adds to the conversation) |
 //! | `realtimeInput.text` | a user text item and a response |
 //! | `realtimeInput` audio | nothing: the call encodes caller audio for the session's protocol and rate itself ([`crate::model::handle::Protocol`]) |
 //!
@@ -20,7 +20,9 @@ use serde_json::Value;
 use super::session::SessionConfig;
 use super::wire::{Api, ClientEvent, ContentPart, FunctionTool, Item, TurnDetection};
 use crate::model::gemini::session::SessionConfig as BatonConfig;
-use crate::model::gemini::wire::{ClientContent, ClientMessage, Content, FunctionResponse};
+use crate::model::gemini::wire::{
+    ClientContent, ClientMessage, Content, FunctionResponse, FunctionResponseScheduling,
+};
 
 /// The built-in OpenAI Realtime voices.
 pub const VOICES: [&str; 10] = [
@@ -78,14 +80,17 @@ impl Translator {
             }
             ClientMessage::ClientContent(cc) => self.client_content(cc),
             ClientMessage::ToolResponse(tr) => {
-                let mut steps: Vec<Step> = tr
-                    .function_responses
+                let responses = tr.function_responses.as_deref().unwrap_or_default();
+                let mut steps: Vec<Step> = responses
                     .iter()
-                    .flatten()
                     .filter_map(function_output)
                     .map(|item| Step::Send(Box::new(create(item))))
                     .collect();
-                if !steps.is_empty() {
+                // `SILENT` answers add to the conversation only: no response for them.
+                let quiet = responses
+                    .iter()
+                    .all(|r| r.scheduling == Some(FunctionResponseScheduling::Silent));
+                if !steps.is_empty() && !quiet {
                     steps.push(Step::Respond);
                 }
                 steps
@@ -107,14 +112,25 @@ impl Translator {
 
     fn client_content(&mut self, cc: &ClientContent) -> Vec<Step> {
         let history = std::mem::take(&mut self.history_pending);
+        let complete = cc.turn_complete == Some(true);
+        // Context that must not make the model speak (a sidecar's notes) is a `system` item:
+        // a user item would be a turn the model owes an answer.
+        let context = !history && !complete;
         let mut steps: Vec<Step> = cc
             .turns
             .iter()
             .flatten()
-            .filter_map(|t| turn_item(self.api, t))
+            .filter_map(|t| {
+                if context && matches!(t.role.as_deref(), None | Some("user")) {
+                    let text = content_text(t);
+                    (!text.trim().is_empty()).then(|| Item::text("system", text))
+                } else {
+                    turn_item(self.api, t)
+                }
+            })
             .map(|item| Step::Send(Box::new(create(item))))
             .collect();
-        if !history && cc.turn_complete == Some(true) {
+        if !history && complete {
             steps.push(Step::Respond);
         }
         steps
