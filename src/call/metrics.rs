@@ -41,6 +41,10 @@ pub struct HandoffRecord {
     pub trigger_to_wire_ms: Option<f64>,
     /// Where the new agent's first voiced frame sits on the caller's timeline (ms).
     pub heard_at_ms: Option<f64>,
+    /// Audio the caller still had to hear (queued in playout) when the message that made the
+    /// new agent speak went out: the model's first-audio latency minus this is the least
+    /// silence any client could leave (the floor).
+    pub queued_at_trigger_ms: Option<f64>,
     /// Why the strategy that carried it differs from the configured one, or what the model
     /// refused on the way.
     #[serde(skip_serializing_if = "Option::is_none")]

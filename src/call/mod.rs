@@ -374,7 +374,7 @@ impl Call {
     /// Carries out what the orchestrator decided.
     fn apply_agent_actions(&mut self, now: Instant) {
         if let Some(a) = self.agents.as_mut()
-            && let Some(agent) = a.apply_actions(now, &mut self.session)
+            && let Some(agent) = a.apply_actions(now, self.playout.queued(), &mut self.session)
         {
             self.agent = agent;
         }

@@ -84,6 +84,8 @@ struct Pending {
     trigger_to_wire_ms: Option<f64>,
     /// Why the strategy that carried it is not the one configured (or what happened to it).
     note: Option<String>,
+    /// Audio still queued when the message that made the new agent speak went out.
+    queued_at_trigger_ms: Option<f64>,
 }
 
 /// Drives one call's orchestrator.
@@ -341,13 +343,27 @@ impl AgentsDriver {
     }
 
     /// Carries out every pending action; returns the agent index to tag audio with, if it changed.
+    /// `queued`: the audio playout holds now (what the caller will still hear of the current
+    /// agent).
     pub fn apply_actions(
         &mut self,
         now: Instant,
+        queued: Duration,
         session: &mut Option<ModelSession>,
     ) -> Option<u32> {
         let mut attributed = None;
         while let Some(action) = self.orch.poll_action() {
+            if matches!(
+                action,
+                Action::ContextUpdate(_)
+                    | Action::ToolResponse(_)
+                    | Action::ClientContent(_)
+                    | Action::SwitchToStandby { .. }
+            ) && let Some(p) = self.announced.last_mut()
+            {
+                // The last message before the new agent is heard is what made it speak.
+                p.queued_at_trigger_ms = Some(ms(queued));
+            }
             if matches!(
                 action,
                 Action::ContextUpdate(_)
@@ -487,6 +503,7 @@ impl AgentsDriver {
                     at_ms: *at_ms,
                     trigger_to_wire_ms: None,
                     note: note.clone(),
+                    queued_at_trigger_ms: None,
                 });
                 self.awaiting_wire = Some((to.clone(), self.input_at));
             }

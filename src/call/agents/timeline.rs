@@ -70,6 +70,7 @@ impl AgentsDriver {
             announcement_queued_ms: self.queued_at_switch.get(&agent).copied().map(round2),
             trigger_to_wire_ms: p.trigger_to_wire_ms.map(round2),
             heard_at_ms: Some(round2(heard_at_ms)),
+            queued_at_trigger_ms: p.queued_at_trigger_ms.map(round2),
             note: p.note,
             at_ms: p.at_ms,
         });
@@ -99,6 +100,7 @@ impl AgentsDriver {
                 announcement_queued_ms: None,
                 trigger_to_wire_ms: p.trigger_to_wire_ms.map(round2),
                 heard_at_ms: None,
+                queued_at_trigger_ms: p.queued_at_trigger_ms.map(round2),
                 note: p.note,
                 at_ms: p.at_ms,
             });
