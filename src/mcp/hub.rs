@@ -248,12 +248,7 @@ impl Hub {
     pub async fn ready(&self, within: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            if self
-                .status()
-                .iter()
-                .all(|s| s.state != State::Connecting || s.sessions > 0 && s.tool_lists > 0)
-                && self.status().iter().all(|s| s.state != State::Connecting)
-            {
+            if self.status().iter().all(|s| s.state != State::Connecting) {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -281,6 +276,22 @@ impl Drop for Hub {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// Tries every server once (connect and list its tools, within its connect timeout) and says how
+/// it went; for `check-config`.
+pub async fn probe(specs: Vec<ServerSpec>) -> Vec<ServerStatus> {
+    let within = specs
+        .iter()
+        .map(|s| s.connect_timeout)
+        .max()
+        .unwrap_or_default()
+        + Duration::from_secs(1);
+    let hub = Hub::start(specs);
+    hub.ready(within).await;
+    let status = hub.status();
+    hub.shutdown().await;
+    status
 }
 
 async fn connect(entry: &ServerEntry, connector: &Connector) -> Result<Session, String> {
