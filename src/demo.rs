@@ -16,6 +16,7 @@ use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secr
 use crate::model::gemini::session::SessionConfig;
 use crate::model::handle::OpenError;
 
+mod mcp;
 mod render;
 mod scenarios;
 mod summary;
@@ -374,6 +375,7 @@ async fn run_prepared_with(
         system_instruction: Some("You are a friendly financial advisor on a helpline.".into()),
         ..Default::default()
     };
+    let mut bundled_mcp = None;
     let registry = match prepared.registry.clone() {
         Some(mut reg) => {
             if let Some(s) = &args.strategy {
@@ -382,6 +384,7 @@ async fn run_prepared_with(
                     a.policy.strategy = strategy;
                 }
             }
+            bundled_mcp = mcp::start(&mut reg, realtime).await?;
             Some(Arc::new(reg))
         }
         None if args.strategy.is_some() => {
@@ -500,6 +503,9 @@ async fn run_prepared_with(
             crate::server::attach::RunError::NoSession(e) => DemoError::Session(e),
             crate::server::attach::RunError::Failed(e) => DemoError::Call(e),
         })?;
+    if let Some(b) = bundled_mcp {
+        b.stop().await;
+    }
     let recording = started.lock().ok().and_then(|mut g| g.take());
     let recording = match recording {
         Some(r) => r.await.unwrap_or_default(),

@@ -59,7 +59,9 @@ enum Cmd {
     Talk(baton::talk::TalkArgs),
     /// Serve seed 002's MCP server (billing, promotions and security tools) over Streamable
     /// HTTP at http://<listen>/mcp, or over stdin/stdout with --stdio.
-    #[command(after_help = "Examples:\n  baton mock-mcp --listen 127.0.0.1:9400\n  baton mock-mcp --stdio")]
+    #[command(
+        after_help = "Examples:\n  baton mock-mcp --listen 127.0.0.1:9400\n  baton mock-mcp --stdio"
+    )]
     MockMcp {
         /// Address to listen on.
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9400")]

@@ -298,7 +298,8 @@ mod tests {
         assert_eq!(map_result(&json_text), Ok(json!({"bill": 45.99})));
         let plain = json!({"content": [{"type": "text", "text": "done"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}]});
         assert_eq!(map_result(&plain), Ok(json!("done\n[image image/png]")));
-        let err = json!({"content": [{"type": "text", "text": "no such customer"}], "isError": true});
+        let err =
+            json!({"content": [{"type": "text", "text": "no such customer"}], "isError": true});
         assert_eq!(map_result(&err), Err("no such customer".into()));
         assert_eq!(map_result(&json!({})), Ok(json!("")));
     }

@@ -111,12 +111,10 @@ impl ServerSpec {
     pub fn endpoint(&self) -> String {
         match &self.transport {
             Transport::Http { url, .. } => url.to_string(),
-            Transport::Stdio { command, args, .. } => {
-                std::iter::once(command.as_str())
-                    .chain(args.iter().map(String::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }
+            Transport::Stdio { command, args, .. } => std::iter::once(command.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
         }
     }
 }

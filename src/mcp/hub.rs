@@ -159,6 +159,52 @@ impl Catalog {
             .unwrap_or_default()
     }
 
+    /// A catalog of one server that is not connected, holding `tools` as its last list: agents
+    /// see and may call them (each call answers that the server is unavailable). For checking a
+    /// set's declarations without a server.
+    pub fn offline(name: &str, tools: Vec<rmcp::model::Tool>) -> Arc<Catalog> {
+        let spec = ServerSpec {
+            name: name.to_owned(),
+            transport: super::config::Transport::Stdio {
+                command: "offline".into(),
+                args: Vec::new(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            timeout: super::config::DEFAULT_TIMEOUT,
+            timeouts: BTreeMap::new(),
+            connect_timeout: super::config::DEFAULT_CONNECT_TIMEOUT,
+        };
+        let link = Arc::new(Link {
+            conn: ArcSwapOption::empty(),
+            status: ArcSwap::from_pointee(ServerStatus {
+                name: spec.name.clone(),
+                endpoint: "offline".into(),
+                state: State::Down,
+                tools: Vec::new(),
+                refused: Vec::new(),
+                error: Some("offline".into()),
+                sessions: 0,
+                tool_lists: 0,
+            }),
+        });
+        let entry = ServerEntry {
+            spec: spec.clone(),
+            link,
+            tools: ArcSwap::from_pointee(ToolSet::default()),
+        };
+        let (set, refused) = build_tools(&entry, tools);
+        let names: Vec<String> = set.iter().map(|t| t.name.clone()).collect();
+        entry.tools.store(Arc::new(ToolSet { tools: set }));
+        entry.link.update(|s| {
+            s.tools = names.clone();
+            s.refused = refused.clone();
+        });
+        let mut servers = BTreeMap::new();
+        servers.insert(spec.name.clone(), Arc::new(entry));
+        Arc::new(Catalog { servers })
+    }
+
     /// Every server's status.
     pub fn status(&self) -> Vec<ServerStatus> {
         self.servers

@@ -79,8 +79,14 @@ const DROPPED: &[&str] = &[
 const REFUSED: &[(&str, &str)] = &[
     ("not", "the models' schemas cannot exclude a shape"),
     ("if", "conditional schemas are not supported by the models"),
-    ("then", "conditional schemas are not supported by the models"),
-    ("else", "conditional schemas are not supported by the models"),
+    (
+        "then",
+        "conditional schemas are not supported by the models",
+    ),
+    (
+        "else",
+        "conditional schemas are not supported by the models",
+    ),
     (
         "patternProperties",
         "objects must list their properties by name",
@@ -104,7 +110,10 @@ const REFUSED: &[(&str, &str)] = &[
     ("contains", "arrays can only describe all their items"),
     ("unevaluatedProperties", "not supported by the models"),
     ("unevaluatedItems", "not supported by the models"),
-    ("propertyNames", "objects must list their properties by name"),
+    (
+        "propertyNames",
+        "objects must list their properties by name",
+    ),
     ("$dynamicRef", "dynamic references are not supported"),
     ("$recursiveRef", "recursive references are not supported"),
 ];
@@ -389,7 +398,11 @@ fn single_type(v: &Value, at: &str) -> Result<(String, bool), Untranslatable> {
         if TYPES.contains(&s) {
             Ok(s.to_owned())
         } else {
-            Err(refuse("type", at, &format!("{s:?} is not a JSON Schema type")))
+            Err(refuse(
+                "type",
+                at,
+                &format!("{s:?} is not a JSON Schema type"),
+            ))
         }
     };
     match v {
@@ -514,7 +527,10 @@ fn check(
     if let Some(t) = s.get("type") {
         let ok = match t {
             Value::String(ty) => has_type(v, ty),
-            Value::Array(list) => list.iter().filter_map(Value::as_str).any(|ty| has_type(v, ty)),
+            Value::Array(list) => list
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|ty| has_type(v, ty)),
             _ => true,
         };
         if !ok {
@@ -553,13 +569,16 @@ fn check(
     }
     if let Some(Value::Array(any)) = s.get("anyOf") {
         let mut first = None;
-        if !any.iter().any(|sub| match check(root, sub, v, at, depth + 1) {
-            Ok(()) => true,
-            Err(e) => {
-                first.get_or_insert(e);
-                false
-            }
-        }) {
+        if !any
+            .iter()
+            .any(|sub| match check(root, sub, v, at, depth + 1) {
+                Ok(()) => true,
+                Err(e) => {
+                    first.get_or_insert(e);
+                    false
+                }
+            })
+        {
             return Err(first.unwrap_or_else(|| invalid(at, "matches none of anyOf".into())));
         }
     }
@@ -578,7 +597,10 @@ fn check(
     if let Some(not) = s.get("not")
         && check(root, not, v, at, depth + 1).is_ok()
     {
-        return Err(invalid(at, "matches a shape the schema excludes (not)".into()));
+        return Err(invalid(
+            at,
+            "matches a shape the schema excludes (not)".into(),
+        ));
     }
     Ok(())
 }
@@ -830,7 +852,11 @@ mod tests {
         ];
         for (schema, keyword, at) in cases {
             let e = translate(&schema).unwrap_err();
-            assert_eq!((e.keyword.as_str(), e.at.as_str()), (keyword, at), "{schema}");
+            assert_eq!(
+                (e.keyword.as_str(), e.at.as_str()),
+                (keyword, at),
+                "{schema}"
+            );
         }
     }
 
@@ -840,7 +866,11 @@ mod tests {
         let ok = json!({"customer_id": 251, "line": {"sku": "A1", "qty": 2}, "note": null, "kind": "refund"});
         assert_eq!(validate(&s, &ok), Ok(()));
         let bad = [
-            (json!({"line": {"sku": "A1"}}), "$", "'customer_id' is required"),
+            (
+                json!({"line": {"sku": "A1"}}),
+                "$",
+                "'customer_id' is required",
+            ),
             (
                 json!({"customer_id": "251", "line": {"sku": "A1"}}),
                 "$.customer_id",

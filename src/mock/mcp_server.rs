@@ -262,7 +262,12 @@ impl SupportDesk {
         let invoice_of = |desk: &Desk, id: i64| {
             desk.customers
                 .iter()
-                .find_map(|(cid, c)| c.invoices.iter().find(|i| i.id == id).map(|i| (*cid, i.clone())))
+                .find_map(|(cid, c)| {
+                    c.invoices
+                        .iter()
+                        .find(|i| i.id == id)
+                        .map(|i| (*cid, i.clone()))
+                })
                 .ok_or_else(|| format!("no invoice {id}"))
         };
         if name == "get_all_customers" {
@@ -287,7 +292,10 @@ impl SupportDesk {
                 };
                 return Ok(json!({"invoice_id": id, "payments": payments}));
             }
-            let amount = args.get("amount_usd").and_then(Value::as_f64).unwrap_or(0.0);
+            let amount = args
+                .get("amount_usd")
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0);
             if inv.paid {
                 return Err(format!("invoice {id} is already paid"));
             }
@@ -312,7 +320,12 @@ impl SupportDesk {
             .customers
             .get_mut(&cid)
             .ok_or_else(|| format!("no customer with id {cid}"))?;
-        let due: f64 = c.invoices.iter().filter(|i| !i.paid).map(|i| i.amount_usd).sum();
+        let due: f64 = c
+            .invoices
+            .iter()
+            .filter(|i| !i.paid)
+            .map(|i| i.amount_usd)
+            .sum();
         Ok(match name {
             "get_customer_detail" => json!({
                 "customer_id": cid, "name": c.name, "plan": c.plan,
@@ -366,7 +379,8 @@ impl SupportDesk {
             "get_support_tickets" => json!({"tickets": c.tickets}),
             "create_support_ticket" => {
                 let summary = text("summary")?;
-                let ticket = json!({"ticket_id": next_ticket, "summary": summary, "status": "open"});
+                let ticket =
+                    json!({"ticket_id": next_ticket, "summary": summary, "status": "open"});
                 c.tickets.push(ticket.clone());
                 desk.next_ticket += 1;
                 ticket
@@ -379,7 +393,9 @@ impl SupportDesk {
 /// The tools that read only the product catalog and help articles.
 fn catalog(name: &str, args: &Map<String, Value>) -> Option<Result<Value, String>> {
     Some(Ok(match name {
-        "get_products" => json!({"products": PRODUCTS.iter().map(|p| json!({"name": p.0, "monthly_usd": p.1})).collect::<Vec<_>>()}),
+        "get_products" => {
+            json!({"products": PRODUCTS.iter().map(|p| json!({"name": p.0, "monthly_usd": p.1})).collect::<Vec<_>>()})
+        }
         "get_product_detail" => {
             let want = args.get("product").and_then(Value::as_str).unwrap_or("");
             return Some(
@@ -390,7 +406,9 @@ fn catalog(name: &str, args: &Map<String, Value>) -> Option<Result<Value, String
                     .ok_or_else(|| format!("no product named {want:?}")),
             );
         }
-        "get_promotions" => json!({"promotions": PROMOTIONS.iter().map(|p| json!({"code": p.0, "offer": p.1})).collect::<Vec<_>>()}),
+        "get_promotions" => {
+            json!({"promotions": PROMOTIONS.iter().map(|p| json!({"code": p.0, "offer": p.1})).collect::<Vec<_>>()})
+        }
         "search_knowledge_base" => {
             let q = args
                 .get("query")
@@ -448,6 +466,12 @@ impl rmcp::ServerHandler for SupportDesk {
         };
         Ok(CallToolResponse::Complete(result))
     }
+}
+
+/// This server's tools as an offline catalog (declared, not callable): for checking the seed 002
+/// set's declarations without running the server.
+pub fn offline_catalog() -> Arc<crate::mcp::Catalog> {
+    crate::mcp::Catalog::offline(SERVER_NAME, tools())
 }
 
 /// The server on a byte stream (the other end is an MCP client): served until the stream closes.
@@ -513,8 +537,20 @@ mod tests {
         let bill = call(&d, "get_billing_summary", json!({"customer_id": 251})).unwrap();
         assert_eq!(bill["current_bill_usd"], json!(60.99));
         assert_eq!(bill["balance_due_usd"], json!(60.99));
-        assert!(call(&d, "pay_invoice", json!({"invoice_id": 9001, "amount_usd": 10})).is_err());
-        call(&d, "pay_invoice", json!({"invoice_id": 9001, "amount_usd": 60.99})).unwrap();
+        assert!(
+            call(
+                &d,
+                "pay_invoice",
+                json!({"invoice_id": 9001, "amount_usd": 10})
+            )
+            .is_err()
+        );
+        call(
+            &d,
+            "pay_invoice",
+            json!({"invoice_id": 9001, "amount_usd": 60.99}),
+        )
+        .unwrap();
         let bill = call(&d, "get_billing_summary", json!({"customer_id": 251})).unwrap();
         assert_eq!(bill["balance_due_usd"], json!(0.0));
         assert_eq!(
@@ -538,8 +574,7 @@ mod tests {
     fn every_tool_schema_translates() {
         for t in tools() {
             let s = Value::Object((*t.input_schema).clone());
-            crate::mcp::schema::translate(&s)
-                .unwrap_or_else(|e| panic!("{}: {e}", t.name));
+            crate::mcp::schema::translate(&s).unwrap_or_else(|e| panic!("{}: {e}", t.name));
         }
     }
 }
