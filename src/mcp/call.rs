@@ -120,6 +120,21 @@ impl McpTool {
                 why: e.to_string(),
             }
         })?;
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let timed_out = || CallError::Timeout {
+            tool: tool(),
+            ms: self.timeout.as_millis(),
+        };
+        let _slot = match tokio::time::timeout_at(deadline, self.link.slots.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) => {
+                return Err(CallError::Lost {
+                    tool: tool(),
+                    server: server(),
+                });
+            }
+            Err(_) => return Err(timed_out()),
+        };
         let Some(conn) = self.link.current() else {
             return Err(CallError::NotConnected {
                 tool: tool(),
@@ -187,7 +202,7 @@ impl McpTool {
         };
         let outcome = tokio::select! {
             r = &mut handle.rx => Ok(r),
-            _ = tokio::time::sleep(self.timeout) => Err(format!("timed out after {} ms", self.timeout.as_millis())),
+            _ = tokio::time::sleep_until(deadline) => Err(format!("timed out after {} ms", self.timeout.as_millis())),
             reason = cancel => Err(reason),
             _ = forward => Err("progress stream ended".into()),
         };
@@ -195,13 +210,10 @@ impl McpTool {
         let result = match outcome {
             Ok(r) => r,
             Err(reason) => {
-                let timed_out = reason.starts_with("timed out");
+                let expired = reason.starts_with("timed out");
                 let _ = handle.cancel(Some(reason.clone())).await;
-                return Err(if timed_out {
-                    CallError::Timeout {
-                        tool: tool(),
-                        ms: self.timeout.as_millis(),
-                    }
+                return Err(if expired {
+                    self::timeout_error(&self.name, self.timeout)
                 } else {
                     CallError::Cancelled {
                         tool: tool(),
@@ -230,6 +242,13 @@ impl McpTool {
             }),
             Ok(Err(_)) | Err(_) => Err(lost()),
         }
+    }
+}
+
+fn timeout_error(tool: &str, timeout: Duration) -> CallError {
+    CallError::Timeout {
+        tool: tool.to_owned(),
+        ms: timeout.as_millis(),
     }
 }
 

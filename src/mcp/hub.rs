@@ -86,6 +86,9 @@ pub struct Conn {
 pub struct Link {
     conn: ArcSwapOption<Conn>,
     status: ArcSwap<ServerStatus>,
+    /// Calls in flight at once on the session (HTTP: `max_concurrent`, since HTTP/1.1 carries
+    /// one request per connection); more wait for a slot within their deadline.
+    pub(super) slots: tokio::sync::Semaphore,
 }
 
 impl Link {
@@ -177,6 +180,7 @@ impl Catalog {
         };
         let link = Arc::new(Link {
             conn: ArcSwapOption::empty(),
+            slots: tokio::sync::Semaphore::new(1),
             status: ArcSwap::from_pointee(ServerStatus {
                 name: spec.name.clone(),
                 endpoint: "offline".into(),
@@ -245,6 +249,7 @@ impl Hub {
         for (spec, connector) in servers {
             let link = Arc::new(Link {
                 conn: ArcSwapOption::empty(),
+                slots: tokio::sync::Semaphore::new(slots(&spec)),
                 status: ArcSwap::from_pointee(ServerStatus {
                     name: spec.name.clone(),
                     endpoint: match connector {
@@ -321,6 +326,14 @@ impl Hub {
 impl Drop for Hub {
     fn drop(&mut self) {
         self.shutdown.cancel();
+    }
+}
+
+/// How many calls may be in flight on a server's session at once.
+fn slots(spec: &ServerSpec) -> usize {
+    match &spec.transport {
+        super::config::Transport::Http { max_concurrent, .. } => *max_concurrent,
+        super::config::Transport::Stdio { .. } => 1024,
     }
 }
 
