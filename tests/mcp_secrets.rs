@@ -62,7 +62,10 @@ async fn the_auth_header_value_never_appears() {
         .with_writer(move || sink.clone())
         .init();
 
-    let py = PyHttp::start(&["--require-header", &format!("authorization=Bearer {SENTINEL}")]);
+    let py = PyHttp::start(&[
+        "--require-header",
+        &format!("authorization=Bearer {SENTINEL}"),
+    ]);
     let mut spec = py.spec("py");
     if let Transport::Http { header, .. } = &mut spec.transport {
         *header = Some(("Authorization".into(), VAR.into()));
@@ -79,7 +82,11 @@ async fn the_auth_header_value_never_appears() {
 
     let id = call.call("get_billing_summary", json!({"customer_id": 251}));
     let ok = call.response(&id, Duration::from_secs(10)).await;
-    assert_eq!(ok.as_ref().unwrap()["output"]["customer_id"], json!(251), "the header was sent");
+    assert_eq!(
+        ok.as_ref().unwrap()["output"]["customer_id"],
+        json!(251),
+        "the header was sent"
+    );
     let id = call.call("get_promotions", json!({}));
     let refused = call.response(&id, Duration::from_secs(2)).await;
     let id = call.call("slow", json!({"ms": "no"}));
@@ -88,11 +95,17 @@ async fn the_auth_header_value_never_appears() {
     let down = status.iter().find(|s| s.name == "nokey").unwrap();
     assert_eq!(down.state, State::Down);
     assert!(
-        down.error.as_deref().is_some_and(|e| e.contains("BATON_TEST_MCP_UNSET")),
+        down.error
+            .as_deref()
+            .is_some_and(|e| e.contains("BATON_TEST_MCP_UNSET")),
         "the error names the variable: {down:?}"
     );
     hub.shutdown().await;
-    assert_eq!(py.stats()["unauthorized"], json!(0), "every request carried the header");
+    assert_eq!(
+        py.stats()["unauthorized"],
+        json!(0),
+        "every request carried the header"
+    );
 
     let mut texts = vec![
         String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned(),
@@ -103,7 +116,11 @@ async fn the_auth_header_value_never_appears() {
     assert!(texts[0].len() > 1000, "trace logs were captured");
     for text in &texts {
         for f in forms(SENTINEL) {
-            assert!(!text.contains(&f), "{f:?} leaked in: {}", &text[..text.len().min(400)]);
+            assert!(
+                !text.contains(&f),
+                "{f:?} leaked in: {}",
+                &text[..text.len().min(400)]
+            );
         }
     }
 }

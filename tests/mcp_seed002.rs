@@ -82,6 +82,13 @@ mcp.crm = ["get_*"]
         agents: Some(set),
         ..Default::default()
     };
-    let e = demo::run_call(&args, false).await.err().unwrap().to_string();
-    assert!(e.contains("MCP server 'crm'") && e.contains("[mcp.crm]"), "{e}");
+    let e = demo::run_call(&args, false)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("MCP server 'crm'") && e.contains("[mcp.crm]"),
+        "{e}"
+    );
 }

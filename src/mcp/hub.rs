@@ -51,8 +51,8 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "MCP server '{}', tool '{}': refused at load: {} (keyword `{}`)",
-            self.server, self.tool, self.reason, self.keyword
+            "MCP server '{}', tool '{}': refused at load: {}",
+            self.server, self.tool, self.reason
         )
     }
 }
@@ -504,6 +504,36 @@ fn declarable_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// The schema to declare for an MCP tool `t` of `server`, or why it is refused.
+pub fn check_tool(server: &str, t: &rmcp::model::Tool) -> Result<Value, Refusal> {
+    let name = t.name.to_string();
+    let refuse = |keyword: &str, reason: String| Refusal {
+        server: server.to_owned(),
+        tool: name.clone(),
+        keyword: keyword.to_owned(),
+        reason,
+    };
+    if !declarable_name(&name) {
+        return Err(refuse(
+            "name",
+            "not a function name the models accept (letters, digits, _ and -, at most 64)".into(),
+        ));
+    }
+    if name.starts_with(RESERVED_PREFIX) {
+        return Err(refuse(
+            "name",
+            "transfer_to_<agent> names are baton's handoff tools".into(),
+        ));
+    }
+    let input_schema = Value::Object((*t.input_schema).clone());
+    super::schema::translate(&input_schema).map_err(|e| {
+        refuse(
+            &e.keyword,
+            format!("its input schema cannot be declared: {e}"),
+        )
+    })
+}
+
 fn build_tools(
     entry: &ServerEntry,
     list: Vec<rmcp::model::Tool>,
@@ -512,48 +542,25 @@ fn build_tools(
     let mut tools = Vec::new();
     let mut refused = Vec::new();
     for t in list {
-        let name = t.name.to_string();
-        let refuse = |keyword: &str, reason: String| Refusal {
-            server: server.to_string(),
-            tool: name.clone(),
-            keyword: keyword.to_owned(),
-            reason,
-        };
-        if !declarable_name(&name) {
-            refused.push(refuse(
-                "name",
-                "not a function name the models accept (letters, digits, _ and -, at most 64)"
-                    .into(),
-            ));
-            continue;
-        }
-        if name.starts_with(RESERVED_PREFIX) {
-            refused.push(refuse(
-                "name",
-                "transfer_to_<agent> names are baton's handoff tools".into(),
-            ));
-            continue;
-        }
-        let input_schema = Value::Object((*t.input_schema).clone());
-        match super::schema::translate(&input_schema) {
-            Ok(parameters) => tools.push(Arc::new(McpTool {
-                server: server.clone(),
-                description: t
-                    .description
-                    .as_deref()
-                    .map(str::to_owned)
-                    .or_else(|| t.title.clone())
-                    .unwrap_or_else(|| name.clone()),
-                timeout: entry.spec.timeout_of(&name),
-                name,
-                parameters,
-                input_schema,
-                link: entry.link.clone(),
-            })),
-            Err(e) => refused.push(refuse(
-                &e.keyword,
-                format!("its input schema cannot be declared: {e}"),
-            )),
+        match check_tool(&server, &t) {
+            Ok(parameters) => {
+                let name = t.name.to_string();
+                tools.push(Arc::new(McpTool {
+                    server: server.clone(),
+                    description: t
+                        .description
+                        .as_deref()
+                        .map(str::to_owned)
+                        .or_else(|| t.title.clone())
+                        .unwrap_or_else(|| name.clone()),
+                    timeout: entry.spec.timeout_of(&name),
+                    name,
+                    parameters,
+                    input_schema: Value::Object((*t.input_schema).clone()),
+                    link: entry.link.clone(),
+                }))
+            }
+            Err(r) => refused.push(r),
         }
     }
     (tools, refused)
