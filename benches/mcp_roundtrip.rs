@@ -85,7 +85,18 @@ mcp.support = ["get_billing_summary", "get_customer_*"]
     let (tx, mut rx) = mpsc::unbounded_channel::<Input>();
 
     // The direct side: a plain rmcp session of its own.
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+    let tls = baton::model::tls::default_client_config().expect("tls");
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured((*tls).clone())
+        .tcp_nodelay(true)
+        .build()
+        .expect("client");
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        client,
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.as_str(),
+        ),
+    );
     let direct = ().serve(transport).await.expect("direct client");
 
     let args = json!({"customer_id": 251});

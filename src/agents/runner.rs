@@ -90,7 +90,7 @@ pub async fn run_cancellable(
     match &run.tool.backend {
         Backend::Static { reply } => Ok(reply.clone()),
         Backend::Http(h) => post_json(&run.tool.name, h, &run.args).await,
-        Backend::Mcp(t) => Ok(t.call(&run.args, cancel, None).await?),
+        Backend::Mcp(t) => Ok(t.call(&run.args, cancel).await?),
     }
 }
 

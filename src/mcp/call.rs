@@ -74,12 +74,6 @@ pub enum CallError {
     Lost { tool: String, server: String },
 }
 
-/// What a call hears while it runs.
-pub enum Progress {
-    /// A progress notification's message (or "n of m"), for a filler.
-    Note(String),
-}
-
 /// Sends `notifications/cancelled` for a request unless disarmed (the answer arrived, or the
 /// call already cancelled it with its own reason).
 struct CancelOnDrop {
@@ -105,12 +99,11 @@ impl Drop for CancelOnDrop {
 
 impl McpTool {
     /// Calls the tool with `args`. `cancel` carries a reason to stop early (barge-in, the call's
-    /// end); `progress` (if any) hears the server's progress notifications.
+    /// end).
     pub async fn call(
         &self,
         args: &Value,
         cancel: Option<oneshot::Receiver<String>>,
-        progress: Option<tokio::sync::mpsc::UnboundedSender<Progress>>,
     ) -> Result<Value, CallError> {
         let tool = || self.name.clone();
         let server = || self.server.to_string();
@@ -168,35 +161,9 @@ impl McpTool {
             peer: Some(conn.peer.clone()),
             id: handle.id.clone(),
         };
-        let mut notes = match progress {
-            Some(tx) => Some((
-                conn.handler
-                    .progress
-                    .subscribe(handle.progress_token.clone())
-                    .await,
-                tx,
-            )),
-            None => None,
-        };
         let cancel = async {
             match cancel {
                 Some(rx) => rx.await.unwrap_or_else(|_| "the call ended".to_owned()),
-                None => std::future::pending().await,
-            }
-        };
-        let forward = async {
-            use futures_util::StreamExt;
-            match notes.as_mut() {
-                Some((sub, tx)) => {
-                    while let Some(p) = sub.next().await {
-                        let text = p.message.clone().unwrap_or_else(|| match p.total {
-                            Some(t) => format!("{} of {t}", p.progress),
-                            None => format!("{}", p.progress),
-                        });
-                        let _ = tx.send(Progress::Note(text));
-                    }
-                    std::future::pending::<()>().await
-                }
                 None => std::future::pending().await,
             }
         };
@@ -204,7 +171,6 @@ impl McpTool {
             r = &mut handle.rx => Ok(r),
             _ = tokio::time::sleep_until(deadline) => Err(format!("timed out after {} ms", self.timeout.as_millis())),
             reason = cancel => Err(reason),
-            _ = forward => Err("progress stream ended".into()),
         };
         guard.peer = None;
         let result = match outcome {

@@ -1,5 +1,5 @@
 //! The rmcp client side of one server: the handler that hears the server's notifications
-//! (`tools/list_changed` wakes the supervisor, progress goes to the call that asked), and
+//! (`tools/list_changed` wakes the supervisor; progress is logged), and
 //! connecting over Streamable HTTP (rmcp's reqwest client with baton's rustls config; the
 //! session id and resumable SSE stream are rmcp's; the configured header's value read from its
 //! environment variable and marked sensitive) or over a child process's stdio.
@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
-use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use tokio::sync::Notify;
@@ -23,8 +22,6 @@ pub type Session = RunningService<RoleClient, Handler>;
 pub struct Handler {
     /// Woken on `notifications/tools/list_changed`.
     pub tools_changed: Arc<Notify>,
-    /// Progress notifications, by the token of the request they belong to.
-    pub progress: ProgressDispatcher,
 }
 
 impl rmcp::ClientHandler for Handler {
@@ -37,7 +34,12 @@ impl rmcp::ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        self.progress.handle_notification(params).await;
+        tracing::debug!(
+            progress = params.progress,
+            total = ?params.total,
+            message = params.message.as_deref().unwrap_or(""),
+            "MCP tool progress"
+        );
     }
 }
 

@@ -455,6 +455,11 @@ pub async fn serve(
             Err(e) => return Err(e),
         }
     }
+    if let Some(hub) = &app.mcp {
+        // The first calls should see the servers' tools: give the servers a moment to connect
+        // (one that is down is retried in the background; calls do not wait for it).
+        hub.ready(Duration::from_secs(5)).await;
+    }
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
     let audiosocket = audiosocket::start(&app).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
