@@ -4,7 +4,7 @@
 //! function responses the model gets. Tools listed and filtered per agent, an untranslatable
 //! schema refused at load, calls with arguments (and arguments refused before sending), an
 //! out-of-allow-list call refused with an event, `tools/list_changed` picked up mid-call, a
-//! hung tool cancelled at its deadline, on barge-in and at the call's end (the server hears
+//! closed SSE stream resumed with `Last-Event-ID`, a hung tool cancelled at its deadline, on barge-in and at the call's end (the server hears
 //! `notifications/cancelled`), the server killed and restarted mid-call, a stdio child restarted
 //! after it dies and a line of garbage on its stdout survived, and 200 concurrent calls on one
 //! session.
@@ -152,6 +152,24 @@ async fn tools_list_changed_is_picked_up_mid_call() {
     let r = call.response(&id, Duration::from_secs(10)).await;
     assert_eq!(output(&r), json!({"order_id": 7, "refund": "issued"}));
     assert!(hub.status()[0].tool_lists >= 2);
+    hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_sse_stream_is_resumed_with_last_event_id() {
+    let py = PyHttp::start(&["--event-store"]);
+    let hub = Hub::start(vec![py.spec("py")]);
+    let reg = bound(&hub, &["resumable"], &["get_promotions"]).await;
+    let mut call = CallSide::new(reg);
+    let id = call.call("resumable", json!({"ms": 300}));
+    let r = call.response(&id, Duration::from_secs(10)).await;
+    assert_eq!(output(&r), json!({"result": "answered after a resume"}));
+    let stats = py.stats();
+    assert!(
+        stats["resumed"].as_array().is_some_and(|r| !r.is_empty()),
+        "the client resumed the stream with Last-Event-ID: {stats}"
+    );
+    assert_eq!(hub.status()[0].sessions, 1, "on the same session");
     hub.shutdown().await;
 }
 

@@ -29,10 +29,19 @@ parser.add_argument("--port", type=int, default=0)
 parser.add_argument("--stats", required=True)
 parser.add_argument("--require-header", default="")
 parser.add_argument("--json-response", action="store_true")
+parser.add_argument("--event-store", action="store_true")
 args = parser.parse_args()
 
 lock = threading.Lock()
-stats = {"starts": 1, "sessions": [], "ports": [], "calls": [], "cancelled": [], "unauthorized": 0}
+stats = {
+    "starts": 1,
+    "sessions": [],
+    "ports": [],
+    "calls": [],
+    "cancelled": [],
+    "unauthorized": 0,
+    "resumed": [],
+}
 
 
 def record(key, value):
@@ -123,6 +132,15 @@ def garbage() -> str:
 
 
 @server.tool()
+async def resumable(ms: int, ctx: Context) -> str:
+    """Closes its SSE stream, then answers after ms: the client must resume the stream."""
+    record("calls", "resumable")
+    await ctx.close_sse_stream()
+    await anyio.sleep(ms / 1000)
+    return "answered after a resume"
+
+
+@server.tool()
 def crash() -> str:
     """Exits the process mid-call."""
     record("calls", "crash")
@@ -140,6 +158,37 @@ def tree(root: Node) -> str:
     return root.name
 
 
+class Events:
+    """An in-memory event store: SSE streams can be resumed with Last-Event-ID."""
+
+    def __init__(self):
+        from mcp.server.streamable_http import EventStore
+
+        class Store(EventStore):
+            def __init__(self):
+                self.events = []
+
+            async def store_event(self, stream_id, message):
+                event_id = str(len(self.events) + 1)
+                self.events.append((event_id, stream_id, message))
+                return event_id
+
+            async def replay_events_after(self, last_event_id, send_callback):
+                from mcp.server.streamable_http import EventMessage
+
+                ids = [e[0] for e in self.events]
+                if last_event_id not in ids:
+                    return None
+                i = ids.index(last_event_id)
+                stream = self.events[i][1]
+                for event_id, stream_id, message in self.events[i + 1 :]:
+                    if stream_id == stream and message is not None:
+                        await send_callback(EventMessage(message, event_id))
+                return stream
+
+        self.store = Store()
+
+
 class Guard:
     """ASGI middleware: records sessions and connections, and checks the required header."""
 
@@ -153,6 +202,9 @@ class Guard:
             headers = dict(scope.get("headers") or [])
             if scope.get("client"):
                 record("ports", scope["client"][1])
+            resumed = headers.get(b"last-event-id")
+            if resumed:
+                record("resumed", resumed.decode())
             sid = headers.get(b"mcp-session-id")
             if sid:
                 record("sessions", sid.decode())
@@ -175,7 +227,12 @@ def main():
     sock.bind(("127.0.0.1", args.port))
     sock.listen(512)
     print(sock.getsockname()[1], flush=True)
-    app = Guard(server.streamable_http_app(json_response=args.json_response))
+    store = Events().store if args.event_store else None
+    app = Guard(
+        server.streamable_http_app(
+            json_response=args.json_response, event_store=store, retry_interval=100
+        )
+    )
     config = uvicorn.Config(app, log_level="warning", backlog=512)
     uvicorn.Server(config).run(sockets=[sock])
 
