@@ -107,7 +107,7 @@ impl McpTool {
     ) -> Result<Value, CallError> {
         let tool = || self.name.clone();
         let server = || self.server.to_string();
-        super::schema::validate(&self.input_schema, args).map_err(|e| {
+        super::args::validate(&self.input_schema, args).map_err(|e| {
             CallError::InvalidArguments {
                 tool: tool(),
                 why: e.to_string(),

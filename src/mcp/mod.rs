@@ -15,7 +15,8 @@
 //! ```
 //!
 //! Modules, one job each: [`config`] (`[mcp.*]` and its validation), [`schema`] (JSON Schema
-//! into what the models accept; arguments checked against the server's schema), [`client`] (the
+//! into what the models accept), [`args`] (arguments checked against the server's schema),
+//! [`client`] (the
 //! rmcp client: connecting over either transport, notifications), [`hub`] (servers, their
 //! supervisors, the catalog of tools and each server's status), [`call`] (one tool call and its
 //! result as a function response).
@@ -23,6 +24,7 @@
 //! **Invariant:** nothing here runs on the audio path: calls run in the tool tasks the call
 //! layer spawns, and the catalog is read without locks.
 
+pub mod args;
 pub mod call;
 pub mod client;
 pub mod config;

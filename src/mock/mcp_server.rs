@@ -515,6 +515,12 @@ pub async fn serve_http(
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
+    // Each answer goes out at once: without TCP_NODELAY an SSE response's last write waits for
+    // the client's delayed ACK (~40 ms).
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move {
         let _ = axum::serve(listener, router)
             .with_graceful_shutdown(async move { stop.cancelled_owned().await })
