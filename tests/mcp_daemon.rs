@@ -119,7 +119,7 @@ fn check_config_tries_each_server_and_refuses_an_unknown_one() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("MCP server py (") && text.contains("connected, 8 tool(s)"),
+        text.contains("MCP server py (") && text.contains("connected, 9 tool(s)"),
         "{text}"
     );
     assert!(text.contains("tool 'tree': refused at load"), "{text}");
