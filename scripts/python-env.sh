@@ -5,6 +5,9 @@
 # to run repeatedly: an environment that already has the pinned versions is reused without
 # touching the network.
 #
+# The official MCP SDK (`mcp`, its 2.x line where the high-level server is `MCPServer`) is there
+# too: tests/mcp_*.rs run its servers over Streamable HTTP and stdio against baton's MCP client.
+#
 # It also adds aiortc (a WebRTC stack of its own, for tests/webrtc_aiortc.rs) with PyAV, from
 # wheels only; where that fails the SDKs are still there and that one test says SKIPPED.
 #
@@ -13,6 +16,7 @@ set -euo pipefail
 
 GENAI_VERSION="3.4.0"
 OPENAI_VERSION="3.54.0"
+MCP_VERSION="2.3.0"
 AIORTC_VERSION="1.16.0"
 AV_VERSION="18.1.0"
 
@@ -22,10 +26,11 @@ python="$venv/bin/python"
 
 # Both SDKs at their pinned versions, and the realtime extra's websockets.
 pinned() {
-    [[ -x "$python" ]] && "$python" - "$GENAI_VERSION" "$OPENAI_VERSION" >/dev/null 2>&1 <<'PY'
+    [[ -x "$python" ]] && "$python" - "$GENAI_VERSION" "$OPENAI_VERSION" "$MCP_VERSION" >/dev/null 2>&1 <<'PY'
 import sys
 from importlib.metadata import version
 ok = version("google-genai") == sys.argv[1] and version("openai") == sys.argv[2]
+ok = ok and version("mcp") == sys.argv[3]
 version("websockets")
 sys.exit(0 if ok else 1)
 PY
@@ -74,8 +79,8 @@ if [[ ! -x "$python" ]] && ! python3 -m venv "$venv" >&2; then
     exit 1
 fi
 if ! "$python" -m pip install --quiet --disable-pip-version-check \
-    "google-genai==$GENAI_VERSION" "openai[realtime]==$OPENAI_VERSION" >&2; then
-    echo "python-env.sh: pip could not install google-genai==$GENAI_VERSION and openai[realtime]==$OPENAI_VERSION into $venv" >&2
+    "google-genai==$GENAI_VERSION" "openai[realtime]==$OPENAI_VERSION" "mcp==$MCP_VERSION" >&2; then
+    echo "python-env.sh: pip could not install google-genai==$GENAI_VERSION, openai[realtime]==$OPENAI_VERSION and mcp==$MCP_VERSION into $venv" >&2
     exit 1
 fi
 add_aiortc

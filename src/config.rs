@@ -313,14 +313,33 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "use e.g. 10000",
         );
     }
+    let base = path.parent().unwrap_or(Path::new("."));
+    crate::mcp::config::validate(&c.mcp, base, &mut |k, m, f| problem(k, m, f));
     if !c.agents.set.is_empty() {
-        let p = path.parent().unwrap_or(Path::new(".")).join(&c.agents.set);
-        if let Err(e) = crate::agents::load(&p) {
-            problem(
+        let p = base.join(&c.agents.set);
+        match crate::agents::load(&p) {
+            Err(e) => problem(
                 "agents.set",
                 format!("the agent set does not load: {e}"),
                 "fix the agent set file (see config/agents/README.md), or remove the key to run one agent",
-            );
+            ),
+            Ok(reg) => {
+                let missing: Vec<String> = reg
+                    .mcp_servers()
+                    .into_iter()
+                    .filter(|s| !c.mcp.contains_key(s))
+                    .collect();
+                if !missing.is_empty() {
+                    problem(
+                        "agents.set",
+                        format!(
+                            "the agent set names MCP servers this config does not: {}",
+                            missing.join(", ")
+                        ),
+                        "add an [mcp.<name>] table for each (url = … or command = …)",
+                    );
+                }
+            }
         }
     }
     crate::leg::webrtc::config::validate(&c.webrtc, &mut problem);

@@ -17,6 +17,7 @@ use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secr
 use crate::model::gemini::session::SessionConfig;
 use crate::model::handle::{OpenError, Protocol};
 
+mod mcp;
 mod render;
 /// The call files of a scenario: itself, then `<scenario>/call*.toml` in name order.
 pub use crate::demo_store::scenario_calls;
@@ -60,6 +61,10 @@ pub struct DemoArgs {
     /// The embedded mock's first-audio latency in ms (default: the scenario's).
     #[arg(long, value_name = "MS")]
     pub first_audio_ms: Option<u64>,
+    /// The embedded mock's generation speed, × real time (default: the scenario's, 4.0 for the
+    /// bundled ones; 1.0 generates at real pace, as a model whose audio arrives as it is spoken).
+    #[arg(long, value_name = "X")]
+    pub model_speed: Option<f64>,
     /// Run at real pace over loopback sockets (default: accelerated on a virtual clock).
     #[arg(long)]
     pub realtime: bool,
@@ -103,6 +108,7 @@ impl Default for DemoArgs {
             strategy: None,
             profile: None,
             first_audio_ms: None,
+            model_speed: None,
             agents: None,
             realtime: false,
             out: PathBuf::from("out/demo"),
@@ -364,6 +370,14 @@ async fn run_prepared_with(
     if let Some(ms) = args.first_audio_ms {
         scenario.timing.first_audio = std::time::Duration::from_millis(ms);
     }
+    if let Some(x) = args.model_speed {
+        if !(x.is_finite() && (0.25..=100.0).contains(&x)) {
+            return Err(DemoError::Usage(format!(
+                "--model-speed {x}: give a generation speed between 0.25 and 100 (× real time)"
+            )));
+        }
+        scenario.timing.speed = x;
+    }
     let openai = args.profile.as_deref() == Some(OPENAI_PROFILE);
     if let Some(p) = args.profile.as_deref().filter(|_| !openai) {
         scenario.profile = p
@@ -379,6 +393,7 @@ async fn run_prepared_with(
         system_instruction: Some("You are a friendly financial advisor on a helpline.".into()),
         ..Default::default()
     };
+    let mut bundled_mcp = None;
     let registry = match prepared.registry.clone() {
         Some(mut reg) => {
             if let Some(s) = &args.strategy {
@@ -387,6 +402,7 @@ async fn run_prepared_with(
                     a.policy.strategy = strategy;
                 }
             }
+            bundled_mcp = mcp::start(&mut reg, realtime).await?;
             Some(Arc::new(reg))
         }
         None if args.strategy.is_some() => {
@@ -530,6 +546,9 @@ async fn run_prepared_with(
             crate::server::attach::RunError::NoSession(e) => DemoError::Session(e),
             crate::server::attach::RunError::Failed(e) => DemoError::Call(e),
         })?;
+    if let Some(b) = bundled_mcp {
+        b.stop().await;
+    }
     let recording = started.lock().ok().and_then(|mut g| g.take());
     let recording = match recording {
         Some(r) => r.await.unwrap_or_default(),

@@ -12,6 +12,7 @@ pub mod config;
 pub mod demo;
 mod demo_store;
 pub mod dial;
+pub mod mcp;
 pub mod server;
 pub mod store;
 pub mod talk;

@@ -57,7 +57,21 @@ enum Cmd {
     /// Talk to the configured agents through this machine's microphone and speaker (needs a
     /// build with `--features mic`); the transcript is printed as it comes.
     Talk(baton::talk::TalkArgs),
-    /// Validate a config file; every problem is reported with its key and how to fix it.
+    /// Serve seed 002's MCP server (billing, promotions and security tools) over Streamable
+    /// HTTP at http://<listen>/mcp, or over stdin/stdout with --stdio.
+    #[command(
+        after_help = "Examples:\n  baton mock-mcp --listen 127.0.0.1:9400\n  baton mock-mcp --stdio"
+    )]
+    MockMcp {
+        /// Address to listen on.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9400")]
+        listen: String,
+        /// Speak MCP over stdin/stdout instead (for `[mcp.<name>] command = …`).
+        #[arg(long)]
+        stdio: bool,
+    },
+    /// Validate a config file; every problem is reported with its key and how to fix it; the
+    /// MCP servers are tried once.
     #[command(after_help = "Example:\n  baton check-config config/baton.toml")]
     CheckConfig {
         /// The TOML config file.
@@ -153,6 +167,11 @@ fn main() -> ExitCode {
             baton::bench::load::client::run(&args).map_err(anyhow::Error::from)
         }
         Cmd::CheckConfig { file } => check_config(&file),
+        Cmd::MockMcp { listen, stdio } => {
+            // stdout carries the protocol with --stdio: logs stay on stderr.
+            init_logging("info", LogFormat::Human);
+            run_mock_mcp(&listen, stdio)
+        }
         Cmd::Talk(args) => {
             init_logging("warn", LogFormat::Human);
             baton::talk::run(&args).map_err(anyhow::Error::from)
@@ -214,6 +233,25 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
     if !c.agents.set.is_empty() {
         println!("  agent set {}", loaded.resolve(&c.agents.set).display());
     }
+    if !c.mcp.is_empty() {
+        let (specs, _) = baton::mcp::config::problems(&c.mcp, &loaded.resolve("."));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        for s in rt.block_on(baton::mcp::hub::probe(specs)) {
+            print!("  MCP server {} ({}): ", s.name, s.endpoint);
+            match s.state {
+                baton::mcp::State::Connected => println!("connected, {} tool(s)", s.tools.len()),
+                _ => println!(
+                    "DOWN: {} (the daemon starts anyway and keeps retrying)",
+                    s.error.as_deref().unwrap_or("no answer")
+                ),
+            }
+            for r in &s.refused {
+                println!("    {r}");
+            }
+        }
+    }
     if c.server.auth_tokens_env.is_empty() {
         println!("  no API tokens: serves only a loopback address (else --insecure-no-auth)");
     } else {
@@ -268,6 +306,29 @@ fn model_lines(loaded: &config::Loaded) {
     for line in baton::model::catalog::describe(&info).lines() {
         println!("  {line}");
     }
+}
+
+fn run_mock_mcp(listen: &str, stdio: bool) -> anyhow::Result<()> {
+    use baton::mock::mcp_server::{SupportDesk, serve_http};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        if stdio {
+            use rmcp::ServiceExt;
+            let running = SupportDesk::default()
+                .serve((tokio::io::stdin(), tokio::io::stdout()))
+                .await?;
+            let _ = running.waiting().await;
+            return Ok(());
+        }
+        let stop = tokio_util::sync::CancellationToken::new();
+        let addr = serve_http(SupportDesk::default(), listen, stop.clone()).await?;
+        eprintln!("seed 002 MCP server on http://{addr}/mcp — Ctrl-C to stop");
+        server::termination_signal().await;
+        stop.cancel();
+        Ok(())
+    })
 }
 
 fn run_dial(args: &DialTwilioArgs) -> anyhow::Result<()> {

@@ -112,6 +112,12 @@ pub const PARSERS: &[Parser] = &[
         input: "a mock model scenario TOML (mock::Scenario::parse)",
         run: mock_scenario,
     },
+    Parser {
+        name: "mcp_tool",
+        input: "one tool of an MCP server's tools/list, as JSON (rmcp's Tool, then \
+                mcp::hub::check_tool: its name and input schema as the models would see them)",
+        run: mcp_tool,
+    },
 ];
 
 /// The parser called `name`.
@@ -140,6 +146,14 @@ pub fn fuzz(name: &str, data: &[u8]) {
     if let Err(message) = (p.run)(data, Path::new(FUZZ_INPUT)) {
         assert!(!message.trim().is_empty(), "{name}: an empty error message");
     }
+}
+
+fn mcp_tool(bytes: &[u8], name: &Path) -> Result<(), String> {
+    let tool: rmcp::model::Tool = serde_json::from_slice(bytes)
+        .map_err(|e| format!("{}: not an MCP tool: {e}", name.display()))?;
+    crate::mcp::hub::check_tool("corpus", &tool)
+        .map(drop)
+        .map_err(|r| r.to_string())
 }
 
 /// Text files are read as UTF-8 by their loaders; the same refusal, naming the input.

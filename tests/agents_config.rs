@@ -17,7 +17,14 @@ fn every_shipped_set_loads() {
     let names: Vec<&str> = sets.iter().map(|(_, r)| r.name.as_str()).collect();
     assert_eq!(
         names,
-        ["financial", "realty", "router", "sidecars", "support"]
+        [
+            "financial",
+            "realty",
+            "router",
+            "sidecars",
+            "support",
+            "support_mcp"
+        ]
     );
     for (path, r) in &sets {
         assert_eq!(

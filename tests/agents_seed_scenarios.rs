@@ -53,7 +53,12 @@ fn set_path(s: &Scenario) -> PathBuf {
 /// A seed scenario and the agent set it names.
 fn seed(name: &str) -> (Arc<Scenario>, Arc<Registry>) {
     let s = scenario(name);
-    let reg = agents::load(&set_path(&s)).unwrap();
+    let mut reg = agents::load(&set_path(&s)).unwrap();
+    if !reg.mcp_servers().is_empty() {
+        // Seed 002's tools come from its MCP server: declared here from its list.
+        reg.bind_mcp(baton::mock::mcp_server::offline_catalog())
+            .unwrap();
+    }
     (s, Arc::new(reg))
 }
 
@@ -96,7 +101,7 @@ fn every_seed_names_its_agent_set_and_the_flow_it_plays() {
                 .into_owned()
         })
         .collect();
-    assert_eq!(sets, ["financial.toml", "support.toml", "realty.toml"]);
+    assert_eq!(sets, ["financial.toml", "support_mcp.toml", "realty.toml"]);
     assert_eq!(
         flow(&scenario("seed000")),
         owned(&[("advisor", "schemes"), ("schemes", "advisor")])
@@ -208,7 +213,9 @@ impl Feed {
                     call_id: r.call_id.clone(),
                     result: match &r.tool.backend {
                         agents::registry::Backend::Static { reply } => Ok(reply.clone()),
-                        agents::registry::Backend::Http(_) => Err("no network".into()),
+                        agents::registry::Backend::Http(_) | agents::registry::Backend::Mcp(_) => {
+                            Err("no network".into())
+                        }
                     },
                 }),
                 Action::PrepareStandby(_) | Action::RecreateCold(_) => {
@@ -514,7 +521,8 @@ impl Call {
                         call_id: r.call_id.clone(),
                         result: match &r.tool.backend {
                             agents::registry::Backend::Static { reply } => Ok(reply.clone()),
-                            agents::registry::Backend::Http(_) => Err("no network".into()),
+                            agents::registry::Backend::Http(_)
+                            | agents::registry::Backend::Mcp(_) => Err("no network".into()),
                         },
                     })
                 }
@@ -713,17 +721,37 @@ fn conversation(s: &Scenario) -> Vec<(String, String)> {
 fn with_strategy(path: &Path, strategy: &str, share_tools: bool) -> Arc<Registry> {
     let text = std::fs::read_to_string(path).unwrap();
     let mut doc: toml::Table = text.parse().unwrap();
-    let all_tools: Vec<toml::Value> = doc["tools"]
-        .as_table()
-        .unwrap()
-        .keys()
-        .map(|k| toml::Value::String(k.clone()))
-        .collect();
+    let all_tools: Vec<toml::Value> = doc
+        .get("tools")
+        .and_then(toml::Value::as_table)
+        .map(|t| t.keys().map(|k| toml::Value::String(k.clone())).collect())
+        .unwrap_or_default();
+    // MCP allow-lists (seed 002): every agent's patterns, per server.
+    let mut all_mcp = toml::Table::new();
+    for a in doc["agents"].as_table().unwrap().values() {
+        for (server, list) in a
+            .get("mcp")
+            .and_then(toml::Value::as_table)
+            .into_iter()
+            .flatten()
+        {
+            let entry = all_mcp
+                .entry(server.clone())
+                .or_insert_with(|| toml::Value::Array(Vec::new()));
+            entry
+                .as_array_mut()
+                .unwrap()
+                .extend(list.as_array().unwrap().iter().cloned());
+        }
+    }
     let agents = doc.get_mut("agents").unwrap().as_table_mut().unwrap();
     for (_, a) in agents.iter_mut() {
         let a = a.as_table_mut().unwrap();
         if share_tools {
             a.insert("tools".into(), toml::Value::Array(all_tools.clone()));
+            if !all_mcp.is_empty() {
+                a.insert("mcp".into(), toml::Value::Table(all_mcp.clone()));
+            }
         }
         let policy = a
             .entry("policy")
@@ -740,7 +768,12 @@ fn with_strategy(path: &Path, strategy: &str, share_tools: bool) -> Arc<Registry
             policy.insert("strategy".into(), toml::Value::String(strategy.into()));
         }
     }
-    Arc::new(agents::parse(&toml::to_string(&doc).unwrap(), path).unwrap())
+    let mut reg = agents::parse(&toml::to_string(&doc).unwrap(), path).unwrap();
+    if !reg.mcp_servers().is_empty() {
+        reg.bind_mcp(baton::mock::mcp_server::offline_catalog())
+            .unwrap();
+    }
+    Arc::new(reg)
 }
 
 /// Plays a whole seed call and checks what the caller hears; returns the call.

@@ -357,6 +357,21 @@ fn whole_conversation(name: &str) {
     for (n, turn) in s.turns.iter().enumerate() {
         sim.caller_turn(a);
         let from = sim.log.len();
+        if let Some(call) = &turn.tool_call {
+            // A blocking call (seed 002's MCP tools): the reply waits for its response.
+            let k = sim.run_until(a, from, tool_call);
+            let id = msg(&sim.log[k].2)
+                .and_then(|m| m.tool_call.as_ref())
+                .and_then(|t| t.function_calls.first())
+                .and_then(|f| f.id.clone())
+                .unwrap();
+            sim.send(
+                a,
+                json!({"toolResponse": {"functionResponses": [
+                    {"id": id, "name": call.name, "response": {"output": {"ok": true}}}
+                ]}}),
+            );
+        }
         sim.run_until(a, from, audio);
         expected.push(turn.reply.text.clone());
         if let Some(h) = &turn.handoff {

@@ -155,6 +155,10 @@ pub struct AgentSection {
     /// Configured tools the agent may call.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Tools from the daemon's MCP servers the agent may call: server name → tool names or
+    /// globs (`*`, `?`), e.g. `mcp = { crm = ["get_billing_*", "pay_invoice"] }`.
+    #[serde(default)]
+    pub mcp: BTreeMap<String, Vec<String>>,
     /// Agents this one may hand the caller to; absent: every other agent.
     #[serde(default)]
     pub handoffs: Option<Vec<String>>,

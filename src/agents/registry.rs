@@ -87,6 +87,8 @@ pub struct Agent {
     pub aliases: Vec<String>,
     /// Configured tools, in declaration order.
     pub tools: Vec<String>,
+    /// MCP tools the agent may call, per server (in the set's order of servers).
+    pub mcp: Vec<McpGrant>,
     /// Agents this one may hand the caller to (indexes).
     pub handoffs: Vec<u32>,
     pub priority: i32,
@@ -95,6 +97,35 @@ pub struct Agent {
     pub policy: Policy,
     /// Any holding: no handoff to this agent.
     pub blocked_when: Vec<Condition>,
+}
+
+/// An agent's allow-list on one MCP server: tool names or globs.
+#[derive(Clone, Debug)]
+pub struct McpGrant {
+    pub server: String,
+    /// The patterns as written, and each compiled (`*` any run of characters, `?` one).
+    pub patterns: Vec<(String, regex::Regex)>,
+}
+
+impl McpGrant {
+    /// Whether the agent may call the server's tool `name`.
+    pub fn allows(&self, name: &str) -> bool {
+        self.patterns.iter().any(|(_, re)| re.is_match(name))
+    }
+}
+
+/// A glob over tool names (`*`, `?`; everything else literal) as an anchored regex.
+pub fn glob_regex(glob: &str) -> Result<regex::Regex, regex::Error> {
+    let mut re = String::from("^");
+    for c in glob.chars() {
+        match c {
+            '*' => re.push_str(".*"),
+            '?' => re.push('.'),
+            c => re.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    re.push('$');
+    regex::Regex::new(&re)
 }
 
 /// `BLOCKING` (the model waits for the result) or `NON_BLOCKING` (it keeps talking).
@@ -119,6 +150,8 @@ pub enum Backend {
         reply: Value,
     },
     Http(HttpBackend),
+    /// A tool of an MCP server, called on the daemon's shared session.
+    Mcp(Arc<crate::mcp::McpTool>),
 }
 
 /// POST the arguments as JSON to `url`; the JSON body of a 2xx answer is the result.
@@ -168,6 +201,7 @@ impl Tool {
         match &self.backend {
             Backend::Static { .. } => Duration::from_secs(1),
             Backend::Http(h) => h.timeout + Duration::from_secs(1),
+            Backend::Mcp(t) => t.timeout + Duration::from_secs(1),
         }
     }
 }
@@ -202,6 +236,9 @@ pub struct Registry {
     pub timing: Timing,
     /// Agents beside the live session (seed 004).
     pub sidecars: Vec<Arc<super::sidecar::Sidecar>>,
+    /// The daemon's MCP tools, once bound ([`Registry::bind_mcp`]); unbound, agents see no MCP
+    /// tools.
+    pub mcp: Option<Arc<crate::mcp::Catalog>>,
 }
 
 impl Registry {
@@ -228,6 +265,58 @@ impl Registry {
 
     pub fn tool(&self, name: &str) -> Option<&Arc<Tool>> {
         self.tools.get(name)
+    }
+
+    /// The MCP servers the set's agents name, sorted.
+    pub fn mcp_servers(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .agents
+            .iter()
+            .flat_map(|a| a.mcp.iter().map(|g| g.server.clone()))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Gives the set the daemon's MCP tools. Every server an agent names must be in the
+    /// catalog; the error lists those that are not.
+    pub fn bind_mcp(&mut self, catalog: Arc<crate::mcp::Catalog>) -> Result<(), Vec<String>> {
+        let missing: Vec<String> = self
+            .mcp_servers()
+            .into_iter()
+            .filter(|s| !catalog.has(s))
+            .collect();
+        if !missing.is_empty() {
+            return Err(missing);
+        }
+        self.mcp = Some(catalog);
+        Ok(())
+    }
+
+    /// The MCP tools `agent` may call now (the servers' current lists through its allow-list),
+    /// as tools; read without locks.
+    pub fn mcp_tools(&self, agent: &Agent) -> Vec<Arc<Tool>> {
+        let Some(catalog) = &self.mcp else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for grant in &agent.mcp {
+            let set = catalog.tools(&grant.server);
+            for t in set.tools.iter().filter(|t| grant.allows(&t.name)) {
+                out.push(Arc::new(Tool {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    parameters: t.parameters.clone(),
+                    behavior: Behavior::Blocking,
+                    scheduling: Scheduling::WhenIdle,
+                    backend: Backend::Mcp(t.clone()),
+                    call_data: CallDataSource::None,
+                    route: None,
+                }));
+            }
+        }
+        out
     }
 
     /// The environment variables the set's tools name that are not set now (checked at start-up

@@ -2,7 +2,12 @@
 //! reply; an `http` tool POSTs the arguments as JSON (HTTP/1.1 over TCP, or TLS with rustls+ring
 //! and the platform's roots) within its timeout and returns the JSON body of a 2xx answer. A header's
 //! value comes from the environment variable the config names; it is marked sensitive and never
-//! appears in an error.
+//! appears in an error. An MCP tool is called on its server's shared session (see
+//! [`crate::mcp::call`]).
+//!
+//! [`ToolTasks`] is how a call runs them: each in its own task (the audio path never waits on a
+//! tool), cancelled with a reason when the model cancels the call (barge-in) and all at once when
+//! the call ends, which an MCP server hears as `notifications/cancelled`.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -11,6 +16,10 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+
+use std::collections::HashMap;
+
+use tokio::sync::{mpsc, oneshot};
 
 use super::orchestrator::{Input, ToolRun};
 use super::registry::{Backend, HttpBackend};
@@ -53,6 +62,8 @@ pub enum ToolError {
         url: String,
         reason: String,
     },
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::CallError),
 }
 
 impl ToolRun {
@@ -67,9 +78,67 @@ impl ToolRun {
 
 /// Runs the tool of `run` with its arguments.
 pub async fn run(run: &ToolRun) -> Result<Value, ToolError> {
+    run_cancellable(run, None).await
+}
+
+/// [`run`], stopped early with the reason `cancel` brings (MCP tools; the others run to their
+/// end or timeout).
+pub async fn run_cancellable(
+    run: &ToolRun,
+    cancel: Option<oneshot::Receiver<String>>,
+) -> Result<Value, ToolError> {
     match &run.tool.backend {
         Backend::Static { reply } => Ok(reply.clone()),
         Backend::Http(h) => post_json(&run.tool.name, h, &run.args).await,
+        Backend::Mcp(t) => Ok(t.call(&run.args, cancel).await?),
+    }
+}
+
+/// The tools one call is running, each in its own task.
+#[derive(Default)]
+pub struct ToolTasks {
+    /// By the model's call id: how to cancel it.
+    running: HashMap<String, (oneshot::Sender<String>, tokio::task::AbortHandle)>,
+}
+
+impl ToolTasks {
+    /// Runs `run` in a task of its own; its outcome goes to `results` as [`Input::ToolResult`].
+    pub fn spawn(&mut self, run: ToolRun, results: mpsc::UnboundedSender<Input>) {
+        self.running.retain(|_, (_, task)| !task.is_finished());
+        let (cancel_tx, cancel_rx) = oneshot::channel();
+        let id = run.call_id.clone();
+        let task = tokio::spawn(async move {
+            let result = run_cancellable(&run, Some(cancel_rx)).await;
+            let _ = results.send(run.into_input(result));
+        });
+        self.running.insert(id, (cancel_tx, task.abort_handle()));
+    }
+
+    /// The model cancelled these calls (the caller barged in): their tools are stopped with
+    /// `reason`.
+    pub fn cancel(&mut self, ids: &[String], reason: &str) {
+        for id in ids {
+            if let Some((tx, _)) = self.running.remove(id) {
+                let _ = tx.send(reason.to_owned());
+            }
+        }
+    }
+
+    /// Tools still running.
+    pub fn running(&self) -> usize {
+        self.running
+            .values()
+            .filter(|(_, task)| !task.is_finished())
+            .count()
+    }
+}
+
+impl Drop for ToolTasks {
+    /// The call ended: every tool still running is told so (its cancel channel closes).
+    fn drop(&mut self) {
+        for (_, (tx, _)) in self.running.drain() {
+            let _ = tx.send("the call ended".to_owned());
+        }
     }
 }
 

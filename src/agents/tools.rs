@@ -68,7 +68,9 @@ pub fn transfer_targets(reg: &Registry, members: &[u32], caps: &Capabilities) ->
     out
 }
 
-/// The configured tools of the active agents, in their declared order, without duplicates.
+/// The configured tools of the active agents, in their declared order, then the MCP tools their
+/// allow-lists take from the servers' current lists, without duplicates (a name already taken
+/// keeps its first tool).
 pub fn agent_tools(reg: &Registry, members: &[u32]) -> Vec<Arc<Tool>> {
     let mut out: Vec<Arc<Tool>> = Vec::new();
     for &m in members {
@@ -77,6 +79,11 @@ pub fn agent_tools(reg: &Registry, members: &[u32]) -> Vec<Arc<Tool>> {
                 && !out.iter().any(|x| x.name == *name)
             {
                 out.push(t.clone());
+            }
+        }
+        for t in reg.mcp_tools(reg.agent(m)) {
+            if !out.iter().any(|x| x.name == t.name) {
+                out.push(t);
             }
         }
     }

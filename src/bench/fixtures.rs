@@ -72,6 +72,10 @@ pub struct FixturesArgs {
     /// The embedded mock's first-audio latency in ms (default: the scenario's).
     #[arg(long, value_name = "MS")]
     pub first_audio_ms: Option<u64>,
+    /// The embedded mock's generation speed, × real time (default: the scenario's; 1.0: real
+    /// pace, where a handoff's silence is set by the model's first-audio latency).
+    #[arg(long, value_name = "X")]
+    pub model_speed: Option<f64>,
     /// The model: the mock (embedded, or --model-url) or the real Gemini service.
     #[arg(long, value_enum, default_value = "mock")]
     pub model: ModelKind,
@@ -110,6 +114,7 @@ impl Default for FixturesArgs {
             profile: None,
             agents: None,
             first_audio_ms: None,
+            model_speed: None,
             model: ModelKind::Mock,
             model_url: None,
             model_id: None,
@@ -246,6 +251,7 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
     let template = DemoArgs {
         agents: args.agents.clone(),
         first_audio_ms: args.first_audio_ms,
+        model_speed: args.model_speed,
         realtime,
         model_url,
         model: args.model_id.clone(),

@@ -141,6 +141,44 @@ pub fn render(r: &FixturesReport) -> String {
             );
         }
         s.push('\n');
+        let floors: Vec<_> = r
+            .handoffs_by_strategy_profile
+            .iter()
+            .filter(|h| h.over_floor_ms.samples > 0)
+            .collect();
+        if !floors.is_empty() {
+            let _ = writeln!(
+                s,
+                "### Silence at each handoff beside its floor\n\nThe floor is the least silence any \
+                 client could leave: the model's first-audio latency minus the announcement still \
+                 queued when the new agent's trigger went out. *Over floor* is the caller-heard \
+                 silence minus it; *spread* is its max − min over every handoff of every call.\n"
+            );
+            let _ = writeln!(
+                s,
+                "| scenario | profile | strategy | handoffs | silence p50 | floor p50 | over floor p50 | over floor min / max | spread |"
+            );
+            let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+            for h in floors {
+                let o = &h.over_floor_ms;
+                let spread = o.max.zip(o.min).map(|(a, b)| a - b);
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
+                    h.scenario,
+                    h.profile,
+                    h.strategy,
+                    o.samples,
+                    num(h.handoff_gap_ms.p50),
+                    num(h.floor_ms.p50),
+                    num(o.p50),
+                    num(o.min),
+                    num(o.max),
+                    num(spread)
+                );
+            }
+            s.push('\n');
+        }
     }
 
     let rc = &r.reconnects;

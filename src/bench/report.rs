@@ -34,6 +34,7 @@ pub struct RunInfo {
 /// Percentiles (nearest rank) of one figure; `null`s and `samples: 0` when there were none.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct Stats {
+    pub min: Option<f64>,
     pub p50: Option<f64>,
     pub p95: Option<f64>,
     pub p99: Option<f64>,
@@ -46,6 +47,7 @@ impl Stats {
     pub fn of(values: &[f64]) -> Stats {
         let s = summarize(values);
         Stats {
+            min: values.iter().copied().reduce(f64::min).map(round2),
             p50: s.p50.map(round2),
             p95: s.p95.map(round2),
             p99: s.p99.map(round2),
@@ -131,6 +133,12 @@ pub struct HandoffRow {
     pub handoff_gap_ms: Stats,
     pub announcement_queued_ms: Stats,
     pub trigger_to_wire_ms: Stats,
+    /// Per heard handoff: the least silence any client could leave, the model's first-audio
+    /// latency minus the announcement still queued when the new agent's trigger went out (0 when
+    /// more was queued). Known for the embedded mock, whose latency is configured.
+    pub floor_ms: Stats,
+    /// Per heard handoff: the caller-heard silence minus its floor.
+    pub over_floor_ms: Stats,
     pub underruns: u64,
 }
 
@@ -312,7 +320,22 @@ pub fn build(
         let field = |f: fn(&crate::call::HandoffRecord) -> Option<f64>| {
             Stats::of(&hs.iter().filter_map(|h| f(h)).collect::<Vec<_>>())
         };
+        let pairs: Vec<(f64, f64)> = group
+            .iter()
+            .filter(|s| s.meta.embedded_mock)
+            .flat_map(|s| {
+                let latency = s.meta.model_first_audio_ms;
+                s.report.handoffs.iter().filter_map(move |h| {
+                    let floor = (latency - h.queued_at_trigger_ms?).max(0.0);
+                    Some((floor, h.gap_ms? - floor))
+                })
+            })
+            .collect();
+        let floor_ms = Stats::of(&pairs.iter().map(|p| p.0).collect::<Vec<_>>());
+        let over_floor_ms = Stats::of(&pairs.iter().map(|p| p.1).collect::<Vec<_>>());
         handoffs_by_strategy_profile.push(HandoffRow {
+            floor_ms,
+            over_floor_ms,
             used: distinct(hs.iter().map(|h| h.strategy.as_str())),
             calls: group.len(),
             handoffs: hs.len(),

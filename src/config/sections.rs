@@ -31,6 +31,9 @@ pub struct Config {
     pub resume: ResumeConfig,
     #[serde(default)]
     pub store: StoreConfig,
+    /// MCP servers every call's agents may take tools from (`[mcp.<name>]`, see `src/mcp/`).
+    #[serde(default)]
+    pub mcp: std::collections::BTreeMap<String, crate::mcp::McpServerSection>,
 }
 
 /// The Asterisk AudioSocket listener (raw TCP); off unless `listen` is set.

@@ -22,6 +22,7 @@ pub mod engine;
 pub mod faults;
 pub mod inbound;
 pub mod listen;
+pub mod mcp_server;
 pub mod openai;
 pub mod persona;
 pub mod pong;

@@ -52,6 +52,8 @@ pub struct AppState {
     pub calls: CallRegistry,
     /// The agent set every call runs, if configured.
     pub agents: Option<Arc<crate::agents::Registry>>,
+    /// The MCP servers (`[mcp.*]`), connected once and shared by every call.
+    pub mcp: Option<Arc<crate::mcp::Hub>>,
     /// This daemon's Prometheus figures (`GET /metrics`).
     pub metrics: metrics::Metrics,
     /// Bearer tokens the protected routes require (`server.auth_tokens_env`); see [`auth`].
@@ -247,11 +249,22 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     };
     let stream_url = loaded.twilio_stream_url();
     let calls = CallRegistry::new(c.limits.max_calls);
+    let mcp = (!c.mcp.is_empty()).then(|| {
+        let (specs, _) = crate::mcp::config::problems(&c.mcp, loaded.resolve(".").as_path());
+        crate::mcp::Hub::start(specs)
+    });
     let agents = if c.agents.set.is_empty() {
         None
     } else {
-        let reg = crate::agents::load(&loaded.resolve(&c.agents.set))
+        let mut reg = crate::agents::load(&loaded.resolve(&c.agents.set))
             .map_err(|e| ServeError::Agents(e.to_string()))?;
+        let catalog = mcp.as_ref().map(|h| h.catalog()).unwrap_or_default();
+        reg.bind_mcp(catalog).map_err(|missing| {
+            ServeError::Agents(format!(
+                "agents name MCP servers that are not configured: {} (add [mcp.<name>] tables)",
+                missing.join(", ")
+            ))
+        })?;
         Some(Arc::new(reg))
     };
     let api_tokens = if c.server.auth_tokens_env.is_empty() {
@@ -271,6 +284,7 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         stream_url,
         calls,
         agents,
+        mcp,
         metrics: metrics::Metrics::new(),
         api_tokens,
         audiosocket_addr: std::sync::OnceLock::new(),
@@ -323,11 +337,16 @@ pub fn protected_routes(app: &AppState) -> Router<Arc<AppState>> {
 }
 
 async fn healthz(State(app): State<Arc<AppState>>) -> impl IntoResponse {
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "status": if app.calls.draining() { "draining" } else { "ok" },
         "active_calls": app.calls.active(),
         "max_calls": app.loaded.config.limits.max_calls,
     });
+    if let Some(hub) = &app.mcp {
+        // A server that is down does not make the daemon unhealthy: calls get error responses
+        // for its tools while it reconnects.
+        body["mcp"] = serde_json::to_value(hub.status()).unwrap_or_default();
+    }
     let code = if app.calls.draining() {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
@@ -444,6 +463,11 @@ pub async fn serve(
             Err(e) => return Err(e),
         }
     }
+    if let Some(hub) = &app.mcp {
+        // The first calls should see the servers' tools: give the servers a moment to connect
+        // (one that is down is retried in the background; calls do not wait for it).
+        hub.ready(Duration::from_secs(5)).await;
+    }
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
     let audiosocket = audiosocket::start(&app).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -491,6 +515,9 @@ pub async fn serve(
         tracing::warn!("store writes still queued at shutdown");
     }
     upkeep.abort();
+    if let Some(hub) = &app.mcp {
+        hub.shutdown().await;
+    }
     if let Some(task) = audiosocket {
         task.abort();
     }

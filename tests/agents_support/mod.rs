@@ -177,7 +177,9 @@ impl H {
         for r in runs {
             let v = match &r.tool.backend {
                 agents::registry::Backend::Static { reply } => Ok(reply.clone()),
-                agents::registry::Backend::Http(_) => Err("no network in this test".to_owned()),
+                agents::registry::Backend::Http(_) | agents::registry::Backend::Mcp(_) => {
+                    Err("no network in this test".to_owned())
+                }
             };
             out.extend(self.feed(Input::ToolResult {
                 call_id: r.call_id,

@@ -9,7 +9,9 @@ use crate::agents::config::{
     TriggersSection,
 };
 use crate::agents::matching::{Condition, Keyword, Test, TextTriggers, compile};
-use crate::agents::registry::{Agent, HistoryTransfer, Isolation, Mode, Policy, Role, Triggers};
+use crate::agents::registry::{
+    Agent, HistoryTransfer, Isolation, McpGrant, Mode, Policy, Role, Triggers, glob_regex,
+};
 use crate::agents::strategy::Strategy;
 
 pub(super) struct AgentCtx<'a> {
@@ -72,6 +74,8 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
             );
         }
     }
+    let mcp = mcp_grants(a, k, p);
+    ok &= mcp.is_some();
     let mut handoffs = Vec::new();
     match &a.handoffs {
         None => {}
@@ -136,6 +140,7 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
         voice: (!a.voice.trim().is_empty()).then(|| a.voice.trim().to_owned()),
         aliases: trimmed(&a.aliases),
         tools: a.tools.clone(),
+        mcp: mcp?,
         handoffs,
         priority: a.priority,
         activation: activation?,
@@ -143,6 +148,55 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
         policy: policy?,
         blocked_when: blocked_when?,
     })
+}
+
+/// `mcp = { <server> = ["name", "glob*"] }`: server names as `[mcp.<name>]` allows them, each
+/// pattern a tool name or a glob of one.
+fn mcp_grants(a: &AgentSection, k: &str, p: &mut Problems) -> Option<Vec<McpGrant>> {
+    let mut ok = true;
+    let mut out = Vec::new();
+    for (server, patterns) in &a.mcp {
+        let key = format!("{k}.mcp.{server}");
+        if !crate::mcp::config::valid_name(server) {
+            ok = false;
+            p.add(
+                &key,
+                format!("{server:?} cannot be an MCP server name"),
+                "name a server of the daemon's [mcp.<name>] tables (letters, digits, _ and -)",
+            );
+        }
+        if patterns.is_empty() {
+            ok = false;
+            p.add(
+                &key,
+                "allows no tool",
+                "list tool names or globs, e.g. [\"get_billing_summary\", \"get_invoice_*\"], or remove the server",
+            );
+        }
+        let mut compiled = Vec::new();
+        for (i, pat) in patterns.iter().enumerate() {
+            let ok_chars = !pat.trim().is_empty()
+                && pat
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '*' | '?'));
+            match glob_regex(pat.trim()) {
+                Ok(re) if ok_chars => compiled.push((pat.trim().to_owned(), re)),
+                _ => {
+                    ok = false;
+                    p.add(
+                        format!("{key}[{i}]"),
+                        format!("{pat:?} is not a tool name or glob"),
+                        "use letters, digits, _ - . and the wildcards * and ?, e.g. \"get_*\"",
+                    );
+                }
+            }
+        }
+        out.push(McpGrant {
+            server: server.clone(),
+            patterns: compiled,
+        });
+    }
+    ok.then_some(out)
 }
 
 fn policy(a: &AgentSection, role: Role, k: &str, p: &mut Problems) -> Option<Policy> {

@@ -243,6 +243,7 @@ fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
             reroute_window: Duration::from_secs(f.set.reroute_window_s),
         },
         sidecars,
+        mcp: None,
     })
 }
 

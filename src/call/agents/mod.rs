@@ -125,6 +125,8 @@ pub struct AgentsDriver {
     held: Vec<ClientMessage>,
     /// Tool calls answered since the call last asked.
     responded: Vec<String>,
+    /// Tools running for this call (stopped on barge-in, and when the call ends).
+    tools: runner::ToolTasks,
 }
 
 impl AgentsDriver {
@@ -157,6 +159,7 @@ impl AgentsDriver {
             holding: false,
             held: Vec::new(),
             responded: Vec::new(),
+            tools: runner::ToolTasks::default(),
         }
     }
 
@@ -226,6 +229,9 @@ impl AgentsDriver {
 
     pub fn on_model_event(&mut self, e: &ModelEvent, at: Instant) {
         self.input_at = at;
+        if let ModelEvent::ToolCallCancellation(ids) = e {
+            self.tools.cancel(ids, "the caller interrupted");
+        }
         self.orch.handle_model_event(e, at.into_std());
     }
 
@@ -393,13 +399,7 @@ impl AgentsDriver {
                     let msg = self.client_content(cc);
                     self.send(session, msg);
                 }
-                Action::RunTool(run) => {
-                    let tx = self.tool_tx.clone();
-                    tokio::spawn(async move {
-                        let result = runner::run(&run).await;
-                        let _ = tx.send(run.into_input(result));
-                    });
-                }
+                Action::RunTool(run) => self.tools.spawn(run, self.tool_tx.clone()),
                 Action::PrepareStandby(setup) => self.open(&setup, false),
                 Action::SwitchToStandby { .. } => {
                     if let Some(next) = self.standby.take() {
