@@ -3,8 +3,13 @@
 //! the configured set; live calls with their active agents; activating or deactivating an agent
 //! on a live call (the orchestrator's operator command, carried by the call's command channel
 //! and done as a gapless handoff at the turn boundary); a call's transcript, agent history and
-//! figures (live from the call's events, else from the store); a caller's agent contexts, listed
-//! and updated. Errors are `{"error": "…"}` with a fitting status.
+//! figures (live from the call's events, else from the store); hanging a call up; a caller's
+//! agent contexts, listed and updated; the instances of the cluster, and a drain of this one.
+//! Errors are `{"error": "…"}` with a fitting status.
+//!
+//! Any instance answers about any call: a call held by another instance of the cluster is
+//! asked about over the control bus ([`super::cluster::bus`]) and its holder's answer returned
+//! as is; when the holder is gone or does not answer in time, the error says so.
 //!
 //! [`routes`] is its own router: it sits among the daemon's protected routes (bearer token);
 //! [`openapi`] is served open.
@@ -20,6 +25,8 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::cluster::Owner;
+use super::cluster::bus::{Answer, BusError, Op};
 use super::live::Steering;
 use crate::agents::registry::{Agent, Registry};
 use crate::agents::{CommandError, Input};
@@ -42,6 +49,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/admin/calls/{call}/figures"),
     ("post", "/admin/calls/{call}/agents/{agent}/activate"),
     ("post", "/admin/calls/{call}/agents/{agent}/deactivate"),
+    ("post", "/admin/calls/{call}/hangup"),
+    ("get", "/admin/calls/{call}/events"),
+    ("get", "/admin/instances"),
+    ("post", "/admin/drain"),
     ("get", "/admin/callers/{caller}/contexts"),
     ("get", "/admin/contexts/{context}"),
     ("patch", "/admin/contexts/{context}"),
@@ -65,6 +76,10 @@ pub fn routes() -> Router<Arc<AppState>> {
             "/admin/calls/{call}/agents/{agent}/deactivate",
             post(deactivate),
         )
+        .route("/admin/calls/{call}/hangup", post(hangup))
+        .route("/admin/calls/{call}/events", get(events))
+        .route("/admin/instances", get(instances))
+        .route("/admin/drain", post(drain))
         .route("/admin/callers/{caller}/contexts", get(contexts))
         .route(
             "/admin/contexts/{context}",
@@ -162,11 +177,62 @@ struct CallsQuery {
     limit: Option<i64>,
 }
 
+/// The live calls of this instance, each naming the instance.
+fn local_list(app: &AppState, admin: bool) -> Vec<Value> {
+    app.calls
+        .list()
+        .iter()
+        .map(|c| {
+            let mut v = if admin {
+                serde_json::to_value(c.admin_summary()).unwrap_or_default()
+            } else {
+                c.summary()
+            };
+            v["instance"] = json!(app.instance_id);
+            v
+        })
+        .collect()
+}
+
+/// The live calls of every instance of the cluster (this one alone outside a cluster), oldest
+/// first, and the instances that did not answer.
+pub async fn cluster_list(app: &AppState, admin: bool) -> (Vec<Value>, Vec<Value>) {
+    let mut calls = local_list(app, admin);
+    let mut unanswered = Vec::new();
+    if let Some(c) = app.cluster.get() {
+        for (id, r) in c.ask_all(Op::List { admin }).await {
+            match r {
+                Ok(Answer::Here { body, .. }) => {
+                    if let Some(list) = body.get("calls").and_then(Value::as_array) {
+                        calls.extend(list.iter().cloned());
+                    }
+                }
+                Ok(Answer::NotHere) => {}
+                Err(e) => {
+                    tracing::warn!(instance = %id, error = %e, "a live-call list is incomplete");
+                    unanswered.push(json!({ "instance": id, "error": e.to_string() }));
+                }
+            }
+        }
+    }
+    let key = if admin {
+        "started_at"
+    } else {
+        "started_unix_ms"
+    };
+    calls.sort_by_key(|v| v.get(key).and_then(Value::as_i64).unwrap_or(0));
+    (calls, unanswered)
+}
+
 async fn list_calls(State(app): State<Arc<AppState>>, Query(q): Query<CallsQuery>) -> Response {
     match q.state.as_deref() {
         None | Some("live") => {
-            let calls: Vec<_> = app.calls.list().iter().map(|c| c.admin_summary()).collect();
-            Json(json!({ "calls": calls })).into_response()
+            let (calls, unanswered) = cluster_list(&app, true).await;
+            let mut v = json!({ "calls": calls });
+            if !unanswered.is_empty() {
+                v["unanswered"] = json!(unanswered);
+            }
+            Json(v).into_response()
         }
         Some("ended") => {
             let Some(s) = app.store.get() else {
@@ -184,138 +250,328 @@ async fn list_calls(State(app): State<Arc<AppState>>, Query(q): Query<CallsQuery
     }
 }
 
-async fn get_call(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
-    if let Some(c) = app.calls.get(&call) {
-        return Json(json!({ "live": true, "call": c.admin_summary() })).into_response();
+fn here(status: StatusCode, body: Value) -> Answer {
+    Answer::Here {
+        status: status.as_u16(),
+        body,
     }
+}
+
+fn answered(status: u16, body: Value) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    (code, Json(body)).into_response()
+}
+
+/// What this instance answers about one of its own live calls (or all of them), as its admin
+/// API would; `NotHere` when the call is not live here. The control bus serves other instances'
+/// requests with this.
+pub async fn answer_locally(app: &AppState, op: &Op) -> Answer {
+    match op {
+        Op::List { admin } => here(StatusCode::OK, json!({ "calls": local_list(app, *admin) })),
+        Op::Call { call } => match app.calls.get(call) {
+            Some(c) => here(
+                StatusCode::OK,
+                json!({ "live": true, "instance": app.instance_id, "call": c.admin_summary() }),
+            ),
+            None => Answer::NotHere,
+        },
+        Op::Events { call } => match app.calls.get(call) {
+            Some(c) => {
+                let (lines, _) = c.subscribe();
+                let events: Vec<Value> = lines
+                    .iter()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                here(
+                    StatusCode::OK,
+                    json!({ "live": true, "instance": app.instance_id, "events": events }),
+                )
+            }
+            None => Answer::NotHere,
+        },
+        Op::Hangup { call } => match app.calls.get(call) {
+            Some(c) => {
+                c.hang_up_by_operator();
+                tracing::info!(call = %call, "hung up by an operator");
+                here(
+                    StatusCode::ACCEPTED,
+                    json!({ "call": call, "status": "hanging up", "instance": app.instance_id }),
+                )
+            }
+            None => Answer::NotHere,
+        },
+        Op::Transcript { call } => match steered(app, call) {
+            Some(c) => {
+                let lines = c
+                    .view
+                    .lock()
+                    .map(|v| v.transcript.clone())
+                    .unwrap_or_default();
+                here(StatusCode::OK, json!({ "live": true, "lines": lines }))
+            }
+            None => Answer::NotHere,
+        },
+        Op::History { call } => match steered(app, call) {
+            Some(c) => {
+                let (history, active) = c
+                    .view
+                    .lock()
+                    .map(|v| (v.history.clone(), v.active.clone()))
+                    .unwrap_or_default();
+                here(
+                    StatusCode::OK,
+                    json!({ "live": true, "active_agents": active, "history": history }),
+                )
+            }
+            None => Answer::NotHere,
+        },
+        Op::Figures { call } => match steered(app, call) {
+            Some(c) => {
+                let v = c
+                    .view
+                    .lock()
+                    .map(|v| {
+                        json!({
+                            "live": true,
+                            "handoff_events": v.handoffs,
+                            "tool_calls": v.tool_calls,
+                            "transcript_lines": v.transcript.len(),
+                            "sidecar_deliveries": v.sidecar_deliveries,
+                        })
+                    })
+                    .unwrap_or_default();
+                here(StatusCode::OK, v)
+            }
+            None => Answer::NotHere,
+        },
+        Op::Activate { call, agent } => {
+            command(
+                app,
+                call,
+                Input::Activate {
+                    agent: agent.clone(),
+                },
+            )
+            .await
+        }
+        Op::Deactivate { call, agent } => {
+            command(
+                app,
+                call,
+                Input::Deactivate {
+                    agent: agent.clone(),
+                },
+            )
+            .await
+        }
+    }
+}
+
+/// Answers a request about one call: from this instance when it holds the call live, from its
+/// holder over the control bus, else from the store.
+async fn about(app: &AppState, op: Op) -> Response {
+    if let Answer::Here { status, body } = answer_locally(app, &op).await {
+        return answered(status, body);
+    }
+    let call = op.call().unwrap_or_default().to_owned();
+    let command = matches!(
+        op,
+        Op::Activate { .. } | Op::Deactivate { .. } | Op::Hangup { .. }
+    );
+    if let Some(c) = app.cluster.get() {
+        match c.owner(&call).await {
+            Ok(Owner::Alive(row)) => match c.ask(&row.id, op.clone()).await {
+                Ok(Answer::Here { status, body }) => return answered(status, body),
+                // It ended meanwhile: the store has it.
+                Ok(Answer::NotHere) => {}
+                Err(BusError::Timeout { ms, .. }) => {
+                    return error(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        format!(
+                            "call {call:?} is held by instance {} ({}), which did not answer within \
+                             {ms} ms; it may have stopped (it is marked gone once its heartbeat is \
+                             older than cluster.stale_after_ms)",
+                            row.id, row.url
+                        ),
+                    );
+                }
+                Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            },
+            Ok(Owner::Gone { id, holder }) if command => {
+                let since = holder.map_or_else(String::new, |h| {
+                    format!(
+                        " (state {}, last heartbeat {} ms ago)",
+                        h.state, h.heartbeat_age_ms
+                    )
+                });
+                return error(
+                    StatusCode::GONE,
+                    format!(
+                        "call {call:?} was held by instance {id}, which is gone{since}; \
+                         the call ended with it"
+                    ),
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "cannot find who holds the call"),
+        }
+    }
+    stored(app, &op).await
+}
+
+/// A request about a call that is not live anywhere: from the store.
+async fn stored(app: &AppState, op: &Op) -> Response {
+    let call = op.call().unwrap_or_default();
+    let not_live = || error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
     let Some(s) = app.store.get() else {
-        return error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
+        return not_live();
     };
-    match s.store.call(&call).await {
-        Ok(c) => Json(json!({ "live": false, "call": c })).into_response(),
-        Err(e) => store_error(e),
+    let row = match op {
+        Op::Call { .. } | Op::Transcript { .. } | Op::History { .. } | Op::Figures { .. } => {
+            match s.store.call(call).await {
+                Ok(c) => c,
+                Err(e) => return store_error(e),
+            }
+        }
+        _ => return not_live(),
+    };
+    match op {
+        Op::Call { .. } => Json(json!({ "live": false, "call": row })).into_response(),
+        Op::Transcript { .. } => match s.store.transcript(call).await {
+            Ok(lines) => Json(json!({ "live": false, "lines": lines })).into_response(),
+            Err(e) => store_error(e),
+        },
+        Op::History { .. } => match s.store.history(call).await {
+            Ok(h) => Json(json!({ "live": false, "history": h })).into_response(),
+            Err(e) => store_error(e),
+        },
+        _ => {
+            let handoffs = match s.store.handoffs(call).await {
+                Ok(h) => h,
+                Err(e) => return store_error(e),
+            };
+            let tools = match s.store.tool_calls(call).await {
+                Ok(t) => t,
+                Err(e) => return store_error(e),
+            };
+            Json(json!({
+                "live": false,
+                "figures": row.figures,
+                "handoffs": handoffs,
+                "tool_calls": tools,
+            }))
+            .into_response()
+        }
     }
+}
+
+async fn get_call(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
+    about(&app, Op::Call { call }).await
 }
 
 async fn transcript(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
-    if let Some(c) = steered(&app, &call) {
-        let lines = c
-            .view
-            .lock()
-            .map(|v| v.transcript.clone())
-            .unwrap_or_default();
-        return Json(json!({ "live": true, "lines": lines })).into_response();
-    }
-    let Some(s) = app.store.get() else {
-        return error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
-    };
-    if let Err(e) = s.store.call(&call).await {
-        return store_error(e);
-    }
-    match s.store.transcript(&call).await {
-        Ok(lines) => Json(json!({ "live": false, "lines": lines })).into_response(),
-        Err(e) => store_error(e),
-    }
+    about(&app, Op::Transcript { call }).await
 }
 
 async fn history(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
-    if let Some(c) = steered(&app, &call) {
-        let (history, active) = c
-            .view
-            .lock()
-            .map(|v| (v.history.clone(), v.active.clone()))
-            .unwrap_or_default();
-        return Json(json!({ "live": true, "active_agents": active, "history": history }))
-            .into_response();
-    }
-    let Some(s) = app.store.get() else {
-        return error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
-    };
-    if let Err(e) = s.store.call(&call).await {
-        return store_error(e);
-    }
-    match s.store.history(&call).await {
-        Ok(h) => Json(json!({ "live": false, "history": h })).into_response(),
-        Err(e) => store_error(e),
-    }
+    about(&app, Op::History { call }).await
 }
 
 async fn figures(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
-    if let Some(c) = steered(&app, &call) {
-        let v = c
-            .view
-            .lock()
-            .map(|v| {
-                json!({
-                    "live": true,
-                    "handoff_events": v.handoffs,
-                    "tool_calls": v.tool_calls,
-                    "transcript_lines": v.transcript.len(),
-                    "sidecar_deliveries": v.sidecar_deliveries,
-                })
-            })
-            .unwrap_or_default();
-        return Json(v).into_response();
-    }
-    let Some(s) = app.store.get() else {
-        return error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
-    };
-    let c = match s.store.call(&call).await {
-        Ok(c) => c,
-        Err(e) => return store_error(e),
-    };
-    let handoffs = match s.store.handoffs(&call).await {
-        Ok(h) => h,
-        Err(e) => return store_error(e),
-    };
-    let tools = match s.store.tool_calls(&call).await {
-        Ok(t) => t,
-        Err(e) => return store_error(e),
-    };
-    Json(json!({
-        "live": false,
-        "figures": c.figures,
-        "handoffs": handoffs,
-        "tool_calls": tools,
-    }))
-    .into_response()
+    about(&app, Op::Figures { call }).await
 }
 
-async fn command(app: &AppState, call: &str, input: Input) -> Response {
+async fn events(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
+    about(&app, Op::Events { call }).await
+}
+
+async fn hangup(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
+    about(&app, Op::Hangup { call }).await
+}
+
+async fn command(app: &AppState, call: &str, input: Input) -> Answer {
     let Some(c) = steered(app, call) else {
-        return error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
+        return Answer::NotHere;
     };
-    match c.commands.request(input).await {
+    let (code, body) = match c.commands.request(input).await {
         Ok(()) => (
             StatusCode::ACCEPTED,
-            Json(json!({
+            json!({
                 "call": call,
                 "status": "accepted",
+                "instance": app.instance_id,
                 "note": "the handoff is carried out at the next turn boundary",
-            })),
-        )
-            .into_response(),
+            }),
+        ),
         Err(CommandSendError::Refused(e @ CommandError::UnknownAgent(_))) => {
-            error(StatusCode::NOT_FOUND, e.to_string())
+            (StatusCode::NOT_FOUND, json!({ "error": e.to_string() }))
         }
-        Err(CommandSendError::Refused(e)) => error(StatusCode::CONFLICT, e.to_string()),
-        Err(e @ CommandSendError::Busy) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        Err(e @ CommandSendError::Ended) => error(StatusCode::GONE, e.to_string()),
-    }
+        Err(CommandSendError::Refused(e)) => {
+            (StatusCode::CONFLICT, json!({ "error": e.to_string() }))
+        }
+        Err(e @ CommandSendError::Busy) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "error": e.to_string() }),
+        ),
+        Err(e @ CommandSendError::Ended) => (StatusCode::GONE, json!({ "error": e.to_string() })),
+    };
+    here(code, body)
 }
 
 async fn activate(
     State(app): State<Arc<AppState>>,
     Path((call, agent)): Path<(String, String)>,
 ) -> Response {
-    command(&app, &call, Input::Activate { agent }).await
+    about(&app, Op::Activate { call, agent }).await
 }
 
 async fn deactivate(
     State(app): State<Arc<AppState>>,
     Path((call, agent)): Path<(String, String)>,
 ) -> Response {
-    command(&app, &call, Input::Deactivate { agent }).await
+    about(&app, Op::Deactivate { call, agent }).await
+}
+
+/// The registry as this instance last read it (this instance alone outside a cluster).
+async fn instances(State(app): State<Arc<AppState>>) -> Response {
+    match app.cluster.get() {
+        Some(c) => Json(json!({
+            "cluster": true,
+            "this": c.id(),
+            "instances": c.instances(),
+        }))
+        .into_response(),
+        None => Json(json!({
+            "cluster": false,
+            "this": app.instance_id,
+            "instances": [{
+                "id": app.instance_id,
+                "url": app.loaded.advertise_url(),
+                "capacity": app.calls.max(),
+                "active_calls": app.calls.active(),
+                "state": app.calls.unready().map_or("ready", |u| u.as_str()),
+            }],
+        }))
+        .into_response(),
+    }
+}
+
+/// Starts this instance's drain, as SIGTERM does.
+async fn drain(State(app): State<Arc<AppState>>) -> Response {
+    let first = app.calls.start_draining();
+    if first {
+        tracing::info!("drain asked for through the admin API");
+    }
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "status": "draining",
+            "already": !first,
+            "active_calls": app.calls.active(),
+            "drain_timeout_s": app.loaded.config.server.drain_timeout_s,
+        })),
+    )
+        .into_response()
 }
 
 async fn contexts(State(app): State<Arc<AppState>>, Path(caller): Path<String>) -> Response {

@@ -68,11 +68,7 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let Some(slot) = app.calls.try_admit() else {
-        let why = if app.calls.draining() {
-            "baton is shutting down"
-        } else {
-            "baton is at its call limit"
-        };
+        let why = super::admission::refusal(&app).map_or_else(String::new, |(_, why)| why);
         tracing::warn!(%peer, active = app.calls.active(), "refused an AudioSocket call: {why}");
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
             let _ = io.write_all(&HANGUP).await;

@@ -6,7 +6,9 @@
 //!   (128 random bits: unguessable), `Baton-Call-Id: <id>` and
 //!   `Link: </calls/<id>/events>; rel="events"`. Wrong content type → 415, an offer over
 //!   `webrtc.max_offer_bytes` → 413, an offer that is not SDP or that baton cannot answer (no
-//!   Opus, no audio, video sections, recvonly) → 400 with the reason, at capacity → 503.
+//!   Opus, no audio, video sections, recvonly) → 400 with the reason; full or draining → `307`
+//!   to another instance of the cluster with room (`Location: <its URL>/whip`), else 503 with
+//!   the reason and `Retry-After`.
 //! * `DELETE /whip/<session>` hangs up (200 once the call has ended, 404 for an unknown session).
 //! * `OPTIONS` on both answers CORS preflights for `webrtc.allow_origins` and says
 //!   `Accept-Post: application/sdp`. `PATCH` (trickle, ICE restart) is not offered: 405.
@@ -192,12 +194,19 @@ async fn answer(app: &Arc<AppState>, headers: &HeaderMap, body: Body) -> Respons
         return text(StatusCode::BAD_REQUEST, e.to_string());
     }
     let Some(mut slot) = app.calls.try_admit() else {
-        let why = if app.calls.draining() {
-            "baton is shutting down"
-        } else {
-            "baton is at its call limit"
+        // The instance that will hold the call answers the offer: another one of the cluster
+        // with room, by a redirect (RFC 9725 §4.5), else a refusal with Retry-After.
+        return match super::admission::place(app) {
+            super::admission::Target::There { id, url } => {
+                tracing::info!(to = %id, "WHIP offer redirected to another instance");
+                let mut r = StatusCode::TEMPORARY_REDIRECT.into_response();
+                if let Ok(v) = HeaderValue::from_str(&format!("{url}/whip")) {
+                    r.headers_mut().insert(header::LOCATION, v);
+                }
+                r
+            }
+            _ => super::admission::refuse(app, "/whip"),
         };
-        return text(StatusCode::SERVICE_UNAVAILABLE, why);
     };
     let answered = match leg::answer(&offer, &peer_settings(app)).await {
         Ok(a) => a,

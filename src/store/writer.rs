@@ -24,6 +24,14 @@ const RETRIES: u32 = 3;
 /// The back-off before the second attempt (doubled before each later one).
 const RETRY_BACKOFF: Duration = Duration::from_millis(10);
 
+/// How long the writer holds a batch while the database cannot be reached (a restart, a
+/// failover), trying again with a growing pause, before it gives the batch up write by write.
+/// Meanwhile new writes wait in the queue (beyond it they are dropped and counted, as always).
+pub const OUTAGE_HOLD: Duration = Duration::from_secs(30);
+
+/// The longest pause between two tries during an outage.
+const OUTAGE_STEP_MAX: Duration = Duration::from_millis(500);
+
 /// One write. Times are ms since the Unix epoch unless named `_ms` (then: since the call began).
 #[derive(Debug)]
 pub enum Write {
@@ -133,9 +141,20 @@ impl StoreWriter {
     /// Spawns the writer task over `store` with a queue of `capacity` writes. The task ends when
     /// every handle is dropped and the queue is drained.
     pub fn spawn(store: Store, capacity: usize) -> (StoreWriter, tokio::task::JoinHandle<()>) {
+        Self::spawn_as(store, capacity, None)
+    }
+
+    /// As [`StoreWriter::spawn`], for the instance named `instance`: the calls it starts are
+    /// recorded as held by it (`calls.instance_id`), so that when it stops answering the other
+    /// instances can end them.
+    pub fn spawn_as(
+        store: Store,
+        capacity: usize,
+        instance: Option<String>,
+    ) -> (StoreWriter, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let stats = Arc::new(WriterStats::default());
-        let task = tokio::spawn(run(store, rx, stats.clone()));
+        let task = tokio::spawn(run(store, rx, stats.clone(), instance));
         (StoreWriter { tx, stats }, task)
     }
 
@@ -186,7 +205,16 @@ impl StoreWriter {
     }
 }
 
-async fn run(store: Store, mut rx: mpsc::Receiver<Write>, stats: Arc<WriterStats>) {
+async fn run(
+    store: Store,
+    mut rx: mpsc::Receiver<Write>,
+    stats: Arc<WriterStats>,
+    instance: Option<String>,
+) {
+    let ctx = Ctx {
+        kind: store.kind(),
+        instance: instance.as_deref(),
+    };
     let mut batch = Vec::with_capacity(BATCH);
     let mut barriers = Vec::new();
     while rx.recv_many(&mut batch, BATCH).await > 0 {
@@ -201,7 +229,7 @@ async fn run(store: Store, mut rx: mpsc::Receiver<Write>, stats: Arc<WriterStats
             })
             .collect();
         if !writes.is_empty() {
-            apply_batch(&store, writes, &stats).await;
+            apply_batch(&store, ctx, writes, &stats).await;
         }
         for b in barriers.drain(..) {
             let _ = b.send(());
@@ -216,9 +244,51 @@ async fn run(store: Store, mut rx: mpsc::Receiver<Write>, stats: Arc<WriterStats
     }
 }
 
-async fn apply_batch(store: &Store, writes: Vec<Write>, stats: &WriterStats) {
+/// What every write of one writer shares.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    kind: Kind,
+    /// The instance the writer writes for, if any.
+    instance: Option<&'a str>,
+}
+
+async fn apply_batch(store: &Store, ctx: Ctx<'_>, writes: Vec<Write>, stats: &WriterStats) {
     let n = writes.len() as u64;
-    let together = async {
+    // While the database cannot be reached the batch is held and tried again; once it answers,
+    // it goes in whole. Only an outage longer than OUTAGE_HOLD costs writes.
+    let mut held = Duration::ZERO;
+    let mut step = Duration::from_millis(20);
+    loop {
+        match apply_together(store, ctx, &writes).await {
+            Ok(()) => {
+                if !held.is_zero() {
+                    tracing::info!(
+                        held_ms = held.as_millis() as u64,
+                        writes = n,
+                        "store answers again; held writes applied"
+                    );
+                }
+                stats.written.fetch_add(n, Ordering::Relaxed);
+                stats.batches.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Err(StoreError::Unavailable(e)) if held < OUTAGE_HOLD => {
+                if held.is_zero() {
+                    tracing::warn!(error = %e, writes = n, "store unavailable; holding writes until it answers");
+                }
+                tokio::time::sleep(step).await;
+                held += step;
+                step = (step * 2).min(OUTAGE_STEP_MAX);
+            }
+            Err(_) => break,
+        }
+    }
+    apply_one_by_one(store, ctx, &writes, stats).await;
+}
+
+/// The whole batch in one transaction.
+async fn apply_together(store: &Store, ctx: Ctx<'_>, writes: &[Write]) -> Result<(), StoreError> {
+    {
         let mut tx = begin(store).await?;
         // Every caller whose contexts this batch activates, locked up front in one order, so
         // two instances' batches cannot deadlock on each other's callers.
@@ -228,24 +298,22 @@ async fn apply_batch(store: &Store, writes: Vec<Write>, stats: &WriterStats) {
         for caller in callers {
             lock_caller(&mut tx, store.kind(), caller).await?;
         }
-        for w in &writes {
-            apply(store.kind(), &mut tx, w).await?;
+        for w in writes {
+            apply(ctx, &mut tx, w).await?;
         }
         tx.commit().await?;
-        Ok::<_, StoreError>(())
-    };
-    if together.await.is_ok() {
-        stats.written.fetch_add(n, Ordering::Relaxed);
-        stats.batches.fetch_add(1, Ordering::Relaxed);
-        return;
+        Ok(())
     }
+}
+
+async fn apply_one_by_one(store: &Store, ctx: Ctx<'_>, writes: &[Write], stats: &WriterStats) {
     // One write spoilt the batch (or the database hiccupped): each on its own. A write that
     // lost a conflict with another transaction is tried again after a pause; one the database
     // refuses for what it is fails once and is counted; if the database cannot be reached, the
     // rest of the batch is counted as failed at once rather than waiting out the pool's timeout
     // for every write.
     let mut unavailable = false;
-    for w in &writes {
+    for w in writes {
         let mut result = Err(StoreError::Unavailable("not attempted".into()));
         if !unavailable {
             for attempt in 0..RETRIES {
@@ -254,7 +322,7 @@ async fn apply_batch(store: &Store, writes: Vec<Write>, stats: &WriterStats) {
                 }
                 result = async {
                     let mut tx = begin(store).await?;
-                    apply(store.kind(), &mut tx, w).await?;
+                    apply(ctx, &mut tx, w).await?;
                     tx.commit().await?;
                     Ok::<_, StoreError>(())
                 }
@@ -364,10 +432,11 @@ pub(super) async fn pause_active(
 
 /// The SQL of one write.
 async fn apply(
-    kind: Kind,
+    ctx: Ctx<'_>,
     tx: &mut Transaction<'static, Any>,
     w: &Write,
 ) -> Result<(), StoreError> {
+    let kind = ctx.kind;
     match w {
         Write::CallStarted {
             id,
@@ -377,14 +446,15 @@ async fn apply(
             at,
         } => {
             sqlx::query(
-                "INSERT INTO calls (id, caller, leg, agent_set, started_at) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO calls (id, caller, leg, agent_set, started_at, instance_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
             )
             .bind(id)
             .bind(caller.as_deref())
             .bind(leg)
             .bind(agent_set.as_deref())
             .bind(at)
+            .bind(ctx.instance)
             .execute(&mut **tx)
             .await?;
         }
