@@ -55,7 +55,12 @@ fn sigterm_drains_while_answering_and_the_call_in_progress_completes() {
     let r = get(a, "/livez").expect("the listener stays open");
     assert_eq!(r.status, 200);
     let r = get(a, "/healthz").unwrap();
-    assert_eq!((r.status, &r.json()["status"]), (200, &"draining".into()), "{}", r.body);
+    assert_eq!(
+        (r.status, &r.json()["status"]),
+        (200, &"draining".into()),
+        "{}",
+        r.body
+    );
 
     // A new Twilio call: refused before the upgrade, with the reason and when to try again.
     let r = upgrade(a, "/twilio").expect("an answer, not a refused connection");
@@ -77,7 +82,8 @@ fn sigterm_drains_while_answering_and_the_call_in_progress_completes() {
     let m = get(a, "/metrics").unwrap();
     assert_eq!(m.status, 200);
     assert!(
-        m.body.contains("baton_calls_refused_total{reason=\"draining\"} 2"),
+        m.body
+            .contains("baton_calls_refused_total{reason=\"draining\"} 2"),
         "{}",
         m.body
     );
@@ -89,7 +95,9 @@ fn sigterm_drains_while_answering_and_the_call_in_progress_completes() {
     let report = rt.block_on(call).unwrap().expect("the call ran");
     assert!(matches!(report.end, CallerEnd::HungUp), "{:?}", report.end);
     assert!(report.played_ms > 500, "the agent answered: {report:?}");
-    let status = b.wait_exit(Duration::from_secs(20)).expect("the process exits");
+    let status = b
+        .wait_exit(Duration::from_secs(20))
+        .expect("the process exits");
     assert!(status.success(), "{status:?}\n{}", b.log_text());
     assert!(
         t0.elapsed() < Duration::from_secs(25),
@@ -111,6 +119,8 @@ fn admin_drain_refuses_new_calls_and_an_idle_instance_exits_0() {
     let r = post(b.addr, "/admin/drain").unwrap();
     assert_eq!(r.status, 202, "{r:?}");
     assert_eq!(r.json()["status"], "draining");
-    let status = b.wait_exit(Duration::from_secs(15)).expect("the process exits");
+    let status = b
+        .wait_exit(Duration::from_secs(15))
+        .expect("the process exits");
     assert!(status.success(), "{status:?}\n{}", b.log_text());
 }

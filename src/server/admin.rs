@@ -412,6 +412,12 @@ async fn about(app: &AppState, op: Op) -> Response {
                     ),
                 );
             }
+            Ok(Owner::Ended(reason)) if command => {
+                return error(
+                    StatusCode::GONE,
+                    format!("call {call:?} has ended ({reason})"),
+                );
+            }
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "cannot find who holds the call"),
         }

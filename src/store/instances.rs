@@ -56,7 +56,8 @@ pub struct Swept {
 pub struct CallOwner {
     /// The holding instance (none for calls recorded before the registry, or by a lone one).
     pub instance: Option<String>,
-    pub ended: bool,
+    /// Why it ended, once it has.
+    pub ended: Option<String>,
     /// The holder's registry row, if it has one.
     pub holder: Option<InstanceRow>,
 }
@@ -200,7 +201,8 @@ impl Store {
     pub async fn call_owner(&self, call: &str) -> Result<Option<CallOwner>, StoreError> {
         self.registry_kind()?;
         let sql = format!(
-            "SELECT c.instance_id AS owner, c.ended_at AS ended_at, i.id AS id, i.url AS url, \
+            "SELECT c.instance_id AS owner, c.ended_at AS ended_at, c.end_reason AS end_reason, \
+             i.id AS id, i.url AS url, \
              i.capacity AS capacity, i.active_calls AS active_calls, i.state AS state, \
              i.started_at AS started_at, i.heartbeat_at AS heartbeat_at, \
              {NOW_MS} - i.heartbeat_at AS age_ms \
@@ -214,10 +216,11 @@ impl Store {
             return Ok(None);
         };
         let ended_at: Option<i64> = r.try_get("ended_at")?;
+        let end_reason: Option<String> = r.try_get("end_reason")?;
         let holder_id: Option<String> = r.try_get("id")?;
         Ok(Some(CallOwner {
             instance: r.try_get("owner")?,
-            ended: ended_at.is_some(),
+            ended: ended_at.map(|_| end_reason.unwrap_or_default()),
             holder: match holder_id {
                 Some(_) => Some(instance_row(&r)?),
                 None => None,

@@ -341,7 +341,10 @@ pub fn request(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n",
         body.len()
     );
-    if !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case("connection")) {
+    if !extra
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("connection"))
+    {
         req.push_str("Connection: close\r\n");
     }
     for (k, v) in extra {
@@ -423,7 +426,10 @@ pub fn until<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }

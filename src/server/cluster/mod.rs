@@ -38,8 +38,8 @@ pub type Serve = Arc<dyn Fn(Op) -> BoxFuture<'static, Answer> + Send + Sync>;
 pub enum Owner {
     /// The store knows no such call.
     Unknown,
-    /// The call has ended (its rows are in the store).
-    Ended,
+    /// The call has ended (its rows are in the store), for this reason.
+    Ended(String),
     /// The store says this instance (the call is not live here: it has just ended).
     Me,
     /// Another instance that heartbeats.
@@ -232,8 +232,8 @@ impl Cluster {
         let Some(o) = self.store.call_owner(call).await? else {
             return Ok(Owner::Unknown);
         };
-        if o.ended {
-            return Ok(Owner::Ended);
+        if let Some(reason) = o.ended {
+            return Ok(Owner::Ended(reason));
         }
         let Some(id) = o.instance else {
             return Ok(Owner::Unknown);
