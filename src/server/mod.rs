@@ -263,7 +263,7 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         )?))
     };
     let instance_id = match c.cluster.instance_id.as_str() {
-        "" => crate::store::new_id("i_"),
+        "" => default_instance_id(),
         id => id.to_owned(),
     };
     Ok(Arc::new(AppState {
@@ -467,6 +467,25 @@ impl AppState {
         });
         let session = self.backend.open(&cfg).await?;
         Ok((session, agents))
+    }
+}
+
+/// The host's name (a pod's name on Kubernetes) and six random hex digits, so instances on one
+/// host differ and a restart is a new instance: `baton-7d9f-0-3fa91c`.
+fn default_instance_id() -> String {
+    let host: String = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .take(30)
+        .collect();
+    let tail = calls::random_hex(3).unwrap_or_else(|_| crate::store::new_id("")[11..17].to_owned());
+    if host.is_empty() {
+        format!("i-{tail}")
+    } else {
+        format!("{host}-{tail}")
     }
 }
 
