@@ -248,11 +248,19 @@ fn three_instances_behind_haproxy_on_one_postgres() {
         term_at + 500
     ));
     assert_eq!(during_drain, 0, "no call reached the draining instance");
+    let mut late: Vec<f64> = reports
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .flat_map(|r| r.tick_late_us.iter().map(|&u| f64::from(u) / 1000.0))
+        .collect();
     eprintln!(
-        "rolling restart: 150 calls, 0 failed; b3 drained in {} ms; egress jitter p50 {:.2} ms, p99 {:.2} ms",
+        "rolling restart: 150 calls, 0 failed; b3 drained in {} ms; agent audio interval \
+         deviation from 20 ms at the callers p50 {:.2} ms, p99 {:.2} ms (the callers' own tick \
+         lateness p99 {:.2} ms)",
         exited_at - term_at,
         percentile(&mut jitter, 0.5),
-        percentile(&mut jitter, 0.99)
+        percentile(&mut jitter, 0.99),
+        percentile(&mut late, 0.99),
     );
 
     // 2. Commands sent to b1 about a call held by b2.
@@ -325,7 +333,9 @@ fn three_instances_behind_haproxy_on_one_postgres() {
         },
     );
     // /twiml on a draining instance points the call at another one (checked on b3, drained by
-    // the admin API and started again below).
+    // the admin API while a call keeps it up, then started again).
+    let v = long_call(&rt, front, "b3", "+4511000004", 20);
+    let (vid, _) = running_call(a1, "+4511000004");
     let r = post(a3, "/admin/drain").unwrap();
     assert_eq!(r.status, 202);
     let twiml = until("b3's drain in the registry", Duration::from_secs(5), || {
@@ -336,6 +346,33 @@ fn three_instances_behind_haproxy_on_one_postgres() {
         twiml.contains(&format!("ws://127.0.0.1:{front_port}/i/b")),
         "{twiml}"
     );
+    // Placement as the webhook sees it: a ready instance answers with itself, a draining one
+    // with another (both from the registry in memory, no database on the way).
+    let mut here = Vec::new();
+    let mut elsewhere = Vec::new();
+    for _ in 0..100 {
+        for (addr, into) in [(a1, &mut here), (a3, &mut elsewhere)] {
+            let t = Instant::now();
+            let r = get(addr, "/twiml").unwrap();
+            into.push(t.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(r.status, 200);
+        }
+    }
+    eprintln!(
+        "placement (GET /twiml round trip): here p50 {:.2} ms, p99 {:.2} ms; from a draining \
+         instance p50 {:.2} ms, p99 {:.2} ms",
+        percentile(&mut here, 0.5),
+        percentile(&mut here, 0.99),
+        percentile(&mut elsewhere, 0.5),
+        percentile(&mut elsewhere, 0.99),
+    );
+    assert_eq!(
+        post(a1, &format!("/admin/calls/{vid}/hangup"))
+            .unwrap()
+            .status,
+        202
+    );
+    let _ = rt.block_on(v);
     assert!(
         inst[2]
             .wait_exit(Duration::from_secs(15))

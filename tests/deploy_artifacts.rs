@@ -33,13 +33,20 @@ fn the_shared_config_is_valid_and_the_cli_agrees() {
     let c = config();
     assert_eq!(c.listen.port(), 8080);
     assert!(c.config.cluster.enabled);
-    assert!(!c.config.store.url_env.is_empty(), "the store URL comes from the environment");
+    assert!(
+        !c.config.store.url_env.is_empty(),
+        "the store URL comes from the environment"
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_baton"))
         .arg("check-config")
         .arg(deploy("baton.toml"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -53,7 +60,10 @@ fn the_systemd_unit_verifies_and_outlasts_the_drain() {
     };
     let drain = config().config.server.drain_timeout_s;
     let stop: u64 = key("TimeoutStopSec").parse().unwrap();
-    assert!(stop >= drain + 5, "TimeoutStopSec={stop} must outlast the {drain} s drain and the flush");
+    assert!(
+        stop >= drain + 5,
+        "TimeoutStopSec={stop} must outlast the {drain} s drain and the flush"
+    );
     assert_eq!(key("Restart"), "on-failure");
     assert_eq!(key("KillSignal"), "SIGTERM");
     assert_eq!(
@@ -86,7 +96,10 @@ fn the_systemd_unit_verifies_and_outlasts_the_drain() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && said.trim().is_empty(), "systemd-analyze verify: {said}");
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "systemd-analyze verify: {said}"
+    );
 }
 
 #[test]
@@ -121,12 +134,18 @@ fn the_kubernetes_manifests_agree_with_the_config_and_each_other() {
     let spec = &pod["spec"];
     let grace = spec["terminationGracePeriodSeconds"].as_u64().unwrap();
     let drain = c.config.server.drain_timeout_s;
-    assert!(grace >= drain + 5, "grace {grace} s must outlast the {drain} s drain and the flush");
+    assert!(
+        grace >= drain + 5,
+        "grace {grace} s must outlast the {drain} s drain and the flush"
+    );
     assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
     let uid = spec["securityContext"]["runAsUser"].as_u64().unwrap();
     let ctr = &spec["containers"][0];
     let port = &ctr["ports"][0];
-    assert_eq!(port["containerPort"].as_u64(), Some(u64::from(c.listen.port())));
+    assert_eq!(
+        port["containerPort"].as_u64(),
+        Some(u64::from(c.listen.port()))
+    );
     let port_name = port["name"].as_str().unwrap();
     for (probe, path) in [
         ("readinessProbe", READYZ),
@@ -141,7 +160,9 @@ fn the_kubernetes_manifests_agree_with_the_config_and_each_other() {
     let notes = &pod["metadata"]["annotations"];
     assert_eq!(notes["prometheus.io/scrape"], "true");
     assert_eq!(
-        notes["prometheus.io/port"].as_str().and_then(|p| p.parse::<u16>().ok()),
+        notes["prometheus.io/port"]
+            .as_str()
+            .and_then(|p| p.parse::<u16>().ok()),
         Some(c.listen.port())
     );
     assert_eq!(notes["prometheus.io/path"], "/metrics");
@@ -156,7 +177,10 @@ fn the_kubernetes_manifests_agree_with_the_config_and_each_other() {
         &c.config.server.auth_tokens_env,
         &c.config.model.credential_env,
     ] {
-        assert!(env.contains(&var.as_str()), "the pod sets {var}, which the config names");
+        assert!(
+            env.contains(&var.as_str()),
+            "the pod sets {var}, which the config names"
+        );
     }
     // The config file is where the arguments say, from the ConfigMap.
     let args: Vec<&str> = ctr["args"]
@@ -167,7 +191,10 @@ fn the_kubernetes_manifests_agree_with_the_config_and_each_other() {
         .collect();
     assert_eq!(args, ["serve", "--config", "/etc/baton/baton.toml"]);
     assert_eq!(ctr["volumeMounts"][0]["mountPath"], "/etc/baton");
-    assert_eq!(spec["volumes"][0]["configMap"]["name"], cm["metadata"]["name"]);
+    assert_eq!(
+        spec["volumes"][0]["configMap"]["name"],
+        cm["metadata"]["name"]
+    );
     assert_eq!(ctr["securityContext"]["readOnlyRootFilesystem"], true);
 
     // The Service selects the pods and targets the named port; the PDB the same pods.
@@ -179,7 +206,9 @@ fn the_kubernetes_manifests_agree_with_the_config_and_each_other() {
     let pdb = yaml("pdb.yaml");
     assert_eq!(pdb["kind"], "PodDisruptionBudget");
     assert_eq!(pdb["spec"]["selector"]["matchLabels"], *labels);
-    assert!(pdb["spec"]["maxUnavailable"].as_u64().unwrap() < d["spec"]["replicas"].as_u64().unwrap());
+    assert!(
+        pdb["spec"]["maxUnavailable"].as_u64().unwrap() < d["spec"]["replicas"].as_u64().unwrap()
+    );
 
     // The ingress reaches the Service, with WebSocket timeouts as long as a call.
     let i = yaml("ingress.yaml");
@@ -194,11 +223,18 @@ fn the_kubernetes_manifests_agree_with_the_config_and_each_other() {
         assert!(v >= 3600, "{t} = {v} s would cut calls short");
     }
     let host = i["spec"]["rules"][0]["host"].as_str().unwrap();
-    assert_eq!(c.public_url(), format!("https://{host}"), "public_url is the ingress host");
+    assert_eq!(
+        c.public_url(),
+        format!("https://{host}"),
+        "public_url is the ingress host"
+    );
 
     // The image the Deployment runs is the one the build script makes, as the same user.
     let script = std::fs::read_to_string(deploy("container/build.sh")).unwrap();
-    assert!(script.contains(&format!("--user {uid}:{uid}")), "the image runs as {uid}");
+    assert!(
+        script.contains(&format!("--user {uid}:{uid}")),
+        "the image runs as {uid}"
+    );
     let image = ctr["image"].as_str().unwrap();
     let version = env!("CARGO_PKG_VERSION");
     assert_eq!(image, format!("localhost/baton:{version}"));
@@ -212,9 +248,18 @@ fn the_container_build_script_is_valid_shell() {
         .arg(deploy("container/build.sh"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let script = std::fs::read_to_string(deploy("container/build.sh")).unwrap();
-    for needed in ["debootstrap", "buildah commit", "deploy/baton.toml", "--stop-signal SIGTERM"] {
+    for needed in [
+        "debootstrap",
+        "buildah commit",
+        "deploy/baton.toml",
+        "--stop-signal SIGTERM",
+    ] {
         assert!(script.contains(needed), "build.sh: {needed}");
     }
 }

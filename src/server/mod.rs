@@ -478,7 +478,13 @@ fn default_instance_id() -> String {
         .trim()
         .to_ascii_lowercase()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(30)
         .collect();
     let tail = calls::random_hex(3).unwrap_or_else(|_| crate::store::new_id("")[11..17].to_owned());
