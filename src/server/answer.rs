@@ -31,8 +31,9 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/answer/vonage", get(ncco_get).post(ncco_post))
 }
 
-/// The stream URL of the instance placed for a new call, on `dialect`'s path; or the refusal.
-pub fn placed(app: &AppState, dialect: Dialect) -> Result<String, Response> {
+/// The stream URL of the instance placed for a new call, on `dialect`'s path; or why there is
+/// none (answered with 503 and `Retry-After`).
+pub fn placed(app: &AppState, dialect: Dialect) -> Result<String, String> {
     let t0 = std::time::Instant::now();
     let target = admission::place(app);
     let took_us = t0.elapsed().as_micros() as u64;
@@ -47,7 +48,7 @@ pub fn placed(app: &AppState, dialect: Dialect) -> Result<String, Response> {
         }
         Target::Nowhere(why) => {
             tracing::warn!("no instance for a new call: {why}");
-            Err(admission::unavailable(&why))
+            Err(why)
         }
     }
 }
@@ -59,7 +60,7 @@ fn xml(body: String) -> Response {
 fn texml(app: &AppState) -> Response {
     match placed(app, Dialect::Telnyx) {
         Ok(url) => xml(twiml::texml_stream(&url)),
-        Err(r) => r,
+        Err(why) => admission::unavailable(&why),
     }
 }
 
@@ -74,7 +75,7 @@ async fn texml_post(State(app): State<Arc<AppState>>) -> Response {
 fn plivo(app: &AppState) -> Response {
     match placed(app, Dialect::Plivo) {
         Ok(url) => xml(twiml::plivo_stream(&url)),
-        Err(r) => r,
+        Err(why) => admission::unavailable(&why),
     }
 }
 
@@ -95,7 +96,7 @@ fn ncco(app: &AppState, from: Option<&str>) -> Response {
             twiml::vonage_ncco(&url, from).to_string(),
         )
             .into_response(),
-        Err(r) => r,
+        Err(why) => admission::unavailable(&why),
     }
 }
 
@@ -124,7 +125,7 @@ fn twiml_response(app: &AppState, fields: &HashMap<String, String>) -> Response 
         .collect();
     match placed(app, Dialect::Twilio) {
         Ok(url) => xml(twiml::connect_stream(&url, &params)),
-        Err(r) => r,
+        Err(why) => admission::unavailable(&why),
     }
 }
 
