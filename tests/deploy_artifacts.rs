@@ -90,7 +90,8 @@ fn the_systemd_unit_verifies_and_outlasts_the_drain() {
         unit.replace("/usr/local/bin/baton", env!("CARGO_BIN_EXE_baton")),
     )
     .unwrap();
-    let out = Command::new("systemd-analyze")
+    let analyze = cluster_support::tool("systemd-analyze").expect("found above");
+    let out = Command::new(analyze)
         .arg("verify")
         .arg(&path)
         .output()

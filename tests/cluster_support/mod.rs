@@ -12,15 +12,23 @@ use std::time::{Duration, Instant};
 
 pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
+/// Where `tool` is installed: on `PATH`, or in `/usr/sbin` (HAProxy's place on Debian, not on
+/// every user's `PATH`).
+pub fn tool(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
 /// Whether `tool` is installed; `false` (after printing SKIPPED) when it is not and `CI` is
 /// not set; a panic when it is not and `CI` is set.
-pub fn have(tool: &str, test: &str) -> bool {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool} || test -x /usr/sbin/{tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+pub fn have(name: &str, test: &str) -> bool {
+    let found = tool(name).is_some();
+    let tool = name;
     if !found {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -267,7 +275,8 @@ impl Haproxy {
     pub fn start(dir: &Path, port: u16, backends: &[(String, SocketAddr)]) -> Haproxy {
         let cfg = dir.join("haproxy.cfg");
         std::fs::write(&cfg, Self::config(port, backends)).expect("haproxy.cfg");
-        let check = Command::new("haproxy")
+        let haproxy = tool("haproxy").expect("haproxy is installed (scripts/setup.sh)");
+        let check = Command::new(&haproxy)
             .arg("-c")
             .arg("-f")
             .arg(&cfg)
@@ -278,7 +287,7 @@ impl Haproxy {
             "haproxy refuses its config: {}",
             String::from_utf8_lossy(&check.stderr)
         );
-        let child = Command::new("haproxy")
+        let child = Command::new(&haproxy)
             .arg("-db")
             .arg("-f")
             .arg(&cfg)

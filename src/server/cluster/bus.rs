@@ -226,9 +226,22 @@ impl Bus {
         r
     }
 
-    /// Sends `answer` to the instance that asked, in parts.
+    /// Sends `answer` to the instance that asked, in parts. An answer too large for the bus is
+    /// replaced by an error saying so, so the asker is not left to time out.
     pub async fn answer(&self, to: &Incoming, answer: &Answer) -> Result<(), StoreError> {
-        for payload in parts(&to.id, answer)? {
+        let payloads = match parts(&to.id, answer) {
+            Ok(p) => p,
+            Err(e) => {
+                let refusal = Answer::Here {
+                    status: 507,
+                    body: serde_json::json!({ "error": format!(
+                        "{e}; ask instance {} itself (its own admin API)", self.me
+                    ) }),
+                };
+                parts(&to.id, &refusal)?
+            }
+        };
+        for payload in payloads {
             self.notify(&to.from, &payload).await?;
         }
         Ok(())
