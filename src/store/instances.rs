@@ -149,7 +149,7 @@ impl Store {
     /// transaction. Two instances sweeping at once never both take the same instance.
     pub async fn sweep_stale(&self, stale_ms: i64) -> Result<Vec<Swept>, StoreError> {
         self.registry_kind()?;
-        let mut tx = super::writer::begin(self).await?;
+        let mut tx = super::sql::begin(self).await?;
         let sql = format!(
             "UPDATE instances SET state = 'gone' \
              WHERE state IN ('ready', 'full', 'draining') AND heartbeat_at < {NOW_MS} - $1 \

@@ -16,8 +16,8 @@
 //! ```
 //!
 //! Modules: [`migrations`] (the versioned schema), [`instances`] (the registry of instances
-//! sharing one PostgreSQL), [`writer`] (the queue, the writer task and
-//! the SQL of every write), [`read`] (queries and the admin API's context updates), [`rows`]
+//! sharing one PostgreSQL), [`writer`] (the queue and the writer task), `sql` (the SQL of every
+//! write), [`read`] (queries and the admin API's context updates), [`rows`]
 //! (what reads return), [`recorder`] (one call's events into writes, and its live view).
 
 pub mod instances;
@@ -25,6 +25,7 @@ pub mod migrations;
 pub mod read;
 pub mod recorder;
 pub mod rows;
+mod sql;
 pub mod writer;
 
 use std::str::FromStr;
