@@ -13,7 +13,7 @@
 //! 4. PostgreSQL restarted mid-load: the calls go on, and once it is back every call's writes
 //!    are in the store, the registry is fresh and the control bus answers again.
 //!
-//! A short call (about 3 s) keeps the run well under two minutes on two cores.
+//! A short call (about 4 s) keeps the run well under two minutes on two cores.
 
 mod cluster_support;
 
@@ -70,7 +70,7 @@ fn launch(
     (0..n)
         .map(|i| {
             let url = format!("ws://{front}/twilio");
-            let opts = short_caller(&format!("{tag}-{i}"), 1000, 3000, Duration::from_secs(4));
+            let opts = short_caller(&format!("{tag}-{i}"), 1000, 4000, Duration::from_secs(5));
             rt.spawn(async move {
                 tokio::time::sleep(gap * i as u32).await;
                 caller::dial(&url, opts).await
@@ -193,7 +193,7 @@ fn three_instances_behind_haproxy_on_one_postgres() {
 
     // 1. 150 calls, one instance SIGTERMed mid-load and started again.
     let t1 = now_ms();
-    let calls = launch(&rt, front, "load", 150, Duration::from_millis(60));
+    let calls = launch(&rt, front, "load", 150, Duration::from_millis(80));
     std::thread::sleep(Duration::from_secs(3));
     inst[2].terminate();
     let term_at = now_ms();
@@ -214,8 +214,9 @@ fn three_instances_behind_haproxy_on_one_postgres() {
     let failures: Vec<String> = reports.iter().filter_map(failed).collect();
     assert!(
         failures.is_empty(),
-        "{} of 150 calls failed: {failures:?}",
-        failures.len()
+        "{} of 150 calls failed: {failures:?}\nHAProxy's log:\n{}",
+        failures.len(),
+        std::fs::read_to_string(&lb.log).unwrap_or_default()
     );
     let mut jitter: Vec<f64> = reports
         .iter()
@@ -366,6 +367,24 @@ fn three_instances_behind_haproxy_on_one_postgres() {
         percentile(&mut elsewhere, 0.5),
         percentile(&mut elsewhere, 0.99),
     );
+    // WHIP on the draining instance: a redirect to one that will hold the call.
+    let sdp = [("Content-Type", "application/sdp")];
+    let offer = cluster_support::OFFER.as_bytes();
+    let r = cluster_support::request(a3, "POST", "/whip", &sdp, offer).unwrap();
+    assert_eq!(r.status, 307, "{r:?}");
+    let to = r.header("location").unwrap();
+    assert!(
+        to.starts_with(&format!("http://127.0.0.1:{front_port}/i/b")) && to.ends_with("/whip"),
+        "{to}"
+    );
+    // A WHIP session answered by b1 is hung up through b2.
+    let r = cluster_support::request(a1, "POST", "/whip", &sdp, offer).unwrap();
+    assert_eq!(r.status, 201, "{r:?}");
+    let session = r.header("location").unwrap();
+    let r = cluster_support::request(a2, "DELETE", &session, &[], b"").unwrap();
+    assert_eq!((r.status, r.body.trim()), (200, "hung up"), "{r:?}");
+    let r = cluster_support::request(a2, "DELETE", &session, &[], b"").unwrap();
+    assert_eq!(r.status, 404, "gone everywhere: {r:?}");
     assert_eq!(
         post(a1, &format!("/admin/calls/{vid}/hangup"))
             .unwrap()
@@ -547,6 +566,5 @@ fn three_instances_behind_haproxy_on_one_postgres() {
         let log = i.log_text();
         assert!(!log.contains("store write failed"), "{}: {log}", i.name);
     }
-    let _ = a2;
     eprintln!("whole run: {:?}", started.elapsed());
 }

@@ -5,9 +5,11 @@
 #   1. builder: Debian with gcc, pkg-config and libopus-dev. baton is compiled there (release),
 #      with the host's Rust toolchain mounted read-only (Debian's rustc predates edition 2024),
 #      so the binary links the glibc and libopus of the Debian the runtime stage is made of;
-#   2. runtime: minimal Debian with the binary's runtime libraries only (the packages that own
-#      what `ldd` lists, found with `dpkg -S` in the builder) and ca-certificates (wss:// model
-#      endpoints); the binary, deploy/baton.toml as /etc/baton/baton.toml, user baton (10001).
+#   2. runtime: no distribution, only the files of the Debian packages that own what `ldd` lists
+#      for the (stripped) binary — found with `dpkg -S` in the builder, fetched with
+#      `apt-get download`, unpacked with `dpkg-deb -x` — plus the builder's CA bundle (wss://
+#      model endpoints), the binary, deploy/baton.toml as /etc/baton/baton.toml and user baton
+#      (10001). No shell, no package manager.
 #
 #   deploy/container/build.sh                 # → localhost/baton:<version> (root or rootless)
 #   podman run --rm -p 8080:8080 -e BATON_API_TOKENS=… -e BATON_STORE_URL=… \
@@ -15,7 +17,10 @@
 #   podman save -o out/baton.tar localhost/baton:0.1.0   # to load on another machine
 #
 # Run by hand (a few minutes and a release build), not in CI. Needs debootstrap and buildah
-# (apt-get install debootstrap buildah podman); SUITE and MIRROR choose the Debian.
+# (apt-get install debootstrap buildah podman); SUITE and MIRROR choose the Debian. Where podman
+# cannot run containers (no cgroup controllers), try the image with buildah:
+#   c=$(buildah from localhost/baton:0.1.0); buildah run --isolation chroot --user 10001 "$c" -- \
+#       /usr/local/bin/baton --version
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 suite=${SUITE:-bookworm}
@@ -62,24 +67,39 @@ buildah run --isolation chroot \
   --env PATH="/opt/rustup/toolchains/$toolchain/bin:/usr/bin:/bin" \
   "$builder" -- sh -c 'cd /src && cargo build --release --locked --bin baton --target-dir /src/target/container'
 binary=target/container/release/baton
-libs=$(buildah run --isolation chroot --volume "$PWD:/src" "$builder" -- \
-  sh -c "ldd /src/$binary | awk '/=> \\// {print \$3}' | xargs -r readlink -f | xargs -r dpkg -S | cut -d: -f1 | sort -u | tr '\n' ' '")
-echo "build.sh: runtime packages: $libs" >&2
+buildah run --isolation chroot --volume "$PWD:/src" "$builder" -- \
+  strip -o /src/target/container/baton /src/$binary
+# The Debian packages that own the binary's libraries (with a merged /usr, ldd may name a file
+# by either of its paths).
+pkgs=$(buildah run --isolation chroot --volume "$PWD:/src" "$builder" -- sh -c '
+  owner() { for p in "$1" "${1#/usr}" "/usr$1"; do dpkg -S "$p" 2>/dev/null && return; done; echo "no package owns $1" >&2; exit 1; }
+  for lib in $(ldd /src/target/container/baton | awk "/=> \\// {print \$3} /^\t\\// {print \$1}"); do owner "$lib"; done \
+    | cut -d: -f1 | sort -u | tr "\n" " "')
+echo "build.sh: runtime packages: $pkgs" >&2
 
-echo "build.sh: runtime rootfs" >&2
-debootstrap --variant=minbase --include="ca-certificates,${libs// /,}" \
-  "$suite" "$work/runtime" "$mirror" >"$work/runtime.log" 2>&1 || { tail -20 "$work/runtime.log" >&2; exit 1; }
-rm -rf "$work"/runtime/var/cache/apt/* "$work"/runtime/var/lib/apt/lists/* \
-  "$work"/runtime/usr/share/{doc,man,info,locale} "$work"/runtime/var/log/*
-echo "baton:x:10001:10001:baton:/var/lib/baton:/usr/sbin/nologin" >>"$work/runtime/etc/passwd"
-echo "baton:x:10001:" >>"$work/runtime/etc/group"
-install -d -o 10001 -g 10001 "$work/runtime/var/lib/baton"
-install -D -m 0755 "$binary" "$work/runtime/usr/local/bin/baton"
-install -D -m 0644 deploy/baton.toml "$work/runtime/etc/baton/baton.toml"
+echo "build.sh: runtime rootfs (those packages' files only)" >&2
+mkdir -p "$work/debs" "$work/runtime"
+buildah run --isolation chroot --volume "$work/debs:/debs" "$builder" -- \
+  sh -c "apt-get update -qq && cd /debs && apt-get download -qq $pkgs" >"$work/download.log" 2>&1 \
+  || { tail -20 "$work/download.log" >&2; exit 1; }
+for deb in "$work"/debs/*.deb; do dpkg-deb -x "$deb" "$work/runtime"; done
+rm -rf "$work"/runtime/usr/share/{doc,man,info,locale,lintian} \
+  "$work"/runtime/usr/lib/x86_64-linux-gnu/gconv "$work"/runtime/usr/lib/*/gconv
+r=$work/runtime
+install -d -m 0755 "$r/etc/ssl/certs" "$r/usr/local/bin" "$r/etc/baton"
+install -d -m 1777 "$r/tmp"
+install -d -o 10001 -g 10001 -m 0750 "$r/var/lib/baton"
+buildah run --isolation chroot --volume "$r:/runtime" "$builder" -- \
+  cp /etc/ssl/certs/ca-certificates.crt /runtime/etc/ssl/certs/ca-certificates.crt
+printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nbaton:x:10001:10001:baton:/var/lib/baton:/usr/sbin/nologin\n' >"$r/etc/passwd"
+printf 'root:x:0:\nbaton:x:10001:\n' >"$r/etc/group"
+printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$r/etc/nsswitch.conf"
+install -m 0755 target/container/baton "$r/usr/local/bin/baton"
+install -m 0644 deploy/baton.toml "$r/etc/baton/baton.toml"
 
 runtime=$(buildah from scratch)
 containers+=("$runtime")
-buildah copy --quiet "$runtime" "$work/runtime" / >/dev/null
+buildah copy --quiet "$runtime" "$r" / >/dev/null
 buildah config \
   --user 10001:10001 \
   --workingdir /var/lib/baton \

@@ -9,7 +9,8 @@
 //!   Opus, no audio, video sections, recvonly) → 400 with the reason; full or draining → `307`
 //!   to another instance of the cluster with room (`Location: <its URL>/whip`), else 503 with
 //!   the reason and `Retry-After`.
-//! * `DELETE /whip/<session>` hangs up (200 once the call has ended, 404 for an unknown session).
+//! * `DELETE /whip/<session>` hangs up (200 once the call has ended, 404 for an unknown session);
+//!   in a cluster, a session held by another instance is hung up there (over the control bus).
 //! * `OPTIONS` on both answers CORS preflights for `webrtc.allow_origins` and says
 //!   `Accept-Post: application/sdp`. `PATCH` (trickle, ICE restart) is not offered: 405.
 //!
@@ -267,19 +268,43 @@ async fn remove(
     Path(session): Path<String>,
 ) -> Response {
     let origin = allowed_origin(&app, &headers);
-    let r = match app.calls.by_session(&session) {
-        None => text(
-            StatusCode::NOT_FOUND,
-            "no such WHIP session (it may have ended)",
-        ),
-        Some(live) => {
-            live.hang_up();
-            let ended = live.wait_ended(DELETE_WAIT).await;
-            tracing::info!(call_id = %live.id, ended, "WHIP session deleted");
+    let r = if end_session(&app, &session).await {
+        text(StatusCode::OK, "hung up")
+    } else if let Some(c) = app.cluster.get() {
+        // The session may be held by another instance (the offer was redirected there, and a
+        // load balancer brought the DELETE here): whoever holds it hangs up.
+        let op = super::cluster::bus::Op::WhipHangup { session };
+        let held = c.ask_all(op).await.into_iter().any(|(_, a)| {
+            matches!(a, Ok(super::cluster::bus::Answer::Here { status, .. }) if status == 200)
+        });
+        if held {
             text(StatusCode::OK, "hung up")
+        } else {
+            not_found()
         }
+    } else {
+        not_found()
     };
     with_cors(r, origin)
+}
+
+fn not_found() -> Response {
+    text(
+        StatusCode::NOT_FOUND,
+        "no such WHIP session (it may have ended)",
+    )
+}
+
+/// Hangs up the browser call of WHIP session `secret` if this instance holds it (waiting a
+/// little for it to end); false when it does not.
+pub async fn end_session(app: &AppState, secret: &str) -> bool {
+    let Some(live) = app.calls.by_session(secret) else {
+        return false;
+    };
+    live.hang_up();
+    let ended = live.wait_ended(DELETE_WAIT).await;
+    tracing::info!(call_id = %live.id, ended, "WHIP session deleted");
+    true
 }
 
 /// One browser call, from the answer to the end.

@@ -237,6 +237,8 @@ impl Drop for Instance {
 /// connection retried on another one.
 pub struct Haproxy {
     pub addr: SocketAddr,
+    /// Its log: one line per request (server, retries, status).
+    pub log: PathBuf,
     child: Child,
 }
 
@@ -244,10 +246,10 @@ impl Haproxy {
     /// The configuration for `port` and `(name, address)` backends.
     pub fn config(port: u16, backends: &[(String, SocketAddr)]) -> String {
         let mut c = format!(
-            "global\n  maxconn 4000\n\
-             defaults\n  mode http\n  timeout connect 2s\n  timeout client 60s\n  timeout server 60s\n  \
-             timeout tunnel 1h\n  retries 3\n  option redispatch 1\n  \
-             retry-on conn-failure empty-response 503\n\
+            "global\n  maxconn 4000\n  log stderr format raw local0 info\n\
+             defaults\n  mode http\n  log global\n  option httplog\n  timeout connect 2s\n  \
+             timeout client 60s\n  timeout server 60s\n  timeout tunnel 1h\n  timeout check 2s\n  \
+             retries 6\n  option redispatch 1\n  retry-on conn-failure empty-response 503\n\
              frontend calls\n  bind 127.0.0.1:{port}\n"
         );
         for (name, _) in backends {
@@ -258,7 +260,7 @@ impl Haproxy {
         c.push_str(
             "  default_backend ready\n\
              backend ready\n  balance leastconn\n  option httpchk GET /readyz\n  \
-             http-check expect status 200\n  default-server inter 200ms fall 1 rise 2\n",
+             http-check expect status 200\n  default-server inter 200ms fall 2 rise 2\n",
         );
         for (name, addr) in backends {
             c.push_str(&format!("  server {name} {addr} check\n"));
@@ -301,7 +303,11 @@ impl Haproxy {
             assert!(Instant::now() < deadline, "haproxy does not listen");
             std::thread::sleep(Duration::from_millis(50));
         }
-        Haproxy { addr, child }
+        Haproxy {
+            addr,
+            log: dir.join("haproxy.log"),
+            child,
+        }
     }
 }
 

@@ -79,6 +79,13 @@ pub async fn answer_locally(app: &AppState, op: &Op) -> Answer {
             }
             None => Answer::NotHere,
         },
+        Op::WhipHangup { session } => {
+            if super::super::whip::end_session(app, session).await {
+                here(StatusCode::OK, json!({ "status": "hung up" }))
+            } else {
+                Answer::NotHere
+            }
+        }
         Op::Transcript { call } => match steered(app, call) {
             Some(c) => {
                 let lines = c

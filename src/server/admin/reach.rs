@@ -100,11 +100,35 @@ pub(super) async fn about(app: &AppState, op: Op) -> Response {
                     format!("call {call:?} has ended ({reason})"),
                 );
             }
+            Ok(Owner::Unknown | Owner::Me) => {
+                // A call that has just started may be live before its row is written (its
+                // instance's writes are queued, or held through a database outage): every
+                // instance is asked, and only the holder answers.
+                if let Some(r) = ask_everyone(c, &op).await {
+                    return r;
+                }
+            }
             Ok(_) => {}
-            Err(e) => tracing::debug!(error = %e, "cannot find who holds the call"),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot find who holds the call; asking every instance");
+                if let Some(r) = ask_everyone(c, &op).await {
+                    return r;
+                }
+            }
         }
     }
     stored(app, &op).await
+}
+
+/// The answer of the instance that holds the call live, if one does.
+async fn ask_everyone(c: &super::super::cluster::Cluster, op: &Op) -> Option<Response> {
+    c.ask_all(op.clone())
+        .await
+        .into_iter()
+        .find_map(|(_, r)| match r {
+            Ok(Answer::Here { status, body }) => Some(answered(status, body)),
+            _ => None,
+        })
 }
 
 /// A request about a call that is not live anywhere: from the store.

@@ -59,6 +59,10 @@ pub enum Op {
     Hangup {
         call: String,
     },
+    /// `DELETE /whip/{session}` for a browser call held elsewhere (the secret is never logged).
+    WhipHangup {
+        session: String,
+    },
     /// Every live call of the instance (`admin`: as the admin API lists them, else as
     /// `GET /calls` does).
     List {
@@ -78,7 +82,7 @@ impl Op {
             | Op::Activate { call, .. }
             | Op::Deactivate { call, .. }
             | Op::Hangup { call } => Some(call),
-            Op::List { .. } => None,
+            Op::List { .. } | Op::WhipHangup { .. } => None,
         }
     }
 }
