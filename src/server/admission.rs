@@ -64,6 +64,12 @@ pub fn place(app: &AppState) -> Target {
 /// A refused call, before any upgrade: 503, the reason, `Retry-After`, counted by reason.
 /// (A load balancer may retry it on another instance: HAProxy's `retry-on 503`.)
 pub fn refuse(app: &AppState, leg: &str) -> Response {
+    unavailable(&count_refusal(app, leg))
+}
+
+/// Logs and counts a refused call on `leg`; the reason, for the leg to say in its own way (an
+/// AudioSocket call gets a hang-up frame).
+pub fn count_refusal(app: &AppState, leg: &str) -> String {
     let (reason, why) =
         refusal(app).unwrap_or((Unready::Full, "baton is at its call limit".into()));
     tracing::warn!(leg, active = app.calls.active(), "refused a call: {why}");
@@ -71,7 +77,7 @@ pub fn refuse(app: &AppState, leg: &str) -> Response {
         Unready::Draining => "draining",
         Unready::Full => "capacity",
     });
-    unavailable(&why)
+    why
 }
 
 /// 503 with `why` and `Retry-After`.
