@@ -79,6 +79,7 @@ echo "build.sh: runtime packages: $pkgs" >&2
 
 echo "build.sh: runtime rootfs (those packages' files only)" >&2
 mkdir -p "$work/debs" "$work/runtime"
+chmod 0755 "$work/runtime"   # it becomes /: everyone must enter it
 buildah run --isolation chroot --volume "$work/debs:/debs" "$builder" -- \
   sh -c "apt-get update -qq && cd /debs && apt-get download -qq $pkgs" >"$work/download.log" 2>&1 \
   || { tail -20 "$work/download.log" >&2; exit 1; }
@@ -88,7 +89,8 @@ rm -rf "$work"/runtime/usr/share/{doc,man,info,locale,lintian} \
 r=$work/runtime
 install -d -m 0755 "$r/etc/ssl/certs" "$r/usr/local/bin" "$r/etc/baton"
 install -d -m 1777 "$r/tmp"
-install -d -o 10001 -g 10001 -m 0750 "$r/var/lib/baton"
+install -d -m 0755 "$r/var/lib"
+mkdir -p "$work/home"   # /var/lib/baton, copied below as the user's own
 buildah run --isolation chroot --volume "$r:/runtime" "$builder" -- \
   cp /etc/ssl/certs/ca-certificates.crt /runtime/etc/ssl/certs/ca-certificates.crt
 printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nbaton:x:10001:10001:baton:/var/lib/baton:/usr/sbin/nologin\n' >"$r/etc/passwd"
@@ -100,6 +102,8 @@ install -m 0644 deploy/baton.toml "$r/etc/baton/baton.toml"
 runtime=$(buildah from scratch)
 containers+=("$runtime")
 buildah copy --quiet "$runtime" "$r" / >/dev/null
+# buildah copy makes everything root's; the working folder must be the user's.
+buildah copy --quiet --chown 10001:10001 "$runtime" "$work/home" /var/lib/baton >/dev/null
 buildah config \
   --user 10001:10001 \
   --workingdir /var/lib/baton \
