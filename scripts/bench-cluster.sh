@@ -8,8 +8,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 for i in $(seq "${RUNS:-1}"); do
   echo "run $i:"
-  cargo test -q --test cluster_haproxy -- --nocapture 2>&1 \
-    | grep -E '^(rolling restart|placement|cross-instance|SIGKILL|whole run)' | sed 's/^/  /'
+  status=0
+  cargo test -q --test cluster_haproxy -- --nocapture >"$out" 2>&1 || status=$?
+  grep -E '^(rolling restart|placement|cross-instance|SIGKILL|whole run)' "$out" | sed 's/^/  /' || true
+  if [ "$status" -ne 0 ]; then
+    echo "  the run failed:"
+    grep -A8 'panicked' "$out" | sed 's/^/    /' | cut -c1-400
+    exit "$status"
+  fi
 done

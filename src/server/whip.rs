@@ -268,7 +268,7 @@ async fn remove(
     Path(session): Path<String>,
 ) -> Response {
     let origin = allowed_origin(&app, &headers);
-    let r = if end_session(&app, &session).await {
+    let r = if end_session(&app, &session, true).await {
         text(StatusCode::OK, "hung up")
     } else if let Some(c) = app.cluster.get() {
         // The session may be held by another instance (the offer was redirected there, and a
@@ -295,14 +295,14 @@ fn not_found() -> Response {
     )
 }
 
-/// Hangs up the browser call of WHIP session `secret` if this instance holds it (waiting a
-/// little for it to end); false when it does not.
-pub async fn end_session(app: &AppState, secret: &str) -> bool {
+/// Hangs up the browser call of WHIP session `secret` if this instance holds it (with `wait`,
+/// waiting a little for it to end); false when it does not.
+pub async fn end_session(app: &AppState, secret: &str, wait: bool) -> bool {
     let Some(live) = app.calls.by_session(secret) else {
         return false;
     };
     live.hang_up();
-    let ended = live.wait_ended(DELETE_WAIT).await;
+    let ended = wait && live.wait_ended(DELETE_WAIT).await;
     tracing::info!(call_id = %live.id, ended, "WHIP session deleted");
     true
 }

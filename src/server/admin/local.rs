@@ -80,7 +80,8 @@ pub async fn answer_locally(app: &AppState, op: &Op) -> Answer {
             None => Answer::NotHere,
         },
         Op::WhipHangup { session } => {
-            if super::super::whip::end_session(app, session).await {
+            // Answered at once: the asker's wait is bounded by cluster.command_timeout_ms.
+            if super::super::whip::end_session(app, session, false).await {
                 here(StatusCode::OK, json!({ "status": "hung up" }))
             } else {
                 Answer::NotHere
