@@ -1,6 +1,7 @@
 //! `baton serve`: the HTTP/WebSocket front door (axum). Routes bridges to legs, owns the call
-//! registry (capacity limit, drain on SIGTERM/SIGINT), and hands each call its own tasks so one
-//! call's failure never touches another.
+//! registry (capacity limit; a drain on SIGTERM/SIGINT or `POST /admin/drain` that keeps
+//! answering until its calls have ended), joins the other instances on a PostgreSQL store
+//! ([`cluster`]), and hands each call its own tasks so one call's failure never touches another.
 
 pub mod admin;
 pub mod admission;
@@ -64,8 +65,8 @@ pub struct AppState {
     pub audiosocket_addr: std::sync::OnceLock<SocketAddr>,
     /// The store, once `serve` has opened it (`[store]`).
     pub store: std::sync::OnceLock<attach::StoreHandle>,
-    /// This instance's name (`cluster.instance_id`, else random): in the registry and on the
-    /// calls it records.
+    /// This instance's name (`cluster.instance_id`, else the host's name and random digits): in
+    /// the registry and on the calls it records.
     pub instance_id: String,
     /// The cluster, once joined (a PostgreSQL store with `cluster.enabled`).
     pub cluster: std::sync::OnceLock<Arc<cluster::Cluster>>,
