@@ -451,13 +451,19 @@ fn three_instances_behind_haproxy_on_one_postgres() {
         gone_after < Duration::from_millis(STALE_MS + 2 * HEARTBEAT_MS + 2000),
         "b2 was marked gone {gone_after:?} after it died"
     );
-    let r = post(a1, &format!("/admin/calls/{yid}/hangup")).unwrap();
-    assert_eq!(r.status, 410, "{r:?}");
-    let err = r.json()["error"].as_str().unwrap_or("").to_owned();
-    assert!(
-        err.contains("b2") && err.contains("instance failed"),
-        "{err}"
-    );
+    for command in [
+        "hangup",
+        "agents/vehicle_offer/activate",
+        "agents/vehicle_offer/deactivate",
+    ] {
+        let r = post(a1, &format!("/admin/calls/{yid}/{command}")).unwrap();
+        assert_eq!(r.status, 410, "{command}: {r:?}");
+        let err = r.json()["error"].as_str().unwrap_or("").to_owned();
+        assert!(
+            err.contains("b2") && err.contains("instance failed"),
+            "{command}: {err}"
+        );
+    }
     let v = get(a1, &format!("/admin/calls/{yid}")).unwrap().json();
     assert_eq!(
         v["call"]["end_reason"], "instance failed: b2 stopped heartbeating",
