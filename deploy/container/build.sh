@@ -43,11 +43,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A buildah container holding the rootfs in $1.
+# A buildah container holding the rootfs in $1 (the caller records it for the cleanup: this
+# runs in a subshell).
 from_rootfs() {
   local c
   c=$(buildah from scratch)
-  containers+=("$c")
   buildah copy --quiet "$c" "$1" / >/dev/null
   echo "$c"
 }
@@ -56,6 +56,7 @@ echo "build.sh: builder rootfs (debootstrap $suite)" >&2
 debootstrap --variant=minbase --include=ca-certificates,gcc,libc6-dev,pkg-config,libopus-dev \
   "$suite" "$work/builder" "$mirror" >"$work/builder.log" 2>&1 || { tail -20 "$work/builder.log" >&2; exit 1; }
 builder=$(from_rootfs "$work/builder")
+containers+=("$builder")
 
 echo "build.sh: cargo build --release in the builder" >&2
 buildah run --isolation chroot \
