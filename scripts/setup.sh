@@ -14,8 +14,11 @@ done
 
 # pkg-config and libopus-dev: the Opus codec (libopus) for WebRTC legs; python3-venv: the test
 # suite runs the official google-genai SDK from a local virtualenv.
-packages=(pkg-config libopus-dev)
+# haproxy: the load balancer in front of several `baton serve` instances in the cluster tests.
+packages=(pkg-config libopus-dev haproxy)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3-venv)
+# systemd-analyze checks the shipped unit (deploy/systemd/baton.service).
+command -v systemd-analyze >/dev/null || packages+=(systemd)
 # libasound2-dev: ALSA, which cpal uses for the microphone and speaker of `baton talk`.
 $mic && packages+=(libasound2-dev)
 

@@ -67,6 +67,17 @@ impl Loaded {
         }
     }
 
+    /// Where this instance is reached (`cluster.advertise_url`, else the public origin), without
+    /// a trailing `/`.
+    pub fn advertise_url(&self) -> String {
+        let u = self.config.cluster.advertise_url.trim_end_matches('/');
+        if u.is_empty() {
+            self.public_url()
+        } else {
+            u.to_owned()
+        }
+    }
+
     /// The AudioSocket listen address, when one is configured (validated by [`parse`]).
     pub fn audiosocket_listen(&self) -> Option<SocketAddr> {
         self.config.audiosocket.listen.parse().ok()
@@ -416,6 +427,7 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             );
         }
     }
+    validate_cluster(&c.cluster, &mut problem);
     let sid_ok = t.account_sid.starts_with("AC") && t.account_sid.len() == 34;
     if !(t.account_sid.is_empty() || sid_ok) {
         problem(
@@ -425,6 +437,62 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
         );
     }
     listen
+}
+
+fn validate_cluster(k: &ClusterConfig, problem: &mut impl FnMut(&str, String, &str)) {
+    let id_ok = k.instance_id.len() <= 40
+        && k.instance_id
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_');
+    if !id_ok {
+        problem(
+            "cluster.instance_id",
+            format!("{:?} is not a usable instance name", k.instance_id),
+            "use at most 40 letters, digits, '-' or '_' (e.g. the pod or host name), or leave it out for a random one",
+        );
+    }
+    let au = &k.advertise_url;
+    if !au.is_empty() {
+        match url::Url::parse(au) {
+            Ok(u)
+                if matches!(u.scheme(), "https" | "http")
+                    && u.query().is_none()
+                    && u.fragment().is_none()
+                    && u.host().is_some() => {}
+            _ => problem(
+                "cluster.advertise_url",
+                format!("{au:?} is not an http(s) URL without a query"),
+                "write where bridges reach this instance, e.g. \"https://baton-2.example.com\" or \"https://lb.example.com/i/baton-2\"",
+            ),
+        }
+    }
+    if k.heartbeat_ms < 100 {
+        problem(
+            "cluster.heartbeat_ms",
+            format!("{} ms is too often for a database write", k.heartbeat_ms),
+            "use at least 100; the default is 1000",
+        );
+    }
+    if k.stale_after_ms < k.heartbeat_ms.saturating_mul(3) {
+        problem(
+            "cluster.stale_after_ms",
+            format!(
+                "{} ms would give up an instance after fewer than three missed heartbeats",
+                k.stale_after_ms
+            ),
+            "make it at least 3 × heartbeat_ms; the default is 5000 with heartbeats every 1000",
+        );
+    }
+    if k.command_timeout_ms < 100 {
+        problem(
+            "cluster.command_timeout_ms",
+            format!(
+                "{} ms is shorter than a database round trip under load",
+                k.command_timeout_ms
+            ),
+            "use at least 100; the default is 2000",
+        );
+    }
 }
 
 #[cfg(test)]
@@ -548,6 +616,30 @@ mod tests {
                 "resume.backoff_ms",
                 "resume.keepalive_dead_s",
                 "model.compression_target_tokens"
+            ]
+        );
+    }
+
+    #[test]
+    fn cluster_settings_are_checked() {
+        let l = parse(
+            "[server]\npublic_url = \"https://lb.example.com\"\n[cluster]\nadvertise_url = \"https://lb.example.com/i/b2/\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(l.advertise_url(), "https://lb.example.com/i/b2");
+        let p = problems(
+            "[cluster]\ninstance_id = \"a b\"\nadvertise_url = \"ws://x?y=1\"\nheartbeat_ms = 10\nstale_after_ms = 20\ncommand_timeout_ms = 5\n",
+        );
+        let keys: Vec<_> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "cluster.instance_id",
+                "cluster.advertise_url",
+                "cluster.heartbeat_ms",
+                "cluster.stale_after_ms",
+                "cluster.command_timeout_ms"
             ]
         );
     }

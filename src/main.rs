@@ -256,7 +256,7 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
         println!("  no API tokens: serves only a loopback address (else --insecure-no-auth)");
     } else {
         println!(
-            "  API tokens required (from ${}) on every route but /healthz",
+            "  API tokens required (from ${}) on every route but the probes (/livez, /readyz, /healthz)",
             c.server.auth_tokens_env
         );
     }

@@ -73,6 +73,11 @@ pub const PARSERS: &[Parser] = &[
         run: audiosocket_stream,
     },
     Parser {
+        name: "control_bus",
+        input: "one notification on the cluster's control bus (server::cluster::bus::parse_message)",
+        run: control_bus,
+    },
+    Parser {
         name: "stream_control",
         input: "one JSON control message of WS /stream (leg::stream::wire::parse)",
         run: stream_control,
@@ -199,6 +204,12 @@ fn audiosocket_stream(bytes: &[u8], _name: &Path) -> Result<(), String> {
             "connection ended inside a message ({have} bytes of it received)"
         )),
     }
+}
+
+fn control_bus(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("a control bus message must be UTF-8 text: {e}"))?;
+    crate::server::cluster::bus::parse_message(text)
 }
 
 fn stream_control(bytes: &[u8], _name: &Path) -> Result<(), String> {

@@ -191,7 +191,9 @@ async fn every_admin_route_needs_the_token_and_the_api_document_does_not() {
     };
     let bearer = format!("Bearer {TOKEN}");
     assert!(ROUTES.len() >= 10, "{ROUTES:?}");
-    for (method, route) in ROUTES.iter().filter(|(_, r)| *r != "/openapi.json") {
+    // The drain ends the daemon: asked for last, below.
+    let last = |r: &str| r == "/openapi.json" || r == "/admin/drain";
+    for (method, route) in ROUTES.iter().filter(|(_, r)| !last(r)) {
         let path = route
             .replace("{call}", "c0ffee")
             .replace("{agent}", "nobody")
@@ -208,6 +210,10 @@ async fn every_admin_route_needs_the_token_and_the_api_document_does_not() {
     }
     let doc = support::http(&d.addr, &get("/openapi.json", None)).await;
     assert_eq!(status(&doc), "200", "{doc}");
+    let without = support::http(&d.addr, &request("POST", "/admin/drain", None)).await;
+    assert_eq!(status(&without), "401", "{without}");
+    let with = support::http(&d.addr, &request("POST", "/admin/drain", Some(&bearer))).await;
+    assert_eq!(status(&with), "202", "{with}");
     d.stop().await;
 }
 

@@ -34,6 +34,45 @@ pub struct Config {
     /// MCP servers every call's agents may take tools from (`[mcp.<name>]`, see `src/mcp/`).
     #[serde(default)]
     pub mcp: std::collections::BTreeMap<String, crate::mcp::McpServerSection>,
+    #[serde(default)]
+    pub cluster: ClusterConfig,
+}
+
+/// Many instances on one PostgreSQL store (see README "Running many instances"): the registry
+/// with heartbeats, placement of new calls, and admin commands carried to the instance holding
+/// a call over `LISTEN/NOTIFY`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// Join the instances sharing the store when the store is PostgreSQL (a SQLite store, or
+    /// none, always runs alone).
+    pub enabled: bool,
+    /// This instance's name in the registry (letters, digits, `-`, `_`); empty: a fresh random
+    /// one at each start.
+    pub instance_id: String,
+    /// The origin (and optional path prefix) bridges and browsers reach *this* instance at,
+    /// e.g. "https://baton-2.example.com" or "https://lb.example.com/i/baton-2"; answer
+    /// documents place calls there. Empty: `server.public_url` (or `http://<listen>`).
+    pub advertise_url: String,
+    /// How often the instance records its state and load, and reads the others'.
+    pub heartbeat_ms: u64,
+    /// An instance whose heartbeat is older than this is marked gone and its calls failed.
+    pub stale_after_ms: u64,
+    /// How long an admin command waits for the instance holding the call to answer.
+    pub command_timeout_ms: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            enabled: true,
+            instance_id: String::new(),
+            advertise_url: String::new(),
+            heartbeat_ms: 1000,
+            stale_after_ms: 5000,
+            command_timeout_ms: 2000,
+        }
+    }
 }
 
 /// The Asterisk AudioSocket listener (raw TCP); off unless `listen` is set.

@@ -32,19 +32,27 @@ pub struct StoreHandle {
     pub io: Option<tokio::runtime::Handle>,
 }
 
-/// Opens `[store]` (when configured): the database, its writer, the recordings folder.
-pub async fn open_store(c: &crate::config::StoreConfig) -> Result<Option<StoreHandle>, ServeError> {
-    let url = if !c.url_env.is_empty() {
-        std::env::var(&c.url_env)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| ServeError::MissingCredential {
-                var: c.url_env.clone(),
-                key: "store.url_env",
-            })?
-    } else {
-        c.url.clone()
-    };
+/// The store's URL from `[store]` (`url`, or the variable `url_env` names); empty: no store.
+pub fn store_url(c: &crate::config::StoreConfig) -> Result<String, ServeError> {
+    if c.url_env.is_empty() {
+        return Ok(c.url.clone());
+    }
+    std::env::var(&c.url_env)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| ServeError::MissingCredential {
+            var: c.url_env.clone(),
+            key: "store.url_env",
+        })
+}
+
+/// Opens `[store]` (when configured): the database, its writer (recording the calls it starts
+/// as held by `instance`), the recordings folder.
+pub async fn open_store(
+    c: &crate::config::StoreConfig,
+    instance: Option<&str>,
+) -> Result<Option<StoreHandle>, ServeError> {
+    let url = store_url(c)?;
     let recordings = (!c.recordings.is_empty()).then(|| PathBuf::from(&c.recordings));
     if url.is_empty() {
         if recordings.is_some() {
@@ -56,7 +64,8 @@ pub async fn open_store(c: &crate::config::StoreConfig) -> Result<Option<StoreHa
         .await
         .map_err(|e| ServeError::Store(e.to_string()))?;
     tracing::info!(store = %store.url(), "store open");
-    let (writer, _task) = StoreWriter::spawn(store.clone(), c.queue);
+    let (writer, _task) =
+        StoreWriter::spawn_as(store.clone(), c.queue, instance.map(str::to_owned));
     Ok(Some(StoreHandle {
         store,
         writer,
@@ -64,6 +73,44 @@ pub async fn open_store(c: &crate::config::StoreConfig) -> Result<Option<StoreHa
         recordings,
         io: None,
     }))
+}
+
+/// Joins the instances sharing the store, when it is PostgreSQL and `cluster.enabled`: the
+/// registry and its heartbeat, placement data, and the control bus serving the admin API's
+/// requests about this instance's calls.
+pub async fn join_cluster(app: &Arc<AppState>) {
+    let cfg = &app.loaded.config.cluster;
+    let Some(s) = app.store.get() else { return };
+    if !cfg.enabled || s.store.kind() != crate::store::Kind::Postgres || app.cluster.get().is_some()
+    {
+        return;
+    }
+    let Ok(url) = store_url(&app.loaded.config.store) else {
+        return;
+    };
+    let serve: super::cluster::Serve = {
+        let weak = Arc::downgrade(app);
+        Arc::new(move |op| {
+            let weak = weak.clone();
+            Box::pin(async move {
+                match weak.upgrade() {
+                    Some(app) => super::admin::answer_locally(&app, &op).await,
+                    None => super::cluster::bus::Answer::NotHere,
+                }
+            })
+        })
+    };
+    let c = super::cluster::Cluster::start(
+        app.instance_id.clone(),
+        app.loaded.advertise_url(),
+        s.store.clone(),
+        url,
+        app.calls.clone(),
+        cfg.clone(),
+        serve,
+    )
+    .await;
+    let _ = app.cluster.set(c);
 }
 
 /// Retries opening the store every 5 s until it answers, then attaches it (calls started
@@ -74,10 +121,11 @@ pub async fn reopen_store(app: Arc<AppState>) {
         if app.calls.draining() {
             return;
         }
-        match open_store(&app.loaded.config.store).await {
+        match open_store(&app.loaded.config.store, Some(&app.instance_id)).await {
             Ok(Some(h)) => {
                 tracing::info!(store = %h.store.url(), "store attached");
                 let _ = app.store.set(h);
+                join_cluster(&app).await;
                 return;
             }
             Ok(None) => return,
@@ -146,6 +194,12 @@ pub async fn run_call_opening(
     live: Option<Arc<LiveCall>>,
     hangup: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Ran, RunError> {
+    // The call ends when the server hangs every call up (a drain ran out) or an operator hangs
+    // this one up (the admin API).
+    let hangup = match &live {
+        Some(l) => either(hangup, l.operator_hangup_signal()),
+        None => hangup,
+    };
     let attach = Attach {
         store: app.store.get().cloned(),
         live,
@@ -155,6 +209,26 @@ pub async fn run_call_opening(
         },
     };
     run_attached(open, move || leg, info, attach).await
+}
+
+/// A signal that turns true when `a` or `b` does.
+fn either(
+    mut a: tokio::sync::watch::Receiver<bool>,
+    mut b: tokio::sync::watch::Receiver<bool>,
+) -> tokio::sync::watch::Receiver<bool> {
+    let (tx, rx) = tokio::sync::watch::channel(*a.borrow() || *b.borrow());
+    tokio::spawn(async move {
+        // Ends with the call (its receiver dropped) at the latest.
+        let fired = tokio::select! {
+            r = a.wait_for(|v| *v) => r.is_ok(),
+            r = b.wait_for(|v| *v) => r.is_ok(),
+            _ = tx.closed() => false,
+        };
+        if fired {
+            tx.send_replace(true);
+        }
+    });
+    rx
 }
 
 /// What a call is run with besides its leg and model session.
@@ -308,7 +382,13 @@ pub async fn run_attached(
         let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
     }
     let report = match result {
-        Ok(r) => r,
+        // The call reads every hang-up signal as the server's; an operator's is said as such.
+        Ok(mut r) => {
+            if live.as_ref().is_some_and(|l| l.hung_up_by_operator()) {
+                r.end_reason = super::live::OPERATOR_HANGUP.to_owned();
+            }
+            r
+        }
         Err(e) => {
             tracing::error!(call = %id, error = %e, "call failed");
             return Err(RunError::Failed(e));

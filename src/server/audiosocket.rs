@@ -68,12 +68,8 @@ where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let Some(slot) = app.calls.try_admit() else {
-        let why = if app.calls.draining() {
-            "baton is shutting down"
-        } else {
-            "baton is at its call limit"
-        };
-        tracing::warn!(%peer, active = app.calls.active(), "refused an AudioSocket call: {why}");
+        let why = super::admission::count_refusal(&app, "audiosocket");
+        tracing::debug!(%peer, "AudioSocket call hung up at once: {why}");
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
             let _ = io.write_all(&HANGUP).await;
             let _ = io.shutdown().await;

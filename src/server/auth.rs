@@ -1,7 +1,7 @@
 //! Who may use baton's HTTP endpoints.
 //!
 //! Every endpoint has exactly one authenticator:
-//! * `GET /healthz` is open (probes and load balancers);
+//! * the probes `GET /livez`, `/readyz` and `/healthz` are open (load balancers, orchestrators);
 //! * the Twilio-facing endpoints (`/twiml`, `/twilio`) are authenticated by `X-Twilio-Signature`
 //!   when a Twilio auth token is configured (Twilio cannot send a bearer token); with signature
 //!   checking off they are ordinary protected routes;
@@ -238,7 +238,7 @@ pub fn log_exposure(e: Exposure, addr: SocketAddr, twilio_signed: bool) {
     match e {
         Exposure::Tokens => tracing::info!(
             %addr,
-            "API tokens required on every endpoint but /healthz; /twilio and /twiml use {twilio}"
+            "API tokens required on every endpoint but the probes (/livez, /readyz, /healthz); /twilio and /twiml use {twilio}"
         ),
         Exposure::LoopbackOnly => tracing::info!(
             %addr,

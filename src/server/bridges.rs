@@ -146,12 +146,12 @@ pub(super) fn upgrade(
     ws: WebSocketUpgrade,
     opts: BridgeLegOptions,
 ) -> Response {
-    let Some(slot) = app.calls.try_admit() else {
-        return over_capacity(&app);
-    };
     let route = match opts.dialect {
         DialectChoice::Fixed(d) => d.path(),
         DialectChoice::Detect => SHARED_PATH,
+    };
+    let Some(slot) = app.calls.try_admit() else {
+        return over_capacity(&app, route);
     };
     bridge_leg::configure_upgrade(ws)
         .on_upgrade(move |socket| async move {
@@ -179,29 +179,11 @@ pub(super) fn upgrade(
 static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 
 /// A call baton cannot take: 503 **before** the upgrade (Twilio reports it as error 31920 and
-/// carries on with the TwiML after `</Connect>`; the other bridges end or fail over the stream),
-/// the reason in the body and `Retry-After`. Calls in progress are never touched to make room.
-pub(super) fn over_capacity(app: &AppState) -> Response {
-    let why = if app.calls.draining() {
-        "baton is shutting down; try again later".to_owned()
-    } else {
-        format!(
-            "baton is at its call limit ({} calls, limits.max_calls); try again later",
-            app.calls.max()
-        )
-    };
-    tracing::warn!(active = app.calls.active(), "refused a call: {why}");
-    app.metrics.refused(if app.calls.draining() {
-        "draining"
-    } else {
-        "capacity"
-    });
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        [(axum::http::header::RETRY_AFTER, "5")],
-        format!("{why}\n"),
-    )
-        .into_response()
+/// carries on with the TwiML after `</Connect>`; the other bridges end or fail over the stream; a
+/// load balancer may retry it on another instance), the reason in the body and `Retry-After`.
+/// Calls in progress are never touched to make room.
+pub(super) fn over_capacity(app: &AppState, route: &str) -> Response {
+    super::admission::refuse(app, route)
 }
 
 /// Who is calling, as the start message names them (their agent contexts follow them across

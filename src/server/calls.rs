@@ -20,6 +20,24 @@ pub struct FinishedCall {
     pub outcome: Result<Arc<CallReport>, String>,
 }
 
+/// Why an instance takes no new call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unready {
+    /// A drain has started: calls in progress run on, new ones go elsewhere.
+    Draining,
+    /// Every slot (`limits.max_calls`) is taken.
+    Full,
+}
+
+impl Unready {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unready::Draining => "draining",
+            Unready::Full => "full",
+        }
+    }
+}
+
 /// Finished calls kept for a subscriber that falls behind.
 const FINISHED_BACKLOG: usize = 1024;
 
@@ -35,6 +53,8 @@ struct Inner {
     max: usize,
     active: AtomicUsize,
     draining: AtomicBool,
+    /// Turns true once a drain is asked for (SIGTERM, `POST /admin/drain`).
+    drain: watch::Sender<bool>,
     idle: Notify,
     hangup: watch::Sender<bool>,
     finished: broadcast::Sender<FinishedCall>,
@@ -108,6 +128,7 @@ impl CallRegistry {
                 max,
                 active: AtomicUsize::new(0),
                 draining: AtomicBool::new(false),
+                drain: watch::channel(false).0,
                 idle: Notify::new(),
                 hangup,
                 finished: broadcast::channel(FINISHED_BACKLOG).0,
@@ -184,8 +205,28 @@ impl CallRegistry {
         self.inner.draining.load(Ordering::Acquire)
     }
 
-    pub fn start_draining(&self) {
-        self.inner.draining.store(true, Ordering::Release);
+    /// Refuses new calls from now on; true if this call started the drain.
+    pub fn start_draining(&self) -> bool {
+        let first = !self.inner.draining.swap(true, Ordering::AcqRel);
+        self.inner.drain.send_replace(true);
+        first
+    }
+
+    /// Resolves once a drain has started.
+    pub async fn drain_started(&self) {
+        let mut rx = self.inner.drain.subscribe();
+        let _ = rx.wait_for(|d| *d).await;
+    }
+
+    /// Why a new call would be refused now, if it would.
+    pub fn unready(&self) -> Option<Unready> {
+        if self.draining() {
+            Some(Unready::Draining)
+        } else if self.active() >= self.inner.max {
+            Some(Unready::Full)
+        } else {
+            None
+        }
     }
 
     /// Tells every call to hang up now.
@@ -230,9 +271,14 @@ mod tests {
         let a = reg.try_admit().unwrap();
         let mut b = reg.try_admit().unwrap();
         assert!(reg.try_admit().is_none(), "over capacity");
+        assert_eq!(reg.unready(), Some(Unready::Full));
         drop(a);
         assert_eq!(reg.active(), 1);
-        reg.start_draining();
+        assert_eq!(reg.unready(), None);
+        assert!(reg.start_draining());
+        assert!(!reg.start_draining(), "a second drain changes nothing");
+        reg.drain_started().await;
+        assert_eq!(reg.unready(), Some(Unready::Draining));
         assert!(reg.try_admit().is_none(), "draining refuses new calls");
         assert!(!reg.wait_idle(Duration::from_secs(1)).await);
         reg.hang_up_all();

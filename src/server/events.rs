@@ -1,13 +1,14 @@
 //! Watching calls while they run.
 //!
-//! * `GET /calls` — the live calls: `[{"id", "leg", "started_unix_ms", "duration_ms",
-//!   "active_agent", "events"}]`, oldest first.
+//! * `GET /calls` — the live calls of every instance of the cluster: `[{"id", "leg",
+//!   "started_unix_ms", "duration_ms", "active_agent", "events", "instance"}]`, oldest first.
 //! * `WS /calls/{id}/events` — the call's event stream, one JSON object per text message:
 //!   `call_start`, then the orchestrator's events as they happen (`agent_start`,
 //!   `handoff_announcement`, `handoff_complete` with its measured `gap_ms`, `tool_called`,
 //!   `transcript`, `agent_end`, …; see `crate::agents::CallEvent`), then `call_end` with the
 //!   call's figures, after which the server closes the socket. A subscriber that connects late
-//!   first receives everything published so far. Unknown call → 404 before the upgrade.
+//!   first receives everything published so far. Unknown call → 404 before the upgrade; a call
+//!   held by another instance → 421 naming where to connect.
 
 use std::sync::Arc;
 
@@ -33,8 +34,9 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/calls/{id}/events", get(events))
 }
 
+/// Every instance's live calls (each names its `instance`).
 async fn list(State(app): State<Arc<AppState>>) -> Response {
-    let calls: Vec<serde_json::Value> = app.calls.list().iter().map(|c| c.summary()).collect();
+    let (calls, _) = super::admin::cluster_list(&app, false).await;
     axum::Json(calls).into_response()
 }
 
@@ -44,6 +46,20 @@ async fn events(
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let Some(call) = app.calls.get(&id) else {
+        // The stream comes only from the instance holding the call: say where that is.
+        if let Some(c) = app.cluster.get()
+            && let Ok(super::cluster::Owner::Alive(row)) = c.owner(&id).await
+        {
+            return (
+                StatusCode::MISDIRECTED_REQUEST,
+                format!(
+                    "call {id} is held by instance {}: connect to {}/calls/{id}/events\n",
+                    row.id,
+                    super::admission::ws_url(&row.url)
+                ),
+            )
+                .into_response();
+        }
         return (StatusCode::NOT_FOUND, "no such call (it may have ended)\n").into_response();
     };
     let ws = match ws {

@@ -35,6 +35,8 @@ pub struct LiveCall {
     started: Instant,
     feed: Mutex<Feed>,
     hangup: watch::Sender<bool>,
+    /// Turns true when an operator hangs the call up (`POST /admin/calls/{id}/hangup`).
+    operator_hangup: watch::Sender<bool>,
     ended: watch::Sender<bool>,
     steering: OnceLock<Steering>,
 }
@@ -85,6 +87,7 @@ impl LiveCall {
                 agent: String::new(),
             }),
             hangup: watch::channel(false).0,
+            operator_hangup: watch::channel(false).0,
             ended: watch::channel(false).0,
             steering: OnceLock::new(),
         }
@@ -175,6 +178,21 @@ impl LiveCall {
         self.hangup.subscribe()
     }
 
+    /// An operator ends the call (the admin API, from any instance).
+    pub fn hang_up_by_operator(&self) {
+        self.operator_hangup.send_replace(true);
+    }
+
+    /// Turns true on [`Self::hang_up_by_operator`].
+    pub fn operator_hangup_signal(&self) -> watch::Receiver<bool> {
+        self.operator_hangup.subscribe()
+    }
+
+    /// An operator has hung the call up.
+    pub fn hung_up_by_operator(&self) -> bool {
+        *self.operator_hangup.borrow()
+    }
+
     /// The call has been unlisted (its slot was dropped).
     pub fn ended(&self) -> bool {
         *self.ended.borrow()
@@ -207,6 +225,9 @@ impl LiveCall {
         })
     }
 }
+
+/// The end reason of a call an operator hung up.
+pub const OPERATOR_HANGUP: &str = "hung up by an operator";
 
 /// p50, p99 and max of some milliseconds, rounded to 0.01 ms.
 pub fn percentiles(v: &[f64]) -> serde_json::Value {

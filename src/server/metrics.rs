@@ -112,6 +112,8 @@ pub fn end_label(reason: &str) -> &'static str {
         "caller_hung_up"
     } else if reason.starts_with("server is shutting down") {
         "shutdown"
+    } else if reason.starts_with(super::live::OPERATOR_HANGUP) {
+        "operator"
     } else if reason.starts_with("model closed the session") {
         "model_closed"
     } else if reason.starts_with("model connection lost") {
@@ -342,6 +344,7 @@ mod tests {
     #[test]
     fn labels_are_a_fixed_vocabulary() {
         assert_eq!(end_label("caller hung up"), "caller_hung_up");
+        assert_eq!(end_label("hung up by an operator"), "operator");
         assert_eq!(
             end_label("model closed the session (code 1011): overloaded"),
             "model_closed"

@@ -1,14 +1,19 @@
 //! `baton serve`: the HTTP/WebSocket front door (axum). Routes bridges to legs, owns the call
-//! registry (capacity limit, drain on SIGTERM/SIGINT), and hands each call its own tasks so one
-//! call's failure never touches another.
+//! registry (capacity limit; a drain on SIGTERM/SIGINT or `POST /admin/drain` that keeps
+//! answering until its calls have ended), joins the other instances on a PostgreSQL store
+//! ([`cluster`]), and hands each call its own tasks so one call's failure never touches another.
 
 pub mod admin;
+pub mod admission;
+pub mod answer;
 pub mod attach;
 pub mod audiosocket;
 pub mod auth;
 pub mod bridges;
 pub mod calls;
+pub mod cluster;
 pub mod events;
+pub mod health;
 mod live;
 pub mod metrics;
 pub mod page;
@@ -23,8 +28,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Form, Query, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::extract::State;
+use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
@@ -62,6 +67,11 @@ pub struct AppState {
     pub audiosocket_addr: std::sync::OnceLock<SocketAddr>,
     /// The store, once `serve` has opened it (`[store]`).
     pub store: std::sync::OnceLock<attach::StoreHandle>,
+    /// This instance's name (`cluster.instance_id`, else the host's name and random digits): in
+    /// the registry and on the calls it records.
+    pub instance_id: String,
+    /// The cluster, once joined (a PostgreSQL store with `cluster.enabled`).
+    pub cluster: std::sync::OnceLock<Arc<cluster::Cluster>>,
 }
 
 /// `serve` could not start.
@@ -274,6 +284,10 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             &c.server.auth_tokens_env,
         )?))
     };
+    let instance_id = match c.cluster.instance_id.as_str() {
+        "" => default_instance_id(),
+        id => id.to_owned(),
+    };
     Ok(Arc::new(AppState {
         loaded,
         backend,
@@ -289,6 +303,8 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         api_tokens,
         audiosocket_addr: std::sync::OnceLock::new(),
         store: std::sync::OnceLock::new(),
+        instance_id,
+        cluster: std::sync::OnceLock::new(),
     }))
 }
 
@@ -305,7 +321,7 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
 /// of [`protected_routes`] needs a bearer token when `server.auth_tokens_env` is set.
 pub fn router(state: Arc<AppState>) -> Router {
     let twilio_routes = Router::new()
-        .route("/twiml", get(twiml_get).post(twiml_post))
+        .route("/twiml", get(answer::twiml_get).post(answer::twiml_post))
         .route("/twilio", get(twilio::upgrade));
     let (signed, protected) = if state.twilio_token.is_some() {
         (twilio_routes, protected_routes(&state))
@@ -313,7 +329,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         (Router::new(), protected_routes(&state).merge(twilio_routes))
     };
     Router::new()
-        .route("/healthz", get(healthz))
+        // Probes are open: load balancers and orchestrators send no credentials.
+        .merge(health::routes())
         // The call page is static HTML with no data in it; what it calls is protected.
         .merge(page::routes())
         .route("/openapi.json", get(admin::openapi))
@@ -334,25 +351,7 @@ pub fn protected_routes(app: &AppState) -> Router<Arc<AppState>> {
         .merge(stream::routes())
         .merge(events::routes())
         .merge(admin::routes())
-}
-
-async fn healthz(State(app): State<Arc<AppState>>) -> impl IntoResponse {
-    let mut body = serde_json::json!({
-        "status": if app.calls.draining() { "draining" } else { "ok" },
-        "active_calls": app.calls.active(),
-        "max_calls": app.loaded.config.limits.max_calls,
-    });
-    if let Some(hub) = &app.mcp {
-        // A server that is down does not make the daemon unhealthy: calls get error responses
-        // for its tools while it reconnects.
-        body["mcp"] = serde_json::to_value(hub.status()).unwrap_or_default();
-    }
-    let code = if app.calls.draining() {
-        StatusCode::SERVICE_UNAVAILABLE
-    } else {
-        StatusCode::OK
-    };
-    (code, axum::Json(body))
+        .merge(answer::routes())
 }
 
 async fn metrics_text(State(app): State<Arc<AppState>>) -> impl IntoResponse {
@@ -362,97 +361,21 @@ async fn metrics_text(State(app): State<Arc<AppState>>) -> impl IntoResponse {
     )
 }
 
-/// Twilio's voice webhook fields passed on to the stream as `<Parameter>`s.
-const FORWARDED: [&str; 4] = ["From", "To", "CallSid", "Direction"];
-
-fn twiml_response(
-    app: &AppState,
-    fields: &std::collections::HashMap<String, String>,
-) -> impl IntoResponse + use<> {
-    let params: Vec<(String, String)> = FORWARDED
-        .iter()
-        .filter_map(|k| fields.get(*k).map(|v| ((*k).to_owned(), v.clone())))
-        .collect();
-    (
-        [(header::CONTENT_TYPE, "text/xml; charset=utf-8")],
-        twiml::connect_stream(&app.stream_url, &params),
-    )
-}
-
-async fn twiml_get(
-    State(app): State<Arc<AppState>>,
-    headers: HeaderMap,
-    uri: Uri,
-    Query(q): Query<std::collections::HashMap<String, String>>,
-) -> axum::response::Response {
-    if let Err(e) = twiml_signature(&app, &headers, uri.query(), &q, false) {
-        return twiml_refused(e);
-    }
-    twiml_response(&app, &q).into_response()
-}
-
-async fn twiml_post(
-    State(app): State<Arc<AppState>>,
-    headers: HeaderMap,
-    uri: Uri,
-    Form(f): Form<std::collections::HashMap<String, String>>,
-) -> axum::response::Response {
-    if let Err(e) = twiml_signature(&app, &headers, uri.query(), &f, true) {
-        return twiml_refused(e);
-    }
-    twiml_response(&app, &f).into_response()
-}
-
-/// Twilio signs its voice webhook like the stream upgrade: the configured public URL of
-/// `/twiml` (with its query string), plus the POST form fields.
-fn twiml_signature(
-    app: &AppState,
-    headers: &HeaderMap,
-    query: Option<&str>,
-    fields: &std::collections::HashMap<String, String>,
-    post: bool,
-) -> Result<(), crate::leg::twilio::SignatureError> {
-    let Some(token) = &app.twilio_token else {
-        return Ok(());
-    };
-    let mut url = format!("{}/twiml", app.loaded.public_url());
-    if let Some(q) = query {
-        url.push('?');
-        url.push_str(q);
-    }
-    let params: Vec<(&str, &str)> = if post {
-        fields
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let signature = match headers.get(crate::leg::twilio::signature::SIGNATURE_HEADER) {
-        None => Err(crate::leg::twilio::SignatureError::Missing),
-        Some(v) => v
-            .to_str()
-            .map_err(|_| crate::leg::twilio::SignatureError::Unreadable),
-    };
-    signature.and_then(|sig| crate::leg::twilio::signature::validate(&url, &params, sig, token))
-}
-
-fn twiml_refused(e: crate::leg::twilio::SignatureError) -> axum::response::Response {
-    tracing::warn!(error = %e, "refused a /twiml request: bad X-Twilio-Signature");
-    (StatusCode::FORBIDDEN, "invalid X-Twilio-Signature\n").into_response()
-}
-
-/// Serves until `shutdown` resolves, then drains: new calls are refused, active calls get up to
-/// `server.drain_timeout_s` to finish, then they are hung up.
+/// Serves until `shutdown` resolves (SIGTERM/SIGINT) or `POST /admin/drain` asks, then drains
+/// while still answering: `/readyz` turns 503 at once (and the registry says `draining`), new
+/// calls are refused with the reason, `/livez`, `/healthz`, `/metrics` and the admin API keep
+/// working, calls in progress get up to `server.drain_timeout_s` to finish, then are hung up;
+/// the store is flushed, the instance leaves the cluster, and only then does the listener close.
 pub async fn serve(
     app: Arc<AppState>,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     if app.store.get().is_none() {
-        match attach::open_store(&app.loaded.config.store).await {
+        match attach::open_store(&app.loaded.config.store, Some(&app.instance_id)).await {
             Ok(Some(h)) => {
                 let _ = app.store.set(h);
+                attach::join_cluster(&app).await;
             }
             Ok(None) => {}
             // Calls go on without a store; it is attached once it answers.
@@ -471,13 +394,6 @@ pub async fn serve(
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
     let audiosocket = audiosocket::start(&app).await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let app2 = app.clone();
-    let signal = async move {
-        shutdown.await;
-        app2.calls.start_draining();
-        tracing::info!(active = app2.calls.active(), "draining: refusing new calls");
-        let _ = stop_tx.send(());
-    };
     // Every 20 ms frame goes out at once: without TCP_NODELAY each waits for the previous one's
     // delayed ACK and reaches the caller ~40 ms late.
     use axum::serve::ListenerExt;
@@ -500,7 +416,19 @@ pub async fn serve(
             }
         }
     });
-    signal.await;
+    tokio::select! {
+        _ = shutdown => {}
+        _ = app.calls.drain_started() => {}
+    }
+    app.calls.start_draining();
+    if let Some(c) = app.cluster.get() {
+        c.wake();
+    }
+    tracing::info!(
+        active = app.calls.active(),
+        drain_timeout_s = drain.as_secs(),
+        "draining: refusing new calls, still answering probes, metrics and the admin API"
+    );
     if !app.calls.wait_idle(drain).await {
         tracing::warn!(
             active = app.calls.active(),
@@ -514,6 +442,9 @@ pub async fn serve(
     {
         tracing::warn!("store writes still queued at shutdown");
     }
+    if let Some(c) = app.cluster.get() {
+        c.leave().await;
+    }
     upkeep.abort();
     if let Some(hub) = &app.mcp {
         hub.shutdown().await;
@@ -521,6 +452,7 @@ pub async fn serve(
     if let Some(task) = audiosocket {
         task.abort();
     }
+    let _ = stop_tx.send(());
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Err(e))) => Err(ServeError::Io(e.to_string())),
         _ => Ok(()),
@@ -566,6 +498,31 @@ impl AppState {
         });
         let session = self.backend.open(&cfg).await?;
         Ok((session, agents))
+    }
+}
+
+/// The host's name (a pod's name on Kubernetes) and six random hex digits, so instances on one
+/// host differ and a restart is a new instance: `baton-7d9f-0-3fa91c`.
+fn default_instance_id() -> String {
+    let host: String = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(30)
+        .collect();
+    let tail = calls::random_hex(3).unwrap_or_else(|_| crate::store::new_id("")[11..17].to_owned());
+    if host.is_empty() {
+        format!("i-{tail}")
+    } else {
+        format!("{host}-{tail}")
     }
 }
 

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tracing::Instrument;
@@ -36,13 +35,7 @@ pub fn routes() -> Router<Arc<AppState>> {
 
 async fn upgrade(State(app): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
     let Some(slot) = app.calls.try_admit() else {
-        let why = if app.calls.draining() {
-            "baton is shutting down"
-        } else {
-            "baton is at its call limit"
-        };
-        tracing::warn!(active = app.calls.active(), "refused a /stream call: {why}");
-        return (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response();
+        return super::admission::refuse(&app, "/stream");
     };
     // A browser that sent its token as a subprotocol gets `baton.stream` selected.
     leg::configure_upgrade(ws)

@@ -21,8 +21,20 @@ pub async fn upgrade(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
+    // Twilio signs the URL it was given: the public one, or this instance's own when the
+    // answer document placed the call here (`cluster.advertise_url`).
     if let Some(token) = &app.twilio_token
-        && let Err(e) = signature::verify_upgrade(&headers, &app.stream_url, token)
+        && let Err(e) = signature::verify_upgrade(&headers, &app.stream_url, token).or_else(|e| {
+            let own = format!(
+                "{}/twilio",
+                super::admission::ws_url(&app.loaded.advertise_url())
+            );
+            if own == app.stream_url {
+                Err(e)
+            } else {
+                signature::verify_upgrade(&headers, &own, token)
+            }
+        })
     {
         tracing::warn!(error = %e, "refused a /twilio upgrade: bad X-Twilio-Signature");
         app.metrics.refused("signature");

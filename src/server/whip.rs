@@ -6,8 +6,11 @@
 //!   (128 random bits: unguessable), `Baton-Call-Id: <id>` and
 //!   `Link: </calls/<id>/events>; rel="events"`. Wrong content type → 415, an offer over
 //!   `webrtc.max_offer_bytes` → 413, an offer that is not SDP or that baton cannot answer (no
-//!   Opus, no audio, video sections, recvonly) → 400 with the reason, at capacity → 503.
-//! * `DELETE /whip/<session>` hangs up (200 once the call has ended, 404 for an unknown session).
+//!   Opus, no audio, video sections, recvonly) → 400 with the reason; full or draining → `307`
+//!   to another instance of the cluster with room (`Location: <its URL>/whip`), else 503 with
+//!   the reason and `Retry-After`.
+//! * `DELETE /whip/<session>` hangs up (200 once the call has ended, 404 for an unknown session);
+//!   in a cluster, a session held by another instance is hung up there (over the control bus).
 //! * `OPTIONS` on both answers CORS preflights for `webrtc.allow_origins` and says
 //!   `Accept-Post: application/sdp`. `PATCH` (trickle, ICE restart) is not offered: 405.
 //!
@@ -192,12 +195,19 @@ async fn answer(app: &Arc<AppState>, headers: &HeaderMap, body: Body) -> Respons
         return text(StatusCode::BAD_REQUEST, e.to_string());
     }
     let Some(mut slot) = app.calls.try_admit() else {
-        let why = if app.calls.draining() {
-            "baton is shutting down"
-        } else {
-            "baton is at its call limit"
+        // The instance that will hold the call answers the offer: another one of the cluster
+        // with room, by a redirect (RFC 9725 §4.5), else a refusal with Retry-After.
+        return match super::admission::place(app) {
+            super::admission::Target::There { id, url } => {
+                tracing::info!(to = %id, "WHIP offer redirected to another instance");
+                let mut r = StatusCode::TEMPORARY_REDIRECT.into_response();
+                if let Ok(v) = HeaderValue::from_str(&format!("{url}/whip")) {
+                    r.headers_mut().insert(header::LOCATION, v);
+                }
+                r
+            }
+            _ => super::admission::refuse(app, "/whip"),
         };
-        return text(StatusCode::SERVICE_UNAVAILABLE, why);
     };
     let answered = match leg::answer(&offer, &peer_settings(app)).await {
         Ok(a) => a,
@@ -258,19 +268,43 @@ async fn remove(
     Path(session): Path<String>,
 ) -> Response {
     let origin = allowed_origin(&app, &headers);
-    let r = match app.calls.by_session(&session) {
-        None => text(
-            StatusCode::NOT_FOUND,
-            "no such WHIP session (it may have ended)",
-        ),
-        Some(live) => {
-            live.hang_up();
-            let ended = live.wait_ended(DELETE_WAIT).await;
-            tracing::info!(call_id = %live.id, ended, "WHIP session deleted");
+    let r = if end_session(&app, &session, true).await {
+        text(StatusCode::OK, "hung up")
+    } else if let Some(c) = app.cluster.get() {
+        // The session may be held by another instance (the offer was redirected there, and a
+        // load balancer brought the DELETE here): whoever holds it hangs up.
+        let op = super::cluster::bus::Op::WhipHangup { session };
+        let held = c.ask_all(op).await.into_iter().any(|(_, a)| {
+            matches!(a, Ok(super::cluster::bus::Answer::Here { status, .. }) if status == 200)
+        });
+        if held {
             text(StatusCode::OK, "hung up")
+        } else {
+            not_found()
         }
+    } else {
+        not_found()
     };
     with_cors(r, origin)
+}
+
+fn not_found() -> Response {
+    text(
+        StatusCode::NOT_FOUND,
+        "no such WHIP session (it may have ended)",
+    )
+}
+
+/// Hangs up the browser call of WHIP session `secret` if this instance holds it (with `wait`,
+/// waiting a little for it to end); false when it does not.
+pub async fn end_session(app: &AppState, secret: &str, wait: bool) -> bool {
+    let Some(live) = app.calls.by_session(secret) else {
+        return false;
+    };
+    live.hang_up();
+    let ended = wait && live.wait_ended(DELETE_WAIT).await;
+    tracing::info!(call_id = %live.id, ended, "WHIP session deleted");
+    true
 }
 
 /// One browser call, from the answer to the end.

@@ -10,11 +10,18 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use super::StoreError;
 
 /// `(version, file name)` of every migration, in order, and its SQL.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "0001_initial.sql",
-    include_str!("../../migrations/0001_initial.sql"),
-)];
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "0001_initial.sql",
+        include_str!("../../migrations/0001_initial.sql"),
+    ),
+    (
+        2,
+        "0002_instances.sql",
+        include_str!("../../migrations/0002_instances.sql"),
+    ),
+];
 
 /// The migrator over [`MIGRATIONS`].
 pub fn migrator() -> Migrator {

@@ -15,14 +15,17 @@
 //! admin API  ──reads, context updates──▶ DB
 //! ```
 //!
-//! Modules: [`migrations`] (the versioned schema), [`writer`] (the queue, the writer task and
-//! the SQL of every write), [`read`] (queries and the admin API's context updates), [`rows`]
+//! Modules: [`migrations`] (the versioned schema), [`instances`] (the registry of instances
+//! sharing one PostgreSQL), [`writer`] (the queue and the writer task), `sql` (the SQL of every
+//! write), [`read`] (queries and the admin API's context updates), [`rows`]
 //! (what reads return), [`recorder`] (one call's events into writes, and its live view).
 
+pub mod instances;
 pub mod migrations;
 pub mod read;
 pub mod recorder;
 pub mod rows;
+mod sql;
 pub mod writer;
 
 use std::str::FromStr;
@@ -73,6 +76,16 @@ impl From<sqlx::Error> for StoreError {
                 if db.code().is_some_and(|c| CONFLICT.contains(&c.as_ref())) =>
             {
                 StoreError::Conflict(e.to_string())
+            }
+            // PostgreSQL shutting down, restarting or refusing connections for now (class 57P:
+            // admin_shutdown, crash_shutdown, cannot_connect_now; class 08: connection
+            // exceptions): the next connection may work.
+            sqlx::Error::Database(db)
+                if db
+                    .code()
+                    .is_some_and(|c| c.starts_with("57P") || c.starts_with("08")) =>
+            {
+                StoreError::Unavailable(e.to_string())
             }
             sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed

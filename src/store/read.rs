@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::rows::json_of;
-use super::writer::{begin, pause_active};
+use super::sql::{begin, pause_active};
 use super::{
     CallRow, ContextRow, ContextStatus, HandoffRow, HistoryRow, LineRow, Store, StoreError,
     ToolCallRow, now_ms,

@@ -3,8 +3,16 @@
 //! the configured set; live calls with their active agents; activating or deactivating an agent
 //! on a live call (the orchestrator's operator command, carried by the call's command channel
 //! and done as a gapless handoff at the turn boundary); a call's transcript, agent history and
-//! figures (live from the call's events, else from the store); a caller's agent contexts, listed
-//! and updated. Errors are `{"error": "…"}` with a fitting status.
+//! figures (live from the call's events, else from the store); hanging a call up; a caller's
+//! agent contexts, listed and updated; the instances of the cluster, and a drain of this one.
+//! Errors are `{"error": "…"}` with a fitting status.
+//!
+//! Any instance answers about any call: a call held by another instance of the cluster is
+//! asked about over the control bus ([`super::cluster::bus`]) and its holder's answer returned
+//! as is; when the holder is gone or does not answer in time, the error says so.
+//!
+//! `local` answers about this instance's own live calls (and serves other instances' requests);
+//! `reach` finds the call wherever it is.
 //!
 //! [`routes`] is its own router: it sits among the daemon's protected routes (bearer token);
 //! [`openapi`] is served open.
@@ -19,16 +27,21 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+mod local;
+mod reach;
+
 use super::AppState;
-use super::live::Steering;
+use super::cluster::bus::Op;
 use crate::agents::registry::{Agent, Registry};
-use crate::agents::{CommandError, Input};
-use crate::call::tap::CommandSendError;
 use crate::store::StoreError;
+
 use crate::store::read::ContextPatch;
+pub use local::answer_locally;
+use reach::about;
+pub use reach::cluster_list;
 
 /// The OpenAPI document.
-pub const OPENAPI: &str = include_str!("openapi.json");
+pub const OPENAPI: &str = include_str!("../openapi.json");
 
 /// Every admin route: `(method, path)`, as in the OpenAPI file.
 pub const ROUTES: &[(&str, &str)] = &[
@@ -42,6 +55,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/admin/calls/{call}/figures"),
     ("post", "/admin/calls/{call}/agents/{agent}/activate"),
     ("post", "/admin/calls/{call}/agents/{agent}/deactivate"),
+    ("post", "/admin/calls/{call}/hangup"),
+    ("get", "/admin/calls/{call}/events"),
+    ("get", "/admin/instances"),
+    ("post", "/admin/drain"),
     ("get", "/admin/callers/{caller}/contexts"),
     ("get", "/admin/contexts/{context}"),
     ("patch", "/admin/contexts/{context}"),
@@ -65,16 +82,15 @@ pub fn routes() -> Router<Arc<AppState>> {
             "/admin/calls/{call}/agents/{agent}/deactivate",
             post(deactivate),
         )
+        .route("/admin/calls/{call}/hangup", post(hangup))
+        .route("/admin/calls/{call}/events", get(events))
+        .route("/admin/instances", get(instances))
+        .route("/admin/drain", post(drain))
         .route("/admin/callers/{caller}/contexts", get(contexts))
         .route(
             "/admin/contexts/{context}",
             get(get_context).patch(patch_context),
         )
-}
-
-/// A live call's steering (its view and command channel), if it is listed and running.
-fn steered(app: &AppState, call: &str) -> Option<Steering> {
-    app.calls.get(call).and_then(|c| c.steering().cloned())
 }
 
 fn error(code: StatusCode, msg: impl Into<String>) -> Response {
@@ -165,8 +181,12 @@ struct CallsQuery {
 async fn list_calls(State(app): State<Arc<AppState>>, Query(q): Query<CallsQuery>) -> Response {
     match q.state.as_deref() {
         None | Some("live") => {
-            let calls: Vec<_> = app.calls.list().iter().map(|c| c.admin_summary()).collect();
-            Json(json!({ "calls": calls })).into_response()
+            let (calls, unanswered) = cluster_list(&app, true).await;
+            let mut v = json!({ "calls": calls });
+            if !unanswered.is_empty() {
+                v["unanswered"] = json!(unanswered);
+            }
+            Json(v).into_response()
         }
         Some("ended") => {
             let Some(s) = app.store.get() else {
@@ -185,137 +205,83 @@ async fn list_calls(State(app): State<Arc<AppState>>, Query(q): Query<CallsQuery
 }
 
 async fn get_call(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
-    if let Some(c) = app.calls.get(&call) {
-        return Json(json!({ "live": true, "call": c.admin_summary() })).into_response();
-    }
-    let Some(s) = app.store.get() else {
-        return error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
-    };
-    match s.store.call(&call).await {
-        Ok(c) => Json(json!({ "live": false, "call": c })).into_response(),
-        Err(e) => store_error(e),
-    }
+    about(&app, Op::Call { call }).await
 }
 
 async fn transcript(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
-    if let Some(c) = steered(&app, &call) {
-        let lines = c
-            .view
-            .lock()
-            .map(|v| v.transcript.clone())
-            .unwrap_or_default();
-        return Json(json!({ "live": true, "lines": lines })).into_response();
-    }
-    let Some(s) = app.store.get() else {
-        return error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
-    };
-    if let Err(e) = s.store.call(&call).await {
-        return store_error(e);
-    }
-    match s.store.transcript(&call).await {
-        Ok(lines) => Json(json!({ "live": false, "lines": lines })).into_response(),
-        Err(e) => store_error(e),
-    }
+    about(&app, Op::Transcript { call }).await
 }
 
 async fn history(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
-    if let Some(c) = steered(&app, &call) {
-        let (history, active) = c
-            .view
-            .lock()
-            .map(|v| (v.history.clone(), v.active.clone()))
-            .unwrap_or_default();
-        return Json(json!({ "live": true, "active_agents": active, "history": history }))
-            .into_response();
-    }
-    let Some(s) = app.store.get() else {
-        return error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
-    };
-    if let Err(e) = s.store.call(&call).await {
-        return store_error(e);
-    }
-    match s.store.history(&call).await {
-        Ok(h) => Json(json!({ "live": false, "history": h })).into_response(),
-        Err(e) => store_error(e),
-    }
+    about(&app, Op::History { call }).await
 }
 
 async fn figures(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
-    if let Some(c) = steered(&app, &call) {
-        let v = c
-            .view
-            .lock()
-            .map(|v| {
-                json!({
-                    "live": true,
-                    "handoff_events": v.handoffs,
-                    "tool_calls": v.tool_calls,
-                    "transcript_lines": v.transcript.len(),
-                    "sidecar_deliveries": v.sidecar_deliveries,
-                })
-            })
-            .unwrap_or_default();
-        return Json(v).into_response();
-    }
-    let Some(s) = app.store.get() else {
-        return error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
-    };
-    let c = match s.store.call(&call).await {
-        Ok(c) => c,
-        Err(e) => return store_error(e),
-    };
-    let handoffs = match s.store.handoffs(&call).await {
-        Ok(h) => h,
-        Err(e) => return store_error(e),
-    };
-    let tools = match s.store.tool_calls(&call).await {
-        Ok(t) => t,
-        Err(e) => return store_error(e),
-    };
-    Json(json!({
-        "live": false,
-        "figures": c.figures,
-        "handoffs": handoffs,
-        "tool_calls": tools,
-    }))
-    .into_response()
+    about(&app, Op::Figures { call }).await
 }
 
-async fn command(app: &AppState, call: &str, input: Input) -> Response {
-    let Some(c) = steered(app, call) else {
-        return error(StatusCode::NOT_FOUND, format!("no live call {call:?}"));
-    };
-    match c.commands.request(input).await {
-        Ok(()) => (
-            StatusCode::ACCEPTED,
-            Json(json!({
-                "call": call,
-                "status": "accepted",
-                "note": "the handoff is carried out at the next turn boundary",
-            })),
-        )
-            .into_response(),
-        Err(CommandSendError::Refused(e @ CommandError::UnknownAgent(_))) => {
-            error(StatusCode::NOT_FOUND, e.to_string())
-        }
-        Err(CommandSendError::Refused(e)) => error(StatusCode::CONFLICT, e.to_string()),
-        Err(e @ CommandSendError::Busy) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        Err(e @ CommandSendError::Ended) => error(StatusCode::GONE, e.to_string()),
-    }
+async fn events(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
+    about(&app, Op::Events { call }).await
+}
+
+async fn hangup(State(app): State<Arc<AppState>>, Path(call): Path<String>) -> Response {
+    about(&app, Op::Hangup { call }).await
 }
 
 async fn activate(
     State(app): State<Arc<AppState>>,
     Path((call, agent)): Path<(String, String)>,
 ) -> Response {
-    command(&app, &call, Input::Activate { agent }).await
+    about(&app, Op::Activate { call, agent }).await
 }
 
 async fn deactivate(
     State(app): State<Arc<AppState>>,
     Path((call, agent)): Path<(String, String)>,
 ) -> Response {
-    command(&app, &call, Input::Deactivate { agent }).await
+    about(&app, Op::Deactivate { call, agent }).await
+}
+
+/// The registry as this instance last read it (this instance alone outside a cluster).
+async fn instances(State(app): State<Arc<AppState>>) -> Response {
+    match app.cluster.get() {
+        Some(c) => Json(json!({
+            "cluster": true,
+            "this": c.id(),
+            "instances": c.instances(),
+        }))
+        .into_response(),
+        None => Json(json!({
+            "cluster": false,
+            "this": app.instance_id,
+            "instances": [{
+                "id": app.instance_id,
+                "url": app.loaded.advertise_url(),
+                "capacity": app.calls.max(),
+                "active_calls": app.calls.active(),
+                "state": app.calls.unready().map_or("ready", |u| u.as_str()),
+            }],
+        }))
+        .into_response(),
+    }
+}
+
+/// Starts this instance's drain, as SIGTERM does.
+async fn drain(State(app): State<Arc<AppState>>) -> Response {
+    let first = app.calls.start_draining();
+    if first {
+        tracing::info!("drain asked for through the admin API");
+    }
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "status": "draining",
+            "already": !first,
+            "active_calls": app.calls.active(),
+            "drain_timeout_s": app.loaded.config.server.drain_timeout_s,
+        })),
+    )
+        .into_response()
 }
 
 async fn contexts(State(app): State<Arc<AppState>>, Path(caller): Path<String>) -> Response {
