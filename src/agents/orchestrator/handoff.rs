@@ -150,7 +150,10 @@ impl Orchestrator {
             .copied()
             .filter(|m| !self.members.contains(m))
             .collect();
-        let blocked = if self.pending.is_some() || self.standby.is_some() || !self.held.is_empty() {
+        // An operator's command may follow a handoff already carried in place (the new agent
+        // not yet heard); only one still being carried out (a session being prepared, a message
+        // waiting for the turn boundary) blocks it.
+        let blocked = if self.standby.is_some() || !self.held.is_empty() {
             Some("another handoff is in progress".to_owned())
         } else if let Some(c) = entering.iter().find_map(|&m| {
             let data = &self.data;
