@@ -185,7 +185,7 @@ fn partial_frame_is_held_mid_turn_and_padded_at_turn_end() {
 }
 
 #[test]
-fn handoff_between_turns_never_mixes_or_flushes() {
+fn handoff_between_turns_joins_sample_to_sample_and_never_flushes() {
     let start = Instant::now();
     let mut p = Playout::new(RATE, start);
     // Agent A's turn leaves 100 samples for its last frame; agent B's turn is queued behind it
@@ -193,26 +193,36 @@ fn handoff_between_turns_never_mixes_or_flushes() {
     p.push(&ramp(0, SPF + 100), A, start);
     p.push(&ramp(1000, 2 * SPF), B, start);
     let f0 = poll_at_tick(&mut p, start, 0);
-    assert_eq!((f0.kind, f0.tag), (PlayedKind::Voice, Some(A)));
+    assert_eq!(
+        (f0.kind, f0.tag, f0.joined),
+        (PlayedKind::Voice, Some(A), None)
+    );
     assert_eq!(f0.frame.samples, ramp(0, SPF));
-    // A's tail is padded rather than joined with B's head.
+    // A's tail, then B's head at once: no sample of silence between the two agents.
     let f1 = poll_at_tick(&mut p, start, 1);
     assert_eq!((f1.kind, f1.tag), (PlayedKind::Voice, Some(A)));
+    assert_eq!(f1.joined, Some((B, 100)));
+    assert_eq!(f1.audio, SPF);
     assert_eq!(&f1.frame.samples[..100], &ramp(SPF, 100)[..]);
-    assert!(f1.frame.samples[100..].iter().all(|&s| s == 0));
-    for (n, k) in [(2, 0), (3, 1)] {
-        let f = poll_at_tick(&mut p, start, n);
-        assert_eq!((f.kind, f.tag), (PlayedKind::Voice, Some(B)));
-        assert_eq!(f.frame.samples, ramp(1000 + k * SPF, SPF));
-        assert_eq!(p.speaking(), Some(B));
-    }
-    // B never ended: running dry is an underrun of B. A was superseded, so it no longer counts.
-    let u = poll_at_tick(&mut p, start, 4);
-    assert_eq!((u.kind, u.tag), (PlayedKind::Underrun, Some(B)));
-    // A's late end_turn changes nothing; B's ends the underruns.
+    assert_eq!(&f1.frame.samples[100..], &ramp(1000, SPF - 100)[..]);
+    assert_eq!(p.speaking(), Some(B));
+    let f2 = poll_at_tick(&mut p, start, 2);
+    assert_eq!((f2.kind, f2.tag), (PlayedKind::Voice, Some(B)));
+    assert_eq!(f2.frame.samples, ramp(1000 + SPF - 100, SPF));
+    // 100 samples of B are left and B has not ended: held back, an underrun of B. A was
+    // superseded, so it no longer counts.
+    let u = poll_at_tick(&mut p, start, 3);
+    assert_eq!((u.kind, u.tag, u.audio), (PlayedKind::Underrun, Some(B), 0));
+    // A's late end_turn changes nothing; B's end plays its tail, padded.
     p.end_turn(A);
-    assert_eq!(poll_at_tick(&mut p, start, 5).kind, PlayedKind::Underrun);
+    assert_eq!(poll_at_tick(&mut p, start, 4).kind, PlayedKind::Underrun);
     p.end_turn(B);
+    let tail = poll_at_tick(&mut p, start, 5);
+    assert_eq!(
+        (tail.kind, tail.audio, tail.joined),
+        (PlayedKind::Voice, 100, None)
+    );
+    assert!(tail.frame.samples[100..].iter().all(|&s| s == 0));
     assert_eq!(poll_at_tick(&mut p, start, 6).kind, PlayedKind::Silence);
     assert_eq!(p.stats().flushed_samples, 0);
     assert_eq!(p.stats().underruns, 2);

@@ -287,3 +287,24 @@ fn resample_all_is_time_aligned_with_rounded_length() {
         assert!(worst < 164, "{from}->{to}: worst error {worst}");
     }
 }
+
+/// The downlink's resampler: every reply (a stream ended by `flush`) comes out time-aligned and
+/// exactly as long as its input says, as `resample_all` does offline, whatever the chunking, so
+/// two replies played back to back join without the filter's delay of silence between them.
+#[test]
+fn an_aligned_stream_matches_the_offline_clip_reply_after_reply() {
+    for (from, to) in [(24_000, 8_000), (24_000, 16_000), (16_000, 24_000)] {
+        let clip = sample_at(from, from as usize * 3 / 2 + 37, sine(440.0));
+        let offline = resample_all(&clip, from, to).unwrap();
+        let mut r = StreamResampler::aligned(from, to).unwrap();
+        for piece in [960, 1234] {
+            let mut out = Vec::new();
+            for chunk in clip.chunks(piece) {
+                r.process(chunk, &mut out);
+            }
+            r.flush(&mut out);
+            assert_eq!(out.len(), offline.len(), "{from}->{to} in {piece}s");
+            assert_eq!(out, offline, "{from}->{to} in {piece}s");
+        }
+    }
+}

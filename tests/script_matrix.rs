@@ -3,8 +3,10 @@
 //! allows, on the embedded mock (accelerated clock). A call plays to its script when the agents
 //! say exactly the scripted lines in order (from the transcript), the recording holds exactly
 //! the scripted reply clips in order (cross-correlation, not baton's events), each handoff
-//! happens once in the scripted order, nothing unscripted is heard, there is no underrun, and an
-//! in-session or warm handoff inserts at most one frame of silence by the recording. A strategy
+//! happens once in the scripted order, nothing unscripted is heard, there is no underrun, an
+//! in-session or warm handoff inserts no silence at all by the recording (the next agent's first
+//! sample follows the announcement's last), and every handoff's reported `gap_ms` agrees with
+//! the recording within 1 ms. A strategy
 //! the profile cannot carry at all is refused before the call with one line naming the profile
 //! and the missing capability.
 //!

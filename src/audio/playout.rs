@@ -12,11 +12,13 @@
 //! Rules:
 //! * Within a turn, chunks are played back to back: a frame can hold the tail of one chunk and the
 //!   head of the next.
-//! * A frame never mixes two turns. When a turn's audio runs out mid-frame and the turn has ended
-//!   (or another turn's audio is queued behind it), the partial frame is padded with silence. If the
-//!   turn is still open and nothing else is queued, the partial frame is held back for the rest of
-//!   the turn's audio and the tick is an underrun: a hole inside a frame would be a click, the
-//!   underrun is a gap either way.
+//! * Turns join sample to sample: when a turn's audio runs out mid-frame and another turn's audio
+//!   is queued behind it, the frame goes on with that audio (a handoff or two replies in a row
+//!   insert no silence; [`Played::joined`] says where the next turn starts). When the turn has
+//!   ended and nothing follows, the partial frame is padded with silence ([`Played::audio`] says
+//!   how much of it is audio). If the turn is still open and nothing else is queued, the partial
+//!   frame is held back for the rest of the turn's audio and the tick is an underrun: a hole inside
+//!   a frame would be a click, the underrun is a gap either way.
 //! * A turn is being spoken from its first pushed audio until it has ended ([`Playout::end_turn`])
 //!   and its audio has been played, or until a later turn's audio starts playing. A tick with no
 //!   playable audio while a turn is being spoken is an [`PlayedKind::Underrun`]; otherwise it is
@@ -66,9 +68,14 @@ pub struct Played {
     pub frame: Frame,
     /// Voice, silence or underrun.
     pub kind: PlayedKind,
-    /// For `Voice`, the turn whose audio the frame carries; for `Underrun`, the turn that ran dry;
-    /// `None` for `Silence`.
+    /// For `Voice`, the turn whose audio the frame carries (the first one, when another joins
+    /// it); for `Underrun`, the turn that ran dry; `None` for `Silence`.
     pub tag: Option<TurnTag>,
+    /// Samples of model audio at the start of the frame (the rest is padding): the whole frame
+    /// unless a turn ended in it with nothing queued behind; 0 for silence and underruns.
+    pub audio: usize,
+    /// Another turn's audio starts in this frame, at this sample, right after `tag`'s last.
+    pub joined: Option<(TurnTag, usize)>,
     /// Set on the frame holding the first sample of a pushed chunk, so that
     /// `downlink_added = (tick time - received_at) - ahead`. If one frame holds the starts of
     /// several chunks, the earliest chunk is reported.
@@ -216,17 +223,30 @@ impl Playout {
         self.prune();
         let mut samples = self.spare.take().unwrap_or_default();
         samples.clear();
-        let (kind, tag, taken) = match self.segments.front() {
-            None => (PlayedKind::Silence, None, 0),
+        let (kind, tag, taken, joined) = match self.segments.front() {
+            None => (PlayedKind::Silence, None, 0, None),
             Some(seg) => {
                 let avail = seg.end.saturating_sub(self.head) as usize;
                 let turn_complete = seg.ended || self.segments.len() > 1;
                 if avail >= self.spf {
-                    (PlayedKind::Voice, Some(seg.tag), self.spf)
+                    (PlayedKind::Voice, Some(seg.tag), self.spf, None)
                 } else if avail > 0 && turn_complete {
-                    (PlayedKind::Voice, Some(seg.tag), avail)
+                    // The turn's last samples; a turn queued behind follows at once.
+                    let next = self.segments.get(1).map(|n| {
+                        let more = (n.end.saturating_sub(seg.end) as usize).min(self.spf - avail);
+                        (n.tag, more)
+                    });
+                    match next {
+                        Some((t, more)) if more > 0 => (
+                            PlayedKind::Voice,
+                            Some(seg.tag),
+                            avail + more,
+                            Some((t, avail)),
+                        ),
+                        _ => (PlayedKind::Voice, Some(seg.tag), avail, None),
+                    }
                 } else {
-                    (PlayedKind::Underrun, Some(seg.tag), 0)
+                    (PlayedKind::Underrun, Some(seg.tag), 0, None)
                 }
             }
         };
@@ -255,7 +275,11 @@ impl Playout {
             PlayedKind::Silence => self.stats.silence_frames += 1,
             PlayedKind::Underrun => self.stats.underruns += 1,
         }
-        self.speaking = if kind == PlayedKind::Voice { tag } else { None };
+        self.speaking = match (kind, joined) {
+            (PlayedKind::Voice, Some((t, _))) => Some(t),
+            (PlayedKind::Voice, None) => tag,
+            _ => None,
+        };
         Some(Played {
             frame: Frame {
                 rate: self.rate,
@@ -264,6 +288,8 @@ impl Playout {
             },
             kind,
             tag,
+            audio: taken,
+            joined,
             chunk_start,
         })
     }

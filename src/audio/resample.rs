@@ -94,6 +94,10 @@ struct FftStream {
     consumed: u64,
     /// Output samples emitted since construction or the last flush.
     emitted: u64,
+    /// Drop the filter's delay at the start of every stream (see [`StreamResampler::aligned`]).
+    aligned: bool,
+    /// Output samples still to drop at the start of this stream.
+    skip: usize,
 }
 
 impl StreamResampler {
@@ -148,8 +152,25 @@ impl StreamResampler {
                 converted: vec![0.0; block_out],
                 consumed: 0,
                 emitted: 0,
+                aligned: false,
+                skip: 0,
             }),
         })
+    }
+
+    /// A resampler whose every stream (from construction, and after each [`flush`](Self::flush))
+    /// is time-aligned with its input: the filter's leading delay is dropped, so a stream of `n`
+    /// input samples gives exactly `round(n * to / from)` output samples, the first of them for
+    /// the first input sample. Consecutive streams then join without the delay's silence between
+    /// them (the model's replies, back to back). The delay still holds back the last
+    /// [`delay`](Self::delay) of output until more input or the flush comes.
+    pub fn aligned(from_hz: u32, to_hz: u32) -> Result<Self, ResampleError> {
+        let mut r = Self::new(from_hz, to_hz)?;
+        if let Some(s) = r.fft.as_mut() {
+            s.aligned = true;
+            s.skip = s.fft.output_delay();
+        }
+        Ok(r)
     }
 
     /// Feeds any number of input samples and appends every output sample that is ready to `out`.
@@ -196,6 +217,7 @@ impl StreamResampler {
         s.fill = 0;
         s.consumed = 0;
         s.emitted = 0;
+        s.skip = if s.aligned { s.fft.output_delay() } else { 0 };
     }
 
     /// The algorithmic delay in output samples: output sample `n` corresponds to input time
@@ -236,7 +258,13 @@ impl FftStream {
             .expect("buffers match the resampler's fixed block sizes");
         debug_assert_eq!(written, self.block_out);
         // `as` saturates out-of-range floats, which is the clipping wanted here.
-        out.extend(self.converted[..keep].iter().map(|&v| v.round() as i16));
+        let dropped = self.skip.min(keep);
+        self.skip -= dropped;
+        out.extend(
+            self.converted[dropped..keep]
+                .iter()
+                .map(|&v| v.round() as i16),
+        );
         self.fill = 0;
         self.emitted += keep as u64;
     }

@@ -13,18 +13,19 @@ impl Call {
         if let Some(a) = self.agents.as_mut() {
             a.on_model_event(&e, at);
         }
+        if matches!(e, ModelEvent::GenerationComplete) {
+            // The turn's tail first: what the orchestrator sends now goes out with the whole
+            // announcement queued (and measured so).
+            self.end_model_turn(at);
+        }
         self.apply_agent_actions(at);
-        let tag = TurnTag {
-            agent: self.agent,
-            turn: self.turn_no,
-        };
         match e {
             ModelEvent::Audio { rate, samples } => {
                 if let Some(r) = self.resume.as_mut() {
                     r.heard();
                 }
                 if rate != self.down.from_hz() {
-                    match resampler(rate, self.leg_rate) {
+                    match downlink_resampler(rate, self.leg_rate) {
                         Ok(r) => self.down = r,
                         Err(e) => {
                             self.report.protocol_errors.push(e.to_string());
@@ -35,6 +36,12 @@ impl Call {
                 if !self.turn_open {
                     self.turn_open = true;
                     self.turn_no += 1;
+                    tracing::trace!(
+                        target: "baton::wire",
+                        turn = self.turn_no,
+                        queued_ms = ms(self.playout.queued()),
+                        "first model audio of the turn"
+                    );
                 }
                 let tag = TurnTag {
                     agent: self.agent,
@@ -47,22 +54,10 @@ impl Call {
                 self.down.process(&samples, &mut self.down_buf);
                 self.playout.push(&self.down_buf, tag, at.into_std());
             }
-            ModelEvent::GenerationComplete => {
-                self.down_buf.clear();
-                self.down.flush(&mut self.down_buf);
-                self.playout.push(&self.down_buf, tag, at.into_std());
-                self.playout.end_turn(tag);
-                self.turn_open = false;
-            }
+            ModelEvent::GenerationComplete => {}
             ModelEvent::TurnComplete => {
-                if self.turn_open {
-                    // No generationComplete came: the turn's tail is still in the resampler.
-                    self.down_buf.clear();
-                    self.down.flush(&mut self.down_buf);
-                    self.playout.push(&self.down_buf, tag, at.into_std());
-                    self.playout.end_turn(tag);
-                    self.turn_open = false;
-                }
+                // No generationComplete came: the turn's tail is still in the resampler.
+                self.end_model_turn(at);
             }
             ModelEvent::Interrupted => {
                 if own_interruption {
@@ -139,6 +134,23 @@ impl Call {
         }
     }
 
+    /// The model's turn is generated: its tail out of the resampler into playout, and playout
+    /// told the turn has ended (running dry after it is no underrun). Once per turn.
+    fn end_model_turn(&mut self, at: Instant) {
+        if !self.turn_open {
+            return;
+        }
+        let tag = TurnTag {
+            agent: self.agent,
+            turn: self.turn_no,
+        };
+        self.down_buf.clear();
+        self.down.flush(&mut self.down_buf);
+        self.playout.push(&self.down_buf, tag, at.into_std());
+        self.playout.end_turn(tag);
+        self.turn_open = false;
+    }
+
     pub(super) fn on_tick(&mut self, now: Instant, leg: &LegHandle) {
         if let Some(a) = self.agents.as_mut()
             && a.cold_pending()
@@ -163,15 +175,24 @@ impl Call {
                         self.heard = (tag.turn, 1);
                     }
                 }
-                self.last_voice_end = played.frame.ts + played.frame.duration();
+                // Sample-exact: where the model's audio ends in this frame (the rest is
+                // padding), and where a joined turn starts.
+                let at = |n: usize| {
+                    played.frame.ts
+                        + Duration::from_nanos(
+                            n as u64 * 1_000_000_000 / u64::from(played.frame.rate.max(1)),
+                        )
+                };
+                self.last_voice_end = at(played.audio);
                 if let (Some(a), Some(tag)) = (self.agents.as_mut(), played.tag) {
-                    a.on_voice_played(
-                        tag.agent,
-                        played.frame.ts,
-                        played.frame.duration(),
-                        self.vad.last_voiced_end(),
-                        &mut self.report,
-                    );
+                    let caller = self.vad.last_voiced_end();
+                    let first_end = played.joined.map_or(played.audio, |(_, k)| k);
+                    let ts = played.frame.ts;
+                    a.on_voice_played(tag.agent, ts, at(first_end) - ts, caller, &mut self.report);
+                    if let Some((next, k)) = played.joined {
+                        let len = at(played.audio) - at(k);
+                        a.on_voice_played(next.agent, at(k), len, caller, &mut self.report);
+                    }
                 }
                 if let Some((idx, end)) = self.awaiting_first_audio.take() {
                     let v2v = ms(now.saturating_duration_since(end));

@@ -83,6 +83,16 @@ fn resampler(from: u32, to: u32) -> Result<StreamResampler, CallError> {
     })
 }
 
+/// The model's audio into the leg's rate, each reply time-aligned (no filter delay of silence
+/// in front of it), so replies played back to back join sample to sample.
+fn downlink_resampler(from: u32, to: u32) -> Result<StreamResampler, CallError> {
+    StreamResampler::aligned(from, to).map_err(|e| CallError::Resampler {
+        from,
+        to,
+        reason: e.to_string(),
+    })
+}
+
 /// Runs a call with one agent and no orchestrator.
 pub async fn run(
     leg: LegHandle,
@@ -263,7 +273,7 @@ impl Call {
     ) -> Result<Call, CallError> {
         let protocol = session.protocol();
         let up = resampler(leg.rate, protocol.input_rate())?;
-        let down = resampler(protocol.output_rate(), leg.rate)?;
+        let down = downlink_resampler(protocol.output_rate(), leg.rate)?;
         let report = CallReport {
             uplink_resampler_delay_ms: ms(up.delay()),
             downlink_resampler_delay_ms: ms(down.delay()),

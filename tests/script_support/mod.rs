@@ -2,7 +2,7 @@
 //! agents' lines the scenario scripts (from the call's transcript), the scripted reply clips
 //! found in the caller's recording by cross-correlation (not from baton's own events), each
 //! handoff once in the scripted order, no unscripted audio, no underrun, and the silence a
-//! handoff inserted, measured on the recording.
+//! handoff inserted, measured on the recording and compared with the reported `gap_ms`.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -252,7 +252,9 @@ pub fn agent_lines(report: &CallReport) -> Vec<String> {
 }
 
 /// Everything that differs from the script, one line each (empty: the call played to it).
-/// `gapless`: every handoff must insert at most one frame of silence by the recording.
+/// `gapless`: no handoff may insert any silence by the recording (the next agent's first sample
+/// follows the announcement's last). Every handoff's reported `gap_ms` must agree with the
+/// recording within 1 ms.
 pub fn check(script: &Script, report: &CallReport, recording: &Path, gapless: bool) -> Vec<String> {
     let mut bad = Vec::new();
     let said = agent_lines(report);
@@ -277,15 +279,26 @@ pub fn check(script: &Script, report: &CallReport, recording: &Path, gapless: bo
     match find_clips(&track, &script.lines) {
         Err(e) => bad.push(e),
         Ok(found) => {
+            let mut reported = report.handoffs.iter();
             for (i, pair) in found.windows(2).enumerate() {
                 let line = &script.lines[i + 1];
+                if !line.after_handoff {
+                    continue;
+                }
                 let gap = pair[1].start as i64 - pair[0].end as i64;
-                if line.after_handoff && gapless && gap > FRAME as i64 {
+                let gap_ms = gap as f64 * 1000.0 / f64::from(rate);
+                if gapless && gap > 0 {
                     bad.push(format!(
-                        "handoff before {:?} inserted {:.1} ms of silence (recording)",
-                        line.text,
-                        gap as f64 * 1000.0 / f64::from(rate)
+                        "handoff before {:?} inserted {gap_ms:.2} ms of silence (recording)",
+                        line.text
                     ));
+                }
+                match reported.next().and_then(|h| h.gap_ms) {
+                    Some(r) if (r - gap_ms.max(0.0)).abs() <= 1.0 => {}
+                    other => bad.push(format!(
+                        "handoff before {:?}: gap_ms {other:?}, the recording says {gap_ms:.2}",
+                        line.text
+                    )),
                 }
             }
             let extra = unscripted(&track, &found, rate);

@@ -127,6 +127,8 @@ pub struct AgentsDriver {
     responded: Vec<String>,
     /// Tools running for this call (stopped on barge-in, and when the call ends).
     tools: runner::ToolTasks,
+    /// A `generationComplete` arrived since the actions were last carried out.
+    generation_done: bool,
 }
 
 impl AgentsDriver {
@@ -160,6 +162,7 @@ impl AgentsDriver {
             held: Vec::new(),
             responded: Vec::new(),
             tools: runner::ToolTasks::default(),
+            generation_done: false,
         }
     }
 
@@ -229,6 +232,9 @@ impl AgentsDriver {
 
     pub fn on_model_event(&mut self, e: &ModelEvent, at: Instant) {
         self.input_at = at;
+        if matches!(e, ModelEvent::GenerationComplete) {
+            self.generation_done = true;
+        }
         if let ModelEvent::ToolCallCancellation(ids) = e {
             self.tools.cancel(ids, "the caller interrupted");
         }
@@ -358,6 +364,14 @@ impl AgentsDriver {
         session: &mut Option<ModelSession>,
     ) -> Option<u32> {
         let mut attributed = None;
+        if std::mem::take(&mut self.generation_done)
+            && let Some(p) = self.announced.last_mut()
+            && p.queued_at_trigger_ms.is_some()
+        {
+            // A trigger sent while the announcement was being generated (a WHEN_IDLE answer)
+            // takes effect once it is generated: the model cannot start the next turn sooner.
+            p.queued_at_trigger_ms = Some(ms(queued));
+        }
         while let Some(action) = self.orch.poll_action() {
             if matches!(
                 action,
