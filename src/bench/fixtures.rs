@@ -369,6 +369,25 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
         };
         for profile in &profiles {
             for strategy in strategies {
+                // A strategy the profile's model can never carry is refused by the call; the
+                // sweep leaves that cell out and says why.
+                if let Some(s) = strategy
+                    .as_deref()
+                    .and_then(|s| demo::parse_strategy(s).ok())
+                    && args.model_url.is_none()
+                {
+                    let p = profile
+                        .clone()
+                        .unwrap_or_else(|| loaded.scenario.profile.name().to_owned());
+                    if let Some(missing) = unplayable_on(s, &p) {
+                        eprintln!(
+                            "bench fixtures: {} on {p}: {} left out (the model has {missing})",
+                            loaded.scenario.name,
+                            s.as_str()
+                        );
+                        continue;
+                    }
+                }
                 cells.push(Cell {
                     scenario: path.clone(),
                     prepared: prepared.len(),
@@ -381,6 +400,19 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
         prepared.push(loaded);
     }
     Ok(Plan { cells, prepared })
+}
+
+/// What the model of the embedded mock's `profile` lacks to carry `s` at all, if anything.
+fn unplayable_on(s: crate::agents::Strategy, profile: &str) -> Option<&'static str> {
+    use crate::model::catalog;
+    use crate::model::handle::Protocol;
+    let info = if profile == demo::OPENAI_PROFILE {
+        catalog::lookup(Protocol::OpenAi, catalog::DEFAULT_OPENAI_MODEL)
+    } else {
+        let p: Profile = profile.parse().ok()?;
+        catalog::lookup(Protocol::Gemini, p.model_id())
+    };
+    crate::agents::strategy::unplayable(s, &info.capabilities)
 }
 
 fn list(s: &str) -> impl Iterator<Item = &str> {
