@@ -35,12 +35,17 @@ impl Lcg {
 
 /// Polls exactly at tick `n`, checking the clock neither fires early nor twice.
 fn poll_at_tick(p: &mut Playout, start: Instant, n: u64) -> baton::audio::playout::Played {
-    let due = tick(start, n);
+    poll_at(p, start, tick(start, n))
+}
+
+/// Polls exactly at `due`, which must be the next tick; the frame's media timestamp is `due`'s
+/// time since the playout's `start`.
+fn poll_at(p: &mut Playout, start: Instant, due: Instant) -> baton::audio::playout::Played {
     assert_eq!(p.poll_timeout(), due);
     assert!(p.poll_frame(due - Duration::from_nanos(1)).is_none());
     let played = p.poll_frame(due).expect("tick due");
     assert!(p.poll_frame(due).is_none(), "second frame for one tick");
-    assert_eq!(played.frame.ts, TICK * n as u32);
+    assert_eq!(played.frame.ts, due - start);
     assert_eq!(played.frame.rate, RATE);
     assert_eq!(played.frame.samples.len(), SPF);
     played
@@ -56,8 +61,11 @@ fn bursts_at_four_times_real_time_leave_at_steady_cadence() {
     let mut played = Vec::new();
     // Tick 0 falls before any audio: plain silence.
     assert_eq!(poll_at_tick(&mut p, start, 0).kind, PlayedKind::Silence);
+    // The first chunk lands 7 ms after tick 0, while the playout is idle: the talkspurt starts
+    // then, and every later tick falls 20 ms after it.
+    let phase = start + Duration::from_millis(7);
     for n in 0..200u64 {
-        // Model chunks land 7 ms after a tick, before the next one.
+        // Model chunks land 7 ms after each of the original ticks.
         if pushed < total {
             p.push(
                 &ramp(pushed, burst),
@@ -69,14 +77,14 @@ fn bursts_at_four_times_real_time_leave_at_steady_cadence() {
                 p.end_turn(A);
             }
         }
-        let out = poll_at_tick(&mut p, start, n + 1);
+        let out = poll_at(&mut p, start, tick(phase, n));
         match out.kind {
             PlayedKind::Voice => {
                 assert_eq!(out.tag, Some(A));
                 played.extend_from_slice(&out.frame.samples);
             }
             PlayedKind::Silence => assert!(out.frame.samples.iter().all(|&s| s == 0)),
-            PlayedKind::Underrun => panic!("underrun at tick {}", n + 1),
+            PlayedKind::Underrun => panic!("underrun at tick {n}"),
         }
     }
     assert_eq!(played, ramp(0, total));
@@ -132,7 +140,8 @@ fn underruns_are_counted_only_inside_a_turn() {
     assert_eq!(poll_at_tick(&mut p, start, 0).kind, PlayedKind::Silence);
     assert_eq!(p.speaking(), None);
 
-    p.push(&ramp(0, 2 * SPF), A, tick(start, 0));
+    // Audio arriving exactly at tick 1 (no earlier): the clock keeps its phase.
+    p.push(&ramp(0, 2 * SPF), A, tick(start, 1));
     assert_eq!(poll_at_tick(&mut p, start, 1).kind, PlayedKind::Voice);
     assert_eq!(p.speaking(), Some(A));
     assert_eq!(poll_at_tick(&mut p, start, 2).kind, PlayedKind::Voice);
@@ -248,7 +257,7 @@ fn flush_drops_everything_and_next_tick_is_silence() {
     assert_eq!(p.flush(), 0);
 
     // The next turn plays normally after a flush.
-    p.push(&ramp(5000, SPF), B, start);
+    p.push(&ramp(5000, SPF), B, tick(start, 3));
     let v = poll_at_tick(&mut p, start, 3);
     assert_eq!((v.kind, v.tag), (PlayedKind::Voice, Some(B)));
     assert_eq!(v.frame.samples, ramp(5000, SPF));
@@ -296,14 +305,16 @@ fn chunk_start_reports_arrival_and_audio_ahead() {
             ahead: Duration::from_micros(us),
         })
     };
-    assert_eq!(poll_at_tick(&mut p, start, 1).chunk_start, cs(r1, 0)); // [0, 160)
-    assert_eq!(poll_at_tick(&mut p, start, 2).chunk_start, cs(r2, 25_000)); // [160, 320)
-    assert_eq!(poll_at_tick(&mut p, start, 3).chunk_start, None); // [320, 480)
+    // The playout was idle: the talkspurt starts when its first chunk arrived.
+    let t = |n: u32| r1 + TICK * n;
+    assert_eq!(poll_at(&mut p, start, t(0)).chunk_start, cs(r1, 0)); // [0, 160)
+    assert_eq!(poll_at(&mut p, start, t(1)).chunk_start, cs(r2, 25_000)); // [160, 320)
+    assert_eq!(poll_at(&mut p, start, t(2)).chunk_start, None); // [320, 480)
     // [480, 640) holds the starts of chunks 3 and 4: the earliest is reported.
-    assert_eq!(poll_at_tick(&mut p, start, 4).chunk_start, cs(r3, 62_500));
+    assert_eq!(poll_at(&mut p, start, t(3)).chunk_start, cs(r3, 62_500));
     // [640, 680) + padding after end_turn: no chunk starts here.
     p.end_turn(A);
-    let last = poll_at_tick(&mut p, start, 5);
+    let last = poll_at(&mut p, start, t(4));
     assert_eq!((last.kind, last.chunk_start), (PlayedKind::Voice, None));
 }
 
@@ -318,4 +329,62 @@ fn recycled_buffers_are_reused() {
     let g = poll_at_tick(&mut p, start, 1);
     assert_eq!(g.frame.samples.as_ptr(), ptr);
     assert_eq!(g.frame.samples, ramp(SPF, SPF));
+}
+
+#[test]
+fn a_talkspurt_starts_when_its_audio_arrives_but_never_over_audio_already_sent() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    assert_eq!(poll_at_tick(&mut p, start, 0).kind, PlayedKind::Silence);
+    // Idle: audio arriving 13 ms after tick 0 plays at once, not 7 ms later at tick 1.
+    let t = start + Duration::from_millis(13);
+    p.push(&ramp(0, SPF + 40), A, t);
+    p.end_turn(A);
+    let v = poll_at(&mut p, start, t);
+    assert_eq!(
+        (v.kind, v.frame.ts),
+        (PlayedKind::Voice, Duration::from_millis(13))
+    );
+    // The turn's padded last frame goes out 20 ms later and is on the wire: the next turn,
+    // arriving while it plays, waits for its end (the clock keeps its phase).
+    let last = poll_at(&mut p, start, t + TICK);
+    assert_eq!((last.kind, last.audio), (PlayedKind::Voice, 40));
+    p.push(&ramp(500, SPF), B, t + TICK + Duration::from_millis(5));
+    p.end_turn(B);
+    let b = poll_at(&mut p, start, t + 2 * TICK);
+    assert_eq!((b.kind, b.tag), (PlayedKind::Voice, Some(B)));
+    // After a tick of plain silence the clock may move again, never back before that tick.
+    assert_eq!(
+        poll_at(&mut p, start, t + 3 * TICK).kind,
+        PlayedKind::Silence
+    );
+    p.push(&ramp(900, SPF), A, start);
+    let again = poll_at(&mut p, start, t + 3 * TICK);
+    assert_eq!(again.kind, PlayedKind::Voice);
+    assert_eq!(again.frame.samples, ramp(900, SPF));
+}
+
+#[test]
+fn unheard_counts_the_queue_and_the_rest_of_the_frame_on_the_wire() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    p.push(&ramp(0, SPF + 80), A, start);
+    p.end_turn(A);
+    assert_eq!(p.unheard(start), Duration::from_millis(30));
+    poll_at_tick(&mut p, start, 0);
+    // 5 ms into frame 0: 15 ms of it and 10 ms queued are still to be heard.
+    assert_eq!(
+        p.unheard(start + Duration::from_millis(5)),
+        Duration::from_millis(25)
+    );
+    // The last frame holds 10 ms of audio, then padding: 4 ms into it, 6 ms are left.
+    poll_at_tick(&mut p, start, 1);
+    assert_eq!(
+        p.unheard(tick(start, 1) + Duration::from_millis(4)),
+        Duration::from_millis(6)
+    );
+    assert_eq!(
+        p.unheard(tick(start, 1) + Duration::from_millis(15)),
+        Duration::ZERO
+    );
 }

@@ -1,8 +1,14 @@
 //! The playout clock: a sans-IO state machine that queues the model's bursty audio and releases
 //! exactly one 20 ms frame per tick to the caller leg, whatever arrives when.
 //!
-//! It never reads a clock; every call that depends on time takes `now`. Ticks fall at `start`,
-//! `start + 20 ms`, ... and frame `n` carries media timestamp `n × 20 ms`.
+//! It never reads a clock; every call that depends on time takes `now`. Ticks fall every 20 ms
+//! from `start`, and a frame's media timestamp is its tick's time since `start`.
+//!
+//! A talkspurt starts when its audio arrives, not at the next tick: while the playout is idle
+//! (the last frame released was plain silence, which legs do not send) audio pushed at `t`
+//! moves the clock so that a tick falls at `t` and every later tick 20 ms after it. Idle silence
+//! is never sent on the wire, so nothing the caller has heard is overlapped; a turn's padded last
+//! frame *was* sent, so audio arriving while it plays waits for its end.
 //!
 //! Queued audio is kept as a sample ring plus two small side queues: one mark per pushed chunk
 //! (for [`ChunkStart`] latency reporting) and one segment per run of consecutive audio from the
@@ -124,8 +130,14 @@ pub struct Playout {
     rate: u32,
     spf: usize,
     start: Instant,
-    /// Index of the next tick to release.
-    next_tick: u64,
+    /// When the next tick falls.
+    next_at: Instant,
+    /// The last frame released was plain silence, or none was released yet: a push may move
+    /// the clock.
+    idle: bool,
+    /// When the model audio in the last released frame ends (the caller is still hearing it
+    /// until then).
+    heard_until: Option<Instant>,
     queue: VecDeque<i16>,
     /// Absolute position of `queue[0]` (samples pushed before it were played or flushed).
     head: u64,
@@ -148,7 +160,9 @@ impl Playout {
             rate: rate.max(1),
             spf,
             start,
-            next_tick: 0,
+            next_at: start,
+            idle: true,
+            heard_until: None,
             queue: VecDeque::with_capacity(spf * KEPT_FRAMES),
             head: 0,
             marks: VecDeque::with_capacity(16),
@@ -165,6 +179,15 @@ impl Playout {
     pub fn push(&mut self, samples: &[i16], tag: TurnTag, received_at: Instant) {
         if samples.is_empty() {
             return;
+        }
+        if self.idle && self.segments.is_empty() && received_at < self.next_at {
+            // A talkspurt starts: tick at its arrival, never before the last tick released.
+            let last = self
+                .next_at
+                .checked_sub(TICK)
+                .unwrap_or(self.start)
+                .max(self.start);
+            self.next_at = received_at.max(last);
         }
         let pos = self.tail();
         self.marks.push_back(Mark {
@@ -201,24 +224,25 @@ impl Playout {
         self.last_ended = Some(tag);
     }
 
-    /// The next tick deadline: the next 20 ms boundary not yet released.
+    /// The next tick deadline: 20 ms after the last one, or when an idle playout's new audio
+    /// arrived.
     pub fn poll_timeout(&self) -> Instant {
-        self.deadline(self.next_tick)
+        self.next_at
     }
 
     /// Releases the frame for the next tick if it is due (`now >= poll_timeout()`), else `None`.
     /// When `now` is several ticks late, each call releases one frame (call again until `None`);
     /// a frame released a full tick or more past its deadline counts in `stats().late_ticks`.
     pub fn poll_frame(&mut self, now: Instant) -> Option<Played> {
-        let deadline = self.deadline(self.next_tick);
+        let deadline = self.next_at;
         if now < deadline {
             return None;
         }
         if now >= deadline + TICK {
             self.stats.late_ticks += 1;
         }
-        let ts = Duration::from_millis(self.next_tick * u64::from(FRAME_MS));
-        self.next_tick += 1;
+        let ts = deadline.saturating_duration_since(self.start);
+        self.next_at = deadline + TICK;
 
         self.prune();
         let mut samples = self.spare.take().unwrap_or_default();
@@ -275,6 +299,9 @@ impl Playout {
             PlayedKind::Silence => self.stats.silence_frames += 1,
             PlayedKind::Underrun => self.stats.underruns += 1,
         }
+        self.idle = kind == PlayedKind::Silence;
+        self.heard_until =
+            (kind == PlayedKind::Voice).then(|| deadline + self.samples_to_duration(taken));
         self.speaking = match (kind, joined) {
             (PlayedKind::Voice, Some((t, _))) => Some(t),
             (PlayedKind::Voice, None) => tag,
@@ -311,6 +338,15 @@ impl Playout {
     /// Audio queued and not yet released.
     pub fn queued(&self) -> Duration {
         self.samples_to_duration(self.queue.len())
+    }
+
+    /// Audio the caller has still to hear at `now`: what is queued, plus the rest of the model
+    /// audio in the frame released last (it went out at its tick and plays for 20 ms).
+    pub fn unheard(&self, now: Instant) -> Duration {
+        let playing = self
+            .heard_until
+            .map_or(Duration::ZERO, |t| t.saturating_duration_since(now));
+        self.queued() + playing
     }
 
     /// Counters since construction.
@@ -354,10 +390,6 @@ impl Playout {
 
     fn tail(&self) -> u64 {
         self.head + self.queue.len() as u64
-    }
-
-    fn deadline(&self, tick: u64) -> Instant {
-        self.start + Duration::from_millis(tick * u64::from(FRAME_MS))
     }
 
     fn samples_to_duration(&self, n: usize) -> Duration {

@@ -41,7 +41,8 @@ pub struct HandoffRecord {
     pub trigger_to_wire_ms: Option<f64>,
     /// Where the new agent's first voiced frame sits on the caller's timeline (ms).
     pub heard_at_ms: Option<f64>,
-    /// Audio the caller still had to hear (queued in playout) when the message that made the
+    /// Audio the caller still had to hear (queued in playout, and the rest of the frame being
+    /// played) when the message that made the
     /// new agent speak went out: the model's first-audio latency minus this is the least
     /// silence any client could leave (the floor).
     pub queued_at_trigger_ms: Option<f64>,

@@ -384,7 +384,8 @@ impl Call {
     /// Carries out what the orchestrator decided.
     fn apply_agent_actions(&mut self, now: Instant) {
         if let Some(a) = self.agents.as_mut()
-            && let Some(agent) = a.apply_actions(now, self.playout.queued(), &mut self.session)
+            && let Some(agent) =
+                a.apply_actions(now, self.playout.unheard(now.into_std()), &mut self.session)
         {
             self.agent = agent;
         }

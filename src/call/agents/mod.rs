@@ -355,8 +355,8 @@ impl AgentsDriver {
     }
 
     /// Carries out every pending action; returns the agent index to tag audio with, if it changed.
-    /// `queued`: the audio playout holds now (what the caller will still hear of the current
-    /// agent).
+    /// `queued`: what the caller will still hear of the current agent from now (queued in
+    /// playout, and the rest of the frame on the wire).
     pub fn apply_actions(
         &mut self,
         now: Instant,

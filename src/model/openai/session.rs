@@ -364,7 +364,10 @@ async fn connect_inner(
     match transport {
         Transport::Network => {
             let tls = Some(endpoint.connector()?);
-            let (ws, _) = connect_async_tls_with_config(req, Some(ws_config()), false, tls)
+            // Nagle off: a control message written right after another (a handoff's context
+            // update, then its trigger) would wait for the first one's ACK — 40 ms on loopback
+            // with delayed ACKs, a round trip to the service — before leaving.
+            let (ws, _) = connect_async_tls_with_config(req, Some(ws_config()), true, tls)
                 .await
                 .map_err(connect_err)?;
             start(ws, endpoint.api, config).await
