@@ -1,7 +1,8 @@
-//! `baton demo`: one fixture call end to end — the bundled caller conversation through the Gemini
-//! Live wire protocol to the embedded mock model (or any Live endpoint) and back through playout.
-//! Prints a per-turn timeline and a latency table; writes the caller's stereo recording and a
-//! `summary.json` whose names are fixed for every later report.
+//! `baton demo`: one fixture call end to end — a bundled scenario's caller (seed 000 unless told)
+//! through the Gemini Live wire protocol to the embedded mock model (or any Live endpoint) and
+//! back through playout. Prints a per-turn timeline with each handoff where it was heard and a
+//! latency table; writes the caller's stereo recording, a timeline picture and a `summary.json`
+//! whose names are fixed for every later report.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +18,9 @@ use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secr
 use crate::model::gemini::session::SessionConfig;
 use crate::model::handle::{OpenError, Protocol};
 
+pub mod handoffs;
 mod mcp;
+mod picture;
 mod render;
 /// The call files of a scenario: itself, then `<scenario>/call*.toml` in name order.
 pub use crate::demo_store::scenario_calls;
@@ -32,14 +35,15 @@ pub use summary::{DemoSummary, P95, P99};
 /// Options of one demo run.
 #[derive(Clone, Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
-    baton demo                                  # bundled call, embedded mock, accelerated\n  \
+    baton demo                                  # seed 000: a handoff there and back, accelerated\n  \
+    baton demo --scenario demo                  # the single-agent call\n  \
     baton demo --realtime --leg-codec pcmu8k    # real pace over loopback sockets, phone codec\n  \
     baton demo --json > summary.json            # the summary on stdout\n  \
     baton demo --model-url ws://127.0.0.1:9300  # against a separate `baton mock-model`\n  \
     GEMINI_API_KEY=... baton demo --model-url wss://generativelanguage.googleapis.com")]
 pub struct DemoArgs {
-    /// Scenario: a bundled name (see --list) or a file. It names the caller fixture, the mock
-    /// model's script and, for multi-agent calls, the agent set.
+    /// Scenario: a bundled name (see --list) or a file (default: seed000). It names the caller
+    /// fixture, the mock model's script and, for multi-agent calls, the agent set.
     #[arg(long, value_name = "NAME|FILE")]
     pub scenario: Option<String>,
     /// List the bundled scenarios, one per line, name first.
@@ -181,6 +185,10 @@ pub struct DemoOutcome {
     pub report: CallReport,
     /// Every call, in order, with its contexts, sidecars and store id.
     pub calls: Vec<crate::server::attach::Ran>,
+    /// What each call's scenario set up, in the order of `calls`.
+    pub metas: Vec<ScenarioMeta>,
+    /// The call timeline picture (SVG; a PNG beside it), when it could be drawn.
+    pub timeline: Option<PathBuf>,
 }
 
 /// What one call's scenario set up, after the command line's overrides.
@@ -188,6 +196,8 @@ pub struct DemoOutcome {
 pub struct ScenarioMeta {
     /// The scenario's `name`.
     pub name: String,
+    /// The scenario's one-line description.
+    pub description: String,
     pub path: PathBuf,
     /// The embedded mock's profile (the scenario's unless overridden).
     pub profile: String,
@@ -203,6 +213,9 @@ pub struct ScenarioMeta {
     pub caller_s: f64,
     /// The model was the embedded mock (so its configured latency is what the call met).
     pub embedded_mock: bool,
+    /// The agent set's agents, with the strategy each one's policy asks for (empty without a
+    /// set).
+    pub agents: Vec<handoffs::AgentMeta>,
 }
 
 /// One call without the demo's files: its report, what the caller heard, and how long the parts
@@ -252,6 +265,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
     let store = crate::demo_store::open(args, paths.len() > 1).await?;
     let caller = args.caller.clone().or(Some("demo-caller".to_owned()));
     let mut calls: Vec<crate::server::attach::Ran> = Vec::new();
+    let mut metas: Vec<ScenarioMeta> = Vec::new();
     let mut summary = None;
     for (i, p) in paths.iter().enumerate() {
         let wav_path = match i {
@@ -268,7 +282,10 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
                 path: wav_path.clone(),
                 reason: e.to_string(),
             })?;
-        summary.get_or_insert_with(|| summarize_call(&outcome.report, &wav_path, args, realtime));
+        summary.get_or_insert_with(|| {
+            summarize_call(&outcome.report, &outcome.meta, &wav_path, args, realtime)
+        });
+        metas.push(outcome.meta);
         calls.push(ran);
     }
     crate::demo_store::flush(&store).await;
@@ -277,6 +294,8 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         summary.calls = calls.len() as u32;
         summary.call_list = calls.iter().map(crate::demo_store::call_json).collect();
     }
+    let timeline = picture::draw(&args.out, &calls, &metas, realtime)?;
+    summary.timeline = timeline.as_ref().map(|p| p.display().to_string());
     let json_path = args.out.join("summary.json");
     let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
     std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
@@ -291,6 +310,8 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         summary,
         report,
         calls,
+        metas,
+        timeline,
     })
 }
 
@@ -415,6 +436,7 @@ async fn run_prepared_with(
     };
     let meta = ScenarioMeta {
         name: scenario.name.clone(),
+        description: scenario.description.clone(),
         path: scenario_path.clone(),
         profile: if openai {
             OPENAI_PROFILE.to_owned()
@@ -431,6 +453,15 @@ async fn run_prepared_with(
         agent_set: registry.is_some(),
         caller_s: fixture.duration().as_secs_f64(),
         embedded_mock: args.model_url.is_none(),
+        agents: registry
+            .iter()
+            .flat_map(|reg| &reg.agents)
+            .map(|a| handoffs::AgentMeta {
+                id: a.id.clone(),
+                name: a.name.clone(),
+                strategy: a.policy.strategy.as_str().to_owned(),
+            })
+            .collect(),
     };
     let mut mock_opts = mock::MockOptions::new(Arc::new(scenario));
     if openai {

@@ -24,7 +24,7 @@ use baton::server;
     name = "baton",
     version,
     after_help = "Examples:\n  \
-    baton demo                       # one bundled call against the embedded mock model\n  \
+    baton demo                       # advisor Asha hands you to specialist Ravi and back\n  \
     baton demo --realtime --json     # the same at real pace, summary as JSON\n  \
     baton mock-model --listen 127.0.0.1:9300\n                                   \
     # a Gemini-Live-protocol mock for any client\n\n\
@@ -37,8 +37,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run the bundled caller conversation through baton and the embedded mock model; print a
-    /// per-turn timeline and latency table; write out/demo/call.wav and summary.json.
+    /// Play a bundled call through baton and the embedded mock model (default: seed 000, two
+    /// agents with a handoff there and back); print its timeline with each handoff and its gap,
+    /// and the latency table; write out/demo/call.wav, timeline.svg/png and summary.json.
     Demo(DemoArgs),
     /// Serve the embedded Gemini-Live-protocol mock model on a socket, for baton or any client
     /// (including the official google-genai SDK over wss://).

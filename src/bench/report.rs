@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use super::fixtures::{CallResult, CallSample, Cell, Clocks};
 use super::host::{self, Machine};
-use super::plot::PlotError;
 use crate::call::metrics::{round2, summarize};
+use crate::plot::PlotError;
 
 /// The report could not be written.
 #[derive(Debug, thiserror::Error)]

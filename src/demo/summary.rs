@@ -5,7 +5,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::DemoArgs;
+use super::handoffs::HandoffLine;
+use super::{DemoArgs, ScenarioMeta};
 use crate::call::CallReport;
 use crate::call::metrics::{Summary, round2, summarize};
 
@@ -18,7 +19,9 @@ pub struct DemoSummary {
     pub uplink_added_ms: P99,
     pub downlink_added_ms: P99,
     pub underruns: u64,
-    pub handoffs: Vec<crate::call::HandoffRecord>,
+    /// Each handoff with the strategy asked for (`asked`), the one that carried it (`strategy`)
+    /// and why they differ (`why`).
+    pub handoffs: Vec<HandoffLine>,
     pub handoff_gap_ms: Option<P95>,
     /// Model session switches (goAway, drops) and what they cost.
     pub reconnects: Vec<crate::call::ReconnectRecord>,
@@ -26,6 +29,9 @@ pub struct DemoSummary {
     pub audio_replayed_ms: f64,
     pub audio_lost_ms: f64,
     pub recording: String,
+    /// The call timeline picture (SVG; a PNG beside it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<String>,
     pub mode: &'static str,
     pub leg_codec: &'static str,
     pub end_reason: String,
@@ -73,6 +79,7 @@ impl From<Summary> for P99 {
 /// The summary of one call (the demo's `summary.json`, before a scenario's further calls).
 pub(super) fn summarize_call(
     report: &CallReport,
+    meta: &ScenarioMeta,
     wav_path: &Path,
     args: &DemoArgs,
     realtime: bool,
@@ -84,7 +91,11 @@ pub(super) fn summarize_call(
         uplink_added_ms: summarize(&report.uplink_added_ms).into(),
         downlink_added_ms: summarize(&report.downlink_added_ms).into(),
         underruns: report.underruns,
-        handoffs: report.handoffs.clone(),
+        handoffs: report
+            .handoffs
+            .iter()
+            .map(|h| HandoffLine::explain(&meta.agents, h))
+            .collect(),
         handoff_gap_ms: (!report.handoffs.is_empty()).then(|| {
             let gaps: Vec<f64> = report.handoffs.iter().filter_map(|h| h.gap_ms).collect();
             summarize(&gaps).into()
@@ -95,6 +106,7 @@ pub(super) fn summarize_call(
         audio_replayed_ms: report.audio_replayed_ms,
         audio_lost_ms: report.audio_lost_ms,
         recording: wav_path.display().to_string(),
+        timeline: None,
         mode: if realtime { "realtime" } else { "accelerated" },
         leg_codec: args.leg_codec.name(),
         end_reason: report.end_reason.clone(),

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::plot::{Figure, text};
+use super::{Figure, text};
 use crate::call::metrics::percentile;
 
 /// Line colours, distinguishable in colour-blind vision (Okabe–Ito).

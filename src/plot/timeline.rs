@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::cdf::PALETTE;
-use super::plot::{Figure, text};
+use super::{Figure, text};
 use crate::call::CallReport;
 
 const WIDTH: u32 = 1400;
@@ -142,6 +142,29 @@ impl Row {
             reconnects,
         }
     }
+}
+
+/// The legend of the agents heard in `rows`: `(id, "id (name)")`, in the order `names` lists
+/// them (`(id, name)`), then any other agent in the order heard.
+pub fn agents_heard(names: &[(String, String)], rows: &[Row]) -> Vec<(String, String)> {
+    let mut ids: Vec<&str> = names.iter().map(|p| p.0.as_str()).collect();
+    for sp in rows.iter().flat_map(|r| &r.speech) {
+        if !ids.contains(&sp.agent.as_str()) {
+            ids.push(&sp.agent);
+        }
+    }
+    let used = |id: &str| rows.iter().flat_map(|r| &r.speech).any(|s| s.agent == id);
+    ids.into_iter()
+        .filter(|id| used(id))
+        .map(|id| {
+            let label = match names.iter().find(|n| n.0 == id) {
+                Some((_, name)) => format!("{id} ({name})"),
+                None if id == SINGLE_AGENT => "agent speech".to_owned(),
+                None => id.to_owned(),
+            };
+            (id.to_owned(), label)
+        })
+        .collect()
 }
 
 /// A timeline figure: one scenario, one row per call shown.
