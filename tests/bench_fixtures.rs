@@ -236,3 +236,65 @@ fn bad_requests_are_refused_before_any_call() {
         "no report for a refused run"
     );
 }
+
+#[test]
+fn the_shared_tools_scenario_exercises_all_five_strategies_and_measures_each_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = FixturesArgs {
+        scenario: "shared_tools".into(),
+        strategy: Some("all".into()),
+        jobs: Some(2),
+        report: dir.path().to_path_buf(),
+        api_key_env: "BATON_TEST_NO_KEY".into(),
+        ..Default::default()
+    };
+    fixtures::run(&args).unwrap();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+            .unwrap();
+    let rows = json["handoffs_by_strategy_profile"].as_array().unwrap();
+    let asked: Vec<&str> = rows
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            "auto",
+            "context_update",
+            "tool_response",
+            "inject_turn",
+            "recreate",
+            "recreate_cold"
+        ]
+    );
+    for row in &rows[1..] {
+        // Each strategy asked for carried both handoffs, and both gaps were measured.
+        assert_eq!(row["used"], serde_json::json!([row["strategy"]]), "{row}");
+        assert_eq!(row["why"], serde_json::json!([]), "{row}");
+        assert_eq!(row["handoffs"], 2, "{row}");
+        assert_eq!(row["handoff_gap_ms"]["samples"], 2, "{row}");
+    }
+    // auto's choice is named with its reason.
+    assert_eq!(rows[0]["used"], serde_json::json!(["context_update"]));
+    assert!(
+        rows[0]["why"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("auto chose")
+    );
+    // In-session and warm handoffs are gapless; the cold one is not.
+    for row in &rows[..5] {
+        assert_eq!(row["handoff_gap_ms"]["max"], 0.0, "{row}");
+    }
+    assert!(rows[5]["handoff_gap_ms"]["p50"].as_f64().unwrap() > 100.0);
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(
+        md.contains("| shared_tools | gemini-3.8 | tool_response | tool_response |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| shared_tools | gemini-3.8 | inject_turn | inject_turn |"),
+        "{md}"
+    );
+}

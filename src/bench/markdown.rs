@@ -109,8 +109,9 @@ pub fn render(r: &FixturesReport) -> String {
         let _ = writeln!(
             s,
             "`handoff_gap_ms` is the silence the caller hears between the two agents' voiced \
-             frames. *Carried by* differs from the strategy asked for when the model cannot \
-             carry it.\n"
+             frames. *Carried by* differs from the strategy asked for when the model or the \
+             handoff cannot take it (`auto`: the first strategy that can); the reasons follow \
+             the table.\n"
         );
         let _ = writeln!(
             s,
@@ -141,6 +142,24 @@ pub fn render(r: &FixturesReport) -> String {
             );
         }
         s.push('\n');
+        let reasons: Vec<_> = r
+            .handoffs_by_strategy_profile
+            .iter()
+            .filter(|h| !h.why.is_empty())
+            .collect();
+        if !reasons.is_empty() {
+            let _ = writeln!(s, "Why a handoff was carried by another strategy:\n");
+            for h in reasons {
+                for why in &h.why {
+                    let _ = writeln!(
+                        s,
+                        "- {} on {}, {} asked: {why}",
+                        h.scenario, h.profile, h.strategy
+                    );
+                }
+            }
+            s.push('\n');
+        }
         let floors: Vec<_> = r
             .handoffs_by_strategy_profile
             .iter()

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::fixtures::{CallResult, CallSample, Cell, Clocks};
 use super::host::{self, Machine};
 use crate::call::metrics::{round2, summarize};
+use crate::demo::handoffs::HandoffLine;
 use crate::plot::PlotError;
 
 /// The report could not be written.
@@ -127,6 +128,8 @@ pub struct HandoffRow {
     /// The strategies that carried the handoffs (differs when the model cannot carry the one
     /// asked for).
     pub used: Vec<String>,
+    /// Why a handoff was carried by another strategy than the one asked for, once per reason.
+    pub why: Vec<String>,
     pub calls: usize,
     pub handoffs: usize,
     pub not_heard: usize,
@@ -333,10 +336,20 @@ pub fn build(
             .collect();
         let floor_ms = Stats::of(&pairs.iter().map(|p| p.0).collect::<Vec<_>>());
         let over_floor_ms = Stats::of(&pairs.iter().map(|p| p.1).collect::<Vec<_>>());
+        let why: Vec<String> = group
+            .iter()
+            .flat_map(|s| {
+                s.report
+                    .handoffs
+                    .iter()
+                    .filter_map(|h| HandoffLine::explain(&s.meta.agents, h).why)
+            })
+            .collect();
         handoffs_by_strategy_profile.push(HandoffRow {
             floor_ms,
             over_floor_ms,
             used: distinct(hs.iter().map(|h| h.strategy.as_str())),
+            why: distinct(why.iter().map(String::as_str)),
             calls: group.len(),
             handoffs: hs.len(),
             not_heard: hs.iter().filter(|h| h.gap_ms.is_none()).count(),
