@@ -28,11 +28,16 @@ use baton::server;
     baton demo --realtime --json     # the same at real pace, summary as JSON\n  \
     baton mock-model --listen 127.0.0.1:9300\n                                   \
     # a Gemini-Live-protocol mock for any client\n\n\
-    Logging: set BATON_LOG (e.g. BATON_LOG=debug); logs go to stderr."
+    Logging: set BATON_LOG (e.g. BATON_LOG=debug); logs go to stderr, coloured only on a\n\
+    terminal; --log-format json writes one JSON object per line."
 )]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Log format on stderr: human (colours only on a terminal) or json (one object per line;
+    /// `serve`: with the call's span). For `serve` it overrides log.format.
+    #[arg(long, global = true, value_name = "FORMAT", value_parser = parse_log_format)]
+    log_format: Option<LogFormat>,
 }
 
 #[derive(Subcommand)]
@@ -125,10 +130,6 @@ struct ServeArgs {
     /// Listen address; overrides server.listen.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
-    /// Log format; overrides log.format. `json`: one object per line with the call's span
-    /// (call_id, stream_sid, agent).
-    #[arg(long, value_name = "FORMAT", value_parser = parse_log_format)]
-    log_format: Option<LogFormat>,
     /// Serve a non-loopback address without API tokens (server.auth_tokens_env). Every endpoint
     /// is then open to anyone who reaches the address; baton logs a warning at start-up.
     #[arg(long)]
@@ -145,6 +146,9 @@ fn parse_log_format(s: &str) -> Result<LogFormat, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let format = cli.log_format;
+    let init_logging =
+        |level: &str, default: LogFormat| init_logging(level, format.unwrap_or(default));
     let result = match cli.cmd {
         Cmd::Demo(args) => {
             init_logging("warn", LogFormat::Human);
@@ -154,7 +158,7 @@ fn main() -> ExitCode {
             init_logging("info", LogFormat::Human);
             run_mock(args)
         }
-        Cmd::Serve(args) => run_serve(args),
+        Cmd::Serve(args) => run_serve(args, format),
         Cmd::Bench(BenchTarget::Fixtures(args)) => {
             init_logging("warn", LogFormat::Human);
             baton::bench::fixtures::run(&args).map_err(anyhow::Error::from)
@@ -181,10 +185,22 @@ fn main() -> ExitCode {
             init_logging("warn", LogFormat::Human);
             run_dial(&args)
         }
-        Cmd::Dial(DialTarget::Telnyx(args)) => run_dial_bridge(Dialect::Telnyx, &args),
-        Cmd::Dial(DialTarget::Plivo(args)) => run_dial_bridge(Dialect::Plivo, &args),
-        Cmd::Dial(DialTarget::Exotel(args)) => run_dial_bridge(Dialect::Exotel, &args),
-        Cmd::Dial(DialTarget::Vonage(args)) => run_dial_bridge(Dialect::Vonage, &args),
+        Cmd::Dial(DialTarget::Telnyx(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_bridge(Dialect::Telnyx, &args)
+        }
+        Cmd::Dial(DialTarget::Plivo(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_bridge(Dialect::Plivo, &args)
+        }
+        Cmd::Dial(DialTarget::Exotel(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_bridge(Dialect::Exotel, &args)
+        }
+        Cmd::Dial(DialTarget::Vonage(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_bridge(Dialect::Vonage, &args)
+        }
         Cmd::Dial(DialTarget::Audiosocket(args)) => {
             init_logging("warn", LogFormat::Human);
             run_dial_audiosocket(&args)
@@ -199,8 +215,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr; BATON_LOG overrides the level, except that libraries which would log
-/// credentials are capped (`baton::secret::LOG_CAPS`).
+/// Logs go to stderr, with colours only when stderr is a terminal (never escape codes in a file
+/// or a pipe); BATON_LOG overrides the level, except that libraries which would log credentials
+/// are capped (`baton::secret::LOG_CAPS`).
 fn init_logging(default_level: &str, format: LogFormat) {
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
@@ -211,6 +228,7 @@ fn init_logging(default_level: &str, format: LogFormat) {
     }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Human => builder.init(),
@@ -343,7 +361,6 @@ fn run_dial(args: &DialTwilioArgs) -> anyhow::Result<()> {
 }
 
 fn run_dial_bridge(dialect: Dialect, args: &DialBridgeArgs) -> anyhow::Result<()> {
-    init_logging("warn", LogFormat::Human);
     let report = dial::run_bridge(dialect, args)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -363,13 +380,13 @@ fn run_dial_audiosocket(args: &DialAudioSocketArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<()> {
     let mut loaded = config::load(&args.config)?;
     if let Some(listen) = args.listen {
         loaded.listen = listen;
         loaded.config.server.listen = listen.to_string();
     }
-    if let Some(format) = args.log_format {
+    if let Some(format) = log_format {
         loaded.config.log.format = format;
     }
     init_logging(&loaded.config.log.level, loaded.config.log.format);

@@ -10,6 +10,7 @@ pub mod attach;
 pub mod audiosocket;
 pub mod auth;
 pub mod bridges;
+pub mod call_log;
 pub mod calls;
 pub mod cluster;
 pub mod events;

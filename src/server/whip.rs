@@ -350,7 +350,13 @@ async fn run_call(app: Arc<AppState>, peer: leg::Peer, slot: CallSlot, live: Arc
     match result {
         Ok(Ran { report, .. }) => {
             let figures = figures(&report, stats.as_ref());
-            tracing::info!(figures = %figures, end = %report.end_reason, "call ended");
+            super::call_log::call_ended(
+                &report,
+                super::call_log::Extra {
+                    call: &live.id,
+                    ..Default::default()
+                },
+            );
             end(report.end_reason.clone(), figures);
         }
         Err(RunError::NoSession(e)) => {
