@@ -236,13 +236,26 @@ fn init_logging(default_level: &str, format: LogFormat) {
     }
 }
 
+/// Every problem of the file and of what it needs here (variables, ports), and what the rest
+/// of it says (the model endpoint first); non-zero with the problems on stderr.
 fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
-    let loaded = config::load(file)?;
+    let checked = config::check(file, None)?;
+    let loaded = checked.loaded();
     let c = &loaded.config;
-    println!("{}: ok", file.display());
+    if checked.problems.is_empty() {
+        println!("{}: ok", file.display());
+    } else {
+        println!(
+            "{}: {} problem(s), listed below; the rest of the file says:",
+            file.display(),
+            checked.problems.len()
+        );
+    }
     println!(
-        "  listen {} · model backend {:?} · max {} calls",
-        loaded.listen, c.model.backend, c.limits.max_calls
+        "  listen {} · model backend {} · max {} calls",
+        c.server.listen,
+        format!("{:?}", c.model.backend).to_lowercase(),
+        c.limits.max_calls
     );
     model_lines(&loaded);
     println!("  twilio stream URL {}", loaded.twilio_stream_url());
@@ -293,6 +306,7 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
             c.twilio.auth_token_env
         );
     }
+    checked.into_result()?;
     Ok(())
 }
 
@@ -381,11 +395,8 @@ fn run_dial_audiosocket(args: &DialAudioSocketArgs) -> anyhow::Result<()> {
 }
 
 fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<()> {
-    let mut loaded = config::load(&args.config)?;
-    if let Some(listen) = args.listen {
-        loaded.listen = listen;
-        loaded.config.server.listen = listen.to_string();
-    }
+    // The same checks as check-config, every problem at once, before anything starts.
+    let mut loaded = config::check(&args.config, args.listen)?.into_result()?;
     if let Some(format) = log_format {
         loaded.config.log.format = format;
     }
@@ -403,9 +414,12 @@ fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<(
             twilio_signed,
             args.insecure_no_auth,
         )?;
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+            config::ConfigError::Invalid {
+                path: args.config.clone(),
+                problems: vec![config::bind_problem("server.listen", listen, &e)],
+            }
+        })?;
         let addr = listener.local_addr()?;
         server::auth::log_exposure(exposure, addr, twilio_signed);
         for (on, route, credential) in [
