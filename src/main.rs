@@ -122,7 +122,13 @@ enum DialTarget {
     baton serve --config config/baton.toml --log-format json\n\n\
     Point a Twilio number's voice webhook at https://<public_url>/twiml; it answers with\n\
     <Connect><Stream url=\"wss://<public_url>/twilio\">. Health: GET /healthz; Prometheus\n\
-    metrics: GET /metrics.")]
+    metrics: GET /metrics.\n\n\
+    Another model endpoint: [model] url = \"ws://127.0.0.1:9300\" for a separate\n\
+    `baton mock-model --listen 127.0.0.1:9300 --scenario FILE` (that mock plays its own scenario;\n\
+    model.scenario is the embedded mock's), or a wss:// URL, with model.ca_file = \"cert.pem\"\n\
+    when its certificate is private (e.g. `baton mock-model --tls-self-signed cert.pem`).\n\
+    serve checks the config first and refuses with every problem; `baton check-config FILE`\n\
+    shows the same list and the model endpoint serve will use.")]
 struct ServeArgs {
     /// The TOML config file (see config/baton.toml).
     #[arg(long, value_name = "FILE", default_value = "config/baton.toml")]
