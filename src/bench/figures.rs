@@ -37,7 +37,12 @@ pub fn draw(
         (
             "uplink_added_ms",
             "uplink_added_ms: caller frame received → written to the model socket",
-            by_scenario(|s| &s.report.uplink_added_ms),
+            // Not measured on the virtual clock (see report::UPLINK_NOTE).
+            if mode == "accelerated" {
+                Vec::new()
+            } else {
+                by_scenario(|s| &s.report.uplink_added_ms)
+            },
         ),
         (
             "downlink_added_ms",
@@ -45,6 +50,9 @@ pub fn draw(
             by_scenario(|s| &s.report.downlink_added_ms),
         ),
     ] {
+        if series.is_empty() {
+            continue;
+        }
         let cdf = Cdf {
             title: format!("{title} ({mode})"),
             x_desc: format!("{name} (ms)"),

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::report::{FixturesReport, Stats};
 
 fn num(x: Option<f64>) -> String {
-    x.map_or("—".to_owned(), |x| format!("{x:.2}"))
+    x.map_or("—".to_owned(), |x| format!("{:.2}", x + 0.0))
 }
 
 fn stats_cells(s: &Stats) -> String {
@@ -55,13 +55,26 @@ pub fn render(r: &FixturesReport) -> String {
     for (name, st) in [
         ("first_audio_ms (per turn)", &f.first_audio_ms),
         ("first_audio_ms overhead", &f.first_audio_overhead_ms),
-        ("uplink_added_ms", &f.uplink_added_ms),
         ("downlink_added_ms", &f.downlink_added_ms),
         ("handoff_gap_ms", &f.handoff_gap_ms),
         ("reconnect_gap_ms", &f.reconnect_gap_ms),
         ("underruns (per call)", &f.underruns.per_call),
     ] {
         let _ = writeln!(s, "| {name} | {} |", stats_cells(st));
+        if name == "first_audio_ms overhead" {
+            match &f.uplink_note {
+                Some(note) => {
+                    let _ = writeln!(s, "| uplink_added_ms | {note} | | | | 0 |");
+                }
+                None => {
+                    let _ = writeln!(
+                        s,
+                        "| uplink_added_ms | {} |",
+                        stats_cells(&f.uplink_added_ms)
+                    );
+                }
+            }
+        }
     }
     let _ = writeln!(
         s,

@@ -48,13 +48,13 @@ impl Stats {
     pub fn of(values: &[f64]) -> Stats {
         let s = summarize(values);
         Stats {
-            min: values.iter().copied().reduce(f64::min).map(round2),
-            p50: s.p50.map(round2),
-            p95: s.p95.map(round2),
-            p99: s.p99.map(round2),
-            max: s.max.map(round2),
+            min: values.iter().copied().reduce(f64::min).map(r2),
+            p50: s.p50.map(r2),
+            p95: s.p95.map(r2),
+            p99: s.p99.map(r2),
+            max: s.max.map(r2),
             mean: (!values.is_empty())
-                .then(|| round2(values.iter().sum::<f64>() / values.len() as f64)),
+                .then(|| r2(values.iter().sum::<f64>() / values.len() as f64)),
             samples: values.len(),
         }
     }
@@ -104,7 +104,11 @@ pub struct Figures {
     /// Per turn: `first_audio_ms` − (the mock's `first_audio_ms` + its VAD `silence_ms`); embedded
     /// mock only.
     pub first_audio_overhead_ms: Stats,
+    /// Real time only: on the virtual clock nothing advances time between a frame's arrival and
+    /// its write, so accelerated runs leave it empty (`uplink_note` says so).
     pub uplink_added_ms: Stats,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uplink_note: Option<String>,
     pub downlink_added_ms: Stats,
     /// Per heard handoff, all strategies and profiles (see `handoffs_by_strategy_profile`).
     pub handoff_gap_ms: Stats,
@@ -216,6 +220,15 @@ pub struct PlotRef {
     pub png: String,
 }
 
+/// Why an accelerated run has no `uplink_added_ms`.
+pub const UPLINK_NOTE: &str = "not measured on the virtual clock: nothing advances it between a \
+    frame's arrival and its write to the model socket (run with --realtime)";
+
+/// Rounded to 0.01, never negative zero.
+pub fn r2(x: f64) -> f64 {
+    round2(x) + 0.0
+}
+
 /// The profile a call met: the embedded mock's, or `remote`.
 pub(super) fn profile_of(meta: &crate::demo::ScenarioMeta) -> String {
     if meta.embedded_mock {
@@ -250,6 +263,7 @@ pub fn build(
     clocks: Clocks,
 ) -> FixturesReport {
     let samples: Vec<(&Cell, &CallSample)> = ok(results).map(|(c, s)| (&cells[c], s)).collect();
+    let virtual_clock = info.mode == "accelerated";
     let all = |f: fn(&CallSample) -> &Vec<f64>| -> Vec<f64> {
         samples
             .iter()
@@ -281,7 +295,12 @@ pub fn build(
                 .flat_map(|(_, s)| overhead(s))
                 .collect::<Vec<_>>(),
         ),
-        uplink_added_ms: Stats::of(&all(|s| &s.report.uplink_added_ms)),
+        uplink_added_ms: if virtual_clock {
+            Stats::default()
+        } else {
+            Stats::of(&all(|s| &s.report.uplink_added_ms))
+        },
+        uplink_note: virtual_clock.then(|| UPLINK_NOTE.to_owned()),
         downlink_added_ms: Stats::of(&all(|s| &s.report.downlink_added_ms)),
         handoff_gap_ms: Stats::of(&heard_gaps),
         reconnect_gap_ms: Stats::of(&all(|s| &s.report.reconnect_gap_ms)),
@@ -410,13 +429,11 @@ pub fn build(
         Reconnects {
             count: rs.len(),
             reconnect_gap_ms: figures.reconnect_gap_ms.clone(),
-            audio_replayed_ms: round2(
-                samples
-                    .iter()
-                    .map(|(_, s)| s.report.audio_replayed_ms)
-                    .sum(),
-            ),
-            audio_lost_ms: round2(samples.iter().map(|(_, s)| s.report.audio_lost_ms).sum()),
+            audio_replayed_ms: r2(samples
+                .iter()
+                .map(|(_, s)| s.report.audio_replayed_ms)
+                .sum()),
+            audio_lost_ms: r2(samples.iter().map(|(_, s)| s.report.audio_lost_ms).sum()),
             by_cause,
             by_outcome,
         }

@@ -56,12 +56,17 @@ pub struct P99 {
     pub max: Option<f64>,
 }
 
+/// Rounded to 0.01, never negative zero (`-0.0 + 0.0` is `0.0`).
+fn r2(x: f64) -> f64 {
+    round2(x) + 0.0
+}
+
 impl From<Summary> for P95 {
     fn from(s: Summary) -> Self {
         P95 {
-            p50: s.p50.map(round2),
-            p95: s.p95.map(round2),
-            max: s.max.map(round2),
+            p50: s.p50.map(r2),
+            p95: s.p95.map(r2),
+            max: s.max.map(r2),
         }
     }
 }
@@ -69,10 +74,35 @@ impl From<Summary> for P95 {
 impl From<Summary> for P99 {
     fn from(s: Summary) -> Self {
         P99 {
-            p50: s.p50.map(round2),
-            p99: s.p99.map(round2),
-            max: s.max.map(round2),
+            p50: s.p50.map(r2),
+            p99: s.p99.map(r2),
+            max: s.max.map(r2),
         }
+    }
+}
+
+/// A handoff's figures without negative zeros.
+fn handoff(h: &crate::call::HandoffRecord) -> crate::call::HandoffRecord {
+    let z = |x: Option<f64>| x.map(|v| v + 0.0);
+    crate::call::HandoffRecord {
+        gap_ms: z(h.gap_ms),
+        announcement_queued_ms: z(h.announcement_queued_ms),
+        trigger_to_wire_ms: z(h.trigger_to_wire_ms),
+        heard_at_ms: z(h.heard_at_ms),
+        queued_at_trigger_ms: z(h.queued_at_trigger_ms),
+        ..h.clone()
+    }
+}
+
+/// A reconnect's figures without negative zeros.
+fn reconnect(r: &crate::call::ReconnectRecord) -> crate::call::ReconnectRecord {
+    crate::call::ReconnectRecord {
+        at_ms: r.at_ms + 0.0,
+        gap_ms: r.gap_ms.map(|v| v + 0.0),
+        model_audio_queued_ms: r.model_audio_queued_ms + 0.0,
+        audio_replayed_ms: r.audio_replayed_ms + 0.0,
+        audio_lost_ms: r.audio_lost_ms + 0.0,
+        ..r.clone()
     }
 }
 
@@ -94,17 +124,17 @@ pub(super) fn summarize_call(
         handoffs: report
             .handoffs
             .iter()
-            .map(|h| HandoffLine::explain(&meta.agents, h))
+            .map(|h| HandoffLine::explain(&meta.agents, &handoff(h)))
             .collect(),
         handoff_gap_ms: (!report.handoffs.is_empty()).then(|| {
             let gaps: Vec<f64> = report.handoffs.iter().filter_map(|h| h.gap_ms).collect();
             summarize(&gaps).into()
         }),
-        reconnects: report.reconnects.clone(),
+        reconnects: report.reconnects.iter().map(reconnect).collect(),
         reconnect_gap_ms: (!report.reconnects.is_empty())
             .then(|| summarize(&report.reconnect_gap_ms).into()),
-        audio_replayed_ms: report.audio_replayed_ms,
-        audio_lost_ms: report.audio_lost_ms,
+        audio_replayed_ms: r2(report.audio_replayed_ms),
+        audio_lost_ms: r2(report.audio_lost_ms),
         recording: wav_path.display().to_string(),
         timeline: None,
         mode: if realtime { "realtime" } else { "accelerated" },
