@@ -216,6 +216,9 @@ pub struct ScenarioMeta {
     /// The agent set's agents, with the strategy each one's policy asks for (empty without a
     /// set).
     pub agents: Vec<handoffs::AgentMeta>,
+    /// The scenario has the mock inject faults (goAway, drops, late pongs, garbage, refused
+    /// resumes): the reconnects and the warnings about them are what it is for.
+    pub scripted_faults: bool,
 }
 
 /// One call without the demo's files: its report, what the caller heard, and how long the parts
@@ -233,10 +236,21 @@ pub struct CallOutcome {
 
 /// The runtime a call runs on: a paused-clock current-thread runtime when accelerated.
 pub fn runtime(realtime: bool) -> Result<tokio::runtime::Runtime, DemoError> {
+    runtime_with(realtime, None)
+}
+
+/// [`runtime`], with `on_thread_start` run on each thread the real-time runtime starts (an
+/// accelerated call runs on the calling thread).
+pub fn runtime_with(
+    realtime: bool,
+    on_thread_start: Option<Arc<dyn Fn() + Send + Sync>>,
+) -> Result<tokio::runtime::Runtime, DemoError> {
     if realtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if let Some(f) = on_thread_start {
+            b.on_thread_start(move || f());
+        }
+        b.enable_all().build()
     } else {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -453,6 +467,14 @@ async fn run_prepared_with(
         agent_set: registry.is_some(),
         caller_s: fixture.duration().as_secs_f64(),
         embedded_mock: args.model_url.is_none(),
+        scripted_faults: {
+            let f = &scenario.faults;
+            f.go_away_after.is_some()
+                || f.late_pong.is_some()
+                || f.garbage_every.is_some()
+                || f.refuse_resume
+                || !f.drops.is_empty()
+        },
         agents: registry
             .iter()
             .flat_map(|reg| &reg.agents)

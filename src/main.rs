@@ -166,7 +166,7 @@ fn main() -> ExitCode {
         }
         Cmd::Serve(args) => run_serve(args, format),
         Cmd::Bench(BenchTarget::Fixtures(args)) => {
-            init_logging("warn", LogFormat::Human);
+            init_logging_with("warn", format.unwrap_or(LogFormat::Human), true);
             baton::bench::fixtures::run(&args).map_err(anyhow::Error::from)
         }
         Cmd::Bench(BenchTarget::Load(args)) => {
@@ -225,6 +225,14 @@ fn main() -> ExitCode {
 /// or a pipe); BATON_LOG overrides the level, except that libraries which would log credentials
 /// are capped (`baton::secret::LOG_CAPS`).
 fn init_logging(default_level: &str, format: LogFormat) {
+    init_logging_with(default_level, format, false);
+}
+
+/// [`init_logging`]; with `capture`, the WARN and ERROR events of threads running a benchmark's
+/// calls are kept for its report instead of printed (`baton::bench::capture`).
+fn init_logging_with(default_level: &str, format: LogFormat, capture: bool) {
+    use baton::bench::capture::{Capture, Printed};
+    use tracing_subscriber::prelude::*;
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     for cap in baton::secret::LOG_CAPS {
@@ -232,14 +240,25 @@ fn init_logging(default_level: &str, format: LogFormat) {
             filter = filter.add_directive(d);
         }
     }
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Human => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let human = (format == LogFormat::Human).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .with_filter(capture.then_some(Printed))
+    });
+    let json = (format == LogFormat::Json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+            .with_filter(capture.then_some(Printed))
+    });
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(human)
+        .with(json)
+        .with(capture.then_some(Capture))
+        .init();
 }
 
 /// Every problem of the file and of what it needs here (variables, ports), and what the rest

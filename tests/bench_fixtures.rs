@@ -305,3 +305,44 @@ fn the_shared_tools_scenario_exercises_all_five_strategies_and_measures_each_gap
         "{md}"
     );
 }
+
+#[test]
+fn progress_piped_is_a_line_per_call_and_expected_faults_are_results_not_warn_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "bench",
+            "fixtures",
+            "--scenario",
+            "fault_mid_utterance,demo",
+            "--jobs",
+            "1",
+        ])
+        .arg("--report")
+        .arg(dir.path())
+        .env_remove("BATON_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    // What the run is, one line per finished call with the time left, then the summary.
+    assert!(lines[0].starts_with("bench fixtures: 2 calls, "), "{err}");
+    assert!(lines[0].contains("of caller audio"), "{err}");
+    assert!(lines[1].starts_with("bench fixtures: 1/2 calls"), "{err}");
+    assert!(
+        lines[1].contains("left: fault_mid_utterance: ok, "),
+        "{err}"
+    );
+    assert!(lines[1].contains("about its scripted faults"), "{err}");
+    assert!(lines[2].starts_with("bench fixtures: 2/2 calls"), "{err}");
+    assert!(lines[2].ends_with("demo: ok"), "{err}");
+    assert_eq!(lines.len(), 4, "{err}");
+    // No WARN line on stderr; the warnings are in the report, marked as expected.
+    assert!(!err.contains("WARN"), "{err}");
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(
+        md.contains("**fault_mid_utterance** (scripted faults: expected)"),
+        "{md}"
+    );
+}

@@ -1,7 +1,6 @@
 //! `baton bench fixtures`: plans the sweep (scenarios × profiles × strategies × repetitions), runs
 //! the calls on worker threads with progress, and hands the results to the report writers.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -13,8 +12,13 @@ use crate::leg::fixture::LegCodec;
 use crate::mock::profile::{PROFILES, Profile};
 use crate::model::gemini::endpoint::DEVELOPER_API_BASE;
 
+use super::capture::{self, Warnings};
 use super::host::{self, Machine};
 use super::report::{self, RunInfo};
+
+mod progress;
+
+use progress::Progress;
 
 /// Every strategy `baton demo --strategy` takes, in the order reports list them.
 pub const STRATEGIES: [&str; 6] = [
@@ -193,6 +197,8 @@ pub struct CallResult {
     pub cell: usize,
     pub rep: u32,
     pub outcome: Result<CallSample, String>,
+    /// What the call logged at WARN and ERROR (kept here, not printed).
+    pub warnings: Vec<String>,
 }
 
 /// How the run went on the clocks.
@@ -400,9 +406,16 @@ fn execute(
         .flat_map(|c| (0..calls).map(move |r| (c, r)))
         .collect();
     let total = work.len();
+    let audio = |c: usize| {
+        plan.prepared[cells[c].prepared]
+            .fixture
+            .duration()
+            .as_secs_f64()
+    };
+    let audio_total: f64 = work.iter().map(|&(c, _)| audio(c)).sum();
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<CallResult>();
-    let mut progress = Progress::new(total as u64, realtime);
+    let mut progress = Progress::new(total as u64, audio_total, jobs, realtime);
     let mut results = Vec::with_capacity(total);
     std::thread::scope(|scope| {
         for _ in 0..jobs {
@@ -410,8 +423,16 @@ fn execute(
             let (work, next) = (&work, &next);
             scope.spawn(move || {
                 while let Some(&(cell, rep)) = work.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let outcome = run_one(plan, &cells[cell], template, realtime);
-                    if tx.send(CallResult { cell, rep, outcome }).is_err() {
+                    let warnings: Warnings = Warnings::default();
+                    let outcome = run_one(plan, &cells[cell], template, realtime, &warnings);
+                    let warnings = warnings.lock().map(|w| w.clone()).unwrap_or_default();
+                    let result = CallResult {
+                        cell,
+                        rep,
+                        outcome,
+                        warnings,
+                    };
+                    if tx.send(result).is_err() {
                         return;
                     }
                 }
@@ -419,7 +440,18 @@ fn execute(
         }
         drop(tx);
         for result in rx {
-            progress.done(&cells[result.cell], result.outcome.is_ok());
+            let cell = &cells[result.cell];
+            let what = [cell.scenario_name.clone(), describe(cell)].join(" ");
+            progress.done(
+                what.trim(),
+                result.outcome.is_ok(),
+                audio(result.cell),
+                result.warnings.len(),
+                result
+                    .outcome
+                    .as_ref()
+                    .is_ok_and(|s| s.meta.scripted_faults),
+            );
             results.push(result);
         }
     });
@@ -428,27 +460,40 @@ fn execute(
     results
 }
 
+/// One call of `cell`; whatever it logs at WARN or ERROR goes to `warnings` (its threads are
+/// marked for the call).
 fn run_one(
     plan: &Plan,
     cell: &Cell,
     template: &DemoArgs,
     realtime: bool,
+    warnings: &Warnings,
 ) -> Result<CallSample, String> {
     let args = DemoArgs {
         strategy: cell.strategy.clone(),
         profile: cell.profile.clone(),
         ..template.clone()
     };
-    let rt = demo::runtime(realtime).map_err(|e| e.to_string())?;
-    let outcome = rt
-        .block_on(demo::run_prepared(
-            &plan.prepared[cell.prepared],
-            &args,
-            realtime,
-        ))
-        .map_err(|e| format!("{} {}: {e}", cell.scenario_name, describe(cell)))?;
-    // Background tasks of a paused-clock runtime (the in-process mock's connection) end with it.
-    drop(rt);
+    let sink = warnings.clone();
+    let mark: std::sync::Arc<dyn Fn() + Send + Sync> =
+        std::sync::Arc::new(move || capture::mark_thread(Some(sink.clone())));
+    capture::mark_thread(Some(warnings.clone()));
+    let rt = demo::runtime_with(realtime, Some(mark)).map_err(|e| e.to_string());
+    let outcome = rt.and_then(|rt| {
+        let outcome = rt
+            .block_on(demo::run_prepared(
+                &plan.prepared[cell.prepared],
+                &args,
+                realtime,
+            ))
+            .map_err(|e| format!("{} {}: {e}", cell.scenario_name, describe(cell)));
+        // Background tasks of a paused-clock runtime (the in-process mock's connection) end
+        // with it.
+        drop(rt);
+        outcome
+    });
+    capture::mark_thread(None);
+    let outcome = outcome?;
     Ok(CallSample {
         meta: outcome.meta,
         report: outcome.report,
@@ -479,82 +524,4 @@ fn command_line() -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// A bar on a terminal; plain lines (at most one every two seconds, and the last) otherwise.
-struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-    total: u64,
-    done: u64,
-    failed: u64,
-    last_line: Instant,
-    started: Instant,
-}
-
-impl Progress {
-    fn new(total: u64, realtime: bool) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(total);
-            let style = indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} calls {elapsed} (eta {eta}) {msg}",
-            )
-            .map(|s| s.progress_chars("=> "));
-            if let Ok(style) = style {
-                bar.set_style(style);
-            }
-            bar.set_prefix("bench fixtures");
-            if realtime {
-                bar.enable_steady_tick(Duration::from_millis(500));
-            }
-            bar
-        });
-        Progress {
-            bar,
-            total,
-            done: 0,
-            failed: 0,
-            last_line: Instant::now(),
-            started: Instant::now(),
-        }
-    }
-
-    fn done(&mut self, cell: &Cell, ok: bool) {
-        self.done += 1;
-        self.failed += u64::from(!ok);
-        let what = format!(
-            "{}{}",
-            [cell.scenario_name.clone(), describe(cell)]
-                .join(" ")
-                .trim(),
-            if self.failed > 0 {
-                format!(" ({} failed)", self.failed)
-            } else {
-                String::new()
-            }
-        );
-        match &self.bar {
-            Some(bar) => {
-                bar.set_message(what);
-                bar.inc(1);
-            }
-            None if self.done == self.total
-                || self.last_line.elapsed() >= Duration::from_secs(2) =>
-            {
-                self.last_line = Instant::now();
-                eprintln!(
-                    "bench fixtures: {}/{} calls, {:.1} s: {what}",
-                    self.done,
-                    self.total,
-                    self.started.elapsed().as_secs_f64()
-                );
-            }
-            None => {}
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
 }

@@ -337,6 +337,33 @@ pub fn render(r: &FixturesReport) -> String {
     }
     s.push('\n');
 
+    let warned: Vec<_> = r
+        .scenarios
+        .iter()
+        .filter(|sc| !sc.warnings.is_empty())
+        .collect();
+    if !warned.is_empty() {
+        let _ = writeln!(s, "## Warnings logged during the calls\n");
+        let _ = writeln!(
+            s,
+            "Kept here rather than printed during the run. A scenario that scripts faults (the \
+             mock's `[faults]`: goAway, drops) expects the warnings about them; anywhere else a \
+             warning is something to look at.\n"
+        );
+        for sc in warned {
+            let why = if sc.scripted_faults {
+                " (scripted faults: expected)"
+            } else {
+                ""
+            };
+            let _ = writeln!(s, "- **{}**{why}:", sc.scenario);
+            for w in &sc.warnings {
+                let _ = writeln!(s, "  - {} ×{}", w.line, w.count);
+            }
+        }
+        s.push('\n');
+    }
+
     let _ = writeln!(s, "## Plots\n");
     for p in &r.plots {
         let _ = writeln!(s, "### {}\n", p.title);

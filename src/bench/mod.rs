@@ -3,6 +3,7 @@
 //! `fixtures` replays fixture scenarios; `load` sweeps concurrent Twilio-protocol calls against a
 //! `baton serve` in another process. Both write to `--report DIR`.
 
+pub mod capture;
 pub mod figures;
 pub mod fixtures;
 pub mod host;

@@ -211,6 +211,18 @@ pub struct ScenarioRow {
     pub underruns: u64,
     pub end_reasons: BTreeMap<String, usize>,
     pub timeline: Option<String>,
+    /// The mock injected faults in this scenario's calls (its `[faults]`): the warnings about
+    /// them are expected.
+    pub scripted_faults: bool,
+    /// What the calls logged at WARN or ERROR (kept here rather than printed), each distinct
+    /// line with how often.
+    pub warnings: Vec<WarningRow>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WarningRow {
+    pub line: String,
+    pub count: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -475,6 +487,20 @@ pub fn build(
                 .filter(|(c, _)| &c.scenario_name == name)
                 .map(|(_, s)| *s)
                 .collect();
+            let mut warnings: Vec<WarningRow> = Vec::new();
+            for line in results
+                .iter()
+                .filter(|r| &cells[r.cell].scenario_name == name)
+                .flat_map(|r| &r.warnings)
+            {
+                match warnings.iter_mut().find(|w| &w.line == line) {
+                    Some(w) => w.count += 1,
+                    None => warnings.push(WarningRow {
+                        line: line.clone(),
+                        count: 1,
+                    }),
+                }
+            }
             let mut end_reasons = BTreeMap::new();
             for s in &group {
                 *end_reasons.entry(s.report.end_reason.clone()).or_insert(0) += 1;
@@ -498,6 +524,8 @@ pub fn build(
                 underruns: group.iter().map(|s| s.report.underruns).sum(),
                 end_reasons,
                 timeline: None,
+                scripted_faults: group.iter().any(|s| s.meta.scripted_faults),
+                warnings,
             }
         })
         .collect();
