@@ -4,7 +4,7 @@
 //! latency table; writes the caller's stereo recording, a timeline picture and a `summary.json`
 //! whose names are fixed for every later report.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -360,22 +360,79 @@ pub fn prepare(args: &DemoArgs) -> Result<Prepared, DemoError> {
 
 /// [`prepare`] for the scenario file at `path`.
 fn prepare_at(args: &DemoArgs, path: PathBuf) -> Result<Prepared, DemoError> {
+    if is_wav(&path) {
+        return Err(DemoError::Usage(format!(
+            "{}: a WAV recording, not a scenario file; bench a recording with `baton bench \
+             fixtures --fixture {}` (the scenario format is in docs/scenarios.md)",
+            path.display(),
+            path.display()
+        )));
+    }
     let scenario = mock::Scenario::load(&path).map_err(|e| DemoError::Scenario(e.to_string()))?;
     let caller_wav = scenario
         .caller
         .clone()
         .ok_or_else(|| DemoError::NoCaller(path.clone()))?;
     let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
-    let registry = match args.agents.clone().or_else(|| scenario.agents.clone()) {
-        Some(p) => Some(crate::agents::load(&p).map_err(|e| DemoError::Agents(e.to_string()))?),
-        None => None,
-    };
+    let registry = registry_for(args, &scenario)?;
     Ok(Prepared {
         path,
         scenario,
         fixture,
         registry,
     })
+}
+
+/// A caller recording (any rate, channels, length) played against the mock's default script:
+/// every caller turn answered with the default reply, or by `args.agents`'s agents. The scenario
+/// is named after the file.
+pub fn prepare_fixture(args: &DemoArgs, wav: &Path) -> Result<Prepared, DemoError> {
+    let fixture = FixtureCaller::from_wav(wav, args.leg_codec)?;
+    let mut scenario = mock::Scenario::builtin();
+    scenario.name = wav.file_name().map_or_else(
+        || wav.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    scenario.description = format!(
+        "{}, every caller turn answered with the mock's default reply",
+        wav.display()
+    );
+    scenario.caller = Some(wav.to_path_buf());
+    let registry = registry_for(args, &scenario)?;
+    Ok(Prepared {
+        path: wav.to_path_buf(),
+        scenario,
+        fixture,
+        registry,
+    })
+}
+
+/// The agent set a call of `scenario` runs: `args.agents`, else the scenario's, else none.
+fn registry_for(
+    args: &DemoArgs,
+    scenario: &mock::Scenario,
+) -> Result<Option<crate::agents::Registry>, DemoError> {
+    match args.agents.clone().or_else(|| scenario.agents.clone()) {
+        Some(p) => Ok(Some(
+            crate::agents::load(&p).map_err(|e| DemoError::Agents(e.to_string()))?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// A file that is a WAV recording: named `.wav`, or starting with a RIFF header.
+fn is_wav(path: &Path) -> bool {
+    use std::io::Read;
+    if path
+        .extension()
+        .is_some_and(|x| x.eq_ignore_ascii_case("wav"))
+    {
+        return true;
+    }
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| &magic == b"RIFF")
 }
 
 /// Runs one call of a prepared scenario with `args`'s overrides (profile, first-audio latency,

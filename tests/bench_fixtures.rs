@@ -47,7 +47,7 @@ fn stats_keys(v: &Value, name: &str) {
 fn a_short_run_reports_every_figure_with_readable_plots() {
     let dir = tempfile::tempdir().unwrap();
     let args = FixturesArgs {
-        scenario: scenario("seed000"),
+        scenario: Some(scenario("seed000")),
         strategy: Some("recreate,recreate_cold".into()),
         jobs: Some(2),
         report: dir.path().to_path_buf(),
@@ -200,7 +200,7 @@ fn a_short_run_reports_every_figure_with_readable_plots() {
 fn bad_requests_are_refused_before_any_call() {
     let dir = tempfile::tempdir().unwrap();
     let base = FixturesArgs {
-        scenario: scenario("seed000"),
+        scenario: Some(scenario("seed000")),
         report: dir.path().join("r"),
         api_key_env: "BATON_TEST_NO_KEY".into(),
         ..Default::default()
@@ -218,7 +218,7 @@ fn bad_requests_are_refused_before_any_call() {
     });
     assert!(e.contains("gemini-9"), "{e}");
     let e = err(FixturesArgs {
-        scenario: "no-such-scenario".into(),
+        scenario: Some("no-such-scenario".into()),
         ..base.clone()
     });
     assert!(e.contains("no-such-scenario"), "{e}");
@@ -248,7 +248,7 @@ fn bad_requests_are_refused_before_any_call() {
 fn the_shared_tools_scenario_exercises_all_five_strategies_and_measures_each_gap() {
     let dir = tempfile::tempdir().unwrap();
     let args = FixturesArgs {
-        scenario: "shared_tools".into(),
+        scenario: Some("shared_tools".into()),
         strategy: Some("all".into()),
         jobs: Some(2),
         report: dir.path().to_path_buf(),
@@ -345,4 +345,94 @@ fn progress_piped_is_a_line_per_call_and_expected_faults_are_results_not_warn_li
         md.contains("**fault_mid_utterance** (scripted faults: expected)"),
         "{md}"
     );
+}
+
+/// Two caller turns (a second of 300 Hz tone, then 1.5 s of silence, twice) as a WAV at `rate`
+/// with `channels` identical channels.
+fn two_turns_wav(path: &Path, rate: u32, channels: u16) {
+    let spec = hound::WavSpec {
+        channels,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    for _ in 0..2 {
+        for i in 0..rate {
+            let t = f64::from(i) / f64::from(rate);
+            let v = (8000.0 * (2.0 * std::f64::consts::PI * 300.0 * t).sin()) as i16;
+            for _ in 0..channels {
+                w.write_sample(v).unwrap();
+            }
+        }
+        for _ in 0..(rate * 3 / 2) * u32::from(channels) {
+            w.write_sample(0i16).unwrap();
+        }
+    }
+    w.finalize().unwrap();
+}
+
+#[test]
+fn any_wav_is_benched_with_fixture_and_the_report_states_its_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let formats = [("call-8k.wav", 8000, 1), ("call-16k.wav", 16_000, 1)];
+    let mut paths = Vec::new();
+    for (name, rate, channels) in formats.iter().chain(&[("call-44k-stereo.wav", 44_100, 2)]) {
+        let p = dir.path().join(name);
+        two_turns_wav(&p, *rate, *channels);
+        paths.push(p);
+    }
+    let report = dir.path().join("report");
+    fixtures::run(&FixturesArgs {
+        fixture: paths.clone(),
+        jobs: Some(2),
+        report: report.clone(),
+        ..Default::default()
+    })
+    .unwrap();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["run"]["calls"], 3, "only the fixtures run");
+    let rows = json["scenarios"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{rows:#?}");
+    for (row, (name, rate, channels)) in rows.iter().zip([
+        ("call-8k.wav", 8000, 1),
+        ("call-16k.wav", 16_000, 1),
+        ("call-44k-stereo.wav", 44_100, 2),
+    ]) {
+        assert_eq!(row["scenario"], name);
+        // Both caller turns were heard and answered, whatever the file's rate.
+        assert_eq!(row["turns"], 2, "{row:#}");
+        assert_eq!(row["first_audio_ms"]["samples"], 2, "{row:#}");
+        let caller = &row["caller"];
+        assert_eq!(caller["sample_rate_hz"], rate);
+        assert_eq!(caller["channels"], channels);
+        assert_eq!(caller["samples"], "16-bit integer");
+        assert_eq!(caller["seconds"], 5.0);
+    }
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(
+        md.contains("| call-44k-stereo.wav | 44100 Hz, 2 channels, 16-bit integer, 5.00 s |"),
+        "{md}"
+    );
+
+    // A WAV given as a scenario is refused once, pointing at --fixture.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["bench", "fixtures", "--scenario"])
+        .arg(&paths[0])
+        .arg("--report")
+        .arg(dir.path().join("refused"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a scenario file"), "{err}");
+    assert!(err.contains("--fixture"), "{err}");
+    assert_eq!(
+        err.matches("call-8k.wav: a WAV recording").count(),
+        1,
+        "{err}"
+    );
+    assert!(!err.contains("UTF-8"), "{err}");
 }

@@ -47,11 +47,19 @@ pub enum ModelKind {
     baton bench fixtures --scenario seed000 --strategy all --profile all --calls 3\n  \
     baton bench fixtures --scenario demo --realtime --calls 2\n  \
     baton bench fixtures --model-url ws://127.0.0.1:9300   # a `baton mock-model`\n  \
-    GEMINI_API_KEY=... baton bench fixtures --model gemini --scenario demo")]
+    baton bench fixtures --fixture my-call.wav             # your recording, any rate or channels\n  \
+    GEMINI_API_KEY=... baton bench fixtures --model gemini --scenario demo\n\n\
+    Scenario files (the mock's script, the caller's WAV, faults, agents): docs/scenarios.md")]
 pub struct FixturesArgs {
-    /// Scenarios: bundled names (see `baton demo --list`), files, a comma list, or `all`.
-    #[arg(long, value_name = "NAME|FILE|all", default_value = "all")]
-    pub scenario: String,
+    /// Scenarios: bundled names (see `baton demo --list`), files, a comma list, or `all`
+    /// (default: `all`, or none when --fixture is given).
+    #[arg(long, value_name = "NAME|FILE|all")]
+    pub scenario: Option<String>,
+    /// Caller recordings to bench (WAV of any rate, channel count and length; a comma list or
+    /// the option repeated). Each is one scenario named after its file: the embedded mock
+    /// answers every caller turn with its default reply (with --agents, that agent set).
+    #[arg(long, value_name = "FILE.wav", value_delimiter = ',')]
+    pub fixture: Vec<PathBuf>,
     /// Calls per scenario, profile and strategy.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub calls: u32,
@@ -110,7 +118,8 @@ impl Default for FixturesArgs {
     /// The same defaults as the command line.
     fn default() -> Self {
         FixturesArgs {
-            scenario: "all".into(),
+            scenario: None,
+            fixture: Vec::new(),
             calls: 1,
             realtime: false,
             accelerated: false,
@@ -135,10 +144,11 @@ impl Default for FixturesArgs {
 pub enum FixturesError {
     #[error("{0}")]
     Usage(String),
-    #[error("scenario {scenario}: {source}")]
+    /// The error names the file; it is not a `source`, so it is printed once.
+    #[error("{error}")]
     Scenario {
         scenario: String,
-        source: demo::DemoError,
+        error: demo::DemoError,
     },
     #[error("{var} is not set: the real service needs an API key in that environment variable")]
     MissingKey { var: String },
@@ -165,6 +175,8 @@ pub struct Cell {
     pub strategy: Option<String>,
     /// `None`: the scenario's profile (or a remote model's own).
     pub profile: Option<String>,
+    /// The caller recording's file format, as read (before resampling to the leg's rate).
+    pub caller: Option<report::CallerFormat>,
 }
 
 impl Cell {
@@ -296,8 +308,9 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
     };
     let written = report::write(&args.report, &info, cells, &results, clocks)?;
     eprintln!(
-        "bench fixtures: {} calls in {:.1} s; report {}",
+        "bench fixtures: {} call{} in {:.1} s; report {}",
         results.len(),
+        if results.len() == 1 { "" } else { "s" },
         clocks.wall.as_secs_f64(),
         written.display()
     );
@@ -319,15 +332,20 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
 /// The cells of the sweep, scenarios in the given order, then profiles, then strategies; loads
 /// each scenario's files.
 pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
-    let scenarios: Vec<PathBuf> = if args.scenario.trim() == "all" {
-        demo::bundled_scenarios().map_err(|source| FixturesError::Scenario {
-            scenario: "all".into(),
-            source,
-        })?
-    } else {
-        list(&args.scenario).map(demo::scenario_path).collect()
+    let named = match args.scenario.as_deref().map(str::trim) {
+        None if !args.fixture.is_empty() => None,
+        None | Some("all") => Some("all"),
+        Some(given) => Some(given),
     };
-    if scenarios.is_empty() {
+    let scenarios: Vec<PathBuf> = match named {
+        None => Vec::new(),
+        Some("all") => demo::bundled_scenarios().map_err(|error| FixturesError::Scenario {
+            scenario: "all".into(),
+            error,
+        })?,
+        Some(given) => list(given).map(demo::scenario_path).collect(),
+    };
+    if scenarios.is_empty() && args.fixture.is_empty() {
         return Err(FixturesError::Usage("no scenario to run".into()));
     }
     let profiles: Vec<Option<String>> = match args.profile.as_deref().map(str::trim) {
@@ -357,17 +375,38 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
     };
     let mut cells = Vec::new();
     let mut prepared = Vec::new();
-    for path in scenarios {
-        let loaded = demo::prepare(&DemoArgs {
+    let fixtures = args.fixture.iter().map(|wav| (wav, true));
+    for (path, is_fixture) in scenarios.iter().map(|p| (p, false)).chain(fixtures) {
+        let demo_args = DemoArgs {
             scenario: Some(path.display().to_string()),
             agents: args.agents.clone(),
             leg_codec: args.leg_codec,
             ..DemoArgs::default()
-        })
-        .map_err(|source| FixturesError::Scenario {
+        };
+        let mut loaded = if is_fixture {
+            demo::prepare_fixture(&demo_args, path)
+        } else {
+            demo::prepare(&demo_args)
+        }
+        .map_err(|error| FixturesError::Scenario {
             scenario: path.display().to_string(),
-            source,
+            error,
         })?;
+        // Two recordings with one file name (or a recording named like a scenario) stay apart.
+        let base = loaded.scenario.name.clone();
+        let mut n = 1;
+        while cells
+            .iter()
+            .any(|c: &Cell| c.scenario_name == loaded.scenario.name)
+        {
+            n += 1;
+            loaded.scenario.name = format!("{base} ({n})");
+        }
+        let caller = loaded
+            .scenario
+            .caller
+            .as_deref()
+            .and_then(report::CallerFormat::read);
         let strategies: &[Option<String>] = if loaded.registry.is_some() {
             &strategies
         } else {
@@ -381,6 +420,7 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
                     scenario_name: loaded.scenario.name.clone(),
                     strategy: strategy.clone(),
                     profile: profile.clone(),
+                    caller: caller.clone(),
                 });
             }
         }

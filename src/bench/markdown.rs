@@ -314,9 +314,15 @@ pub fn render(r: &FixturesReport) -> String {
     let _ = writeln!(s, "## Scenarios\n");
     let _ = writeln!(
         s,
-        "| scenario | calls | turns | first_audio_ms p50 | handoffs | underruns | ended |"
+        "Caller audio is each scenario's WAV as the file holds it; every call mixes it to mono \
+         and resamples it to the leg's rate ({}).\n",
+        r.run.leg_codec
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        s,
+        "| scenario | caller audio | calls | turns | first_audio_ms p50 | handoffs | underruns | ended |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
     for sc in &r.scenarios {
         let ended: Vec<String> = sc
             .end_reasons
@@ -325,8 +331,9 @@ pub fn render(r: &FixturesReport) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             sc.scenario,
+            sc.caller.as_ref().map_or("—".to_owned(), |c| c.describe()),
             sc.calls,
             sc.turns,
             num(sc.first_audio_ms.p50),

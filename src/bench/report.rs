@@ -211,12 +211,58 @@ pub struct ScenarioRow {
     pub underruns: u64,
     pub end_reasons: BTreeMap<String, usize>,
     pub timeline: Option<String>,
+    /// The caller recording's format as the file holds it (calls resample it to the leg).
+    pub caller: Option<CallerFormat>,
     /// The mock injected faults in this scenario's calls (its `[faults]`): the warnings about
     /// them are expected.
     pub scripted_faults: bool,
     /// What the calls logged at WARN or ERROR (kept here rather than printed), each distinct
     /// line with how often.
     pub warnings: Vec<WarningRow>,
+}
+
+/// A caller WAV's format: what the file holds, before baton mixes it to mono and resamples it to
+/// the leg's rate.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallerFormat {
+    pub file: String,
+    pub sample_rate_hz: u32,
+    pub channels: u16,
+    /// `16-bit integer`, `32-bit float`, …
+    pub samples: String,
+    pub seconds: f64,
+}
+
+impl CallerFormat {
+    /// The format of the WAV at `path`; `None` if it cannot be read (the call's own load says
+    /// why).
+    pub fn read(path: &Path) -> Option<CallerFormat> {
+        let reader = hound::WavReader::open(path).ok()?;
+        let spec = reader.spec();
+        let kind = match spec.sample_format {
+            hound::SampleFormat::Int => "integer",
+            hound::SampleFormat::Float => "float",
+        };
+        Some(CallerFormat {
+            file: path.display().to_string(),
+            sample_rate_hz: spec.sample_rate,
+            channels: spec.channels,
+            samples: format!("{}-bit {kind}", spec.bits_per_sample),
+            seconds: r2(f64::from(reader.duration()) / f64::from(spec.sample_rate.max(1))),
+        })
+    }
+
+    /// `44100 Hz, 2 channels, 16-bit integer, 3.20 s`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} Hz, {} channel{}, {}, {:.2} s",
+            self.sample_rate_hz,
+            self.channels,
+            if self.channels == 1 { "" } else { "s" },
+            self.samples,
+            self.seconds
+        )
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -524,6 +570,10 @@ pub fn build(
                 underruns: group.iter().map(|s| s.report.underruns).sum(),
                 end_reasons,
                 timeline: None,
+                caller: cells
+                    .iter()
+                    .find(|c| &c.scenario_name == name)
+                    .and_then(|c| c.caller.clone()),
                 scripted_faults: group.iter().any(|s| s.meta.scripted_faults),
                 warnings,
             }

@@ -22,9 +22,10 @@ pub fn default_scenario() -> PathBuf {
     bundled("audio-fixtures/scenarios/seed000.toml")
 }
 
-/// A scenario argument: a bundled name, or a path.
+/// A scenario argument: a bundled name, or a path (a `.wav` given here is refused later with a
+/// pointer to `--fixture`).
 pub fn scenario_path(arg: &str) -> PathBuf {
-    if arg.ends_with(".toml") || arg.contains('/') {
+    if arg.ends_with(".toml") || arg.to_ascii_lowercase().ends_with(".wav") || arg.contains('/') {
         PathBuf::from(arg)
     } else {
         bundled(&format!("audio-fixtures/scenarios/{arg}.toml"))
