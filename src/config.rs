@@ -278,6 +278,13 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "use at least 5; the default is 100 (2 s)",
         );
     }
+    if let Err(e) = crate::traces::Exporter::new(&c.traces) {
+        problem(
+            "traces.otlp_endpoint",
+            e.to_string(),
+            "write an OTLP/HTTP collector's base URL, e.g. \"http://127.0.0.1:4318\", or \"\" for no traces",
+        );
+    }
     if tracing_subscriber::EnvFilter::try_new(&c.log.level).is_err() {
         problem(
             "log.level",

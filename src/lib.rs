@@ -23,3 +23,4 @@ pub mod model;
 pub mod parsers;
 pub mod plot;
 pub mod secret;
+pub mod traces;

@@ -307,6 +307,9 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
     if !c.agents.set.is_empty() {
         println!("  agent set {}", loaded.resolve(&c.agents.set).display());
     }
+    if let Ok(Some(e)) = baton::traces::Exporter::new(&c.traces) {
+        println!("  call traces to {} (OTLP/HTTP, JSON)", e.endpoint());
+    }
     if !c.mcp.is_empty() {
         let (specs, _) = baton::mcp::config::problems(&c.mcp, &loaded.resolve("."));
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -448,6 +451,9 @@ fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<(
         .build()?;
     rt.block_on(async move {
         let listen = loaded.listen;
+        if let Some(exporter) = baton::traces::Exporter::new(&loaded.config.traces)? {
+            exporter.install();
+        }
         let app = server::state(loaded)?;
         let twilio_signed = app.twilio_token.is_some();
         let exposure = server::auth::exposure(

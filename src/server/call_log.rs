@@ -51,8 +51,9 @@ fn ms(x: f64) -> f64 {
     round2(x) + 0.0
 }
 
-/// Logs the `call ended` line at info.
+/// Logs the `call ended` line at info, and exports the call's trace when traces are on.
 pub fn call_ended(report: &CallReport, extra: Extra<'_>) {
+    crate::traces::call_ended(report, extra.call);
     let first = summarize(&report.first_audio_ms);
     let up = summarize(&report.uplink_added_ms);
     let down = summarize(&report.downlink_added_ms);
