@@ -125,8 +125,14 @@ async fn the_call_page_talks_to_the_agents_from_headless_chromium() {
     assert_eq!(now.len(), 1, "{now:?}");
     assert_eq!(s["callId"], now[0].0.as_str());
     assert_eq!(now[0].1, "Ravi");
-    // Let Ravi speak for a moment, then keep what the page shows.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Once Ravi's words are on the page (not after a guessed delay), keep what it shows.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while !(s["lines"].to_string().contains("\"Ravi") && s["voicedMs"].as_f64() > Some(4000.0))
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        s = state(&mut b).await;
+    }
     let shot = artifacts().join("webrtc-call-page.png");
     b.screenshot(&shot).await.unwrap();
     eprintln!("screenshot: {}", shot.display());
