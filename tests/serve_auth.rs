@@ -120,7 +120,7 @@ fn serve(listen: &str, extra: &[&str]) -> std::process::Child {
         .keep();
     let config = dir.join("baton.toml");
     std::fs::write(&config, "[server]\ndrain_timeout_s = 1\n").unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_baton"))
+    Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["serve", "--config"])
         .arg(&config)
         .args(["--listen", listen])
@@ -130,8 +130,7 @@ fn serve(listen: &str, extra: &[&str]) -> std::process::Child {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
-    child
+        .unwrap()
 }
 
 /// Waits for the child's exit at most `limit`; `None` if it is still running (then it is killed).
