@@ -9,7 +9,8 @@
 # too: tests/mcp_*.rs run its servers over Streamable HTTP and stdio against baton's MCP client.
 #
 # It also adds aiortc (a WebRTC stack of its own, for tests/webrtc_aiortc.rs) with PyAV, from
-# wheels only; where that fails the SDKs are still there and that one test says SKIPPED.
+# wheels only; where that fails the SDKs are still there and that one test says SKIPPED (with
+# CI set, it fails).
 #
 #   python="$(scripts/python-env.sh)" && "$python" tests/python/genai_sdk_client.py --help
 set -euo pipefail
@@ -52,7 +53,7 @@ add_aiortc() {
     aiortc_pinned && return 0
     "$python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
         "aiortc==$AIORTC_VERSION" "av==$AV_VERSION" >&2 ||
-        echo "python-env.sh: pip could not install aiortc==$AIORTC_VERSION (av==$AV_VERSION) from wheels into $venv; tests/webrtc_aiortc.rs will be skipped" >&2
+        echo "python-env.sh: pip could not install aiortc==$AIORTC_VERSION (av==$AV_VERSION) from wheels into $venv; tests/webrtc_aiortc.rs will be skipped (or fail with CI set)" >&2
 }
 
 if pinned && aiortc_pinned; then

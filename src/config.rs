@@ -6,7 +6,13 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod decode;
+mod environment;
 mod sections;
+mod void;
+
+pub use decode::closest;
+pub use environment::{bind_problem, closest_existing, missing_file};
 
 pub use sections::*;
 
@@ -107,53 +113,109 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
 }
 
 /// Parses and validates config text; `path` names the file in errors and anchors relative paths.
+/// Every problem of the file is reported at once.
 pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
-    let invalid = |problems| ConfigError::Invalid {
-        path: path.to_path_buf(),
-        problems,
-    };
-    let config: Config = from_toml(text, "config/baton.toml").map_err(|p| invalid(vec![p]))?;
-    let mut problems = Vec::new();
-    let listen = validate(&config, path, &mut problems);
-    match (listen, problems.is_empty()) {
+    let checked = inspect_text(text, path);
+    match (checked.listen, checked.problems.is_empty()) {
         (Some(listen), true) => Ok(Loaded {
-            config,
+            config: checked.config,
             path: path.to_path_buf(),
             listen,
         }),
-        _ => Err(invalid(problems)),
+        _ => Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            problems: checked.problems,
+        }),
     }
 }
 
-/// Parses TOML into `T`, refusing unknown keys; the problem names the key and line, and `docs`
-/// is where the valid keys are documented.
-pub fn from_toml<T: serde::de::DeserializeOwned>(text: &str, docs: &str) -> Result<T, Problem> {
-    let de = toml::Deserializer::parse(text).map_err(|e| Problem {
-        key: "(syntax)".into(),
-        message: e.message().to_owned() + &line_of(text, e.span()),
-        fix: "correct the TOML syntax at that line".into(),
-    })?;
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
-        let inner = e.into_inner();
-        Problem {
-            key: if key == "." {
-                "(top level)".into()
-            } else {
-                key
-            },
-            message: inner.message().to_owned() + &line_of(text, inner.span()),
-            fix: format!("use a key and value documented in {docs}"),
-        }
-    })
+/// A config file as far as it could be read, with every problem found in it: the config is the
+/// file with each bad key taken out (so its defaults apply there), for showing what the rest
+/// says.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    pub config: Config,
+    pub path: PathBuf,
+    /// `server.listen` (after `--listen`), when it is an address.
+    pub listen: Option<SocketAddr>,
+    pub problems: Vec<Problem>,
 }
 
-fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
-    span.map(|s| {
-        let before = text.get(..s.start.min(text.len())).unwrap_or("");
-        format!(" (line {})", before.matches('\n').count() + 1)
-    })
-    .unwrap_or_default()
+impl Checked {
+    /// The config as [`Loaded`] (with the default address when `server.listen` is not one), for
+    /// describing it.
+    pub fn loaded(&self) -> Loaded {
+        Loaded {
+            config: self.config.clone(),
+            path: self.path.clone(),
+            listen: self
+                .listen
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+        }
+    }
+
+    /// The config when nothing is wrong, else every problem.
+    pub fn into_result(self) -> Result<Loaded, ConfigError> {
+        match (self.listen, self.problems.is_empty()) {
+            (Some(listen), true) => Ok(Loaded {
+                config: self.config,
+                path: self.path,
+                listen,
+            }),
+            _ => Err(ConfigError::Invalid {
+                path: self.path,
+                problems: self.problems,
+            }),
+        }
+    }
+}
+
+/// What `check-config` and `serve` check before the daemon starts: the file's every problem
+/// (syntax, keys, values, files, settings made void), then what it needs from this machine
+/// (environment variables it names, the ports it binds). `listen` replaces `server.listen`
+/// (`serve --listen`).
+pub fn check(path: &Path, listen: Option<SocketAddr>) -> Result<Checked, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let mut checked = inspect_text(&text, path);
+    if let Some(l) = listen {
+        checked.problems.retain(|p| p.key != "server.listen");
+        checked.listen = Some(l);
+        checked.config.server.listen = l.to_string();
+    }
+    let loaded = checked.loaded();
+    environment::unset_variables(&loaded, &mut checked.problems);
+    if checked.listen.is_some() {
+        environment::ports(&loaded, &mut checked.problems);
+    }
+    Ok(checked)
+}
+
+/// The file's own problems (no look at the environment).
+fn inspect_text(text: &str, path: &Path) -> Checked {
+    let (config, mut problems) = decode::decode::<Config>(text, "config/baton.toml");
+    let config = config.unwrap_or_default();
+    let listen = validate(&config, path, &mut problems);
+    // A key already wrong for what it says is not also reported as void.
+    let mut void = Vec::new();
+    void::check(&config, &void::Written::of(text), &mut void);
+    void.retain(|v| !problems.iter().any(|p| p.key == v.key));
+    problems.extend(void);
+    Checked {
+        config,
+        path: path.to_path_buf(),
+        listen,
+        problems,
+    }
+}
+
+/// Parses TOML into `T`, refusing unknown keys; the first problem names the key and line (and
+/// the closest valid key, or the expected form of the value), and `docs` is where the valid keys
+/// are documented.
+pub fn from_toml<T: serde::de::DeserializeOwned>(text: &str, docs: &str) -> Result<T, Problem> {
+    decode::decode_one(text, docs)
 }
 
 /// Empty, or letters, digits and `_`: the name of a variable, not a credential pasted in.
@@ -216,6 +278,13 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "use at least 5; the default is 100 (2 s)",
         );
     }
+    if let Err(e) = crate::traces::Exporter::new(&c.traces) {
+        problem(
+            "traces.otlp_endpoint",
+            e.to_string(),
+            "write an OTLP/HTTP collector's base URL, e.g. \"http://127.0.0.1:4318\", or \"\" for no traces",
+        );
+    }
     if tracing_subscriber::EnvFilter::try_new(&c.log.level).is_err() {
         problem(
             "log.level",
@@ -259,14 +328,18 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             }
         }
         BackendKind::Mock => {
-            if !m.scenario.is_empty() {
+            // Only the embedded mock reads it (a mock at model.url plays its own: see void.rs).
+            if !m.scenario.is_empty() && m.url.is_empty() {
                 let p = path.parent().unwrap_or(Path::new(".")).join(&m.scenario);
                 if !p.exists() {
-                    problem(
-                        "model.scenario",
-                        format!("{} does not exist", p.display()),
-                        "give a scenario path relative to this config file, or remove the key to use the built-in script",
-                    );
+                    {
+                        let p = missing_file(
+                            "model.scenario",
+                            &p,
+                            "a scenario file (or remove the key to use the built-in script)",
+                        );
+                        problem(&p.key, p.message, &p.fix);
+                    }
                 }
             }
         }
@@ -326,7 +399,16 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
     }
     let base = path.parent().unwrap_or(Path::new("."));
     crate::mcp::config::validate(&c.mcp, base, &mut |k, m, f| problem(k, m, f));
-    if !c.agents.set.is_empty() {
+    if !c.agents.set.is_empty() && !base.join(&c.agents.set).exists() {
+        {
+            let p = missing_file(
+                "agents.set",
+                &base.join(&c.agents.set),
+                "an agent set file (see config/agents/README.md), or remove the key to run one agent",
+            );
+            problem(&p.key, p.message, &p.fix);
+        }
+    } else if !c.agents.set.is_empty() {
         let p = base.join(&c.agents.set);
         match crate::agents::load(&p) {
             Err(e) => problem(
@@ -419,7 +501,12 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
     }
     if !m.ca_file.is_empty() {
         let p = path.parent().unwrap_or(Path::new(".")).join(&m.ca_file);
-        if !p.is_file() {
+        if !p.exists() {
+            {
+                let p = missing_file("model.ca_file", &p, "a PEM file of CA certificates");
+                problem(&p.key, p.message, &p.fix);
+            }
+        } else if !p.is_file() {
             problem(
                 "model.ca_file",
                 format!("{} is not a file", p.display()),

@@ -1,9 +1,10 @@
-//! `baton demo`: one fixture call end to end — the bundled caller conversation through the Gemini
-//! Live wire protocol to the embedded mock model (or any Live endpoint) and back through playout.
-//! Prints a per-turn timeline and a latency table; writes the caller's stereo recording and a
-//! `summary.json` whose names are fixed for every later report.
+//! `baton demo`: one fixture call end to end — a bundled scenario's caller (seed 000 unless told)
+//! through the Gemini Live wire protocol to the embedded mock model (or any Live endpoint) and
+//! back through playout. Prints a per-turn timeline with each handoff where it was heard and a
+//! latency table; writes the caller's stereo recording, a timeline picture and a `summary.json`
+//! whose names are fixed for every later report.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -17,7 +18,9 @@ use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secr
 use crate::model::gemini::session::SessionConfig;
 use crate::model::handle::{OpenError, Protocol};
 
+pub mod handoffs;
 mod mcp;
+mod picture;
 mod render;
 /// The call files of a scenario: itself, then `<scenario>/call*.toml` in name order.
 pub use crate::demo_store::scenario_calls;
@@ -32,14 +35,15 @@ pub use summary::{DemoSummary, P95, P99};
 /// Options of one demo run.
 #[derive(Clone, Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
-    baton demo                                  # bundled call, embedded mock, accelerated\n  \
+    baton demo                                  # seed 000: a handoff there and back, accelerated\n  \
+    baton demo --scenario demo                  # the single-agent call\n  \
     baton demo --realtime --leg-codec pcmu8k    # real pace over loopback sockets, phone codec\n  \
     baton demo --json > summary.json            # the summary on stdout\n  \
     baton demo --model-url ws://127.0.0.1:9300  # against a separate `baton mock-model`\n  \
     GEMINI_API_KEY=... baton demo --model-url wss://generativelanguage.googleapis.com")]
 pub struct DemoArgs {
-    /// Scenario: a bundled name (see --list) or a file. It names the caller fixture, the mock
-    /// model's script and, for multi-agent calls, the agent set.
+    /// Scenario: a bundled name (see --list) or a file (default: seed000). It names the caller
+    /// fixture, the mock model's script and, for multi-agent calls, the agent set.
     #[arg(long, value_name = "NAME|FILE")]
     pub scenario: Option<String>,
     /// List the bundled scenarios, one per line, name first.
@@ -181,6 +185,10 @@ pub struct DemoOutcome {
     pub report: CallReport,
     /// Every call, in order, with its contexts, sidecars and store id.
     pub calls: Vec<crate::server::attach::Ran>,
+    /// What each call's scenario set up, in the order of `calls`.
+    pub metas: Vec<ScenarioMeta>,
+    /// The call timeline picture (SVG; a PNG beside it), when it could be drawn.
+    pub timeline: Option<PathBuf>,
 }
 
 /// What one call's scenario set up, after the command line's overrides.
@@ -188,6 +196,8 @@ pub struct DemoOutcome {
 pub struct ScenarioMeta {
     /// The scenario's `name`.
     pub name: String,
+    /// The scenario's one-line description.
+    pub description: String,
     pub path: PathBuf,
     /// The embedded mock's profile (the scenario's unless overridden).
     pub profile: String,
@@ -203,6 +213,12 @@ pub struct ScenarioMeta {
     pub caller_s: f64,
     /// The model was the embedded mock (so its configured latency is what the call met).
     pub embedded_mock: bool,
+    /// The agent set's agents, with the strategy each one's policy asks for (empty without a
+    /// set).
+    pub agents: Vec<handoffs::AgentMeta>,
+    /// The scenario has the mock inject faults (goAway, drops, late pongs, garbage, refused
+    /// resumes): the reconnects and the warnings about them are what it is for.
+    pub scripted_faults: bool,
 }
 
 /// One call without the demo's files: its report, what the caller heard, and how long the parts
@@ -220,10 +236,21 @@ pub struct CallOutcome {
 
 /// The runtime a call runs on: a paused-clock current-thread runtime when accelerated.
 pub fn runtime(realtime: bool) -> Result<tokio::runtime::Runtime, DemoError> {
+    runtime_with(realtime, None)
+}
+
+/// [`runtime`], with `on_thread_start` run on each thread the real-time runtime starts (an
+/// accelerated call runs on the calling thread).
+pub fn runtime_with(
+    realtime: bool,
+    on_thread_start: Option<Arc<dyn Fn() + Send + Sync>>,
+) -> Result<tokio::runtime::Runtime, DemoError> {
     if realtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if let Some(f) = on_thread_start {
+            b.on_thread_start(move || f());
+        }
+        b.enable_all().build()
     } else {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -252,6 +279,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
     let store = crate::demo_store::open(args, paths.len() > 1).await?;
     let caller = args.caller.clone().or(Some("demo-caller".to_owned()));
     let mut calls: Vec<crate::server::attach::Ran> = Vec::new();
+    let mut metas: Vec<ScenarioMeta> = Vec::new();
     let mut summary = None;
     for (i, p) in paths.iter().enumerate() {
         let wav_path = match i {
@@ -268,7 +296,10 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
                 path: wav_path.clone(),
                 reason: e.to_string(),
             })?;
-        summary.get_or_insert_with(|| summarize_call(&outcome.report, &wav_path, args, realtime));
+        summary.get_or_insert_with(|| {
+            summarize_call(&outcome.report, &outcome.meta, &wav_path, args, realtime)
+        });
+        metas.push(outcome.meta);
         calls.push(ran);
     }
     crate::demo_store::flush(&store).await;
@@ -277,6 +308,8 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         summary.calls = calls.len() as u32;
         summary.call_list = calls.iter().map(crate::demo_store::call_json).collect();
     }
+    let timeline = picture::draw(&args.out, &calls, &metas, realtime)?;
+    summary.timeline = timeline.as_ref().map(|p| p.display().to_string());
     let json_path = args.out.join("summary.json");
     let json = serde_json::to_string_pretty(&summary).unwrap_or_default();
     std::fs::write(&json_path, format!("{json}\n")).map_err(|e| DemoError::Output {
@@ -291,6 +324,8 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         summary,
         report,
         calls,
+        metas,
+        timeline,
     })
 }
 
@@ -325,22 +360,79 @@ pub fn prepare(args: &DemoArgs) -> Result<Prepared, DemoError> {
 
 /// [`prepare`] for the scenario file at `path`.
 fn prepare_at(args: &DemoArgs, path: PathBuf) -> Result<Prepared, DemoError> {
+    if is_wav(&path) {
+        return Err(DemoError::Usage(format!(
+            "{}: a WAV recording, not a scenario file; bench a recording with `baton bench \
+             fixtures --fixture {}` (the scenario format is in docs/scenarios.md)",
+            path.display(),
+            path.display()
+        )));
+    }
     let scenario = mock::Scenario::load(&path).map_err(|e| DemoError::Scenario(e.to_string()))?;
     let caller_wav = scenario
         .caller
         .clone()
         .ok_or_else(|| DemoError::NoCaller(path.clone()))?;
     let fixture = FixtureCaller::from_wav(&caller_wav, args.leg_codec)?;
-    let registry = match args.agents.clone().or_else(|| scenario.agents.clone()) {
-        Some(p) => Some(crate::agents::load(&p).map_err(|e| DemoError::Agents(e.to_string()))?),
-        None => None,
-    };
+    let registry = registry_for(args, &scenario)?;
     Ok(Prepared {
         path,
         scenario,
         fixture,
         registry,
     })
+}
+
+/// A caller recording (any rate, channels, length) played against the mock's default script:
+/// every caller turn answered with the default reply, or by `args.agents`'s agents. The scenario
+/// is named after the file.
+pub fn prepare_fixture(args: &DemoArgs, wav: &Path) -> Result<Prepared, DemoError> {
+    let fixture = FixtureCaller::from_wav(wav, args.leg_codec)?;
+    let mut scenario = mock::Scenario::builtin();
+    scenario.name = wav.file_name().map_or_else(
+        || wav.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    scenario.description = format!(
+        "{}, every caller turn answered with the mock's default reply",
+        wav.display()
+    );
+    scenario.caller = Some(wav.to_path_buf());
+    let registry = registry_for(args, &scenario)?;
+    Ok(Prepared {
+        path: wav.to_path_buf(),
+        scenario,
+        fixture,
+        registry,
+    })
+}
+
+/// The agent set a call of `scenario` runs: `args.agents`, else the scenario's, else none.
+fn registry_for(
+    args: &DemoArgs,
+    scenario: &mock::Scenario,
+) -> Result<Option<crate::agents::Registry>, DemoError> {
+    match args.agents.clone().or_else(|| scenario.agents.clone()) {
+        Some(p) => Ok(Some(
+            crate::agents::load(&p).map_err(|e| DemoError::Agents(e.to_string()))?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// A file that is a WAV recording: named `.wav`, or starting with a RIFF header.
+fn is_wav(path: &Path) -> bool {
+    use std::io::Read;
+    if path
+        .extension()
+        .is_some_and(|x| x.eq_ignore_ascii_case("wav"))
+    {
+        return true;
+    }
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| &magic == b"RIFF")
 }
 
 /// Runs one call of a prepared scenario with `args`'s overrides (profile, first-audio latency,
@@ -415,6 +507,7 @@ async fn run_prepared_with(
     };
     let meta = ScenarioMeta {
         name: scenario.name.clone(),
+        description: scenario.description.clone(),
         path: scenario_path.clone(),
         profile: if openai {
             OPENAI_PROFILE.to_owned()
@@ -431,6 +524,23 @@ async fn run_prepared_with(
         agent_set: registry.is_some(),
         caller_s: fixture.duration().as_secs_f64(),
         embedded_mock: args.model_url.is_none(),
+        scripted_faults: {
+            let f = &scenario.faults;
+            f.go_away_after.is_some()
+                || f.late_pong.is_some()
+                || f.garbage_every.is_some()
+                || f.refuse_resume
+                || !f.drops.is_empty()
+        },
+        agents: registry
+            .iter()
+            .flat_map(|reg| &reg.agents)
+            .map(|a| handoffs::AgentMeta {
+                id: a.id.clone(),
+                name: a.name.clone(),
+                strategy: a.policy.strategy.as_str().to_owned(),
+            })
+            .collect(),
     };
     let mut mock_opts = mock::MockOptions::new(Arc::new(scenario));
     if openai {

@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::leg::bridge::Dialect;
 use crate::leg::bridge::audio::{AudioFormat, Encoding};
+use crate::leg::bridge::caller::CallerEvent;
 use crate::leg::twilio::cadence::Cadence;
 use crate::leg::twilio::caller::{self, CallerEnd, CallerError, CallerOptions};
 use crate::leg::twilio::signature::AuthToken;
@@ -84,6 +86,8 @@ pub enum DialError {
     Fixture(#[from] crate::leg::fixture::FixtureError),
     #[error(transparent)]
     Caller(#[from] CallerError),
+    #[error("{url}: {hint}")]
+    BadUrl { url: String, hint: String },
     #[error("--param/--header {0:?} is not NAME=VALUE")]
     BadParam(String),
     #[error("{0}")]
@@ -111,7 +115,118 @@ pub struct DialReport {
     pub bad_messages: u64,
     /// Deviation of the inbound `media` interval from 20 ms, within bursts of agent speech.
     pub cadence: Cadence,
+    /// Each caller turn (found by voice activity in the fixture) and how long after the caller
+    /// stopped speaking the agent was heard: what the caller experienced.
+    pub turns: Vec<DialTurn>,
+    /// Over the answered turns: p50 and max of `turns[].first_audio_ms`.
+    pub first_audio_ms: Option<FirstAudio>,
     pub recording: String,
+}
+
+/// One caller turn, on the caller's timeline.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DialTurn {
+    /// When the caller's speech ended (its last voiced frame), ms from the call's first frame.
+    pub caller_stopped_ms: u64,
+    /// Caller stopped → agent audio heard, ms; `None`: the agent said nothing before the
+    /// caller's next turn (or the end of the call).
+    pub first_audio_ms: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct FirstAudio {
+    pub p50: u64,
+    pub max: u64,
+    pub answered: usize,
+}
+
+/// Silence that ends a caller turn when the fixture is split into turns (the mock's and
+/// baton's default voice-activity window).
+const TURN_SILENCE: Duration = Duration::from_millis(500);
+
+/// Where each caller turn of `samples` (mono at `rate`) ends: the end of its last voiced frame.
+pub fn caller_turn_ends(samples: &[i16], rate: u32) -> Vec<Duration> {
+    use crate::audio::vad::{TurnDetector, VadEvent};
+    let frame = (rate as usize / 50).max(1);
+    let mut vad = TurnDetector::new(TURN_SILENCE);
+    let mut ends = Vec::new();
+    let len = Duration::from_millis(20);
+    let chunks = samples.chunks(frame).chain(
+        // Trailing silence so the last turn's end is reported.
+        std::iter::repeat_n(&[0i16; 0][..], (TURN_SILENCE.as_millis() / 20 + 2) as usize),
+    );
+    let silent = vec![0i16; frame];
+    for (i, chunk) in chunks.enumerate() {
+        let chunk = if chunk.is_empty() { &silent[..] } else { chunk };
+        if let Some(VadEvent::SpeechEnd(at)) = vad.push(chunk, len * i as u32, len) {
+            ends.push(at);
+        }
+    }
+    ends
+}
+
+/// The caller turn agent audio starting at `at` answers: the last one that ended at or before it.
+pub fn turn_answered(ends: &[Duration], at: Duration) -> Option<usize> {
+    ends.iter().rposition(|&e| e <= at)
+}
+
+/// Per caller turn, how long after it ended the agent was first heard (`starts`: when agent
+/// audio began after a silence, sorted); the first start after a turn's end and before the next
+/// turn's end answers it.
+pub fn first_audio(ends: &[Duration], starts: &[Duration]) -> Vec<DialTurn> {
+    let mut turns: Vec<DialTurn> = ends
+        .iter()
+        .map(|e| DialTurn {
+            caller_stopped_ms: e.as_millis() as u64,
+            first_audio_ms: None,
+        })
+        .collect();
+    for &s in starts {
+        if let Some(k) = turn_answered(ends, s) {
+            let t = &mut turns[k];
+            if t.first_audio_ms.is_none() {
+                t.first_audio_ms = Some(s.saturating_sub(ends[k]).as_millis() as u64);
+            }
+        }
+    }
+    turns
+}
+
+fn summary(turns: &[DialTurn]) -> Option<FirstAudio> {
+    let mut v: Vec<u64> = turns.iter().filter_map(|t| t.first_audio_ms).collect();
+    v.sort_unstable();
+    Some(FirstAudio {
+        p50: v[(v.len().checked_sub(1)?) / 2],
+        max: *v.last()?,
+        answered: v.len(),
+    })
+}
+
+/// A media-stream URL `baton dial` can use, or what to type instead.
+pub fn check_url(url: &str) -> Result<(), DialError> {
+    let bad = |hint: String| {
+        Err(DialError::BadUrl {
+            url: url.to_owned(),
+            hint,
+        })
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return bad(format!(
+            "not a URL; a media stream is a WebSocket: ws://{url} (or wss:// with TLS)"
+        ));
+    };
+    match scheme.to_ascii_lowercase().as_str() {
+        "ws" | "wss" => Ok(()),
+        "http" => bad(format!(
+            "a media stream is a WebSocket, not HTTP: use ws://{rest}"
+        )),
+        "https" => bad(format!(
+            "a media stream is a WebSocket, not HTTPS: use wss://{rest}"
+        )),
+        other => bad(format!(
+            "{other}:// is not a WebSocket scheme: use ws://{rest} (or wss:// with TLS)"
+        )),
+    }
 }
 
 fn pairs(list: &[String]) -> Result<BTreeMap<String, String>, DialError> {
@@ -198,12 +313,89 @@ pub fn run(args: &DialTwilioArgs) -> Result<DialReport, DialError> {
     finish(&args.url, opts, &args.out)
 }
 
-fn finish(url: &str, opts: CallerOptions, out: &std::path::Path) -> Result<DialReport, DialError> {
+/// Prints a line to stderr as each caller turn ends and as the agent answers it, while the call
+/// runs; returns when the agent began speaking each time (the caller's timeline).
+async fn progress(
+    mut events: tokio::sync::mpsc::UnboundedReceiver<CallerEvent>,
+    ends: Vec<Duration>,
+    fixture: Duration,
+) -> Vec<Duration> {
+    let mut starts = Vec::new();
+    let mut t0: Option<tokio::time::Instant> = None;
+    let mut next_end = 0;
+    let mut answered = vec![false; ends.len()];
+    let n = ends.len();
+    loop {
+        let due = t0.and_then(|t| Some(t + *ends.get(next_end)?));
+        let event = tokio::select! {
+            e = events.recv() => match e {
+                Some(e) => e,
+                None => break,
+            },
+            _ = async { tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)).await }, if due.is_some() => {
+                eprintln!(
+                    "dial: turn {}/{n}: the caller stopped speaking at {:.1} s",
+                    next_end + 1,
+                    ends[next_end].as_secs_f64()
+                );
+                next_end += 1;
+                continue;
+            }
+        };
+        match event {
+            CallerEvent::Started => {
+                t0 = Some(tokio::time::Instant::now());
+                eprintln!(
+                    "dial: connected; the caller says {n} turn{} over {:.1} s",
+                    if n == 1 { "" } else { "s" },
+                    fixture.as_secs_f64()
+                );
+            }
+            CallerEvent::AgentSpeaking { at } => {
+                starts.push(at);
+                match turn_answered(&ends, at) {
+                    Some(k) if !answered[k] => {
+                        answered[k] = true;
+                        eprintln!(
+                            "dial: turn {}/{n}: agent heard {} ms after the caller stopped",
+                            k + 1,
+                            at.saturating_sub(ends[k]).as_millis()
+                        );
+                    }
+                    None => eprintln!(
+                        "dial: agent speaking at {:.1} s, before the caller's first turn ended",
+                        at.as_secs_f64()
+                    ),
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    starts
+}
+
+fn finish(
+    url: &str,
+    mut opts: CallerOptions,
+    out: &std::path::Path,
+) -> Result<DialReport, DialError> {
+    check_url(url)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| DialError::Runtime(e.to_string()))?;
-    let r = rt.block_on(caller::dial(url, opts))?;
+    let rate = opts.format.rate;
+    let ends = caller_turn_ends(&opts.samples, rate);
+    let fixture = Duration::from_secs_f64(opts.samples.len() as f64 / f64::from(rate.max(1)));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    opts.events = Some(tx);
+    let (r, starts) = rt.block_on(async {
+        let printer = tokio::spawn(progress(rx, ends.clone(), fixture));
+        let r = caller::dial(url, opts).await;
+        (r, printer.await.unwrap_or_default())
+    });
+    let r = r?;
+    let turns = first_audio(&ends, &starts);
     std::fs::create_dir_all(out).map_err(|e| DialError::Output {
         path: out.to_path_buf(),
         reason: e.to_string(),
@@ -231,6 +423,8 @@ fn finish(url: &str, opts: CallerOptions, out: &std::path::Path) -> Result<DialR
         clears_received: r.clears_received,
         bad_messages: r.bad_messages,
         cadence: r.cadence,
+        first_audio_ms: summary(&turns),
+        turns,
         recording: wav.display().to_string(),
     };
     let json_path = out.join("report.json");
@@ -247,8 +441,28 @@ fn finish(url: &str, opts: CallerOptions, out: &std::path::Path) -> Result<DialR
 
 /// The human-readable report.
 pub fn render(r: &DialReport) -> String {
+    let per_turn: Vec<String> = r
+        .turns
+        .iter()
+        .map(|t| t.first_audio_ms.map_or("—".to_owned(), |ms| ms.to_string()))
+        .collect();
+    let first_audio = match &r.first_audio_ms {
+        Some(f) => format!(
+            "caller-side first audio (caller stops → agent heard): p50 {} ms, max {} ms; {} of {} turns answered; per turn: {} ms\n",
+            f.p50,
+            f.max,
+            f.answered,
+            r.turns.len(),
+            per_turn.join(", ")
+        ),
+        None => format!(
+            "caller-side first audio: the agent answered none of the caller's {} turns\n",
+            r.turns.len()
+        ),
+    };
     format!(
         "call to {}: {}\n\
+         {first_audio}\
          sent {} frames; heard {} media messages ({} ms played, {} ms dropped by clear)\n\
          marks {} received / {} echoed; clears {}; unusable messages {}\n\
          agent audio cadence: {} intervals, deviation from 20 ms p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms\n\
@@ -426,4 +640,56 @@ pub fn render_audiosocket(r: &DialAudioSocketReport) -> String {
         r.interval_ms[3],
         r.recording
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn each_turn_is_answered_by_the_first_agent_audio_after_it() {
+        let ends = [ms(1000), ms(4000), ms(9000)];
+        // Agent before any turn ended, twice after turn 1, none after turn 2, once after turn 3.
+        let starts = [ms(500), ms(1800), ms(2500), ms(9700)];
+        let turns = first_audio(&ends, &starts);
+        let got: Vec<Option<u64>> = turns.iter().map(|t| t.first_audio_ms).collect();
+        assert_eq!(got, [Some(800), None, Some(700)]);
+        assert_eq!(
+            summary(&turns),
+            Some(FirstAudio {
+                p50: 700,
+                max: 800,
+                answered: 2
+            })
+        );
+        assert_eq!(summary(&first_audio(&ends, &[])), None);
+    }
+
+    #[test]
+    fn caller_turns_are_found_in_the_fixture() {
+        let tone = |n: usize| -> Vec<i16> {
+            (0..n)
+                .map(|i| if i % 8 < 4 { 6000 } else { -6000 })
+                .collect()
+        };
+        let mut s = tone(8000);
+        s.extend(vec![0; 8000]);
+        s.extend(tone(4000));
+        // Ends at the last voiced frame, also when the file stops mid-speech.
+        assert_eq!(caller_turn_ends(&s, 8000), [ms(1000), ms(2500)]);
+    }
+
+    #[test]
+    fn urls_that_are_not_websockets_get_the_one_to_use() {
+        assert!(check_url("ws://127.0.0.1:8080/twilio").is_ok());
+        assert!(check_url("WSS://example.com/twilio").is_ok());
+        let e = check_url("http://h:1/twilio").unwrap_err().to_string();
+        assert!(e.ends_with("use ws://h:1/twilio"), "{e}");
+        let e = check_url("h:1/twilio").unwrap_err().to_string();
+        assert!(e.contains("ws://h:1/twilio"), "{e}");
+    }
 }

@@ -21,4 +21,6 @@ pub mod leg;
 pub mod mock;
 pub mod model;
 pub mod parsers;
+pub mod plot;
 pub mod secret;
+pub mod traces;

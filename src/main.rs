@@ -24,21 +24,27 @@ use baton::server;
     name = "baton",
     version,
     after_help = "Examples:\n  \
-    baton demo                       # one bundled call against the embedded mock model\n  \
+    baton demo                       # advisor Asha hands you to specialist Ravi and back\n  \
     baton demo --realtime --json     # the same at real pace, summary as JSON\n  \
     baton mock-model --listen 127.0.0.1:9300\n                                   \
     # a Gemini-Live-protocol mock for any client\n\n\
-    Logging: set BATON_LOG (e.g. BATON_LOG=debug); logs go to stderr."
+    Logging: set BATON_LOG (e.g. BATON_LOG=debug); logs go to stderr, coloured only on a\n\
+    terminal; --log-format json writes one JSON object per line."
 )]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Log format on stderr: human (colours only on a terminal) or json (one object per line;
+    /// `serve`: with the call's span). For `serve` it overrides log.format.
+    #[arg(long, global = true, value_name = "FORMAT", value_parser = parse_log_format)]
+    log_format: Option<LogFormat>,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run the bundled caller conversation through baton and the embedded mock model; print a
-    /// per-turn timeline and latency table; write out/demo/call.wav and summary.json.
+    /// Play a bundled call through baton and the embedded mock model (default: seed 000, two
+    /// agents with a handoff there and back); print its timeline with each handoff and its gap,
+    /// and the latency table; write out/demo/call.wav, timeline.svg/png and summary.json.
     Demo(DemoArgs),
     /// Serve the embedded Gemini-Live-protocol mock model on a socket, for baton or any client
     /// (including the official google-genai SDK over wss://).
@@ -116,7 +122,13 @@ enum DialTarget {
     baton serve --config config/baton.toml --log-format json\n\n\
     Point a Twilio number's voice webhook at https://<public_url>/twiml; it answers with\n\
     <Connect><Stream url=\"wss://<public_url>/twilio\">. Health: GET /healthz; Prometheus\n\
-    metrics: GET /metrics.")]
+    metrics: GET /metrics.\n\n\
+    Another model endpoint: [model] url = \"ws://127.0.0.1:9300\" for a separate\n\
+    `baton mock-model --listen 127.0.0.1:9300 --scenario FILE` (that mock plays its own scenario;\n\
+    model.scenario is the embedded mock's), or a wss:// URL, with model.ca_file = \"cert.pem\"\n\
+    when its certificate is private (e.g. `baton mock-model --tls-self-signed cert.pem`).\n\
+    serve checks the config first and refuses with every problem; `baton check-config FILE`\n\
+    shows the same list and the model endpoint serve will use.")]
 struct ServeArgs {
     /// The TOML config file (see config/baton.toml).
     #[arg(long, value_name = "FILE", default_value = "config/baton.toml")]
@@ -124,10 +136,6 @@ struct ServeArgs {
     /// Listen address; overrides server.listen.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
-    /// Log format; overrides log.format. `json`: one object per line with the call's span
-    /// (call_id, stream_sid, agent).
-    #[arg(long, value_name = "FORMAT", value_parser = parse_log_format)]
-    log_format: Option<LogFormat>,
     /// Serve a non-loopback address without API tokens (server.auth_tokens_env). Every endpoint
     /// is then open to anyone who reaches the address; baton logs a warning at start-up.
     #[arg(long)]
@@ -144,6 +152,9 @@ fn parse_log_format(s: &str) -> Result<LogFormat, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let format = cli.log_format;
+    let init_logging =
+        |level: &str, default: LogFormat| init_logging(level, format.unwrap_or(default));
     let result = match cli.cmd {
         Cmd::Demo(args) => {
             init_logging("warn", LogFormat::Human);
@@ -153,9 +164,9 @@ fn main() -> ExitCode {
             init_logging("info", LogFormat::Human);
             run_mock(args)
         }
-        Cmd::Serve(args) => run_serve(args),
+        Cmd::Serve(args) => run_serve(args, format),
         Cmd::Bench(BenchTarget::Fixtures(args)) => {
-            init_logging("warn", LogFormat::Human);
+            init_logging_with("warn", format.unwrap_or(LogFormat::Human), true);
             baton::bench::fixtures::run(&args).map_err(anyhow::Error::from)
         }
         Cmd::Bench(BenchTarget::Load(args)) => {
@@ -180,10 +191,22 @@ fn main() -> ExitCode {
             init_logging("warn", LogFormat::Human);
             run_dial(&args)
         }
-        Cmd::Dial(DialTarget::Telnyx(args)) => run_dial_bridge(Dialect::Telnyx, &args),
-        Cmd::Dial(DialTarget::Plivo(args)) => run_dial_bridge(Dialect::Plivo, &args),
-        Cmd::Dial(DialTarget::Exotel(args)) => run_dial_bridge(Dialect::Exotel, &args),
-        Cmd::Dial(DialTarget::Vonage(args)) => run_dial_bridge(Dialect::Vonage, &args),
+        Cmd::Dial(DialTarget::Telnyx(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_bridge(Dialect::Telnyx, &args)
+        }
+        Cmd::Dial(DialTarget::Plivo(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_bridge(Dialect::Plivo, &args)
+        }
+        Cmd::Dial(DialTarget::Exotel(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_bridge(Dialect::Exotel, &args)
+        }
+        Cmd::Dial(DialTarget::Vonage(args)) => {
+            init_logging("warn", LogFormat::Human);
+            run_dial_bridge(Dialect::Vonage, &args)
+        }
         Cmd::Dial(DialTarget::Audiosocket(args)) => {
             init_logging("warn", LogFormat::Human);
             run_dial_audiosocket(&args)
@@ -192,15 +215,41 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("baton: {e:#}");
+            eprintln!("baton: {}", error_text(&e));
             ExitCode::FAILURE
         }
     }
 }
 
-/// Logs go to stderr; BATON_LOG overrides the level, except that libraries which would log
-/// credentials are capped (`baton::secret::LOG_CAPS`).
+/// An error and its causes on one line, each said once: a message that already quotes its
+/// cause (`file: not a readable WAV file: {cause}`) is not followed by the cause again.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(part.trim()) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+/// Logs go to stderr, with colours only when stderr is a terminal (never escape codes in a file
+/// or a pipe); BATON_LOG overrides the level, except that libraries which would log credentials
+/// are capped (`baton::secret::LOG_CAPS`).
 fn init_logging(default_level: &str, format: LogFormat) {
+    init_logging_with(default_level, format, false);
+}
+
+/// [`init_logging`]; with `capture`, the WARN and ERROR events of threads running a benchmark's
+/// calls are kept for its report instead of printed (`baton::bench::capture`).
+fn init_logging_with(default_level: &str, format: LogFormat, capture: bool) {
+    use baton::bench::capture::{Capture, Printed};
+    use tracing_subscriber::prelude::*;
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     for cap in baton::secret::LOG_CAPS {
@@ -208,22 +257,47 @@ fn init_logging(default_level: &str, format: LogFormat) {
             filter = filter.add_directive(d);
         }
     }
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Human => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let human = (format == LogFormat::Human).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .with_filter(capture.then_some(Printed))
+    });
+    let json = (format == LogFormat::Json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+            .with_filter(capture.then_some(Printed))
+    });
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(human)
+        .with(json)
+        .with(capture.then_some(Capture))
+        .init();
 }
 
+/// Every problem of the file and of what it needs here (variables, ports), and what the rest
+/// of it says (the model endpoint first); non-zero with the problems on stderr.
 fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
-    let loaded = config::load(file)?;
+    let checked = config::check(file, None)?;
+    let loaded = checked.loaded();
     let c = &loaded.config;
-    println!("{}: ok", file.display());
+    if checked.problems.is_empty() {
+        println!("{}: ok", file.display());
+    } else {
+        println!(
+            "{}: {} problem(s), listed below; the rest of the file says:",
+            file.display(),
+            checked.problems.len()
+        );
+    }
     println!(
-        "  listen {} · model backend {:?} · max {} calls",
-        loaded.listen, c.model.backend, c.limits.max_calls
+        "  listen {} · model backend {} · max {} calls",
+        c.server.listen,
+        format!("{:?}", c.model.backend).to_lowercase(),
+        c.limits.max_calls
     );
     model_lines(&loaded);
     println!("  twilio stream URL {}", loaded.twilio_stream_url());
@@ -232,6 +306,9 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
     }
     if !c.agents.set.is_empty() {
         println!("  agent set {}", loaded.resolve(&c.agents.set).display());
+    }
+    if let Ok(Some(e)) = baton::traces::Exporter::new(&c.traces) {
+        println!("  call traces to {} (OTLP/HTTP, JSON)", e.endpoint());
     }
     if !c.mcp.is_empty() {
         let (specs, _) = baton::mcp::config::problems(&c.mcp, &loaded.resolve("."));
@@ -274,6 +351,7 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
             c.twilio.auth_token_env
         );
     }
+    checked.into_result()?;
     Ok(())
 }
 
@@ -342,7 +420,6 @@ fn run_dial(args: &DialTwilioArgs) -> anyhow::Result<()> {
 }
 
 fn run_dial_bridge(dialect: Dialect, args: &DialBridgeArgs) -> anyhow::Result<()> {
-    init_logging("warn", LogFormat::Human);
     let report = dial::run_bridge(dialect, args)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -362,13 +439,10 @@ fn run_dial_audiosocket(args: &DialAudioSocketArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
-    let mut loaded = config::load(&args.config)?;
-    if let Some(listen) = args.listen {
-        loaded.listen = listen;
-        loaded.config.server.listen = listen.to_string();
-    }
-    if let Some(format) = args.log_format {
+fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<()> {
+    // The same checks as check-config, every problem at once, before anything starts.
+    let mut loaded = config::check(&args.config, args.listen)?.into_result()?;
+    if let Some(format) = log_format {
         loaded.config.log.format = format;
     }
     init_logging(&loaded.config.log.level, loaded.config.log.format);
@@ -377,6 +451,9 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async move {
         let listen = loaded.listen;
+        if let Some(exporter) = baton::traces::Exporter::new(&loaded.config.traces)? {
+            exporter.install();
+        }
         let app = server::state(loaded)?;
         let twilio_signed = app.twilio_token.is_some();
         let exposure = server::auth::exposure(
@@ -385,9 +462,12 @@ fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             twilio_signed,
             args.insecure_no_auth,
         )?;
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+            config::ConfigError::Invalid {
+                path: args.config.clone(),
+                problems: vec![config::bind_problem("server.listen", listen, &e)],
+            }
+        })?;
         let addr = listener.local_addr()?;
         server::auth::log_exposure(exposure, addr, twilio_signed);
         for (on, route, credential) in [

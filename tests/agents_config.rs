@@ -19,6 +19,7 @@ fn every_shipped_set_loads() {
         names,
         [
             "financial",
+            "financial_shared",
             "realty",
             "router",
             "sidecars",

@@ -47,7 +47,7 @@ fn stats_keys(v: &Value, name: &str) {
 fn a_short_run_reports_every_figure_with_readable_plots() {
     let dir = tempfile::tempdir().unwrap();
     let args = FixturesArgs {
-        scenario: scenario("seed000"),
+        scenario: Some(scenario("seed000")),
         strategy: Some("recreate,recreate_cold".into()),
         jobs: Some(2),
         report: dir.path().to_path_buf(),
@@ -74,7 +74,14 @@ fn a_short_run_reports_every_figure_with_readable_plots() {
     assert_eq!(json["run"]["failed"], 0);
     // seed000: five caller turns per call, each answered.
     assert_eq!(figures["first_audio_ms"]["samples"], 10);
-    assert!(figures["uplink_added_ms"]["samples"].as_u64().unwrap() > 1000);
+    // On the virtual clock baton's own uplink time is not measured, and the report says so.
+    assert_eq!(figures["uplink_added_ms"]["samples"], 0);
+    assert!(
+        figures["uplink_note"]
+            .as_str()
+            .unwrap()
+            .contains("--realtime")
+    );
     assert!(figures["downlink_added_ms"]["samples"].as_u64().unwrap() > 100);
     // Accelerated, the overhead over the mock's 300 ms + 500 ms VAD window is tick alignment.
     let overhead = figures["first_audio_overhead_ms"]["max"].as_f64().unwrap();
@@ -131,9 +138,9 @@ fn a_short_run_reports_every_figure_with_readable_plots() {
         .iter()
         .map(|p| p["png"].as_str().unwrap().trim_end_matches(".png"))
         .collect();
+    assert!(!stems.contains(&"cdf-uplink_added_ms"), "{stems:?}");
     for stem in [
         "cdf-first_audio_ms",
-        "cdf-uplink_added_ms",
         "cdf-downlink_added_ms",
         "cdf-handoff_gap_ms",
         "timeline-seed000",
@@ -161,7 +168,7 @@ fn a_short_run_reports_every_figure_with_readable_plots() {
     }
     for table in [
         "| first_audio_ms (per turn) |",
-        "| uplink_added_ms |",
+        "| uplink_added_ms | not measured on the virtual clock",
         "| downlink_added_ms |",
         "| handoff_gap_ms |",
         "| reconnect_gap_ms |",
@@ -193,7 +200,7 @@ fn a_short_run_reports_every_figure_with_readable_plots() {
 fn bad_requests_are_refused_before_any_call() {
     let dir = tempfile::tempdir().unwrap();
     let base = FixturesArgs {
-        scenario: scenario("seed000"),
+        scenario: Some(scenario("seed000")),
         report: dir.path().join("r"),
         api_key_env: "BATON_TEST_NO_KEY".into(),
         ..Default::default()
@@ -211,7 +218,7 @@ fn bad_requests_are_refused_before_any_call() {
     });
     assert!(e.contains("gemini-9"), "{e}");
     let e = err(FixturesArgs {
-        scenario: "no-such-scenario".into(),
+        scenario: Some("no-such-scenario".into()),
         ..base.clone()
     });
     assert!(e.contains("no-such-scenario"), "{e}");
@@ -235,4 +242,197 @@ fn bad_requests_are_refused_before_any_call() {
         !dir.path().join("r").exists(),
         "no report for a refused run"
     );
+}
+
+#[test]
+fn the_shared_tools_scenario_exercises_all_five_strategies_and_measures_each_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = FixturesArgs {
+        scenario: Some("shared_tools".into()),
+        strategy: Some("all".into()),
+        jobs: Some(2),
+        report: dir.path().to_path_buf(),
+        api_key_env: "BATON_TEST_NO_KEY".into(),
+        ..Default::default()
+    };
+    fixtures::run(&args).unwrap();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+            .unwrap();
+    let rows = json["handoffs_by_strategy_profile"].as_array().unwrap();
+    let asked: Vec<&str> = rows
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            "auto",
+            "context_update",
+            "tool_response",
+            "inject_turn",
+            "recreate",
+            "recreate_cold"
+        ]
+    );
+    for row in &rows[1..] {
+        // Each strategy asked for carried both handoffs, and both gaps were measured.
+        assert_eq!(row["used"], serde_json::json!([row["strategy"]]), "{row}");
+        assert_eq!(row["why"], serde_json::json!([]), "{row}");
+        assert_eq!(row["handoffs"], 2, "{row}");
+        assert_eq!(row["handoff_gap_ms"]["samples"], 2, "{row}");
+    }
+    // auto's choice is named with its reason.
+    assert_eq!(rows[0]["used"], serde_json::json!(["context_update"]));
+    assert!(
+        rows[0]["why"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("auto chose")
+    );
+    // In-session and warm handoffs are gapless; the cold one is not.
+    for row in &rows[..5] {
+        assert_eq!(row["handoff_gap_ms"]["max"], 0.0, "{row}");
+    }
+    assert!(rows[5]["handoff_gap_ms"]["p50"].as_f64().unwrap() > 100.0);
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(
+        md.contains("| shared_tools | gemini-3.8 | tool_response | tool_response |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| shared_tools | gemini-3.8 | inject_turn | inject_turn |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn progress_piped_is_a_line_per_call_and_expected_faults_are_results_not_warn_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "bench",
+            "fixtures",
+            "--scenario",
+            "fault_mid_utterance,demo",
+            "--jobs",
+            "1",
+        ])
+        .arg("--report")
+        .arg(dir.path())
+        .env_remove("BATON_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    // What the run is, one line per finished call with the time left, then the summary.
+    assert!(lines[0].starts_with("bench fixtures: 2 calls, "), "{err}");
+    assert!(lines[0].contains("of caller audio"), "{err}");
+    assert!(lines[1].starts_with("bench fixtures: 1/2 calls"), "{err}");
+    assert!(
+        lines[1].contains("left: fault_mid_utterance: ok, "),
+        "{err}"
+    );
+    assert!(lines[1].contains("about its scripted faults"), "{err}");
+    assert!(lines[2].starts_with("bench fixtures: 2/2 calls"), "{err}");
+    assert!(lines[2].ends_with("demo: ok"), "{err}");
+    assert_eq!(lines.len(), 4, "{err}");
+    // No WARN line on stderr; the warnings are in the report, marked as expected.
+    assert!(!err.contains("WARN"), "{err}");
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(
+        md.contains("**fault_mid_utterance** (scripted faults: expected)"),
+        "{md}"
+    );
+}
+
+/// Two caller turns (a second of 300 Hz tone, then 1.5 s of silence, twice) as a WAV at `rate`
+/// with `channels` identical channels.
+fn two_turns_wav(path: &Path, rate: u32, channels: u16) {
+    let spec = hound::WavSpec {
+        channels,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    for _ in 0..2 {
+        for i in 0..rate {
+            let t = f64::from(i) / f64::from(rate);
+            let v = (8000.0 * (2.0 * std::f64::consts::PI * 300.0 * t).sin()) as i16;
+            for _ in 0..channels {
+                w.write_sample(v).unwrap();
+            }
+        }
+        for _ in 0..(rate * 3 / 2) * u32::from(channels) {
+            w.write_sample(0i16).unwrap();
+        }
+    }
+    w.finalize().unwrap();
+}
+
+#[test]
+fn any_wav_is_benched_with_fixture_and_the_report_states_its_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let formats = [("call-8k.wav", 8000, 1), ("call-16k.wav", 16_000, 1)];
+    let mut paths = Vec::new();
+    for (name, rate, channels) in formats.iter().chain(&[("call-44k-stereo.wav", 44_100, 2)]) {
+        let p = dir.path().join(name);
+        two_turns_wav(&p, *rate, *channels);
+        paths.push(p);
+    }
+    let report = dir.path().join("report");
+    fixtures::run(&FixturesArgs {
+        fixture: paths.clone(),
+        jobs: Some(2),
+        report: report.clone(),
+        ..Default::default()
+    })
+    .unwrap();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["run"]["calls"], 3, "only the fixtures run");
+    let rows = json["scenarios"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{rows:#?}");
+    for (row, (name, rate, channels)) in rows.iter().zip([
+        ("call-8k.wav", 8000, 1),
+        ("call-16k.wav", 16_000, 1),
+        ("call-44k-stereo.wav", 44_100, 2),
+    ]) {
+        assert_eq!(row["scenario"], name);
+        // Both caller turns were heard and answered, whatever the file's rate.
+        assert_eq!(row["turns"], 2, "{row:#}");
+        assert_eq!(row["first_audio_ms"]["samples"], 2, "{row:#}");
+        let caller = &row["caller"];
+        assert_eq!(caller["sample_rate_hz"], rate);
+        assert_eq!(caller["channels"], channels);
+        assert_eq!(caller["samples"], "16-bit integer");
+        assert_eq!(caller["seconds"], 5.0);
+    }
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(
+        md.contains("| call-44k-stereo.wav | 44100 Hz, 2 channels, 16-bit integer, 5.00 s |"),
+        "{md}"
+    );
+
+    // A WAV given as a scenario is refused once, pointing at --fixture.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["bench", "fixtures", "--scenario"])
+        .arg(&paths[0])
+        .arg("--report")
+        .arg(dir.path().join("refused"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a scenario file"), "{err}");
+    assert!(err.contains("--fixture"), "{err}");
+    assert_eq!(
+        err.matches("call-8k.wav: a WAV recording").count(),
+        1,
+        "{err}"
+    );
+    assert!(!err.contains("UTF-8"), "{err}");
 }

@@ -82,7 +82,7 @@ fn check_config_names_file_key_and_fix() {
 }
 
 #[test]
-fn the_demo_prints_its_timeline_and_writes_its_files() {
+fn the_demo_is_the_seed000_story_with_its_handoffs_and_a_timeline_picture() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, out, err) = baton(&["demo", "--out", dir.path().to_str().unwrap()]);
     assert!(ok, "{err}");
@@ -90,9 +90,71 @@ fn the_demo_prints_its_timeline_and_writes_its_files() {
         out.contains("first_audio_ms") && out.contains("underruns"),
         "{out}"
     );
-    assert!(dir.path().join("call.wav").exists());
+    // Each handoff is marked where the caller heard it, with its measured gap, between the
+    // announcing agent's line and the new agent's.
+    let asha = out.find("Asha: \"Let me bring in Ravi").expect(&out);
+    let there = out.find("handoff Asha → Ravi at ").expect(&out);
+    let ravi = out.find("Ravi: \"Hi, I'm Ravi").expect(&out);
+    assert!(asha < there && there < ravi, "{out}");
+    let back = out.find("handoff Ravi → Asha at ").expect(&out);
+    assert!(
+        out[there..].contains("gap 0 ms") && out[back..].contains("gap 0 ms"),
+        "{out}"
+    );
+    assert!(out.contains("timeline picture: "), "{out}");
+    for f in ["call.wav", "timeline.svg", "timeline.png", "summary.json"] {
+        assert!(dir.path().join(f).exists(), "no {f}");
+    }
+    let svg = std::fs::read_to_string(dir.path().join("timeline.svg")).unwrap();
+    assert!(
+        svg.contains("Asha → Ravi") && svg.contains("Ravi → Asha"),
+        "{svg}"
+    );
+
     let (ok, json, _) = baton(&["demo", "--json", "--out", dir.path().to_str().unwrap()]);
     assert!(ok);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["turns"], 4);
+    assert_eq!(v["turns"], 5);
+    let handoffs = v["handoffs"].as_array().unwrap();
+    assert_eq!(handoffs.len(), 2);
+    assert_eq!(handoffs[0]["asked"], "auto");
+    assert_eq!(handoffs[0]["strategy"], "context_update");
+    assert!(
+        handoffs[0]["why"].as_str().unwrap().contains("auto"),
+        "{json}"
+    );
+
+    // The single-agent call stays available by name.
+    let (ok, out, err) = baton(&[
+        "demo",
+        "--scenario",
+        "demo",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("single-agent") && !out.contains("handoff "),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_strategy_that_cannot_carry_a_handoff_says_what_carried_it_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, out, err) = baton(&[
+        "demo",
+        "--scenario",
+        "seed000",
+        "--strategy",
+        "inject_turn",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("inject_turn → context_update"), "{out}");
+    assert!(
+        out.contains("why: inject_turn cannot carry this handoff (the tools change"),
+        "{out}"
+    );
 }

@@ -267,7 +267,8 @@ fn list_names_every_bundled_scenario_first() {
             "seed001",
             "seed002",
             "seed003",
-            "seed004"
+            "seed004",
+            "shared_tools"
         ]
     );
     let _ = PathBuf::from(ROOT);

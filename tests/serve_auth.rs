@@ -111,10 +111,16 @@ async fn twilio_endpoints_take_the_signature_instead_of_a_token() {
 }
 
 fn serve(listen: &str, extra: &[&str]) -> std::process::Child {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("baton.toml");
+    // The config is read at start-up, whenever that is: its folder (under the test target's
+    // scratch space) is kept rather than removed after a guessed delay.
+    let dir = tempfile::Builder::new()
+        .prefix("serve-auth-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+        .keep();
+    let config = dir.join("baton.toml");
     std::fs::write(&config, "[server]\ndrain_timeout_s = 1\n").unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_baton"))
+    Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["serve", "--config"])
         .arg(&config)
         .args(["--listen", listen])
@@ -124,11 +130,7 @@ fn serve(listen: &str, extra: &[&str]) -> std::process::Child {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
-    // The config is read at start-up; keep the folder until the daemon has read it.
-    std::thread::sleep(Duration::from_millis(300));
-    drop(dir);
-    child
+        .unwrap()
 }
 
 /// Waits for the child's exit at most `limit`; `None` if it is still running (then it is killed).

@@ -186,7 +186,12 @@ async fn drain_hangs_up_calls_after_the_deadline() {
     long.max_tail = Duration::from_secs(1);
     let url = d.twilio_url();
     let call = tokio::spawn(async move { caller::dial(&url, long).await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Ready when the daemon has the call (no fixed sleep: a slow machine just takes longer).
+    while d.active_calls().await == 0 {
+        assert!(!call.is_finished(), "the call ended before it was active");
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(d.active_calls().await, 1);
     let started = std::time::Instant::now();
     d.stop().await; // drain_timeout_s = 1 in the test config

@@ -204,18 +204,25 @@ timeout_ms = 5000
     assert!(last > 0, "{bodies:#?}");
     assert_eq!(bodies[0]["transcript"][0]["role"], "caller");
     assert_eq!(bodies[0]["agent"], "advisor");
-    // On the wire: clientContent without turnComplete, after the turn; no interruption.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let wire = std::fs::read_to_string(&rec).unwrap();
-    let fed: Vec<Value> = wire
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| {
-            v["clientContent"]["turns"][0]["parts"][0]["text"]
-                .as_str()
-                .is_some_and(|t| t.starts_with("[analysis] the caller sounds calm"))
-        })
-        .collect();
+    // On the wire: clientContent without turnComplete, after the turn; no interruption. The
+    // recorder may still be writing its last lines: read until all four are there (at most 5 s).
+    let fed_in = |wire: &str| -> Vec<Value> {
+        wire.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| {
+                v["clientContent"]["turns"][0]["parts"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("[analysis] the caller sounds calm"))
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut wire = std::fs::read_to_string(&rec).unwrap_or_default();
+    while fed_in(&wire).len() < 4 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        wire = std::fs::read_to_string(&rec).unwrap_or_default();
+    }
+    let fed = fed_in(&wire);
     assert_eq!(fed.len(), 4, "{wire}");
     assert!(
         fed.iter()

@@ -1,5 +1,6 @@
 //! The store on SQLite and on a real PostgreSQL server (each test runs on both; the PostgreSQL
-//! half says SKIPPED when `BATON_TEST_POSTGRES_URL` is not set — `.ci/run` sets it).
+//! half says SKIPPED when `BATON_TEST_POSTGRES_URL` is not set, and fails when `CI` is set —
+//! `.ci/run` sets both).
 
 mod store_support;
 

@@ -54,7 +54,16 @@ pub fn transfer_targets(reg: &Registry, members: &[u32], caps: &Capabilities) ->
     if handoffs_by_words(caps) {
         return Vec::new();
     }
-    let mut out: Vec<u32> = if caps.update_tools {
+    // tool_response and inject_turn leave the session with the tools it was set up with: a set
+    // whose policy asks for them is set up with every transfer it allows, as on a model that
+    // cannot update its tools, so the agent that takes over can hand the caller on or back.
+    let kept = reg.agents.iter().any(|a| {
+        matches!(
+            a.policy.strategy,
+            super::strategy::Strategy::ToolResponse | super::strategy::Strategy::InjectTurn
+        )
+    });
+    let mut out: Vec<u32> = if caps.update_tools && !kept {
         reachable(reg, members)
     } else {
         reg.agents

@@ -1,14 +1,13 @@
 //! The plots of a fixture report: latency CDFs (per scenario), handoff gaps per strategy, and
 //! one call timeline per scenario (a row per profile and strategy).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::cdf::Cdf;
 use super::fixtures::{CallSample, Cell};
-use super::plot::{self, PlotError};
 use super::report::{FixturesReport, PlotRef, ReportError, distinct, profile_of};
-use super::timeline::{Row, SINGLE_AGENT, Timeline};
+use crate::plot::cdf::Cdf;
+use crate::plot::timeline::{Row, Timeline, agents_heard};
+use crate::plot::{self, PlotError};
 
 /// Draws every plot into `dir` (SVG + PNG) and lists them in `report`.
 pub fn draw(
@@ -38,7 +37,12 @@ pub fn draw(
         (
             "uplink_added_ms",
             "uplink_added_ms: caller frame received → written to the model socket",
-            by_scenario(|s| &s.report.uplink_added_ms),
+            // Not measured on the virtual clock (see report::UPLINK_NOTE).
+            if mode == "accelerated" {
+                Vec::new()
+            } else {
+                by_scenario(|s| &s.report.uplink_added_ms)
+            },
         ),
         (
             "downlink_added_ms",
@@ -46,6 +50,9 @@ pub fn draw(
             by_scenario(|s| &s.report.downlink_added_ms),
         ),
     ] {
+        if series.is_empty() {
+            continue;
+        }
         let cdf = Cdf {
             title: format!("{title} ({mode})"),
             x_desc: format!("{name} (ms)"),
@@ -141,35 +148,7 @@ fn timeline(scenario: &str, calls: &[(&Cell, &CallSample)], mode: &str) -> Optio
         shown.push(key);
         rows.push(Row::from_report(label, &s.report));
     }
-    let names: BTreeMap<&str, &str> = first
-        .meta
-        .personas
-        .iter()
-        .map(|(id, name)| (id.as_str(), name.as_str()))
-        .collect();
-    let mut ids: Vec<String> = first.meta.personas.iter().map(|p| p.0.clone()).collect();
-    for sp in rows.iter().flat_map(|r| &r.speech) {
-        if !ids.contains(&sp.agent) {
-            ids.push(sp.agent.clone());
-        }
-    }
-    let used: Vec<&str> = rows
-        .iter()
-        .flat_map(|r| &r.speech)
-        .map(|s| s.agent.as_str())
-        .collect();
-    let agents = ids
-        .into_iter()
-        .filter(|id| used.contains(&id.as_str()))
-        .map(|id| {
-            let label = match names.get(id.as_str()) {
-                Some(name) => format!("{id} ({name})"),
-                None if id == SINGLE_AGENT => "agent speech".to_owned(),
-                None => id.clone(),
-            };
-            (id, label)
-        })
-        .collect();
+    let agents = agents_heard(&first.meta.personas, &rows);
     let per_cell = if calls.len() > rows.len() {
         ", first call of each"
     } else {

@@ -1,7 +1,6 @@
 //! `baton bench fixtures`: plans the sweep (scenarios × profiles × strategies × repetitions), runs
 //! the calls on worker threads with progress, and hands the results to the report writers.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -13,8 +12,13 @@ use crate::leg::fixture::LegCodec;
 use crate::mock::profile::{PROFILES, Profile};
 use crate::model::gemini::endpoint::DEVELOPER_API_BASE;
 
+use super::capture::{self, Warnings};
 use super::host::{self, Machine};
 use super::report::{self, RunInfo};
+
+mod progress;
+
+use progress::Progress;
 
 /// Every strategy `baton demo --strategy` takes, in the order reports list them.
 pub const STRATEGIES: [&str; 6] = [
@@ -43,11 +47,19 @@ pub enum ModelKind {
     baton bench fixtures --scenario seed000 --strategy all --profile all --calls 3\n  \
     baton bench fixtures --scenario demo --realtime --calls 2\n  \
     baton bench fixtures --model-url ws://127.0.0.1:9300   # a `baton mock-model`\n  \
-    GEMINI_API_KEY=... baton bench fixtures --model gemini --scenario demo")]
+    baton bench fixtures --fixture my-call.wav             # your recording, any rate or channels\n  \
+    GEMINI_API_KEY=... baton bench fixtures --model gemini --scenario demo\n\n\
+    Scenario files (the mock's script, the caller's WAV, faults, agents): docs/scenarios.md")]
 pub struct FixturesArgs {
-    /// Scenarios: bundled names (see `baton demo --list`), files, a comma list, or `all`.
-    #[arg(long, value_name = "NAME|FILE|all", default_value = "all")]
-    pub scenario: String,
+    /// Scenarios: bundled names (see `baton demo --list`), files, a comma list, or `all`
+    /// (default: `all`, or none when --fixture is given).
+    #[arg(long, value_name = "NAME|FILE|all")]
+    pub scenario: Option<String>,
+    /// Caller recordings to bench (WAV of any rate, channel count and length; a comma list or
+    /// the option repeated). Each is one scenario named after its file: the embedded mock
+    /// answers every caller turn with its default reply (with --agents, that agent set).
+    #[arg(long, value_name = "FILE.wav", value_delimiter = ',')]
+    pub fixture: Vec<PathBuf>,
     /// Calls per scenario, profile and strategy.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub calls: u32,
@@ -106,7 +118,8 @@ impl Default for FixturesArgs {
     /// The same defaults as the command line.
     fn default() -> Self {
         FixturesArgs {
-            scenario: "all".into(),
+            scenario: None,
+            fixture: Vec::new(),
             calls: 1,
             realtime: false,
             accelerated: false,
@@ -131,10 +144,11 @@ impl Default for FixturesArgs {
 pub enum FixturesError {
     #[error("{0}")]
     Usage(String),
-    #[error("scenario {scenario}: {source}")]
+    /// The error names the file; it is not a `source`, so it is printed once.
+    #[error("{error}")]
     Scenario {
         scenario: String,
-        source: demo::DemoError,
+        error: demo::DemoError,
     },
     #[error("{var} is not set: the real service needs an API key in that environment variable")]
     MissingKey { var: String },
@@ -161,6 +175,8 @@ pub struct Cell {
     pub strategy: Option<String>,
     /// `None`: the scenario's profile (or a remote model's own).
     pub profile: Option<String>,
+    /// The caller recording's file format, as read (before resampling to the leg's rate).
+    pub caller: Option<report::CallerFormat>,
 }
 
 impl Cell {
@@ -193,6 +209,8 @@ pub struct CallResult {
     pub cell: usize,
     pub rep: u32,
     pub outcome: Result<CallSample, String>,
+    /// What the call logged at WARN and ERROR (kept here, not printed).
+    pub warnings: Vec<String>,
 }
 
 /// How the run went on the clocks.
@@ -290,8 +308,9 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
     };
     let written = report::write(&args.report, &info, cells, &results, clocks)?;
     eprintln!(
-        "bench fixtures: {} calls in {:.1} s; report {}",
+        "bench fixtures: {} call{} in {:.1} s; report {}",
         results.len(),
+        if results.len() == 1 { "" } else { "s" },
         clocks.wall.as_secs_f64(),
         written.display()
     );
@@ -313,15 +332,20 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
 /// The cells of the sweep, scenarios in the given order, then profiles, then strategies; loads
 /// each scenario's files.
 pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
-    let scenarios: Vec<PathBuf> = if args.scenario.trim() == "all" {
-        demo::bundled_scenarios().map_err(|source| FixturesError::Scenario {
-            scenario: "all".into(),
-            source,
-        })?
-    } else {
-        list(&args.scenario).map(demo::scenario_path).collect()
+    let named = match args.scenario.as_deref().map(str::trim) {
+        None if !args.fixture.is_empty() => None,
+        None | Some("all") => Some("all"),
+        Some(given) => Some(given),
     };
-    if scenarios.is_empty() {
+    let scenarios: Vec<PathBuf> = match named {
+        None => Vec::new(),
+        Some("all") => demo::bundled_scenarios().map_err(|error| FixturesError::Scenario {
+            scenario: "all".into(),
+            error,
+        })?,
+        Some(given) => list(given).map(demo::scenario_path).collect(),
+    };
+    if scenarios.is_empty() && args.fixture.is_empty() {
         return Err(FixturesError::Usage("no scenario to run".into()));
     }
     let profiles: Vec<Option<String>> = match args.profile.as_deref().map(str::trim) {
@@ -351,17 +375,38 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
     };
     let mut cells = Vec::new();
     let mut prepared = Vec::new();
-    for path in scenarios {
-        let loaded = demo::prepare(&DemoArgs {
+    let fixtures = args.fixture.iter().map(|wav| (wav, true));
+    for (path, is_fixture) in scenarios.iter().map(|p| (p, false)).chain(fixtures) {
+        let demo_args = DemoArgs {
             scenario: Some(path.display().to_string()),
             agents: args.agents.clone(),
             leg_codec: args.leg_codec,
             ..DemoArgs::default()
-        })
-        .map_err(|source| FixturesError::Scenario {
+        };
+        let mut loaded = if is_fixture {
+            demo::prepare_fixture(&demo_args, path)
+        } else {
+            demo::prepare(&demo_args)
+        }
+        .map_err(|error| FixturesError::Scenario {
             scenario: path.display().to_string(),
-            source,
+            error,
         })?;
+        // Two recordings with one file name (or a recording named like a scenario) stay apart.
+        let base = loaded.scenario.name.clone();
+        let mut n = 1;
+        while cells
+            .iter()
+            .any(|c: &Cell| c.scenario_name == loaded.scenario.name)
+        {
+            n += 1;
+            loaded.scenario.name = format!("{base} ({n})");
+        }
+        let caller = loaded
+            .scenario
+            .caller
+            .as_deref()
+            .and_then(report::CallerFormat::read);
         let strategies: &[Option<String>] = if loaded.registry.is_some() {
             &strategies
         } else {
@@ -394,6 +439,7 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
                     scenario_name: loaded.scenario.name.clone(),
                     strategy: strategy.clone(),
                     profile: profile.clone(),
+                    caller: caller.clone(),
                 });
             }
         }
@@ -432,9 +478,16 @@ fn execute(
         .flat_map(|c| (0..calls).map(move |r| (c, r)))
         .collect();
     let total = work.len();
+    let audio = |c: usize| {
+        plan.prepared[cells[c].prepared]
+            .fixture
+            .duration()
+            .as_secs_f64()
+    };
+    let audio_total: f64 = work.iter().map(|&(c, _)| audio(c)).sum();
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<CallResult>();
-    let mut progress = Progress::new(total as u64, realtime);
+    let mut progress = Progress::new(total as u64, audio_total, jobs, realtime);
     let mut results = Vec::with_capacity(total);
     std::thread::scope(|scope| {
         for _ in 0..jobs {
@@ -442,8 +495,16 @@ fn execute(
             let (work, next) = (&work, &next);
             scope.spawn(move || {
                 while let Some(&(cell, rep)) = work.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let outcome = run_one(plan, &cells[cell], template, realtime);
-                    if tx.send(CallResult { cell, rep, outcome }).is_err() {
+                    let warnings: Warnings = Warnings::default();
+                    let outcome = run_one(plan, &cells[cell], template, realtime, &warnings);
+                    let warnings = warnings.lock().map(|w| w.clone()).unwrap_or_default();
+                    let result = CallResult {
+                        cell,
+                        rep,
+                        outcome,
+                        warnings,
+                    };
+                    if tx.send(result).is_err() {
                         return;
                     }
                 }
@@ -451,7 +512,18 @@ fn execute(
         }
         drop(tx);
         for result in rx {
-            progress.done(&cells[result.cell], result.outcome.is_ok());
+            let cell = &cells[result.cell];
+            let what = [cell.scenario_name.clone(), describe(cell)].join(" ");
+            progress.done(
+                what.trim(),
+                result.outcome.is_ok(),
+                audio(result.cell),
+                result.warnings.len(),
+                result
+                    .outcome
+                    .as_ref()
+                    .is_ok_and(|s| s.meta.scripted_faults),
+            );
             results.push(result);
         }
     });
@@ -460,27 +532,40 @@ fn execute(
     results
 }
 
+/// One call of `cell`; whatever it logs at WARN or ERROR goes to `warnings` (its threads are
+/// marked for the call).
 fn run_one(
     plan: &Plan,
     cell: &Cell,
     template: &DemoArgs,
     realtime: bool,
+    warnings: &Warnings,
 ) -> Result<CallSample, String> {
     let args = DemoArgs {
         strategy: cell.strategy.clone(),
         profile: cell.profile.clone(),
         ..template.clone()
     };
-    let rt = demo::runtime(realtime).map_err(|e| e.to_string())?;
-    let outcome = rt
-        .block_on(demo::run_prepared(
-            &plan.prepared[cell.prepared],
-            &args,
-            realtime,
-        ))
-        .map_err(|e| format!("{} {}: {e}", cell.scenario_name, describe(cell)))?;
-    // Background tasks of a paused-clock runtime (the in-process mock's connection) end with it.
-    drop(rt);
+    let sink = warnings.clone();
+    let mark: std::sync::Arc<dyn Fn() + Send + Sync> =
+        std::sync::Arc::new(move || capture::mark_thread(Some(sink.clone())));
+    capture::mark_thread(Some(warnings.clone()));
+    let rt = demo::runtime_with(realtime, Some(mark)).map_err(|e| e.to_string());
+    let outcome = rt.and_then(|rt| {
+        let outcome = rt
+            .block_on(demo::run_prepared(
+                &plan.prepared[cell.prepared],
+                &args,
+                realtime,
+            ))
+            .map_err(|e| format!("{} {}: {e}", cell.scenario_name, describe(cell)));
+        // Background tasks of a paused-clock runtime (the in-process mock's connection) end
+        // with it.
+        drop(rt);
+        outcome
+    });
+    capture::mark_thread(None);
+    let outcome = outcome?;
     Ok(CallSample {
         meta: outcome.meta,
         report: outcome.report,
@@ -511,82 +596,4 @@ fn command_line() -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// A bar on a terminal; plain lines (at most one every two seconds, and the last) otherwise.
-struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-    total: u64,
-    done: u64,
-    failed: u64,
-    last_line: Instant,
-    started: Instant,
-}
-
-impl Progress {
-    fn new(total: u64, realtime: bool) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(total);
-            let style = indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} calls {elapsed} (eta {eta}) {msg}",
-            )
-            .map(|s| s.progress_chars("=> "));
-            if let Ok(style) = style {
-                bar.set_style(style);
-            }
-            bar.set_prefix("bench fixtures");
-            if realtime {
-                bar.enable_steady_tick(Duration::from_millis(500));
-            }
-            bar
-        });
-        Progress {
-            bar,
-            total,
-            done: 0,
-            failed: 0,
-            last_line: Instant::now(),
-            started: Instant::now(),
-        }
-    }
-
-    fn done(&mut self, cell: &Cell, ok: bool) {
-        self.done += 1;
-        self.failed += u64::from(!ok);
-        let what = format!(
-            "{}{}",
-            [cell.scenario_name.clone(), describe(cell)]
-                .join(" ")
-                .trim(),
-            if self.failed > 0 {
-                format!(" ({} failed)", self.failed)
-            } else {
-                String::new()
-            }
-        );
-        match &self.bar {
-            Some(bar) => {
-                bar.set_message(what);
-                bar.inc(1);
-            }
-            None if self.done == self.total
-                || self.last_line.elapsed() >= Duration::from_secs(2) =>
-            {
-                self.last_line = Instant::now();
-                eprintln!(
-                    "bench fixtures: {}/{} calls, {:.1} s: {what}",
-                    self.done,
-                    self.total,
-                    self.started.elapsed().as_secs_f64()
-                );
-            }
-            None => {}
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
 }

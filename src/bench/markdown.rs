@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::report::{FixturesReport, Stats};
 
 fn num(x: Option<f64>) -> String {
-    x.map_or("—".to_owned(), |x| format!("{x:.2}"))
+    x.map_or("—".to_owned(), |x| format!("{:.2}", x + 0.0))
 }
 
 fn stats_cells(s: &Stats) -> String {
@@ -55,13 +55,26 @@ pub fn render(r: &FixturesReport) -> String {
     for (name, st) in [
         ("first_audio_ms (per turn)", &f.first_audio_ms),
         ("first_audio_ms overhead", &f.first_audio_overhead_ms),
-        ("uplink_added_ms", &f.uplink_added_ms),
         ("downlink_added_ms", &f.downlink_added_ms),
         ("handoff_gap_ms", &f.handoff_gap_ms),
         ("reconnect_gap_ms", &f.reconnect_gap_ms),
         ("underruns (per call)", &f.underruns.per_call),
     ] {
         let _ = writeln!(s, "| {name} | {} |", stats_cells(st));
+        if name == "first_audio_ms overhead" {
+            match &f.uplink_note {
+                Some(note) => {
+                    let _ = writeln!(s, "| uplink_added_ms | {note} | | | | 0 |");
+                }
+                None => {
+                    let _ = writeln!(
+                        s,
+                        "| uplink_added_ms | {} |",
+                        stats_cells(&f.uplink_added_ms)
+                    );
+                }
+            }
+        }
     }
     let _ = writeln!(
         s,
@@ -109,8 +122,9 @@ pub fn render(r: &FixturesReport) -> String {
         let _ = writeln!(
             s,
             "`handoff_gap_ms` is the silence the caller hears between the two agents' voiced \
-             frames. *Carried by* differs from the strategy asked for when the model cannot \
-             carry it.\n"
+             frames. *Carried by* differs from the strategy asked for when the model or the \
+             handoff cannot take it (`auto`: the first strategy that can); the reasons follow \
+             the table.\n"
         );
         let _ = writeln!(
             s,
@@ -141,6 +155,24 @@ pub fn render(r: &FixturesReport) -> String {
             );
         }
         s.push('\n');
+        let reasons: Vec<_> = r
+            .handoffs_by_strategy_profile
+            .iter()
+            .filter(|h| !h.why.is_empty())
+            .collect();
+        if !reasons.is_empty() {
+            let _ = writeln!(s, "Why a handoff was carried by another strategy:\n");
+            for h in reasons {
+                for why in &h.why {
+                    let _ = writeln!(
+                        s,
+                        "- {} on {}, {} asked: {why}",
+                        h.scenario, h.profile, h.strategy
+                    );
+                }
+            }
+            s.push('\n');
+        }
         let floors: Vec<_> = r
             .handoffs_by_strategy_profile
             .iter()
@@ -282,9 +314,15 @@ pub fn render(r: &FixturesReport) -> String {
     let _ = writeln!(s, "## Scenarios\n");
     let _ = writeln!(
         s,
-        "| scenario | calls | turns | first_audio_ms p50 | handoffs | underruns | ended |"
+        "Caller audio is each scenario's WAV as the file holds it; every call mixes it to mono \
+         and resamples it to the leg's rate ({}).\n",
+        r.run.leg_codec
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        s,
+        "| scenario | caller audio | calls | turns | first_audio_ms p50 | handoffs | underruns | ended |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
     for sc in &r.scenarios {
         let ended: Vec<String> = sc
             .end_reasons
@@ -293,8 +331,9 @@ pub fn render(r: &FixturesReport) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             sc.scenario,
+            sc.caller.as_ref().map_or("—".to_owned(), |c| c.describe()),
             sc.calls,
             sc.turns,
             num(sc.first_audio_ms.p50),
@@ -304,6 +343,33 @@ pub fn render(r: &FixturesReport) -> String {
         );
     }
     s.push('\n');
+
+    let warned: Vec<_> = r
+        .scenarios
+        .iter()
+        .filter(|sc| !sc.warnings.is_empty())
+        .collect();
+    if !warned.is_empty() {
+        let _ = writeln!(s, "## Warnings logged during the calls\n");
+        let _ = writeln!(
+            s,
+            "Kept here rather than printed during the run. A scenario that scripts faults (the \
+             mock's `[faults]`: goAway, drops) expects the warnings about them; anywhere else a \
+             warning is something to look at.\n"
+        );
+        for sc in warned {
+            let why = if sc.scripted_faults {
+                " (scripted faults: expected)"
+            } else {
+                ""
+            };
+            let _ = writeln!(s, "- **{}**{why}:", sc.scenario);
+            for w in &sc.warnings {
+                let _ = writeln!(s, "  - {} ×{}", w.line, w.count);
+            }
+        }
+        s.push('\n');
+    }
 
     let _ = writeln!(s, "## Plots\n");
     for p in &r.plots {

@@ -3,12 +3,10 @@
 //! `fixtures` replays fixture scenarios; `load` sweeps concurrent Twilio-protocol calls against a
 //! `baton serve` in another process. Both write to `--report DIR`.
 
-pub mod cdf;
+pub mod capture;
 pub mod figures;
 pub mod fixtures;
 pub mod host;
 pub mod load;
 pub mod markdown;
-pub mod plot;
 pub mod report;
-pub mod timeline;

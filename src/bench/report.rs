@@ -8,8 +8,9 @@ use serde::Serialize;
 
 use super::fixtures::{CallResult, CallSample, Cell, Clocks};
 use super::host::{self, Machine};
-use super::plot::PlotError;
 use crate::call::metrics::{round2, summarize};
+use crate::demo::handoffs::HandoffLine;
+use crate::plot::PlotError;
 
 /// The report could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -47,13 +48,13 @@ impl Stats {
     pub fn of(values: &[f64]) -> Stats {
         let s = summarize(values);
         Stats {
-            min: values.iter().copied().reduce(f64::min).map(round2),
-            p50: s.p50.map(round2),
-            p95: s.p95.map(round2),
-            p99: s.p99.map(round2),
-            max: s.max.map(round2),
+            min: values.iter().copied().reduce(f64::min).map(r2),
+            p50: s.p50.map(r2),
+            p95: s.p95.map(r2),
+            p99: s.p99.map(r2),
+            max: s.max.map(r2),
             mean: (!values.is_empty())
-                .then(|| round2(values.iter().sum::<f64>() / values.len() as f64)),
+                .then(|| r2(values.iter().sum::<f64>() / values.len() as f64)),
             samples: values.len(),
         }
     }
@@ -103,7 +104,11 @@ pub struct Figures {
     /// Per turn: `first_audio_ms` − (the mock's `first_audio_ms` + its VAD `silence_ms`); embedded
     /// mock only.
     pub first_audio_overhead_ms: Stats,
+    /// Real time only: on the virtual clock nothing advances time between a frame's arrival and
+    /// its write, so accelerated runs leave it empty (`uplink_note` says so).
     pub uplink_added_ms: Stats,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uplink_note: Option<String>,
     pub downlink_added_ms: Stats,
     /// Per heard handoff, all strategies and profiles (see `handoffs_by_strategy_profile`).
     pub handoff_gap_ms: Stats,
@@ -127,6 +132,8 @@ pub struct HandoffRow {
     /// The strategies that carried the handoffs (differs when the model cannot carry the one
     /// asked for).
     pub used: Vec<String>,
+    /// Why a handoff was carried by another strategy than the one asked for, once per reason.
+    pub why: Vec<String>,
     pub calls: usize,
     pub handoffs: usize,
     pub not_heard: usize,
@@ -204,6 +211,64 @@ pub struct ScenarioRow {
     pub underruns: u64,
     pub end_reasons: BTreeMap<String, usize>,
     pub timeline: Option<String>,
+    /// The caller recording's format as the file holds it (calls resample it to the leg).
+    pub caller: Option<CallerFormat>,
+    /// The mock injected faults in this scenario's calls (its `[faults]`): the warnings about
+    /// them are expected.
+    pub scripted_faults: bool,
+    /// What the calls logged at WARN or ERROR (kept here rather than printed), each distinct
+    /// line with how often.
+    pub warnings: Vec<WarningRow>,
+}
+
+/// A caller WAV's format: what the file holds, before baton mixes it to mono and resamples it to
+/// the leg's rate.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallerFormat {
+    pub file: String,
+    pub sample_rate_hz: u32,
+    pub channels: u16,
+    /// `16-bit integer`, `32-bit float`, …
+    pub samples: String,
+    pub seconds: f64,
+}
+
+impl CallerFormat {
+    /// The format of the WAV at `path`; `None` if it cannot be read (the call's own load says
+    /// why).
+    pub fn read(path: &Path) -> Option<CallerFormat> {
+        let reader = hound::WavReader::open(path).ok()?;
+        let spec = reader.spec();
+        let kind = match spec.sample_format {
+            hound::SampleFormat::Int => "integer",
+            hound::SampleFormat::Float => "float",
+        };
+        Some(CallerFormat {
+            file: path.display().to_string(),
+            sample_rate_hz: spec.sample_rate,
+            channels: spec.channels,
+            samples: format!("{}-bit {kind}", spec.bits_per_sample),
+            seconds: r2(f64::from(reader.duration()) / f64::from(spec.sample_rate.max(1))),
+        })
+    }
+
+    /// `44100 Hz, 2 channels, 16-bit integer, 3.20 s`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} Hz, {} channel{}, {}, {:.2} s",
+            self.sample_rate_hz,
+            self.channels,
+            if self.channels == 1 { "" } else { "s" },
+            self.samples,
+            self.seconds
+        )
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WarningRow {
+    pub line: String,
+    pub count: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -211,6 +276,15 @@ pub struct PlotRef {
     pub title: String,
     pub svg: String,
     pub png: String,
+}
+
+/// Why an accelerated run has no `uplink_added_ms`.
+pub const UPLINK_NOTE: &str = "not measured on the virtual clock: nothing advances it between a \
+    frame's arrival and its write to the model socket (run with --realtime)";
+
+/// Rounded to 0.01, never negative zero.
+pub fn r2(x: f64) -> f64 {
+    round2(x) + 0.0
 }
 
 /// The profile a call met: the embedded mock's, or `remote`.
@@ -247,6 +321,7 @@ pub fn build(
     clocks: Clocks,
 ) -> FixturesReport {
     let samples: Vec<(&Cell, &CallSample)> = ok(results).map(|(c, s)| (&cells[c], s)).collect();
+    let virtual_clock = info.mode == "accelerated";
     let all = |f: fn(&CallSample) -> &Vec<f64>| -> Vec<f64> {
         samples
             .iter()
@@ -278,7 +353,12 @@ pub fn build(
                 .flat_map(|(_, s)| overhead(s))
                 .collect::<Vec<_>>(),
         ),
-        uplink_added_ms: Stats::of(&all(|s| &s.report.uplink_added_ms)),
+        uplink_added_ms: if virtual_clock {
+            Stats::default()
+        } else {
+            Stats::of(&all(|s| &s.report.uplink_added_ms))
+        },
+        uplink_note: virtual_clock.then(|| UPLINK_NOTE.to_owned()),
         downlink_added_ms: Stats::of(&all(|s| &s.report.downlink_added_ms)),
         handoff_gap_ms: Stats::of(&heard_gaps),
         reconnect_gap_ms: Stats::of(&all(|s| &s.report.reconnect_gap_ms)),
@@ -333,10 +413,20 @@ pub fn build(
             .collect();
         let floor_ms = Stats::of(&pairs.iter().map(|p| p.0).collect::<Vec<_>>());
         let over_floor_ms = Stats::of(&pairs.iter().map(|p| p.1).collect::<Vec<_>>());
+        let why: Vec<String> = group
+            .iter()
+            .flat_map(|s| {
+                s.report
+                    .handoffs
+                    .iter()
+                    .filter_map(|h| HandoffLine::explain(&s.meta.agents, h).why)
+            })
+            .collect();
         handoffs_by_strategy_profile.push(HandoffRow {
             floor_ms,
             over_floor_ms,
             used: distinct(hs.iter().map(|h| h.strategy.as_str())),
+            why: distinct(why.iter().map(String::as_str)),
             calls: group.len(),
             handoffs: hs.len(),
             not_heard: hs.iter().filter(|h| h.gap_ms.is_none()).count(),
@@ -397,13 +487,11 @@ pub fn build(
         Reconnects {
             count: rs.len(),
             reconnect_gap_ms: figures.reconnect_gap_ms.clone(),
-            audio_replayed_ms: round2(
-                samples
-                    .iter()
-                    .map(|(_, s)| s.report.audio_replayed_ms)
-                    .sum(),
-            ),
-            audio_lost_ms: round2(samples.iter().map(|(_, s)| s.report.audio_lost_ms).sum()),
+            audio_replayed_ms: r2(samples
+                .iter()
+                .map(|(_, s)| s.report.audio_replayed_ms)
+                .sum()),
+            audio_lost_ms: r2(samples.iter().map(|(_, s)| s.report.audio_lost_ms).sum()),
             by_cause,
             by_outcome,
         }
@@ -445,6 +533,20 @@ pub fn build(
                 .filter(|(c, _)| &c.scenario_name == name)
                 .map(|(_, s)| *s)
                 .collect();
+            let mut warnings: Vec<WarningRow> = Vec::new();
+            for line in results
+                .iter()
+                .filter(|r| &cells[r.cell].scenario_name == name)
+                .flat_map(|r| &r.warnings)
+            {
+                match warnings.iter_mut().find(|w| &w.line == line) {
+                    Some(w) => w.count += 1,
+                    None => warnings.push(WarningRow {
+                        line: line.clone(),
+                        count: 1,
+                    }),
+                }
+            }
             let mut end_reasons = BTreeMap::new();
             for s in &group {
                 *end_reasons.entry(s.report.end_reason.clone()).or_insert(0) += 1;
@@ -468,6 +570,12 @@ pub fn build(
                 underruns: group.iter().map(|s| s.report.underruns).sum(),
                 end_reasons,
                 timeline: None,
+                caller: cells
+                    .iter()
+                    .find(|c| &c.scenario_name == name)
+                    .and_then(|c| c.caller.clone()),
+                scripted_faults: group.iter().any(|s| s.meta.scripted_faults),
+                warnings,
             }
         })
         .collect();

@@ -36,6 +36,9 @@ pub struct Config {
     pub mcp: std::collections::BTreeMap<String, crate::mcp::McpServerSection>,
     #[serde(default)]
     pub cluster: ClusterConfig,
+    /// OpenTelemetry traces of finished calls over OTLP/HTTP (off by default).
+    #[serde(default)]
+    pub traces: crate::traces::TracesConfig,
 }
 
 /// Many instances on one PostgreSQL store (see README "Running many instances"): the registry

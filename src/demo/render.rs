@@ -2,17 +2,35 @@
 //! reconnects with their gaps, and the latency table.
 
 use super::DemoOutcome;
-use crate::call::metrics::summarize;
+use super::handoffs::{AgentMeta, HandoffLine, name_of};
+use crate::agents::CallEvent;
+use crate::agents::events::Speaker;
+use crate::call::metrics::{CallReport, HandoffRecord, summarize};
 
 /// The human-readable timeline and latency table.
 pub fn render(outcome: &DemoOutcome) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let r = &outcome.report;
+    let meta = outcome.metas.first();
+    let agents: &[AgentMeta] = meta.map_or(&[], |m| &m.agents);
+    if let Some(m) = meta {
+        let _ = writeln!(s, "{}: {}", m.name, m.description);
+        let model = if m.embedded_mock {
+            format!("the embedded mock model ({} profile)", m.profile)
+        } else {
+            "the model at --model-url".to_owned()
+        };
+        let _ = writeln!(s, "{model}, {} run\n", outcome.summary.mode);
+    }
     let _ = writeln!(
         s,
         "turn  caller speech (s)   agent audio (s)     first_audio  what was said"
     );
+    let lines = agent_lines(r);
+    let mut next_line = 0;
+    let mut next_handoff = 0;
+    let mut speaking: Option<String> = None;
     for t in &r.turns {
         let agent = match (t.agent_start_ms, t.agent_end_ms) {
             (Some(a), Some(b)) => format!("{:>6.2} – {:<6.2}", a / 1000.0, b / 1000.0),
@@ -29,40 +47,70 @@ pub fn render(outcome: &DemoOutcome) -> String {
             t.caller_end_ms / 1000.0,
             quote(&t.caller_text),
         );
-        let who = if t.agent.is_empty() {
-            "agent"
-        } else {
-            t.agent.as_str()
-        };
-        let _ = writeln!(
-            s,
-            "{:>55}{who}: {}{}",
-            "",
-            quote(&t.agent_text),
-            if t.interrupted { " [interrupted]" } else { "" }
-        );
+        // The turn's agent lines from the transcript (each with its speaker), else its words.
+        let mut said: Vec<(&str, &str)> = Vec::new();
+        while let Some((id, text)) = lines.get(next_line) {
+            if text.is_empty() || !t.agent_text.contains(text.as_str()) {
+                break;
+            }
+            said.push((id, text));
+            next_line += 1;
+        }
+        if said.is_empty() {
+            said.push((t.agent.as_str(), t.agent_text.as_str()));
+        }
+        let last = said.len() - 1;
+        for (k, (id, text)) in said.into_iter().enumerate() {
+            if speaking.as_deref().is_some_and(|p| p != id)
+                && let Some(h) = r.handoffs.get(next_handoff)
+                && h.to == id
+            {
+                s.push_str(&marker(agents, h));
+                next_handoff += 1;
+            }
+            speaking = Some(id.to_owned());
+            let _ = writeln!(
+                s,
+                "{:>55}{}: {}{}",
+                "",
+                name_of(agents, id),
+                quote(text),
+                if t.interrupted && k == last {
+                    " [interrupted]"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    for h in &r.handoffs[next_handoff.min(r.handoffs.len())..] {
+        s.push_str(&marker(agents, h));
     }
     if !r.handoffs.is_empty() {
         let _ = writeln!(
             s,
-            "\nhandoff                                   strategy        trigger          gap_ms  announcement queued"
+            "\nhandoff                     heard at  gap_ms  strategy asked → carried         trigger          announcement queued"
         );
         for h in &r.handoffs {
+            let line = HandoffLine::explain(agents, h);
             let gap = h
                 .gap_ms
-                .map_or("not heard".to_owned(), |g| format!("{g:.0}"));
+                .map_or("not heard".to_owned(), |g| format!("{:.0}", g + 0.0));
+            let heard = h
+                .heard_at_ms
+                .map_or("—".to_owned(), |at| format!("{:.2} s", at / 1000.0));
             let queued = h
                 .announcement_queued_ms
                 .map_or("—".to_owned(), |q| format!("{q:.0} ms"));
             let _ = writeln!(
                 s,
-                "{:<41} {:<15} {:<16} {gap:>6}  {queued}",
-                format!("{} → {}", h.from, h.to),
-                h.strategy,
+                "{:<27} {heard:>8}  {gap:>6}  {:<32} {:<16} {queued}",
+                format!("{} → {}", name_of(agents, &h.from), name_of(agents, &h.to)),
+                line.strategies(),
                 h.trigger
             );
-            if let Some(note) = &h.note {
-                let _ = writeln!(s, "    {note}");
+            if let Some(why) = &line.why {
+                let _ = writeln!(s, "    why: {why}");
             }
         }
     }
@@ -89,9 +137,9 @@ pub fn render(outcome: &DemoOutcome) -> String {
                 c.cause,
                 c.outcome,
                 c.attempts,
-                c.model_audio_queued_ms,
-                c.audio_replayed_ms,
-                c.audio_lost_ms
+                c.model_audio_queued_ms + 0.0,
+                c.audio_replayed_ms + 0.0,
+                c.audio_lost_ms + 0.0
             );
         }
     }
@@ -102,7 +150,7 @@ pub fn render(outcome: &DemoOutcome) -> String {
     );
     let row = |name: &str, v: &[f64], tail: f64| {
         let sm = summarize(v);
-        let f = |x: Option<f64>| x.map_or("—".to_owned(), |x| format!("{x:.2}"));
+        let f = |x: Option<f64>| x.map_or("—".to_owned(), |x| format!("{:.2}", x + 0.0));
         let tailv = if tail >= 99.0 { sm.p99 } else { sm.p95 };
         format!(
             "{name:<20} {:<9} {:<9} {:<9} {}\n",
@@ -113,14 +161,23 @@ pub fn render(outcome: &DemoOutcome) -> String {
         )
     };
     s.push_str(&row("first_audio_ms", &r.first_audio_ms, 95.0));
-    s.push_str(&row("uplink_added_ms", &r.uplink_added_ms, 99.0));
+    if outcome.summary.mode == "accelerated" {
+        // On the paused clock nothing advances time between a frame's arrival and its write.
+        let _ = writeln!(
+            s,
+            "uplink_added_ms      not measured on the virtual clock (run with --realtime)"
+        );
+    } else {
+        s.push_str(&row("uplink_added_ms", &r.uplink_added_ms, 99.0));
+    }
     s.push_str(&row("downlink_added_ms", &r.downlink_added_ms, 99.0));
     if !r.reconnects.is_empty() {
         s.push_str(&row("reconnect_gap_ms", &r.reconnect_gap_ms, 95.0));
         let _ = writeln!(
             s,
             "audio_replayed_ms    {:.0} (total)\naudio_lost_ms        {:.0} (total)",
-            r.audio_replayed_ms, r.audio_lost_ms
+            r.audio_replayed_ms + 0.0,
+            r.audio_lost_ms + 0.0
         );
     }
     let _ = writeln!(s, "underruns            {}", r.underruns);
@@ -150,7 +207,47 @@ pub fn render(outcome: &DemoOutcome) -> String {
         "recording: {} (left = caller, right = agent as heard)",
         outcome.summary.recording
     );
+    if let Some(svg) = &outcome.timeline {
+        let _ = writeln!(
+            s,
+            "timeline picture: {} (and {})",
+            svg.display(),
+            svg.with_extension("png").display()
+        );
+    }
     s
+}
+
+/// The line marking a handoff where the caller heard it.
+fn marker(agents: &[AgentMeta], h: &HandoffRecord) -> String {
+    let heard = match (h.heard_at_ms, h.gap_ms) {
+        (Some(at), Some(gap)) => format!("at {:.2} s, gap {:.0} ms", at / 1000.0, gap + 0.0),
+        _ => "never heard".to_owned(),
+    };
+    format!(
+        "{:>8} handoff {} → {} {heard} ({}, trigger {})\n",
+        "⇢",
+        name_of(agents, &h.from),
+        name_of(agents, &h.to),
+        h.strategy,
+        h.trigger
+    )
+}
+
+/// The agents' transcript lines, `(agent id, text)`, in order.
+fn agent_lines(r: &CallReport) -> Vec<(String, String)> {
+    r.events
+        .iter()
+        .filter_map(|e| match e {
+            CallEvent::Transcript {
+                role: Speaker::Agent,
+                agent_id,
+                text,
+                ..
+            } => Some((agent_id.clone(), text.trim().to_owned())),
+            _ => None,
+        })
+        .collect()
 }
 
 fn quote(t: &str) -> String {

@@ -16,14 +16,16 @@ pub fn bundled(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
-/// Where the bundled demo scenario lives.
+/// The scenario `baton demo` plays without `--scenario`: seed 000, two agents with a handoff
+/// there and back (the single-agent call is `--scenario demo`).
 pub fn default_scenario() -> PathBuf {
-    bundled("audio-fixtures/scenarios/demo.toml")
+    bundled("audio-fixtures/scenarios/seed000.toml")
 }
 
-/// A scenario argument: a bundled name, or a path.
+/// A scenario argument: a bundled name, or a path (a `.wav` given here is refused later with a
+/// pointer to `--fixture`).
 pub fn scenario_path(arg: &str) -> PathBuf {
-    if arg.ends_with(".toml") || arg.contains('/') {
+    if arg.ends_with(".toml") || arg.to_ascii_lowercase().ends_with(".wav") || arg.contains('/') {
         PathBuf::from(arg)
     } else {
         bundled(&format!("audio-fixtures/scenarios/{arg}.toml"))

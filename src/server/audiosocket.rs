@@ -16,7 +16,6 @@ use tracing::Instrument;
 use super::attach::{self, CallInfo, RunError};
 use super::{AppState, ServeError};
 use crate::call::CallReport;
-use crate::call::metrics::summarize;
 use crate::leg::audiosocket::server::{self as leg, AudioSocketLegOptions};
 use crate::leg::audiosocket::wire::HANGUP;
 
@@ -125,20 +124,14 @@ where
     end(&report.end_reason, super::live::figures(&report));
     let stats = leg_stats(leg_task).await;
     let cadence = stats.as_ref().map(|s| s.send_cadence());
-    let json = |v: &[f64]| serde_json::to_string(&summarize(v)).unwrap_or_default();
-    tracing::info!(
-        uuid = %start.uuid,
-        rate = start.rate,
-        turns = report.turns.len(),
-        handoffs = report.handoffs.len(),
-        underruns = report.underruns,
-        end = %report.end_reason,
-        first_audio_ms = %json(&report.first_audio_ms),
-        uplink_added_ms = %json(&report.uplink_added_ms),
-        downlink_added_ms = %json(&report.downlink_added_ms),
-        send_cadence = %cadence.and_then(|c| serde_json::to_string(&c).ok()).unwrap_or_default(),
-        dtmf = stats.as_ref().map_or(0, |s| s.session.dtmf),
-        "call ended"
+    super::call_log::call_ended(
+        &report,
+        super::call_log::Extra {
+            call: &start.uuid.to_string(),
+            context_load_ms: None,
+            cadence: cadence.as_ref(),
+            dtmf: stats.as_ref().map(|s| s.session.dtmf),
+        },
     );
     drop(slot);
     Some(report)

@@ -30,7 +30,6 @@ use tracing::Instrument;
 use super::AppState;
 use super::attach::{self, CallInfo, Ran, RunError};
 use super::calls::{CallSlot, FinishedCall};
-use crate::call::metrics::summarize;
 use crate::leg::bridge::audio::{AudioFormat, Encoding, RATES};
 use crate::leg::bridge::auth::{verify_basic, verify_telnyx_token};
 use crate::leg::bridge::server::{self as bridge_leg, BridgeLegOptions};
@@ -212,6 +211,7 @@ pub(super) async fn run_call(
     mut slot: CallSlot,
     opts: BridgeLegOptions,
 ) {
+    let detected = matches!(opts.dialect, DialectChoice::Detect);
     let (leg, start, leg_task) = match bridge_leg::accept(socket, opts).await {
         Ok(x) => x,
         Err(e) => {
@@ -227,7 +227,10 @@ pub(super) async fn run_call(
     // The leg kind label of the call: its dialect's name.
     let leg_label = dialect.name();
     let span = tracing::Span::current();
-    span.record("leg", leg_label);
+    if detected {
+        // A fixed path's dialect is in the span already (recording it again would repeat it).
+        span.record("leg", leg_label);
+    }
     span.record("stream_sid", start.stream_sid.as_str());
     span.record("call_sid", start.call_sid.as_deref().unwrap_or("-"));
     // Listed for GET /calls, its event stream and the admin API; a call that cannot be listed
@@ -269,25 +272,17 @@ pub(super) async fn run_call(
             let intervals = stats.as_ref().map_or(&[][..], |s| &s.send_intervals_us[..]);
             app.metrics.call_ended(leg_label, &report, intervals);
             // The agents heard, in order (the span holds the last one).
-            let agents_heard = agent_names(&report.agent_history);
-            if let Some(last) = agents_heard.last() {
+            if let Some(last) = super::call_log::agents_heard(&report).last() {
                 span.record("agent", last.as_str());
             }
-            tracing::info!(
-                call = %id,
-                %dialect,
-                context_load_ms = ?context_load_ms,
-                stream_sid = %start.stream_sid,
-                agents = ?agents_heard,
-                turns = report.turns.len(),
-                handoffs = ?report.handoffs,
-                underruns = report.underruns,
-                end = %report.end_reason,
-                first_audio_ms = ?report.first_audio_ms,
-                uplink_added_ms = ?summarize(&report.uplink_added_ms),
-                downlink_added_ms = ?summarize(&report.downlink_added_ms),
-                send_cadence = ?cadence,
-                "call ended"
+            super::call_log::call_ended(
+                &report,
+                super::call_log::Extra {
+                    call: &id,
+                    context_load_ms,
+                    cadence: cadence.as_ref(),
+                    dtmf: None,
+                },
             );
             app.calls.report_finished(FinishedCall {
                 stream_sid: start.stream_sid.clone(),
@@ -307,18 +302,6 @@ pub(super) async fn run_call(
         }
     }
     drop(slot);
-}
-
-/// The agent names of a report's `agent_history`, in activation order.
-fn agent_names(history: &serde_json::Value) -> Vec<String> {
-    history
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|h| h.get("agent").and_then(|n| n.as_str()).map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The leg's stats once its driver ends. A peer that stops reading must not hold the call slot:

@@ -10,6 +10,7 @@ pub mod attach;
 pub mod audiosocket;
 pub mod auth;
 pub mod bridges;
+pub mod call_log;
 pub mod calls;
 pub mod cluster;
 pub mod events;
@@ -331,7 +332,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         // Probes are open: load balancers and orchestrators send no credentials.
         .merge(health::routes())
-        // The call page is static HTML with no data in it; what it calls is protected.
+        // The call page (and its recorded caller) is static, with no data in it; what it calls
+        // is protected.
         .merge(page::routes())
         .route("/openapi.json", get(admin::openapi))
         .merge(signed)

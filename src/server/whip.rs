@@ -233,9 +233,16 @@ async fn answer(app: &Arc<AppState>, headers: &HeaderMap, body: Body) -> Respons
     };
     let session = live.session.clone().unwrap_or_default();
     let id = live.id.clone();
+    // The agent set's names, so the page names an agent before it first speaks.
+    let agents: Vec<serde_json::Value> = app
+        .agents
+        .iter()
+        .flat_map(|r| &r.agents)
+        .map(|a| serde_json::json!({"id": a.id, "name": a.name}))
+        .collect();
     live.publish(&serde_json::json!({
         "type": "call_start", "call_id": id, "leg": "webrtc",
-        "started_unix_ms": live.started_unix_ms, "at_ms": 0,
+        "started_unix_ms": live.started_unix_ms, "at_ms": 0, "agents": agents,
     }));
     let span = tracing::info_span!("webrtc", call_id = %id);
     tokio::spawn(run_call(app.clone(), answered.peer, slot, live).instrument(span));
@@ -350,7 +357,13 @@ async fn run_call(app: Arc<AppState>, peer: leg::Peer, slot: CallSlot, live: Arc
     match result {
         Ok(Ran { report, .. }) => {
             let figures = figures(&report, stats.as_ref());
-            tracing::info!(figures = %figures, end = %report.end_reason, "call ended");
+            super::call_log::call_ended(
+                &report,
+                super::call_log::Extra {
+                    call: &live.id,
+                    ..Default::default()
+                },
+            );
             end(report.end_reason.clone(), figures);
         }
         Err(RunError::NoSession(e)) => {

@@ -5,7 +5,8 @@
 use sqlx::Executor;
 
 /// A URL for one test: `sqlite` (a temp file kept alive by the returned guard) or `postgres`
-/// (a new database), or `None` when PostgreSQL is not available (the test says SKIPPED).
+/// (a new database), or `None` when PostgreSQL is not available (the test says SKIPPED; with
+/// `CI` set it fails instead: CI runs the whole suite).
 pub async fn url(kind: &str, test: &str) -> Option<(String, Option<tempfile::TempDir>)> {
     match kind {
         "sqlite" => {
@@ -15,6 +16,11 @@ pub async fn url(kind: &str, test: &str) -> Option<(String, Option<tempfile::Tem
         }
         _ => {
             let Ok(base) = std::env::var("BATON_TEST_POSTGRES_URL") else {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "{test}: BATON_TEST_POSTGRES_URL is not set and CI is: run \
+                     eval \"$(scripts/postgres.sh)\" first (.ci/run does)"
+                );
                 eprintln!(
                     "SKIPPED {test} on PostgreSQL: BATON_TEST_POSTGRES_URL is not set \
                      (run: eval \"$(scripts/postgres.sh)\")"

@@ -121,7 +121,7 @@ pub enum LoadError {
     #[error("the load client failed: {0}")]
     Client(String),
     #[error(transparent)]
-    Plot(#[from] crate::bench::plot::PlotError),
+    Plot(#[from] crate::plot::PlotError),
 }
 
 /// CPU and memory of one process over a step.

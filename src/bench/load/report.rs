@@ -9,7 +9,7 @@ use plotters::coord::combinators::IntoLogRange;
 use plotters::prelude::*;
 
 use super::{LoadError, LoadReport, Step};
-use crate::bench::plot::{self, Figure, text};
+use crate::plot::{self, Figure, text};
 
 /// Writes everything to `dir`.
 pub fn write(r: &LoadReport, dir: &Path) -> Result<(), LoadError> {

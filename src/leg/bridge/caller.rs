@@ -53,14 +53,54 @@ pub use options::CallerOptions;
 pub enum CallerError {
     #[error("{url}: not a usable WebSocket URL: {reason}")]
     BadUrl { url: String, reason: String },
-    #[error("{url}: the server refused the WebSocket upgrade with HTTP {status}")]
-    Refused { url: String, status: u16 },
+    #[error(
+        "{url}: the server refused the WebSocket upgrade with HTTP {status}{}",
+        why(reason)
+    )]
+    Refused {
+        url: String,
+        status: u16,
+        /// What the server said in the response body (trimmed; empty if nothing).
+        reason: String,
+    },
     #[error("{url}: cannot connect: {reason}")]
     Connect { url: String, reason: String },
     #[error("{url}: no WebSocket handshake within {after:?}")]
     ConnectTimeout { url: String, after: Duration },
     #[error("{url}: the connection failed while starting the stream: {reason}")]
     Start { url: String, reason: String },
+}
+
+fn why(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    }
+}
+
+/// The first line of a refusal's body, as text, at most 200 characters.
+fn refusal_reason(body: Option<&Vec<u8>>) -> String {
+    let text = body
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default();
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect()
+}
+
+/// What a caller tells [`CallerOptions::events`] while the call runs, for live progress. Times
+/// are on the caller's timeline (0: the first media frame's slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallerEvent {
+    /// The stream started (the dialect's opening was sent).
+    Started,
+    /// Agent audio began playing to the caller after a silence.
+    AgentSpeaking { at: Duration },
 }
 
 /// How the call ended.
@@ -156,6 +196,7 @@ pub async fn dial(url: &str, opts: CallerOptions) -> Result<CallerReport, Caller
             return Err(CallerError::Refused {
                 url: url.to_owned(),
                 status: resp.status().as_u16(),
+                reason: refusal_reason(resp.body().as_ref()),
             });
         }
         Ok(Err(e)) => {
@@ -199,6 +240,9 @@ struct Call<S> {
     play: Playback,
     last_media_at: Option<Instant>,
     last_voiced_heard: Option<Instant>,
+    /// The last played frame was voiced.
+    agent_voiced: bool,
+    events: Option<tokio::sync::mpsc::UnboundedSender<CallerEvent>>,
     /// Decoded agent audio of one tick when nothing is recorded.
     scratch: Vec<i16>,
     /// Messages fed but not yet written.
@@ -357,6 +401,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
     /// A tick: the audio taken at the previous tick has finished playing, so the marks behind it
     /// are echoed; then the next 20 ms of queued audio starts playing at recording position `at`.
     async fn play_tick(&mut self, at: usize, now: Instant, record: bool) -> Result<(), String> {
+        let slot = at;
         self.play.completed_total = self.play.consumed_total;
         while self
             .play
@@ -390,9 +435,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
             self.play.consumed_total += n as u64;
             self.report.played_ms += n as u64 / bytes_per_ms;
             let played = &agent[at..];
-            if vad::rms_dbfs(played) > vad::DEFAULT_THRESHOLD_DBFS {
+            let voiced = vad::rms_dbfs(played) > vad::DEFAULT_THRESHOLD_DBFS;
+            if voiced {
                 self.last_voiced_heard = Some(now);
             }
+            if let Some(tx) = self
+                .events
+                .as_ref()
+                .filter(|_| voiced && !self.agent_voiced)
+            {
+                // The frame starts playing in the slot that begins at recording sample `slot`.
+                let ms = slot as u64 * 1000 / u64::from(format.rate.max(1));
+                let _ = tx.send(CallerEvent::AgentSpeaking {
+                    at: Duration::from_millis(ms),
+                });
+            }
+            self.agent_voiced = voiced;
+        } else {
+            self.agent_voiced = false;
         }
         Ok(())
     }
@@ -454,6 +514,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         },
         last_media_at: None,
         last_voiced_heard: None,
+        agent_voiced: false,
+        events: opts.events.clone(),
         scratch: Vec::with_capacity(frame),
         unflushed: false,
     };
@@ -465,6 +527,9 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     call.seq = seq;
     if let Some(started) = &opts.started {
         started.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+    if let Some(tx) = &opts.events {
+        let _ = tx.send(CallerEvent::Started);
     }
 
     let t0 = Instant::now();

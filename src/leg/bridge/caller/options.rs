@@ -49,6 +49,9 @@ pub struct CallerOptions {
     /// Incremented once the stream has started (the dialect's opening sent), so a load client
     /// can tell when its calls are all up.
     pub started: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+    /// Told when the stream starts and each time the agent starts speaking (`baton dial`'s
+    /// progress); dropped events cost nothing.
+    pub events: Option<tokio::sync::mpsc::UnboundedSender<super::CallerEvent>>,
 }
 
 impl CallerOptions {
@@ -72,6 +75,7 @@ impl CallerOptions {
             burst_gap: Duration::from_millis(200),
             record_audio: true,
             started: None,
+            events: None,
         }
     }
 

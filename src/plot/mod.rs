@@ -1,4 +1,9 @@
-//! Writing one figure as both SVG and PNG with plotters, with the bundled font (no system fonts).
+//! Figures drawn with plotters and written as both SVG and PNG with the bundled font (no system
+//! fonts): the `Figure` trait and `save`; latency CDFs (`cdf`) and call timelines (`timeline`),
+//! shared by `baton demo` and `baton bench`.
+
+pub mod cdf;
+pub mod timeline;
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;

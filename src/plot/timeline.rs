@@ -9,12 +9,12 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::cdf::PALETTE;
-use super::plot::{Figure, text};
+use super::{Figure, text};
 use crate::call::CallReport;
 
 const WIDTH: u32 = 1400;
 const HEADER_H: u32 = 96;
-const ROW_H: u32 = 74;
+const ROW_H: u32 = 118;
 const AXIS_H: u32 = 56;
 const LABEL_W: u32 = 340;
 /// Between the lines of a row's label.
@@ -144,6 +144,29 @@ impl Row {
     }
 }
 
+/// The legend of the agents heard in `rows`: `(id, "id (name)")`, in the order `names` lists
+/// them (`(id, name)`), then any other agent in the order heard.
+pub fn agents_heard(names: &[(String, String)], rows: &[Row]) -> Vec<(String, String)> {
+    let mut ids: Vec<&str> = names.iter().map(|p| p.0.as_str()).collect();
+    for sp in rows.iter().flat_map(|r| &r.speech) {
+        if !ids.contains(&sp.agent.as_str()) {
+            ids.push(&sp.agent);
+        }
+    }
+    let used = |id: &str| rows.iter().flat_map(|r| &r.speech).any(|s| s.agent == id);
+    ids.into_iter()
+        .filter(|id| used(id))
+        .map(|id| {
+            let label = match names.iter().find(|n| n.0 == id) {
+                Some((_, name)) => format!("{id} ({name})"),
+                None if id == SINGLE_AGENT => "agent speech".to_owned(),
+                None => id.to_owned(),
+            };
+            (id.to_owned(), label)
+        })
+        .collect()
+}
+
 /// A timeline figure: one scenario, one row per call shown.
 pub struct Timeline {
     pub title: String,
@@ -220,8 +243,10 @@ impl Figure for Timeline {
             }
             // Row and lane names in the label area, left of the plot.
             let (px, py) = chart.backend_coord(&(0.0, y0 + 0.5));
-            let (_, caller_y) = chart.backend_coord(&(0.0, y0 + 0.72));
-            let (_, agent_y) = chart.backend_coord(&(0.0, y0 + 0.32));
+            let (_, caller_y) =
+                chart.backend_coord(&(0.0, y0 + (CALLER_LANE.0 + CALLER_LANE.1) / 2.0));
+            let (_, agent_y) =
+                chart.backend_coord(&(0.0, y0 + (AGENT_LANE.0 + AGENT_LANE.1) / 2.0));
             // The label's lines, centred on the row: the first (the profile) larger.
             let lines: Vec<&str> = row.label.lines().collect();
             let top = py - base.1 - (lines.len() as i32 - 1) * LINE_H / 2;
@@ -340,13 +365,19 @@ impl Timeline {
         let s = |ms: f64| ms / 1000.0;
         chart
             .draw_series(row.caller.iter().map(|&(a, b)| {
-                Rectangle::new([(s(a), y0 + 0.60), (s(b), y0 + 0.86)], CALLER.filled())
+                Rectangle::new(
+                    [(s(a), y0 + CALLER_LANE.0), (s(b), y0 + CALLER_LANE.1)],
+                    CALLER.filled(),
+                )
             }))
             .map_err(text)?;
         chart
             .draw_series(row.speech.iter().map(|sp| {
                 Rectangle::new(
-                    [(s(sp.start_ms), y0 + 0.14), (s(sp.end_ms), y0 + 0.50)],
+                    [
+                        (s(sp.start_ms), y0 + AGENT_LANE.0),
+                        (s(sp.end_ms), y0 + AGENT_LANE.1),
+                    ],
                     self.colour(&sp.agent).filled(),
                 )
             }))
@@ -363,60 +394,109 @@ impl Timeline {
                     .map(|sp| {
                         Text::new(
                             sp.agent.clone(),
-                            (s(sp.start_ms) + 4.0 / px_per_s, y0 + 0.32),
+                            (
+                                s(sp.start_ms) + 4.0 / px_per_s,
+                                y0 + (AGENT_LANE.0 + AGENT_LANE.1) / 2.0,
+                            ),
                             inside.clone(),
                         )
                     }),
             )
             .map_err(text)?;
-        let grey = style(12, RGBColor(80, 80, 80), Pos::new(HPos::Left, VPos::Center));
-        chart
-            .draw_series(row.responses.iter().map(|&(end, _, v2v)| {
-                Text::new(
-                    format!("→ {v2v:.0} ms"),
-                    (s(end) + 4.0 / px_per_s, y0 + 0.73),
-                    grey.clone(),
-                )
-            }))
-            .map_err(text)?;
-        let label = style(13, BLACK, Pos::new(HPos::Left, VPos::Center));
-        for m in &row.handoffs {
+        // Handoffs and reconnects: lines across both lanes, stopping below the labels.
+        for (m, colour, dashed) in row
+            .handoffs
+            .iter()
+            .map(|m| (m, BLACK, false))
+            .chain(row.reconnects.iter().map(|m| (m, RECONNECT, true)))
+        {
             let x = s(m.at_ms);
-            chart
-                .draw_series([PathElement::new(
-                    vec![(x, y0 + 0.04), (x, y0 + 0.96)],
-                    BLACK.stroke_width(2),
-                )])
-                .map_err(text)?;
-            chart
-                .draw_series([Text::new(
-                    m.label.clone(),
-                    (x + 5.0 / px_per_s, y0 + 0.80),
-                    label.clone(),
-                )])
-                .map_err(text)?;
+            let path = vec![(x, y0 + 0.03), (x, y0 + CALLER_LANE.1 + 0.04)];
+            if dashed {
+                chart
+                    .draw_series([DashedPathElement::new(path, 5, 4, colour.stroke_width(2))])
+                    .map_err(text)?;
+            } else {
+                chart
+                    .draw_series([PathElement::new(path, colour.stroke_width(2))])
+                    .map_err(text)?;
+            }
         }
-        let red = style(13, RECONNECT, Pos::new(HPos::Left, VPos::Center));
-        for m in &row.reconnects {
-            let x = s(m.at_ms);
-            chart
-                .draw_series([DashedPathElement::new(
-                    vec![(x, y0 + 0.04), (x, y0 + 0.96)],
-                    5,
-                    4,
-                    RECONNECT.stroke_width(2),
-                )])
-                .map_err(text)?;
+        // Every label above the lanes, in the first band where it overlaps no other.
+        let mut labels: Vec<(f64, String, RGBColor, u32)> = row
+            .responses
+            .iter()
+            .map(|&(end, _, v2v)| {
+                (
+                    s(end),
+                    format!("→ {:.0} ms", v2v + 0.0),
+                    RGBColor(80, 80, 80),
+                    12,
+                )
+            })
+            .chain(
+                row.handoffs
+                    .iter()
+                    .map(|m| (s(m.at_ms), m.label.clone(), BLACK, 13)),
+            )
+            .chain(
+                row.reconnects
+                    .iter()
+                    .map(|m| (s(m.at_ms), m.label.clone(), RECONNECT, 13)),
+            )
+            .collect();
+        labels.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (plot_w, _) = chart.plotting_area().dim_in_pixel();
+        let spans: Vec<(f64, f64)> = labels
+            .iter()
+            .map(|(x, t, _, size)| {
+                let w = t.chars().count() as f64 * f64::from(*size) * 0.56 + 4.0;
+                let left = (x * px_per_s + 3.0).min(f64::from(plot_w) - w).max(0.0);
+                (left, left + w)
+            })
+            .collect();
+        let bands = place(&spans, LABEL_BANDS.len());
+        for ((_, t, colour, size), ((left, _), band)) in
+            labels.into_iter().zip(spans.into_iter().zip(bands))
+        {
             chart
                 .draw_series([Text::new(
-                    m.label.clone(),
-                    (x + 5.0 / px_per_s, y0 + 0.56),
-                    red.clone(),
+                    t,
+                    (left / px_per_s, y0 + LABEL_BANDS[band]),
+                    style(size, colour, Pos::new(HPos::Left, VPos::Center)),
                 )])
                 .map_err(text)?;
         }
         Ok(())
     }
+}
+
+/// Where in a row (0 at its bottom, 1 at its top) the agents' and the caller's bars are.
+const AGENT_LANE: (f64, f64) = (0.06, 0.34);
+const CALLER_LANE: (f64, f64) = (0.40, 0.58);
+/// The heights labels are written at, above the lanes.
+const LABEL_BANDS: [f64; 3] = [0.69, 0.81, 0.93];
+
+/// A band for each label (`(left, right)` in pixels, sorted by `left`): the lowest one where it
+/// overlaps no label already placed there; with every band taken, the one whose last label ends
+/// first.
+pub fn place(spans: &[(f64, f64)], bands: usize) -> Vec<usize> {
+    const GAP: f64 = 6.0;
+    let mut ends = vec![f64::NEG_INFINITY; bands.max(1)];
+    spans
+        .iter()
+        .map(|&(left, right)| {
+            let band = (0..ends.len())
+                .find(|&b| ends[b] + GAP <= left)
+                .unwrap_or_else(|| {
+                    (0..ends.len())
+                        .min_by(|&a, &b| ends[a].total_cmp(&ends[b]))
+                        .unwrap_or(0)
+                });
+            ends[band] = right;
+            band
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -470,6 +550,27 @@ mod tests {
         assert_eq!(row.handoffs[0].label, "gap 500 ms");
         assert_eq!(row.responses[0], (1000.0, 1800.0, 800.0));
         assert_eq!(row.end_ms, 10_000.0);
+    }
+
+    #[test]
+    fn labels_that_would_overlap_go_to_other_bands() {
+        let spans = [
+            (0.0, 80.0),
+            (40.0, 120.0),
+            (60.0, 100.0),
+            (130.0, 200.0),
+            (300.0, 350.0),
+        ];
+        assert_eq!(place(&spans, 3), [0, 1, 2, 0, 0]);
+        // No two labels in one band overlap.
+        let b = place(&spans, 3);
+        for i in 0..spans.len() {
+            for j in i + 1..spans.len() {
+                if b[i] == b[j] {
+                    assert!(spans[i].1 <= spans[j].0 || spans[j].1 <= spans[i].0);
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,209 @@
+//! What a config needs from the machine it runs on, checked before `serve` starts and by
+//! `check-config`: the environment variables it names (set and not empty), the ports it binds
+//! (free), and for a file it points at that is missing, the closest file that exists.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+
+use super::{BackendKind, Loaded, Problem};
+
+/// Every variable the config names that `serve` would read, with the key naming it.
+fn named_variables(loaded: &Loaded) -> Vec<(String, String)> {
+    let c = &loaded.config;
+    let m = &c.model;
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut add = |key: &str, var: &str| {
+        if !var.trim().is_empty() {
+            out.push((key.to_owned(), var.trim().to_owned()));
+        }
+    };
+    match m.backend {
+        BackendKind::Gemini | BackendKind::Vertex => add("model.credential_env", &m.credential_env),
+        BackendKind::Openai => add(
+            "model.credential_env",
+            if m.credential_env.is_empty() {
+                crate::model::openai::endpoint::DEFAULT_KEY_ENV
+            } else {
+                &m.credential_env
+            },
+        ),
+        BackendKind::Mock => {}
+    }
+    if !c.twilio.disable_signature_check {
+        add("twilio.auth_token_env", &c.twilio.auth_token_env);
+    }
+    add(
+        "telnyx.stream_auth_token_env",
+        &c.telnyx.stream_auth_token_env,
+    );
+    add("exotel.basic_auth_env", &c.exotel.basic_auth_env);
+    add("server.auth_tokens_env", &c.server.auth_tokens_env);
+    add("store.url_env", &c.store.url_env);
+    for (name, s) in &c.mcp {
+        add(&format!("mcp.{name}.header_env"), &s.header_env);
+    }
+    out
+}
+
+/// Variables the config names that are not set (or empty) here.
+pub fn unset_variables(loaded: &Loaded, out: &mut Vec<Problem>) {
+    for (key, var) in named_variables(loaded) {
+        // Only names reach here; a value pasted in the file is refused by validation.
+        if !var
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+        {
+            continue;
+        }
+        let state = match std::env::var_os(&var) {
+            None => "is not set",
+            Some(v) if v.is_empty() => "is set but empty",
+            Some(_) => continue,
+        };
+        out.push(Problem {
+            key,
+            message: format!("names the environment variable {var}, which {state} here"),
+            fix: format!(
+                "export {var}=… in the environment baton starts in (the value never goes in \
+                 this file), or remove the key"
+            ),
+        });
+    }
+}
+
+/// The addresses the daemon binds that another process holds (or this machine cannot bind).
+pub fn ports(loaded: &Loaded, out: &mut Vec<Problem>) {
+    let mut check = |key: &str, addr: SocketAddr| {
+        if addr.port() == 0 {
+            return;
+        }
+        if let Err(e) = TcpListener::bind(addr) {
+            out.push(bind_problem(key, addr, &e));
+        }
+    };
+    check("server.listen", loaded.listen);
+    if let Some(a) = loaded.audiosocket_listen() {
+        check("audiosocket.listen", a);
+    }
+}
+
+/// Why `addr` (the value of `key`) cannot be bound, and what to do.
+pub fn bind_problem(key: &str, addr: SocketAddr, e: &std::io::Error) -> Problem {
+    let other = SocketAddr::new(addr.ip(), addr.port().wrapping_add(1).max(1));
+    let flag = if key == "server.listen" {
+        " (or serve --listen)"
+    } else {
+        ""
+    };
+    let (message, fix) = match e.kind() {
+        std::io::ErrorKind::AddrInUse => (
+            format!("{addr} is already in use by another process"),
+            format!(
+                "stop that process (`ss -ltnp 'sport = :{}'` names it), or listen elsewhere: \
+                 {key} = \"{other}\"{flag}",
+                addr.port()
+            ),
+        ),
+        std::io::ErrorKind::AddrNotAvailable => (
+            format!("{} is not an address of this machine", addr.ip()),
+            format!(
+                "use one of this machine's addresses, e.g. {key} = \"127.0.0.1:{}\"",
+                addr.port()
+            ),
+        ),
+        std::io::ErrorKind::PermissionDenied => (
+            format!("binding {addr} is not permitted for this user"),
+            format!("use a port above 1023, e.g. {key} = \"{}:8080\"", addr.ip()),
+        ),
+        _ => (
+            format!("{addr} cannot be bound: {e}"),
+            format!("choose another address for {key}"),
+        ),
+    };
+    Problem {
+        key: key.to_owned(),
+        message,
+        fix,
+    }
+}
+
+/// A problem for a file the config points at that does not exist: the path it was looked for
+/// at, and the closest file that does exist.
+pub fn missing_file(key: &str, resolved: &Path, what: &str) -> Problem {
+    let near = closest_existing(resolved)
+        .map(|p| format!("; the closest file there is {}", p.display()))
+        .unwrap_or_default();
+    Problem {
+        key: key.to_owned(),
+        message: format!("{} does not exist{near}", resolved.display()),
+        fix: format!("give the path of {what}, relative to this config file"),
+    }
+}
+
+/// The entry of the nearest existing folder on `path`'s way whose name is closest to the part
+/// of `path` that is missing there.
+pub fn closest_existing(path: &Path) -> Option<PathBuf> {
+    let mut dir = path.parent()?;
+    let mut wanted = path.file_name()?.to_string_lossy().into_owned();
+    while !dir.as_os_str().is_empty() && !dir.is_dir() {
+        wanted = dir.file_name()?.to_string_lossy().into_owned();
+        dir = dir.parent()?;
+    }
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let best = names
+        .iter()
+        .map(|n| (strsim::damerau_levenshtein(&wanted, n), n))
+        .filter(|(d, n)| *d <= (n.len().max(wanted.len()) / 2).max(2))
+        // Ties: the same extension first, then the first name in order.
+        .min_by_key(|(d, n)| {
+            let ext = Path::new(n.as_str()).extension() != Path::new(&wanted).extension();
+            (*d, ext, n.as_str())
+        })?;
+    Some(dir.join(best.1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_closest_existing_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("scenarios")).unwrap();
+        std::fs::write(dir.path().join("scenarios/seed000.toml"), "").unwrap();
+        let near = closest_existing(&dir.path().join("scenarios/seed00.toml")).unwrap();
+        assert!(near.ends_with("scenarios/seed000.toml"), "{near:?}");
+        // A folder that is missing too: the closest entry where the path stops existing.
+        let near = closest_existing(&dir.path().join("scenario/seed000.toml")).unwrap();
+        assert!(near.ends_with("scenarios"), "{near:?}");
+        let p = missing_file(
+            "model.scenario",
+            &dir.path().join("scenarios/seed00.toml"),
+            "x",
+        );
+        assert!(p.message.contains("seed000.toml"), "{p:?}");
+    }
+
+    #[test]
+    fn a_port_in_use_is_named_with_a_fix() {
+        let held = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = held.local_addr().unwrap();
+        let mut loaded = super::super::parse("", Path::new("/tmp/baton.toml")).unwrap();
+        loaded.listen = addr;
+        let mut out = Vec::new();
+        ports(&loaded, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].key, "server.listen");
+        assert!(out[0].message.contains("already in use"), "{:?}", out[0]);
+        assert!(out[0].fix.contains("--listen"), "{:?}", out[0]);
+    }
+}

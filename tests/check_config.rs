@@ -1,0 +1,152 @@
+//! `baton check-config` reports every problem of a config in one pass, each with its key and a
+//! fix, exits non-zero, and still says which model endpoint the rest of the file points at;
+//! `baton serve` refuses to start with the same list.
+
+use std::process::Command;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn baton(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(args)
+        .env_remove("BATON_TEST_UNSET_TOKENS")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `(key, words its message or fix must hold)` for each of the ten mistakes.
+const MISTAKES: [(&str, &str); 10] = [
+    ("server.drain_timeout", "did you mean `drain_timeout_s`?"),
+    ("server.listen", "already in use"),
+    (
+        "server.auth_tokens_env",
+        "BATON_TEST_UNSET_TOKENS, which is not set",
+    ),
+    (
+        "limits.max_calls",
+        "\"lots\" (text) where a whole number (0 or more) is needed",
+    ),
+    ("limits.leg_queue_frames", "-1 is negative"),
+    ("log.format", "did you mean \"json\"?"),
+    ("model.scenario", "seed000.toml"),
+    (
+        "twilio.disable_signature_check",
+        "signatures are not checked anyway",
+    ),
+    ("resume.keepalive_dead_s", "keepalive_ping_s + 30"),
+    ("sever", "did you mean `server`?"),
+];
+
+#[test]
+fn ten_mistakes_are_reported_at_once_with_their_fixes_and_serve_refuses_with_the_same_list() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\n\
+             listen = \"127.0.0.1:{port}\"\n\
+             drain_timeout = 10\n\
+             auth_tokens_env = \"BATON_TEST_UNSET_TOKENS\"\n\
+             [limits]\n\
+             max_calls = \"lots\"\n\
+             leg_queue_frames = -1\n\
+             [log]\n\
+             format = \"jsn\"\n\
+             [model]\n\
+             scenario = \"{ROOT}/audio-fixtures/scenarios/seed00.toml\"\n\
+             [twilio]\n\
+             disable_signature_check = true\n\
+             [resume]\n\
+             keepalive_dead_s = 20\n\
+             [sever]\n\
+             listen = \"0.0.0.0:80\"\n"
+        ),
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    let (ok, out, err) = baton(&["check-config", file]);
+    assert!(
+        !ok,
+        "check-config passed a config with ten mistakes:\n{out}"
+    );
+    assert!(err.contains("10 problem(s)"), "{err}");
+    // Each problem: its key, what is wrong, and a fix, in that order.
+    for (key, words) in MISTAKES {
+        let at = err.find(&format!("\n  {key}: ")).unwrap_or_for(key, &err);
+        let entry: String = err[at + 1..].lines().take(2).collect::<Vec<_>>().join("\n");
+        assert!(entry.contains(words), "{key}: {words:?} not in\n{entry}");
+        assert!(entry.contains("\n    fix: "), "{key} has no fix:\n{entry}");
+    }
+    assert_eq!(err.matches("\n    fix: ").count(), 10, "{err}");
+    // No Rust type names where the expected form is said in words.
+    for jargon in ["usize", "u64", "expected"] {
+        assert!(!err.contains(jargon), "{jargon:?} in\n{err}");
+    }
+    // The rest of the file is still described: the model endpoint first of all.
+    assert!(
+        out.contains("model endpoint the embedded mock model"),
+        "{out}"
+    );
+
+    // serve refuses with the same list, before listening anywhere.
+    let (ok, _, serve_err) = baton(&["serve", "--config", file]);
+    assert!(!ok);
+    for (key, _) in MISTAKES {
+        assert!(
+            serve_err.contains(&format!("\n  {key}: ")),
+            "serve: no {key} in\n{serve_err}"
+        );
+    }
+    assert!(serve_err.contains("10 problem(s)"), "{serve_err}");
+    drop(held);
+}
+
+#[test]
+fn a_model_url_makes_the_scenario_void_and_the_endpoint_is_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[model]\nurl = \"ws://127.0.0.1:9300\"\nscenario = \"{ROOT}/audio-fixtures/scenarios/seed000.toml\"\n"
+        ),
+    )
+    .unwrap();
+    let (ok, out, err) = baton(&["check-config", path.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(out.contains("model endpoint ws://127.0.0.1:9300"), "{out}");
+    assert!(err.contains("model.scenario: is ignored"), "{err}");
+    assert!(err.contains("baton mock-model --scenario"), "{err}");
+}
+
+#[test]
+fn the_shipped_configs_have_no_problem() {
+    for f in ["config/baton.toml", "config/browser-demo.toml"] {
+        let (ok, out, err) = baton(&["check-config", &format!("{ROOT}/{f}")]);
+        // A port the machine already uses is the only thing that may differ between machines.
+        if !ok {
+            assert!(
+                err.contains("already in use") && err.contains("1 problem(s)"),
+                "{f}:\n{out}{err}"
+            );
+        }
+    }
+}
+
+trait Found {
+    fn unwrap_or_for(self, key: &str, text: &str) -> usize;
+}
+
+impl Found for Option<usize> {
+    fn unwrap_or_for(self, key: &str, text: &str) -> usize {
+        self.unwrap_or_else(|| panic!("no problem for {key} in\n{text}"))
+    }
+}
