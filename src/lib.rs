@@ -24,3 +24,4 @@ pub mod parsers;
 pub mod plot;
 pub mod secret;
 pub mod traces;
+pub mod wakeups;

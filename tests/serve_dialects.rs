@@ -128,7 +128,7 @@ async fn every_dialect_on_its_own_path_and_detected_on_the_shared_one_hears_the_
         );
         assert_eq!(r.clears_received, 0, "{what}");
     }
-    assert_eq!(d.active_calls().await, 0);
+    assert_eq!(d.calls_ended().await, 0);
     d.stop().await;
 }
 

@@ -115,6 +115,7 @@ pub async fn run_with_agents(
     let mut commands = opts.commands.take().and_then(|i| i.take());
     call.tap = opts.recording.take();
     let end_reason = loop {
+        crate::wakeups::note();
         if let Some(reason) = call.gave_up.take() {
             call.hang_up(&leg);
             break reason;

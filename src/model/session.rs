@@ -86,6 +86,7 @@ pub(crate) async fn writer<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     while let Some(out) = rx.recv().await {
+        crate::wakeups::note();
         match out {
             Outbound::Text { json, received_at } => {
                 if received_at.is_none() && !is_audio(&json) {

@@ -164,9 +164,11 @@ impl Metrics {
         }
     }
 
-    /// The text exposition, with `baton_calls_active` set to `active` first.
+    /// The text exposition, with `baton_calls_active` set to `active` and
+    /// `baton_task_wakeups_total` read first.
     pub fn render(&self, active: usize) -> String {
         self.calls_active.set(active as f64);
+        metrics::counter!("baton_task_wakeups_total").absolute(crate::wakeups::total());
         self.handle.render()
     }
 

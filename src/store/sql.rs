@@ -18,8 +18,15 @@ pub(super) struct Ctx<'a> {
 /// A transaction; on PostgreSQL at READ COMMITTED whatever the server's default, which the
 /// per-caller lock relies on (a statement after the lock must see what the lock's previous
 /// holder committed).
+/// On SQLite the transaction takes the write lock at once (`BEGIN IMMEDIATE`): a deferred one that
+/// reads and then writes fails with `SQLITE_BUSY` at once when another connection is writing,
+/// whatever `busy_timeout` says; an immediate one waits its turn.
 pub(super) async fn begin(store: &Store) -> Result<Transaction<'static, Any>, StoreError> {
-    let mut tx = store.pool().begin().await?;
+    let mut tx = if store.kind() == Kind::Sqlite {
+        store.pool().begin_with("BEGIN IMMEDIATE").await?
+    } else {
+        store.pool().begin().await?
+    };
     if store.kind() == Kind::Postgres {
         sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             .execute(&mut *tx)

@@ -150,15 +150,19 @@ pub fn find_clips(track: &[i16], lines: &[Line]) -> Result<Vec<Found>, String> {
         }
         let mut best = (0.0f64, 0usize);
         for c in candidates {
-            // Coarse (every 8th sample), then sample by sample around the best.
-            let mut local = (0.0f64, c);
-            for at in (c.saturating_sub(FRAME)..=(c + FRAME).min(track.len())).step_by(8) {
-                let r = corr(track, clip, at, probe);
-                if r > local.0 {
-                    local = (r, at);
+            // Every sample by the first 50 ms (a talkspurt starts wherever its audio arrived,
+            // not on the 20 ms grid, and speech decorrelates within a fraction of a
+            // millisecond), then the whole probe around the best.
+            let short = probe.min(800);
+            let mut coarse = (f64::MIN, c);
+            for at in c.saturating_sub(FRAME)..=(c + FRAME).min(track.len()) {
+                let r = corr(track, clip, at, short);
+                if r > coarse.0 {
+                    coarse = (r, at);
                 }
             }
-            for at in local.1.saturating_sub(8)..=(local.1 + 8).min(track.len()) {
+            let mut local = (0.0f64, coarse.1);
+            for at in coarse.1.saturating_sub(8)..=(coarse.1 + 8).min(track.len()) {
                 let r = corr(track, clip, at, probe);
                 if r > local.0 {
                     local = (r, at);

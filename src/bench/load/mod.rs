@@ -161,6 +161,9 @@ pub struct Step {
     pub underruns: Option<u64>,
     /// The server's playout ticks released a full tick late (from its `/metrics`).
     pub late_ticks: Option<u64>,
+    /// Wake-ups of baton's per-call tasks per call per 20 ms frame in the window (from its
+    /// `/metrics` counter `baton_task_wakeups_total`).
+    pub wakeups_per_call_frame: Option<f64>,
     /// Upper bound of the p99 of baton's own send-interval deviation (its `/metrics` histogram
     /// bucket holding the 99th percentile).
     pub server_send_jitter_p99_le_ms: Option<f64>,

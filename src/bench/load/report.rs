@@ -108,16 +108,16 @@ fn markdown(r: &LoadReport) -> String {
     }
     let _ = writeln!(
         s,
-        "| calls | started | jitter p50 / p99 / max ms | worst call p99 ms | underruns | late ticks | late frames | baton send p99 ≤ ms | baton CPU % | CPU ms per call-s | RSS idle / steady / peak MiB | KiB per call | mock CPU % | client CPU % | other CPU % | client tick late p99 ms | held |"
+        "| calls | started | jitter p50 / p99 / max ms | worst call p99 ms | underruns | late ticks | late frames | baton send p99 ≤ ms | wake-ups per call per 20 ms | baton CPU % | CPU ms per call-s | RSS idle / steady / peak MiB | KiB per call | mock CPU % | client CPU % | other CPU % | client tick late p99 ms | held |"
     );
     let _ = writeln!(
         s,
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"
     );
     for st in &r.steps {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.2} / {:.2} / {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} | {} | {} | {} | {:.2} | {} |",
+            "| {} | {} | {:.2} / {:.2} / {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} | {} | {} | {} | {:.2} | {} |",
             st.calls,
             st.started,
             st.jitter_ms.p50,
@@ -128,6 +128,7 @@ fn markdown(r: &LoadReport) -> String {
             opt(st.late_ticks),
             st.late_frames,
             opt(st.server_send_jitter_p99_le_ms),
+            opt(st.wakeups_per_call_frame),
             opt(st.baton.cpu_pct),
             opt(st.baton.cpu_ms_per_call_s),
             mib(st.baton.rss_idle_kib),
@@ -158,6 +159,9 @@ ends. An underrun reaches the caller as a silent `media` frame, so the client ca
 - **late frames**: received intervals longer than 20 ms + 5 ms (client view).\n\
 - **baton send p99 ≤**: baton's own view of its send intervals (`baton_egress_jitter_ms`), the \
 upper bound of the histogram bucket holding the 99th percentile.\n\
+- **wake-ups per call per 20 ms**: every wake-up of baton's per-call tasks (leg driver and writer, \
+call loop, model reader and writer) in the steady window, counted by baton \
+(`baton_task_wakeups_total`), ÷ (calls × 20 ms frames in the window).\n\
 - **CPU %**: user + system time of the process over the steady window (all calls up: from the \
 last start to the first end) ÷ wall time, in % of one core (`/proc/<pid>/stat`). **CPU ms per \
 call-s**: the same CPU time ÷ (calls × window seconds).\n\
@@ -457,6 +461,7 @@ mod tests {
             late_frames: 0,
             underruns: with_proc.then_some(0),
             late_ticks: with_proc.then_some(0),
+            wakeups_per_call_frame: with_proc.then_some(9.5),
             server_send_jitter_p99_le_ms: with_proc.then_some(4.0),
             media_received: 10,
             frames_sent: 10,

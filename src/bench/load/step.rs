@@ -181,6 +181,10 @@ pub(super) fn run_step(
     };
     let underruns = delta(|s| s.underruns);
     let late_ticks = delta(|s| s.late_ticks);
+    // Every wake-up of the per-call tasks in the window, per call and 20 ms frame.
+    let wakeups_per_call_frame = delta(|s| s.wakeups)
+        .filter(|_| window_s > 0.0)
+        .map(|w| round(w as f64 / (calls_up * window_s * 50.0), 2));
     let server_jitter = after.as_ref().and_then(|a| {
         let b = before
             .as_ref()
@@ -228,6 +232,7 @@ pub(super) fn run_step(
         late_frames: r.late_frames,
         underruns,
         late_ticks,
+        wakeups_per_call_frame,
         server_send_jitter_p99_le_ms: server_jitter,
         media_received: r.media_received,
         frames_sent: r.frames_sent,

@@ -122,6 +122,7 @@ pub(super) fn target(args: &LoadArgs, url: &str) -> Under {
 pub(super) struct Scrape {
     pub(super) underruns: Option<f64>,
     pub(super) late_ticks: Option<f64>,
+    pub(super) wakeups: Option<f64>,
     pub(super) jitter_buckets: Vec<(f64, f64)>,
 }
 
@@ -131,6 +132,7 @@ pub(super) fn scrape(under: &Under) -> Option<Scrape> {
     Some(Scrape {
         underruns: procs::prom_value(&body, "baton_underruns_total"),
         late_ticks: procs::prom_value(&body, "baton_late_ticks_total"),
+        wakeups: procs::prom_value(&body, "baton_task_wakeups_total"),
         jitter_buckets: procs::prom_buckets(&body, "baton_egress_jitter_ms"),
     })
 }

@@ -293,6 +293,7 @@ impl Driver {
                 cmd = self.commands.recv() => self.command(cmd),
                 msg = self.socket.next() => self.inbound(msg),
             };
+            crate::wakeups::note();
             if let Err(e) = self.flush_transmits().await {
                 break e;
             }
@@ -466,6 +467,7 @@ async fn write_loop(
 ) -> Result<(), String> {
     let err = |e: axum::Error| e.to_string();
     while let Some(msg) = out.recv().await {
+        crate::wakeups::note();
         let mut closing = matches!(msg, Message::Close(_));
         sink.feed(msg).await.map_err(err)?;
         // What is already queued (a frame's `media` and its `mark`) leaves in the same write:

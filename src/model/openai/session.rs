@@ -493,6 +493,7 @@ async fn reader<S>(
 {
     let mut evs = Vec::new();
     let (code, reason) = loop {
+        crate::wakeups::note();
         let wake = keepalive.poll_timeout();
         tokio::select! {
             msg = stream.next() => {
