@@ -184,6 +184,12 @@ async fn one_call_shows_up_in_metrics() {
     let (_, body) = scrape(&d).await;
     let s = parse(&body);
     assert_eq!(value(&s, "baton_calls_active", &[]), Some(0.0), "{body}");
+    // The call's tasks woke up (a process-wide count: every frame they moved took some).
+    assert!(
+        value(&s, "baton_task_wakeups_total", &[])
+            .is_some_and(|w| w >= report.media_received as f64),
+        "{body}"
+    );
     assert_eq!(
         value(
             &s,

@@ -168,7 +168,9 @@ impl Metrics {
     /// `baton_task_wakeups_total` read first.
     pub fn render(&self, active: usize) -> String {
         self.calls_active.set(active as f64);
-        metrics::counter!("baton_task_wakeups_total").absolute(crate::wakeups::total());
+        metrics::with_local_recorder(&self.recorder, || {
+            metrics::counter!("baton_task_wakeups_total").absolute(crate::wakeups::total());
+        });
         self.handle.render()
     }
 
@@ -302,6 +304,10 @@ fn strategy_label(s: &str) -> &'static str {
 
 fn describe() {
     metrics::describe_gauge!("baton_calls_active", "Calls in progress.");
+    metrics::describe_counter!(
+        "baton_task_wakeups_total",
+        "Wake-ups of the per-call tasks (leg driver and writer, call loop, model reader and writer)."
+    );
     metrics::describe_counter!(
         "baton_calls_total",
         "Calls ended, by leg kind and how they ended."
