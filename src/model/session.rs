@@ -38,8 +38,9 @@ pub struct Dialed {
 }
 
 pub(crate) enum DialedWs {
-    Network(WebSocketStream<MaybeTlsStream<TcpStream>>),
-    InMemory(WebSocketStream<DuplexStream>),
+    /// Boxed (both): a TLS stream is a kilobyte and more, moved between tasks once.
+    Network(Box<WebSocketStream<MaybeTlsStream<TcpStream>>>),
+    InMemory(Box<WebSocketStream<DuplexStream>>),
 }
 
 /// Frames a dialed socket may receive before its setup and still be used (a server talking
@@ -76,8 +77,8 @@ impl Dialed {
             reason: "not needed".into(),
         });
         let _ = match self.ws {
-            DialedWs::Network(mut ws) => ws.close(frame).await,
-            DialedWs::InMemory(mut ws) => ws.close(frame).await,
+            DialedWs::Network(mut ws) => (*ws).close(frame).await,
+            DialedWs::InMemory(mut ws) => (*ws).close(frame).await,
         };
     }
 }
@@ -95,11 +96,11 @@ pub(crate) async fn dial(
     let ws = match transport {
         Transport::Network => {
             let (ws, _) = connect_async_tls_with_config(req, Some(config), true, tls).await?;
-            DialedWs::Network(ws)
+            DialedWs::Network(Box::new(ws))
         }
         Transport::InMemory(stream) => {
             let (ws, _) = client_async_with_config(req, stream, Some(config)).await?;
-            DialedWs::InMemory(ws)
+            DialedWs::InMemory(Box::new(ws))
         }
     };
     Ok(Dialed {

@@ -240,8 +240,8 @@ pub async fn start_dialed(dialed: Dialed, config: &SessionConfig) -> Result<Sess
 
 async fn start_on(dialed: Dialed, config: &SessionConfig) -> Result<Session, SessionError> {
     match dialed.ws {
-        DialedWs::Network(ws) => start(ws, dialed.early, config).await,
-        DialedWs::InMemory(ws) => start(ws, dialed.early, config).await,
+        DialedWs::Network(ws) => start(*ws, dialed.early, config).await,
+        DialedWs::InMemory(ws) => start(*ws, dialed.early, config).await,
     }
 }
 

@@ -385,8 +385,8 @@ async fn start_on(
     config: &SessionConfig,
 ) -> Result<Session, SessionError> {
     match dialed.ws {
-        DialedWs::Network(ws) => start(ws, dialed.early, api, config).await,
-        DialedWs::InMemory(ws) => start(ws, dialed.early, api, config).await,
+        DialedWs::Network(ws) => start(*ws, dialed.early, api, config).await,
+        DialedWs::InMemory(ws) => start(*ws, dialed.early, api, config).await,
     }
 }
 
