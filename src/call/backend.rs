@@ -12,7 +12,7 @@ use crate::mock::MockOptions;
 use crate::model::Capabilities;
 use crate::model::catalog::{self, ModelInfo};
 use crate::model::gemini::endpoint::Endpoint;
-use crate::model::gemini::session::{self, SessionConfig, Transport};
+use crate::model::gemini::session::{self, Dialed, SessionConfig, Transport};
 use crate::model::handle::{ModelSession, OpenError, Protocol};
 use crate::model::openai;
 
@@ -80,53 +80,85 @@ impl ModelBackend {
     /// Opens a session and waits until it is set up (`setupComplete` / `session.updated`).
     /// Gemini sessions name the backend's model in `setup`, whatever `config` says.
     pub async fn open(&self, config: &SessionConfig) -> Result<ModelSession, OpenError> {
+        let dialed = self.dial().await?;
+        self.start(dialed, config).await
+    }
+
+    /// Dials a socket for a later session (transport, TLS and WebSocket upgrade; nothing sent).
+    /// No timeout of its own.
+    pub async fn dial(&self) -> Result<Dialed, OpenError> {
+        Ok(match self {
+            ModelBackend::InProcessMock { opts, model } if opts.openai.is_some() => {
+                let stream = crate::mock::connect_in_memory(opts.clone());
+                openai::session::dial(
+                    &mock_openai_endpoint(&model.id)?,
+                    Transport::InMemory(stream),
+                )
+                .await?
+            }
+            ModelBackend::InProcessMock { opts, .. } => {
+                let stream = crate::mock::connect_in_memory(opts.clone());
+                session::dial(&mock_gemini_endpoint()?, Transport::InMemory(stream)).await?
+            }
+            ModelBackend::Gemini { endpoint, .. } => {
+                session::dial(endpoint, Transport::Network).await?
+            }
+            ModelBackend::OpenAi { endpoint, .. } => {
+                openai::session::dial(endpoint, Transport::Network).await?
+            }
+        })
+    }
+
+    /// Starts a session on a socket [`dial`](Self::dial)ed by this backend: sends the setup and
+    /// waits until it is done, within `config.setup_timeout`.
+    pub async fn start(
+        &self,
+        dialed: Dialed,
+        config: &SessionConfig,
+    ) -> Result<ModelSession, OpenError> {
         let caps = self.capabilities();
         let model = &self.model().id;
         match self {
             ModelBackend::InProcessMock { opts, .. } if opts.openai.is_some() => {
-                let stream = crate::mock::connect_in_memory(opts.clone());
-                let endpoint = openai::endpoint::Endpoint::new(
-                    "ws://mock.in-process/v1",
-                    model,
-                    openai::wire::Api::Ga,
-                    None,
-                )?;
                 let cfg = openai::translate::session_config(config, model);
-                let s =
-                    openai::session::connect(&endpoint, Transport::InMemory(stream), &cfg).await?;
+                let s = openai::session::start_dialed(dialed, openai::wire::Api::Ga, &cfg).await?;
                 Ok(ModelSession::openai(
                     s,
                     caps,
                     config.history_in_client_content,
                 ))
             }
-            ModelBackend::InProcessMock { opts, .. } => {
-                let stream = crate::mock::connect_in_memory(opts.clone());
-                let endpoint = Endpoint::new(
-                    "ws://mock.in-process",
-                    crate::model::gemini::endpoint::Backend::DeveloperApi,
-                    "v1beta",
-                    None,
-                )
-                .map_err(session::SessionError::from)?;
-                let cfg = named(config, model);
-                let s = session::connect(&endpoint, Transport::InMemory(stream), &cfg).await?;
-                Ok(ModelSession::gemini(s, caps))
-            }
-            ModelBackend::Gemini { endpoint, .. } => {
-                let cfg = named(config, model);
-                let s = session::connect(endpoint, Transport::Network, &cfg).await?;
+            ModelBackend::InProcessMock { .. } | ModelBackend::Gemini { .. } => {
+                let s = session::start_dialed(dialed, &named(config, model)).await?;
                 Ok(ModelSession::gemini(s, caps))
             }
             ModelBackend::OpenAi { endpoint, .. } => {
                 let cfg = openai::translate::session_config(config, model);
-                let s = openai::session::connect(endpoint, Transport::Network, &cfg).await?;
+                let s = openai::session::start_dialed(dialed, endpoint.api, &cfg).await?;
                 Ok(ModelSession::openai(
                     s,
                     caps,
                     config.history_in_client_content,
                 ))
             }
+        }
+    }
+
+    /// Where [`dial`](Self::dial) connects: backends with the same target dial interchangeable
+    /// sockets (never a credential).
+    pub fn dial_target(&self) -> String {
+        match self {
+            ModelBackend::InProcessMock { opts, model } => format!(
+                "in-process {:p} {}",
+                Arc::as_ptr(opts),
+                if opts.openai.is_some() {
+                    model.id.as_str()
+                } else {
+                    "gemini"
+                }
+            ),
+            ModelBackend::Gemini { endpoint, .. } => format!("gemini {}", endpoint.url),
+            ModelBackend::OpenAi { endpoint, .. } => format!("openai {}", endpoint.url),
         }
     }
 
@@ -147,6 +179,27 @@ impl ModelBackend {
             ModelBackend::OpenAi { endpoint, .. } => endpoint.url.clone(),
         }
     }
+}
+
+/// The in-process OpenAI mock, addressed as `model`.
+fn mock_openai_endpoint(model: &str) -> Result<openai::endpoint::Endpoint, OpenError> {
+    Ok(openai::endpoint::Endpoint::new(
+        "ws://mock.in-process/v1",
+        model,
+        openai::wire::Api::Ga,
+        None,
+    )?)
+}
+
+/// The in-process Gemini mock.
+fn mock_gemini_endpoint() -> Result<Endpoint, OpenError> {
+    Endpoint::new(
+        "ws://mock.in-process",
+        crate::model::gemini::endpoint::Backend::DeveloperApi,
+        "v1beta",
+        None,
+    )
+    .map_err(|e| OpenError::from(session::SessionError::from(e)))
 }
 
 fn protocol_of(opts: &MockOptions) -> Protocol {

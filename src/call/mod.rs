@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod reconnect;
 pub mod recording;
 pub mod resume;
+mod standby;
 pub mod tap;
 
 use std::time::Duration;
@@ -310,6 +311,9 @@ impl Call {
             tap: None,
             heard: (0, 0),
         };
+        if let (Some(r), Some(a)) = (call.resume.as_mut(), call.agents.as_ref()) {
+            r.keep_standby(a.backend());
+        }
         call.apply_agent_actions(Instant::now());
         Ok(call)
     }

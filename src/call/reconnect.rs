@@ -163,6 +163,10 @@ impl<P: Clone> Reconnector<P> {
         self.now
     }
 
+    pub fn policy(&self) -> &ReconnectPolicy {
+        &self.policy
+    }
+
     /// Uplink may go to the current session.
     pub fn is_live(&self) -> bool {
         matches!(self.state, State::Live | State::Draining { .. })

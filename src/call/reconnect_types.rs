@@ -21,6 +21,9 @@ pub struct ReconnectPolicy {
     pub max_replay: Duration,
     /// How long to wait for the old socket to close before opening the next one anyway.
     pub close_wait: Duration,
+    /// Keep a socket dialed ahead (transport, TLS, upgrade; no setup) so that a reconnect only
+    /// sends its setup.
+    pub standby: bool,
 }
 
 impl Default for ReconnectPolicy {
@@ -37,6 +40,7 @@ impl Default for ReconnectPolicy {
             replay_margin: Duration::from_millis(500),
             max_replay: Duration::from_secs(60),
             close_wait: Duration::from_secs(1),
+            standby: true,
         }
     }
 }

@@ -23,6 +23,7 @@ use super::Call;
 use super::backend::ModelBackend;
 use super::metrics::{ms, round2};
 use super::reconnect::{Action, Cause, OpenFailure, ReconnectPolicy, Reconnector};
+use super::standby::{Standby, Taker};
 use crate::leg::LegHandle;
 use crate::model::ModelEvent;
 use crate::model::gemini::session::SessionConfig;
@@ -71,11 +72,18 @@ pub(super) struct Resume {
     epoch: u64,
     /// The session opened by the last reconnect has not sent audio yet.
     unheard: bool,
+    /// A socket dialed ahead for the next session.
+    standby: Option<Standby>,
 }
 
 impl Resume {
     pub(super) fn new(policy: ReconnectPolicy, source: Option<ModelSource>, now: Instant) -> Self {
+        let standby = source
+            .as_ref()
+            .filter(|_| policy.standby)
+            .map(|s| Standby::spawn(s.backend.clone()));
         Resume {
+            standby,
             machine: Reconnector::new(policy, now),
             source,
             opening: None,
@@ -85,6 +93,14 @@ impl Resume {
             gaps: Vec::new(),
             epoch: 0,
             unheard: false,
+        }
+    }
+
+    /// Keeps a standby socket to `backend` (a call whose sessions come from its agent set), if
+    /// the policy wants one.
+    pub(super) fn keep_standby(&mut self, backend: ModelBackend) {
+        if self.machine.policy().standby && self.standby.is_none() {
+            self.standby = Some(Standby::spawn(backend));
         }
     }
 
@@ -117,6 +133,28 @@ pub(super) enum ResumeWake {
     Opened(Result<Session, SessionError>),
     /// An event of the session being closed (`None`: it has ended).
     Old(Option<SessionEvent>),
+}
+
+/// Opens a session on the standby socket if one is ready (only the setup goes out), else dials.
+/// A standby socket found dead when used (closed before answering) costs a dial, not a try.
+async fn open_session(
+    backend: &ModelBackend,
+    cfg: &SessionConfig,
+    standby: Option<Taker>,
+) -> Result<Session, SessionError> {
+    let dialed = match standby {
+        Some(t) => t.take(backend).await,
+        None => None,
+    };
+    if let Some(d) = dialed {
+        match backend.start(d, cfg).await {
+            Err(e) if e.stale_socket() => {
+                tracing::debug!(error = %e, "standby model socket was stale; dialing");
+            }
+            opened => return opened,
+        }
+    }
+    backend.open(cfg).await
 }
 
 /// Waits for an opened session or the end of the old one; never without either.
@@ -390,8 +428,9 @@ impl Call {
             }
         }
         let (tx, rx) = oneshot::channel();
+        let standby = r.standby.as_ref().map(Standby::taker);
         tokio::spawn(async move {
-            let _ = tx.send(backend.open(&cfg).await);
+            let _ = tx.send(open_session(&backend, &cfg, standby).await);
         });
         if let Some(r) = self.resume.as_mut() {
             r.history = history;

@@ -107,6 +107,9 @@ pub struct ResumeConfig {
     pub keepalive_ping_s: u64,
     /// Nothing received for this long with a ping outstanding: the socket is dead.
     pub keepalive_dead_s: u64,
+    /// Keep one model socket per call dialed ahead (TCP, TLS, WebSocket upgrade; no setup), so
+    /// that a reconnect only sends its setup.
+    pub standby: bool,
 }
 
 impl Default for ResumeConfig {
@@ -120,6 +123,7 @@ impl Default for ResumeConfig {
             go_away_margin_s: 5,
             keepalive_ping_s: 10,
             keepalive_dead_s: 45,
+            standby: true,
         }
     }
 }
@@ -139,6 +143,7 @@ impl ResumeConfig {
             go_away_margin: Duration::from_secs(self.go_away_margin_s),
             replay_margin: Duration::from_millis(self.replay_margin_ms),
             max_replay: Duration::from_secs(self.max_replay_s),
+            standby: self.standby,
             ..crate::call::ReconnectPolicy::default()
         }
     }

@@ -212,9 +212,15 @@ impl Resumption {
         self.lock().lineages.clone()
     }
 
-    /// What each connection did, in connection order.
+    /// What each connection that sent a setup did, in connection order (a socket dialed ahead
+    /// and never set up, or closed unused, was no session).
     pub fn connections(&self) -> Vec<ConnectionLog> {
-        self.lock().conns.clone()
+        self.lock()
+            .conns
+            .iter()
+            .filter(|c| c.lineage.is_some() || c.refused.is_some() || c.resumed.is_some())
+            .cloned()
+            .collect()
     }
 }
 

@@ -9,6 +9,7 @@
 //! [model]
 //! profile = "gemini-3.8"   # model behaviour: gemini-3.8 | gemini-2.5 | gemini-3.1 (see profile.rs); `baton mock-model --profile` overrides
 //! first_audio_ms = 300     # end of the caller's turn (after the VAD silence window) → first audio chunk sent
+//! connect_ms = 0           # a new connection's WebSocket upgrade is answered this late (the TCP, TLS and HTTP round trips to a distant service)
 //! speed = 4.0              # generation speed, × real time
 //! chunk_ms = 40            # audio per modelTurn message
 //! burst = 3                # chunks sent back to back before pausing to hold the average `speed`
@@ -135,6 +136,9 @@ pub struct Timing {
     pub seed: u64,
     /// VAD silence window when `setup` sets no `silenceDurationMs`.
     pub silence: Duration,
+    /// A new connection's WebSocket upgrade is answered this late: the round trips of TCP, TLS
+    /// and the upgrade to a service far away (0 on loopback or in memory).
+    pub connect: Duration,
 }
 
 impl Default for Timing {
@@ -147,6 +151,7 @@ impl Default for Timing {
             jitter: Duration::ZERO,
             seed: 1,
             silence: Duration::from_millis(500),
+            connect: Duration::ZERO,
         }
     }
 }
@@ -359,6 +364,7 @@ impl Scenario {
             jitter: ms(m.jitter_ms, defaults.jitter),
             seed: m.seed.unwrap_or(defaults.seed),
             silence: ms(m.silence_ms, defaults.silence),
+            connect: ms(m.connect_ms, defaults.connect),
         };
         let quirks = Quirks {
             partial_content_wedges_vad: m.partial_content_wedges_vad.unwrap_or(false),

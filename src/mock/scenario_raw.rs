@@ -35,6 +35,7 @@ pub(super) struct RawModel {
     pub(super) jitter_ms: Option<u64>,
     pub(super) seed: Option<u64>,
     pub(super) silence_ms: Option<u64>,
+    pub(super) connect_ms: Option<u64>,
     pub(super) default_reply: Option<String>,
     pub(super) default_reply_text: Option<String>,
     pub(super) greeting: Option<String>,

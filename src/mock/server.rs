@@ -262,6 +262,11 @@ pub async fn serve_connection<S>(stream: S, opts: Arc<MockOptions>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // A distant service: the upgrade is answered only after the connect's round trips.
+    let connect = opts.scenario.timing.connect;
+    if !connect.is_zero() {
+        tokio::time::sleep(connect).await;
+    }
     if opts.openai.is_some() {
         return super::openai::serve_connection(stream, opts).await;
     }

@@ -72,6 +72,21 @@ pub enum OpenError {
 }
 
 impl OpenError {
+    /// The socket ended before answering the setup at all (closed without a close frame, or an
+    /// I/O error): a socket dialed ahead that went stale, not a refusal.
+    pub fn stale_socket(&self) -> bool {
+        matches!(
+            self,
+            OpenError::Gemini(
+                gemini::session::SessionError::Io(_)
+                    | gemini::session::SessionError::SetupRefused { code: 1006, .. }
+            ) | OpenError::OpenAi(
+                openai::session::SessionError::Io(_)
+                    | openai::session::SessionError::SetupRefused { code: 1006, .. }
+            )
+        )
+    }
+
     /// The service refused the session's setup as invalid (1007/1008): for a resumption, the
     /// handle was refused.
     pub fn setup_refused_as_invalid(&self) -> bool {

@@ -1,16 +1,22 @@
 //! What every model session shares with the call, whatever its protocol: where the WebSocket
-//! runs ([`Transport`]), what the call hands a session's writer task ([`Outbound`]) and what a
-//! session reports back ([`SessionEvent`]).
+//! runs ([`Transport`]), a socket dialed ahead of its setup ([`Dialed`]), what the call hands a
+//! session's writer task ([`Outbound`]) and what a session reports back ([`SessionEvent`]).
 
 use std::time::Duration;
 
-use futures_util::SinkExt;
-use tokio::io::{AsyncRead, AsyncWrite};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::client::Request;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::{
+    Connector, MaybeTlsStream, WebSocketStream, client_async_with_config,
+    connect_async_tls_with_config,
+};
 
 use crate::model::ModelEvent;
 
@@ -20,6 +26,87 @@ pub enum Transport {
     Network,
     /// An in-memory stream carrying the same WebSocket frames (accelerated runs with the mock).
     InMemory(tokio::io::DuplexStream),
+}
+
+/// A WebSocket to the model with the transport, TLS and upgrade done and nothing sent: a session
+/// is started on it by sending its setup (`gemini::session::start_dialed`,
+/// `openai::session::start_dialed`). Its protocol is the one of the endpoint it was dialed to.
+pub struct Dialed {
+    pub(crate) ws: DialedWs,
+    /// Frames the server sent before any setup (OpenAI's `session.created`), in order.
+    pub(crate) early: Vec<Message>,
+}
+
+pub(crate) enum DialedWs {
+    /// Boxed (both): a TLS stream is a kilobyte and more, moved between tasks once.
+    Network(Box<WebSocketStream<MaybeTlsStream<TcpStream>>>),
+    InMemory(Box<WebSocketStream<DuplexStream>>),
+}
+
+/// Frames a dialed socket may receive before its setup and still be used (a server talking
+/// more than that to an idle socket is not one to start a session on).
+const MAX_EARLY_FRAMES: usize = 8;
+
+impl Dialed {
+    /// Waits until the idle socket ends (closed by the server, an error, or too much unasked
+    /// talk); frames that arrive meanwhile are kept for the session's start. Pings are answered
+    /// as they are read.
+    pub async fn idle_until_closed(&mut self) {
+        loop {
+            let next = match &mut self.ws {
+                DialedWs::Network(ws) => ws.next().await,
+                DialedWs::InMemory(ws) => ws.next().await,
+            };
+            match next {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                Some(Ok(m)) => {
+                    if self.early.len() >= MAX_EARLY_FRAMES {
+                        return;
+                    }
+                    self.early.push(m);
+                }
+            }
+        }
+    }
+
+    /// Closes the unused socket normally.
+    pub async fn close(self) {
+        let frame = Some(tokio_tungstenite::tungstenite::protocol::CloseFrame {
+            code: CloseCode::Normal,
+            reason: "not needed".into(),
+        });
+        let _ = match self.ws {
+            DialedWs::Network(mut ws) => (*ws).close(frame).await,
+            DialedWs::InMemory(mut ws) => (*ws).close(frame).await,
+        };
+    }
+}
+
+/// Dials `req`: TCP (+TLS with `tls` for `wss://`) or the in-memory stream, then the WebSocket
+/// upgrade. Nagle is off: a control message written right after another (a handoff's context
+/// update, then its trigger) would wait for the first one's ACK — 40 ms on loopback with delayed
+/// ACKs, a round trip to the service — before leaving.
+pub(crate) async fn dial(
+    req: Request,
+    tls: Option<Connector>,
+    transport: Transport,
+    config: WebSocketConfig,
+) -> Result<Dialed, tokio_tungstenite::tungstenite::Error> {
+    let ws = match transport {
+        Transport::Network => {
+            let (ws, _) = connect_async_tls_with_config(req, Some(config), true, tls).await?;
+            DialedWs::Network(Box::new(ws))
+        }
+        Transport::InMemory(stream) => {
+            let (ws, _) = client_async_with_config(req, stream, Some(config)).await?;
+            DialedWs::InMemory(Box::new(ws))
+        }
+    };
+    Ok(Dialed {
+        ws,
+        early: Vec::new(),
+    })
 }
 
 /// Something the session reports to the call.

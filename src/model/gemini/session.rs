@@ -1,5 +1,6 @@
 //! The Gemini Live session client: a thin async shell over tokio-tungstenite. `connect` performs
-//! the WebSocket handshake, sends `setup` and waits for `setupComplete`; then one reader task turns
+//! the WebSocket handshake ([`dial`]), sends `setup` and waits for `setupComplete`
+//! ([`start_dialed`] does the second half on a socket dialed ahead); then one reader task turns
 //! frames into [`SessionEvent`]s (stamped with their arrival time) and one writer task sends
 //! client messages, reporting when each caller frame actually reached the socket. The call's
 //! per-frame path only ever does a non-blocking channel send.
@@ -11,17 +12,17 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{WebSocketStream, client_async_with_config, connect_async_tls_with_config};
 
 use super::codec;
 use super::endpoint::{Endpoint, EndpointError};
 use super::keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
 use super::wire::{self, ClientMessage, Content, Setup};
 use crate::model::ModelEvent;
-pub use crate::model::session::{Outbound, SessionEvent, Transport};
-use crate::model::session::{sleep_until_opt, writer};
+pub use crate::model::session::{Dialed, Outbound, SessionEvent, Transport};
+use crate::model::session::{DialedWs, sleep_until_opt, writer};
 
 /// How the session is configured at setup.
 #[derive(Clone, Debug)]
@@ -205,46 +206,48 @@ pub async fn connect(
     transport: Transport,
     config: &SessionConfig,
 ) -> Result<Session, SessionError> {
-    tokio::time::timeout(
-        config.setup_timeout,
-        connect_inner(endpoint, transport, config),
-    )
+    tokio::time::timeout(config.setup_timeout, async {
+        let dialed = dial(endpoint, transport).await?;
+        start_on(dialed, config).await
+    })
     .await
     .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
 }
 
-async fn connect_inner(
-    endpoint: &Endpoint,
-    transport: Transport,
-    config: &SessionConfig,
-) -> Result<Session, SessionError> {
+/// Dials the endpoint (transport, TLS, WebSocket upgrade) without sending anything: a socket to
+/// start a session on later with [`start_dialed`]. No timeout of its own.
+pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, SessionError> {
     let req = endpoint.request()?;
-    let connect_err = |e: tokio_tungstenite::tungstenite::Error| SessionError::Connect {
-        url: endpoint.url.clone(),
-        reason: e.to_string(),
+    let tls = match transport {
+        Transport::Network => Some(endpoint.connector()?),
+        Transport::InMemory(_) => None,
     };
-    match transport {
-        Transport::Network => {
-            let tls = Some(endpoint.connector()?);
-            // Nagle off: a control message written right after another (a handoff's context
-            // update, then its trigger) would wait for the first one's ACK — 40 ms on loopback
-            // with delayed ACKs, a round trip to the service — before leaving.
-            let (ws, _) = connect_async_tls_with_config(req, Some(ws_config()), true, tls)
-                .await
-                .map_err(connect_err)?;
-            start(ws, config).await
-        }
-        Transport::InMemory(stream) => {
-            let (ws, _) = client_async_with_config(req, stream, Some(ws_config()))
-                .await
-                .map_err(connect_err)?;
-            start(ws, config).await
-        }
+    crate::model::session::dial(req, tls, transport, ws_config())
+        .await
+        .map_err(|e| SessionError::Connect {
+            url: endpoint.url.clone(),
+            reason: e.to_string(),
+        })
+}
+
+/// Starts a session on a socket [`dial`]ed to a Gemini Live endpoint: sends `setup` and waits
+/// for `setupComplete` within `config.setup_timeout`.
+pub async fn start_dialed(dialed: Dialed, config: &SessionConfig) -> Result<Session, SessionError> {
+    tokio::time::timeout(config.setup_timeout, start_on(dialed, config))
+        .await
+        .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
+}
+
+async fn start_on(dialed: Dialed, config: &SessionConfig) -> Result<Session, SessionError> {
+    match dialed.ws {
+        DialedWs::Network(ws) => start(*ws, dialed.early, config).await,
+        DialedWs::InMemory(ws) => start(*ws, dialed.early, config).await,
     }
 }
 
 async fn start<S>(
     mut ws: WebSocketStream<S>,
+    early: Vec<Message>,
     config: &SessionConfig,
 ) -> Result<Session, SessionError>
 where
@@ -256,11 +259,16 @@ where
         .map_err(|e| SessionError::Io(e.to_string()))?;
     let (events_tx, events) = mpsc::unbounded_channel();
     let deadline = Instant::now() + config.setup_timeout;
-    // Wait for setupComplete; anything that arrives with or before it is passed on in order.
+    // Wait for setupComplete; anything that arrives with or before it (or came before the
+    // setup was sent) is passed on in order.
+    let mut early = early.into_iter();
     loop {
-        let msg = tokio::time::timeout_at(deadline, ws.next())
-            .await
-            .map_err(|_| SessionError::SetupTimeout(config.setup_timeout))?;
+        let msg = match early.next() {
+            Some(m) => Some(Ok(m)),
+            None => tokio::time::timeout_at(deadline, ws.next())
+                .await
+                .map_err(|_| SessionError::SetupTimeout(config.setup_timeout))?,
+        };
         let now = Instant::now();
         match msg {
             None => {

@@ -17,9 +17,9 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{WebSocketStream, client_async_with_config, connect_async_tls_with_config};
 
 use super::codec::{self, Decoder};
 use super::endpoint::{Endpoint, EndpointError};
@@ -29,8 +29,8 @@ use super::wire::{
 };
 use crate::model::ModelEvent;
 use crate::model::gemini::keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
-pub use crate::model::session::{Outbound, SessionEvent, Transport};
-use crate::model::session::{sleep_until_opt, writer};
+pub use crate::model::session::{Dialed, Outbound, SessionEvent, Transport};
+use crate::model::session::{DialedWs, sleep_until_opt, writer};
 
 /// How the session is configured by its first `session.update`.
 #[derive(Clone, Debug)]
@@ -343,46 +343,56 @@ pub async fn connect(
     transport: Transport,
     config: &SessionConfig,
 ) -> Result<Session, SessionError> {
-    tokio::time::timeout(
-        config.setup_timeout,
-        connect_inner(endpoint, transport, config),
-    )
+    tokio::time::timeout(config.setup_timeout, async {
+        let dialed = dial(endpoint, transport).await?;
+        start_on(dialed, endpoint.api, config).await
+    })
     .await
     .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
 }
 
-async fn connect_inner(
-    endpoint: &Endpoint,
-    transport: Transport,
+/// Dials the endpoint (transport, TLS, WebSocket upgrade) without sending anything: a socket to
+/// start a session on later with [`start_dialed`]. No timeout of its own.
+pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, SessionError> {
+    let req = endpoint.request()?;
+    let tls = match transport {
+        Transport::Network => Some(endpoint.connector()?),
+        Transport::InMemory(_) => None,
+    };
+    crate::model::session::dial(req, tls, transport, ws_config())
+        .await
+        .map_err(|e| SessionError::Connect {
+            url: endpoint.url.clone(),
+            reason: e.to_string(),
+        })
+}
+
+/// Starts a session in `api`'s dialect on a socket [`dial`]ed to an OpenAI Realtime endpoint:
+/// sends `session.update` and waits for `session.updated` within `config.setup_timeout`.
+pub async fn start_dialed(
+    dialed: Dialed,
+    api: Api,
     config: &SessionConfig,
 ) -> Result<Session, SessionError> {
-    let req = endpoint.request()?;
-    let connect_err = |e: tokio_tungstenite::tungstenite::Error| SessionError::Connect {
-        url: endpoint.url.clone(),
-        reason: e.to_string(),
-    };
-    match transport {
-        Transport::Network => {
-            let tls = Some(endpoint.connector()?);
-            // Nagle off: a control message written right after another (a handoff's context
-            // update, then its trigger) would wait for the first one's ACK — 40 ms on loopback
-            // with delayed ACKs, a round trip to the service — before leaving.
-            let (ws, _) = connect_async_tls_with_config(req, Some(ws_config()), true, tls)
-                .await
-                .map_err(connect_err)?;
-            start(ws, endpoint.api, config).await
-        }
-        Transport::InMemory(stream) => {
-            let (ws, _) = client_async_with_config(req, stream, Some(ws_config()))
-                .await
-                .map_err(connect_err)?;
-            start(ws, endpoint.api, config).await
-        }
+    tokio::time::timeout(config.setup_timeout, start_on(dialed, api, config))
+        .await
+        .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
+}
+
+async fn start_on(
+    dialed: Dialed,
+    api: Api,
+    config: &SessionConfig,
+) -> Result<Session, SessionError> {
+    match dialed.ws {
+        DialedWs::Network(ws) => start(*ws, dialed.early, api, config).await,
+        DialedWs::InMemory(ws) => start(*ws, dialed.early, api, config).await,
     }
 }
 
 async fn start<S>(
     mut ws: WebSocketStream<S>,
+    early: Vec<Message>,
     api: Api,
     config: &SessionConfig,
 ) -> Result<Session, SessionError>
@@ -396,11 +406,16 @@ where
     let (events_tx, events) = mpsc::unbounded_channel();
     let mut decoder = Decoder::new(config.output_format.clone());
     let deadline = Instant::now() + config.setup_timeout;
-    // Wait for session.updated; what arrives with or before it is passed on in order.
+    // Wait for session.updated; what arrives with or before it (or came before the update was
+    // sent, as `session.created` does) is passed on in order.
+    let mut early = early.into_iter();
     loop {
-        let msg = tokio::time::timeout_at(deadline, ws.next())
-            .await
-            .map_err(|_| SessionError::SetupTimeout(config.setup_timeout))?;
+        let msg = match early.next() {
+            Some(m) => Some(Ok(m)),
+            None => tokio::time::timeout_at(deadline, ws.next())
+                .await
+                .map_err(|_| SessionError::SetupTimeout(config.setup_timeout))?,
+        };
         let now = Instant::now();
         let m = match msg {
             None => {
