@@ -20,6 +20,46 @@ use baton::mock::faults::{DropRule, Ending, Faults, When};
 use baton::model::gemini::keepalive::KeepaliveConfig;
 use resume_support::*;
 
+/// A phone caller (8 kHz μ-law): the reconnect ring keeps the leg's frames and a replay
+/// resamples them again, so the resumed lineage holds the whole call's audio at the model's
+/// 16 kHz, none of it lost.
+#[tokio::test(start_paused = true)]
+async fn a_phone_callers_audio_is_replayed_from_the_legs_frames() {
+    use baton::leg::fixture::LegCodec;
+    let sc = scenario("fault_mid_tool_call");
+    let samples = caller(0);
+    let mut resumed = 0;
+    for seed in 1..=4u64 {
+        let o = run_call_on(
+            &sc,
+            drop_faults(seed),
+            &samples,
+            in_process(),
+            KeepaliveConfig::default(),
+            LegCodec::Pcmu8k,
+        )
+        .await;
+        let r = &o.report;
+        assert_eq!(r.end_reason, "caller hung up", "call {seed}");
+        assert_eq!(r.audio_lost_ms, 0.0, "call {seed}");
+        assert!(
+            r.reconnects.iter().all(|c| c.outcome == "resumed"),
+            "call {seed}"
+        );
+        resumed += r.reconnects.len();
+        let (got, _) = received(&o.store);
+        // Every 20 ms of the caller reached the model's state (at its 16 kHz), within one frame.
+        assert!(
+            got.len() + 320 >= samples.len(),
+            "call {seed}: {} of {} samples",
+            got.len(),
+            samples.len()
+        );
+        assert_eq!(r.turns.len(), sc.turns.len(), "call {seed}");
+    }
+    assert!(resumed > 0, "no reconnect happened");
+}
+
 #[test]
 fn the_audio_check_fails_when_a_frame_is_lost() {
     let f = caller(0);

@@ -366,12 +366,7 @@ impl Call {
         }
         self.up_buf.clear();
         self.up.process(&frame.samples, &mut self.up_buf);
-        if self.up_buf.is_empty() {
-            return;
-        }
-        let rate = self.protocol.input_rate();
-        let dur = Duration::from_secs_f64(self.up_buf.len() as f64 / f64::from(rate));
-        self.uplink(dur, received_at);
+        self.uplink(&frame.samples, frame.duration(), received_at);
     }
 
     /// A command from outside: fed to the orchestrator (refused when the call has none).

@@ -24,6 +24,7 @@ use super::backend::ModelBackend;
 use super::metrics::{ms, round2};
 use super::reconnect::{Action, Cause, OpenFailure, ReconnectPolicy, Reconnector};
 use super::standby::{Standby, Taker};
+use crate::audio::resample::StreamResampler;
 use crate::leg::LegHandle;
 use crate::model::ModelEvent;
 use crate::model::gemini::session::SessionConfig;
@@ -238,14 +239,19 @@ impl Call {
         self.apply_resume_actions(at, leg);
     }
 
-    /// The caller frame in `up_buf` (`dur` of audio at the model's input rate): its PCM is kept
-    /// for replay until a handle covers it, and it is encoded for the session if one is live.
-    /// Keeping PCM rather than the encoded message costs 2 bytes a sample instead of about 3.
-    pub(super) fn uplink(&mut self, dur: Duration, received_at: Instant) {
+    /// A caller frame (`leg_frame`, `dur` long, at the leg's rate; `up_buf` holds what the uplink
+    /// resampler made of it for the model, possibly nothing yet): the leg frame is kept for
+    /// replay until a handle covers it, and `up_buf` is encoded for the session if one is live.
+    /// The ring keeps the leg's PCM, not the model's: at 8 kHz half the bytes of 16 kHz, a third
+    /// of an encoded message; a replay resamples it again.
+    pub(super) fn uplink(&mut self, leg_frame: &[i16], dur: Duration, received_at: Instant) {
         let now = Instant::now();
         if let Some(r) = self.resume.as_mut()
-            && !r.machine.on_uplink(Box::from(&self.up_buf[..]), dur, now)
+            && !r.machine.on_uplink(Box::from(leg_frame), dur, now)
         {
+            return;
+        }
+        if self.up_buf.is_empty() {
             return;
         }
         match (&self.session, self.agents.as_mut()) {
@@ -298,9 +304,27 @@ impl Call {
         if let Some(h) = r.history.take() {
             s.send_message(&h);
         }
-        for samples in replay {
-            // Delivered late on purpose: not counted as uplink latency.
-            s.send_audio(&samples, None, &mut self.scratch);
+        if !replay.is_empty() {
+            // The kept leg frames through a fresh resampler (the call's own carries on with the
+            // live stream); delivered late on purpose: not counted as uplink latency.
+            match StreamResampler::aligned(self.leg_rate, self.protocol.input_rate()) {
+                Ok(mut rs) => {
+                    let mut out = Vec::new();
+                    for samples in &replay {
+                        out.clear();
+                        rs.process(samples, &mut out);
+                        if !out.is_empty() {
+                            s.send_audio(&out, None, &mut self.scratch);
+                        }
+                    }
+                    out.clear();
+                    rs.flush(&mut out);
+                    if !out.is_empty() {
+                        s.send_audio(&out, None, &mut self.scratch);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "caller audio kept for replay not resent"),
+            }
         }
         if let Some(a) = self.agents.as_mut() {
             a.set_holding(false);

@@ -66,6 +66,18 @@ pub async fn run_call(
     policy: ReconnectPolicy,
     keepalive: KeepaliveConfig,
 ) -> Outcome {
+    run_call_on(sc, faults, samples, policy, keepalive, LegCodec::L16k16).await
+}
+
+/// [`run_call`] with the caller on `codec` (the fixture's 16 kHz audio goes through it).
+pub async fn run_call_on(
+    sc: &Scenario,
+    faults: Faults,
+    samples: &[i16],
+    policy: ReconnectPolicy,
+    keepalive: KeepaliveConfig,
+    codec: LegCodec,
+) -> Outcome {
     let store = Resumption::capturing();
     let opts = Arc::new(MockOptions {
         faults: Arc::new(faults),
@@ -79,7 +91,7 @@ pub async fn run_call(
         ..Default::default()
     };
     let session = backend.open(&config).await.unwrap();
-    let fixture = FixtureCaller::from_pcm(samples, 16_000, LegCodec::L16k16, "dithered").unwrap();
+    let fixture = FixtureCaller::from_pcm(samples, 16_000, codec, "dithered").unwrap();
     let (leg, recording) = fixture.spawn();
     let opts = CallOptions {
         caller_silence: sc.timing.silence,
