@@ -27,6 +27,9 @@ pub struct Config {
     pub webrtc: crate::leg::webrtc::config::WebrtcConfig,
     #[serde(default)]
     pub audiosocket: AudioSocketConfig,
+    /// SIP trunks and PBXs (`[sip]`, see `src/leg/sip/config.rs`).
+    #[serde(default)]
+    pub sip: crate::leg::sip::config::SipConfig,
     #[serde(default)]
     pub resume: ResumeConfig,
     #[serde(default)]

@@ -6,6 +6,7 @@ pub mod audiosocket;
 pub mod bridge;
 pub mod fixture;
 pub mod mic;
+pub mod sip;
 pub mod stream;
 pub mod twilio;
 pub mod webrtc;

@@ -1,0 +1,441 @@
+//! Helpers of the SIP tests: real SIP peers from Debian (SIPp, baresip) run as child processes
+//! on loopback, SIPp scenarios written for each test, and a Rust RTP peer that plays a trunk's
+//! media (with loss and reordering when asked) and records what baton sends.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, UdpSocket as StdUdp};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use baton::leg::sip::config::Transport;
+use baton::leg::sip::{dtmf, rtp};
+use tokio::net::UdpSocket;
+use tokio::time::Instant;
+
+use super::support::{Daemon, ROOT};
+
+/// Whether `tool` is installed. Missing under CI fails the test; elsewhere the test says
+/// SKIPPED and passes.
+pub fn require(tool: &str, package: &str) -> bool {
+    let found = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{tool} is not installed (Debian package {package}; scripts/setup.sh installs it)");
+    }
+    eprintln!("SKIPPED: {tool} is not installed (Debian package {package}; run scripts/setup.sh)");
+    false
+}
+
+/// A free UDP port on loopback.
+pub fn free_udp() -> u16 {
+    StdUdp::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A free even port `p` with `p + 1`, `p + 2` and `p + 3` free too (SIPp's media and echo
+/// ports).
+pub fn free_media_ports() -> u16 {
+    for _ in 0..200 {
+        let a = StdUdp::bind("127.0.0.1:0").unwrap();
+        let p = a.local_addr().unwrap().port() & !1;
+        drop(a);
+        if !(1024..=65000).contains(&p) {
+            continue;
+        }
+        let ok = (0..4).all(|i| StdUdp::bind(("127.0.0.1", p + i)).is_ok());
+        if ok {
+            return p;
+        }
+    }
+    panic!("no four free UDP ports in a row");
+}
+
+/// A daemon on the embedded mock with SIP on an ephemeral UDP and TCP port; `sip_extra` is
+/// added to `[sip]`, `extra` after it.
+pub async fn daemon(scenario: &str, sip_extra: &str, extra: &str) -> (Daemon, SocketAddr) {
+    daemon_with(scenario, sip_extra, extra, 50).await
+}
+
+/// [`daemon`] taking at most `max_calls` calls.
+pub async fn daemon_with(
+    scenario: &str,
+    sip_extra: &str,
+    extra: &str,
+    max_calls: usize,
+) -> (Daemon, SocketAddr) {
+    let config = format!(
+        "{}\n[sip]\nlisten = [\"udp:127.0.0.1:0\", \"tcp:127.0.0.1:0\"]\n{sip_extra}\n{extra}\n",
+        super::support::mock_config(scenario, "")
+            .replace("max_calls = 50", &format!("max_calls = {max_calls}"))
+    );
+    let d = Daemon::start(&config).await;
+    let mut addr = None;
+    for _ in 0..100 {
+        if let Some(s) = d.app.sip.get() {
+            addr = s.addr(Transport::Udp);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let addr = addr.expect("the SIP listener never bound");
+    (d, addr)
+}
+
+/// What a SIPp run did.
+#[derive(Debug)]
+pub struct SippRun {
+    /// SIPp's exit code: 0 when every call followed the scenario.
+    pub code: i32,
+    /// Every SIP message sent and received.
+    pub messages: String,
+    pub errors: String,
+    pub stdout: String,
+}
+
+impl SippRun {
+    /// Panics with SIPp's logs unless every call followed the scenario.
+    pub fn assert_ok(&self) {
+        assert_eq!(
+            self.code, 0,
+            "SIPp failed (exit {}):\nerrors:\n{}\nmessages:\n{}",
+            self.code, self.errors, self.messages
+        );
+    }
+}
+
+/// Which scenario SIPp runs.
+pub enum Scenario<'a> {
+    /// One of SIPp's embedded scenarios (`-sn uac`).
+    Builtin(&'a str),
+    /// A scenario file's text.
+    Xml(String),
+}
+
+/// Runs SIPp against `target` in `dir` (where media files are) until its calls end.
+pub async fn sipp(
+    dir: &Path,
+    scenario: Scenario<'_>,
+    target: SocketAddr,
+    extra: &[&str],
+) -> SippRun {
+    let mp = free_media_ports();
+    let port = free_udp();
+    let control = free_udp();
+    let msg = dir.join(format!("msg-{port}.log"));
+    let err = dir.join(format!("err-{port}.log"));
+    let mut cmd = tokio::process::Command::new("sipp");
+    match &scenario {
+        Scenario::Builtin(name) => {
+            cmd.args(["-sn", name]);
+        }
+        Scenario::Xml(text) => {
+            let f = dir.join(format!("scenario-{port}.xml"));
+            std::fs::write(&f, text).unwrap();
+            cmd.arg("-sf").arg(f);
+        }
+    }
+    cmd.args(["-i", "127.0.0.1", "-mi", "127.0.0.1", "-nostdin"])
+        .args(["-p", &port.to_string(), "-mp", &mp.to_string()])
+        .args(["-cp", &control.to_string()])
+        .args(["-timeout", "40s", "-timeout_error"])
+        .arg("-trace_msg")
+        .arg("-message_file")
+        .arg(&msg)
+        .arg("-trace_err")
+        .arg("-error_file")
+        .arg(&err)
+        .args(extra)
+        .arg(target.to_string())
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("SIPp ran over 60 s")
+        .expect("SIPp did not start");
+    SippRun {
+        code: out.status.code().unwrap_or(-1),
+        messages: std::fs::read_to_string(&msg).unwrap_or_default(),
+        errors: std::fs::read_to_string(&err).unwrap_or_default(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+    }
+}
+
+/// An INVITE of a SIPp scenario with `m=audio <port> RTP/AVP <pts>` and these attribute lines.
+pub fn invite(media_port: &str, pts: &str, attrs: &str) -> String {
+    let body = format!(
+        "v=0\no=user1 53655765 2353687637 IN IP[local_ip_type] [local_ip]\ns=-\nc=IN IP[media_ip_type] [media_ip]\nt=0 0\nm=audio {media_port} RTP/AVP {pts}\n{attrs}"
+    );
+    format!(
+        r#"  <send retrans="500">
+    <![CDATA[
+      INVITE sip:[service]@[remote_ip]:[remote_port] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+      From: sipp <sip:sipp@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+      To: [service] <sip:[service]@[remote_ip]:[remote_port]>
+      Call-ID: [call_id]
+      CSeq: 1 INVITE
+      Contact: sip:sipp@[local_ip]:[local_port]
+      Max-Forwards: 70
+      Content-Type: application/sdp
+      Content-Length: [len]
+
+{body}
+    ]]>
+  </send>
+"#
+    )
+}
+
+/// An in-dialog request of a SIPp scenario (`ACK`, `BYE`, a re-INVITE), CSeq `cseq`.
+pub fn in_dialog(method: &str, cseq: u32, body: Option<&str>) -> String {
+    let (ct, body) = match body {
+        Some(b) => ("Content-Type: application/sdp\n      ", b.to_owned()),
+        None => ("", String::new()),
+    };
+    let retrans = if method == "ACK" {
+        ""
+    } else {
+        r#" retrans="500""#
+    };
+    format!(
+        r#"  <send{retrans}>
+    <![CDATA[
+      {method} sip:[service]@[remote_ip]:[remote_port] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+      From: sipp <sip:sipp@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+      To: [service] <sip:[service]@[remote_ip]:[remote_port]>[peer_tag_param]
+      Call-ID: [call_id]
+      CSeq: {cseq} {method}
+      Contact: sip:sipp@[local_ip]:[local_port]
+      Max-Forwards: 70
+      {ct}Content-Length: [len]
+
+{body}
+    ]]>
+  </send>
+"#
+    )
+}
+
+/// An SDP body for a re-INVITE from SIPp with this direction attribute.
+pub fn sdp_body(media_port: &str, direction: &str) -> String {
+    format!(
+        "v=0\no=user1 53655765 2353687638 IN IP[local_ip_type] [local_ip]\ns=-\nc=IN IP[media_ip_type] [media_ip]\nt=0 0\nm=audio {media_port} RTP/AVP 0\na=rtpmap:0 PCMU/8000\na={direction}\n"
+    )
+}
+
+/// `<recv response="…"/>`, optional or not.
+pub fn recv(status: u16, optional: bool) -> String {
+    if optional {
+        format!("  <recv response=\"{status}\" optional=\"true\"/>\n")
+    } else {
+        format!("  <recv response=\"{status}\"/>\n")
+    }
+}
+
+/// A whole scenario from its steps.
+pub fn scenario(name: &str, steps: &[String]) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"ISO-8859-1\" ?>\n<scenario name=\"{name}\">\n{}</scenario>\n",
+        steps.concat()
+    )
+}
+
+/// The first turn of the bundled caller conversation at 8 kHz: 0.5 s of silence, the caller's
+/// question (to 3.14 s).
+pub fn caller_turn_8k() -> Vec<i16> {
+    let clip = baton::audio::wav::read(
+        &Path::new(ROOT).join("audio-fixtures/clips/caller_conversation.wav"),
+    )
+    .unwrap();
+    let first = &clip.samples[..(clip.rate as usize * 3140 / 1000)];
+    baton::audio::resample::resample_all(first, clip.rate, 8000).unwrap()
+}
+
+/// G.711 bytes of `pcm` (μ-law for payload type 0, A-law for 8).
+pub fn g711(pcm: &[i16], pt: u8) -> Vec<u8> {
+    let mut out = Vec::new();
+    if pt == 8 {
+        baton::audio::g711::encode_alaw(pcm, &mut out);
+    } else {
+        baton::audio::g711::encode_ulaw(pcm, &mut out);
+    }
+    out
+}
+
+/// What a [`MediaPeer`] heard.
+#[derive(Debug, Default)]
+pub struct Heard {
+    /// baton's audio placed by RTP timestamp from its first packet (8 kHz).
+    pub pcm: Vec<i16>,
+    pub packets: u64,
+    /// Digits from RFC 4733 events, once per press.
+    pub digits: Vec<char>,
+    /// baton's source address.
+    pub from: Option<SocketAddr>,
+    /// Arrival intervals of audio packets, in µs.
+    pub intervals_us: Vec<u64>,
+    pub ssrcs: Vec<u32>,
+}
+
+/// How a [`MediaPeer`] mistreats its stream on the way to baton.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Impairment {
+    /// Drop this share of packets (0–1), chosen by a fixed pseudo-random sequence.
+    pub loss: f64,
+    /// Swap every n-th packet with the next (0: never).
+    pub reorder_every: usize,
+}
+
+/// A trunk's media, played by the test: streams PCM to baton as 20 ms G.711 packets in real
+/// time and records what baton sends.
+pub struct MediaPeer {
+    pub sock: UdpSocket,
+}
+
+impl MediaPeer {
+    pub async fn bind() -> MediaPeer {
+        MediaPeer {
+            sock: UdpSocket::bind("127.0.0.1:0").await.unwrap(),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.sock.local_addr().unwrap().port()
+    }
+
+    /// Waits for baton's first packet (it sends from the answer on), then sends `pcm` back to
+    /// where it came from with payload type `pt`, and records until `listen` has passed since
+    /// the first packet. Returns what was heard.
+    pub async fn converse(&self, pcm: &[i16], pt: u8, imp: Impairment, listen: Duration) -> Heard {
+        let mut buf = [0u8; 2048];
+        let mut heard = Heard::default();
+        let (n, from) =
+            tokio::time::timeout(Duration::from_secs(10), self.sock.recv_from(&mut buf))
+                .await
+                .expect("baton sent no RTP within 10 s")
+                .unwrap();
+        heard.from = Some(from);
+        let start = Instant::now();
+        let mut base_ts = None;
+        let mut last_arrival: Option<Instant> = None;
+        let mut events = dtmf::Receiver::default();
+        let mut take = |bytes: &[u8], heard: &mut Heard, at: Instant| {
+            let Ok(p) = rtp::parse(bytes) else { return };
+            heard.packets += 1;
+            if !heard.ssrcs.contains(&p.ssrc) {
+                heard.ssrcs.push(p.ssrc);
+            }
+            if p.pt == 101 {
+                if let Ok(e) = dtmf::parse_event(&p.payload)
+                    && let Some(d) = events.on_packet(p.ts, &e)
+                {
+                    heard.digits.push(d);
+                }
+                return;
+            }
+            if let Some(prev) = last_arrival {
+                heard.intervals_us.push((at - prev).as_micros() as u64);
+            }
+            last_arrival = Some(at);
+            let base = *base_ts.get_or_insert(p.ts);
+            let off = p.ts.wrapping_sub(base) as usize;
+            if off > 8000 * 120 {
+                return;
+            }
+            let mut pcm = Vec::new();
+            if p.pt == 8 {
+                baton::audio::g711::decode_alaw(&p.payload, &mut pcm);
+            } else {
+                baton::audio::g711::decode_ulaw(&p.payload, &mut pcm);
+            }
+            if heard.pcm.len() < off + pcm.len() {
+                heard.pcm.resize(off + pcm.len(), 0);
+            }
+            heard.pcm[off..off + pcm.len()].copy_from_slice(&pcm);
+        };
+        take(&buf[..n], &mut heard, start);
+        let mut sender = rtp::Sender::new(0x5eed, 1000, 160_000);
+        let packets: Vec<Vec<u8>> = g711(pcm, pt)
+            .chunks(160)
+            .enumerate()
+            .map(|(i, c)| sender.packet(pt, 160_000 + i as u32 * 160, false, c))
+            .collect();
+        let mut order: Vec<usize> = (0..packets.len()).collect();
+        if imp.reorder_every > 0 {
+            let mut i = imp.reorder_every;
+            while i + 1 < order.len() {
+                order.swap(i, i + 1);
+                i += imp.reorder_every;
+            }
+        }
+        let mut lcg: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = 0usize;
+        let mut tick = tokio::time::interval_at(start, Duration::from_millis(20));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let end = start + listen;
+        loop {
+            tokio::select! {
+                r = self.sock.recv_from(&mut buf) => {
+                    if let Ok((n, _)) = r {
+                        take(&buf[..n], &mut heard, Instant::now());
+                    }
+                }
+                _ = tick.tick() => {
+                    if next < order.len() {
+                        lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        let roll = (lcg >> 33) as f64 / (1u64 << 31) as f64;
+                        if roll >= imp.loss {
+                            let _ = self.sock.send_to(&packets[order[next]], from).await;
+                        }
+                        next += 1;
+                    }
+                }
+                _ = tokio::time::sleep_until(end) => break,
+            }
+        }
+        heard
+    }
+}
+
+/// A SIP test's scratch folder under `target/sip-tests/` (SIPp's logs, media files,
+/// recordings), removed when the test passes and kept when it fails.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+pub fn scratch(name: &str) -> Scratch {
+    let d = Path::new(ROOT)
+        .join("target/sip-tests")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Scratch(d)
+}
