@@ -119,12 +119,19 @@ pub enum RtcpError {
     TooLarge(usize),
     #[error("not an RTCP compound packet: {0}")]
     Malformed(String),
+    #[error("packet type {0} is not an RTCP type (RTP sent to the RTCP port?)")]
+    NotRtcp(u8),
 }
 
 /// Reads a peer's compound packet; `ours` is baton's SSRC (the block about it is kept).
 pub fn parse(datagram: &[u8], ours: u32) -> Result<Incoming, RtcpError> {
     if datagram.len() > MAX_DATAGRAM {
         return Err(RtcpError::TooLarge(datagram.len()));
+    }
+    if let Some(&t) = datagram.get(1)
+        && !(192..=223).contains(&t)
+    {
+        return Err(RtcpError::NotRtcp(t));
     }
     let mut buf = datagram;
     let packets =

@@ -184,7 +184,7 @@ pub fn parse(body: &[u8]) -> Result<RemoteMedia, SdpError> {
         text.push_str("\r\n");
     }
     let desc = rtc::sdp::SessionDescription::unmarshal(&mut std::io::Cursor::new(text.as_bytes()))
-        .map_err(|e| SdpError::Syntax(e.to_string()))?;
+        .map_err(|e| SdpError::Syntax(e.to_string().trim().to_owned()))?;
     let mut sections = Vec::with_capacity(desc.media_descriptions.len());
     for m in &desc.media_descriptions {
         sections.push(Section {
