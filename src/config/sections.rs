@@ -30,6 +30,9 @@ pub struct Config {
     /// SIP trunks and PBXs (`[sip]`, see `src/leg/sip/config.rs`).
     #[serde(default)]
     pub sip: crate::leg::sip::config::SipConfig,
+    /// Keypad tones to and from the agent (`[keypad]`, see `src/leg/keypad.rs`).
+    #[serde(default)]
+    pub keypad: crate::leg::keypad::KeypadConfig,
     #[serde(default)]
     pub resume: ResumeConfig,
     #[serde(default)]

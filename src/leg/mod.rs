@@ -5,6 +5,7 @@
 pub mod audiosocket;
 pub mod bridge;
 pub mod fixture;
+pub mod keypad;
 pub mod mic;
 pub mod sip;
 pub mod stream;

@@ -14,6 +14,7 @@ pub mod calls;
 pub mod cluster;
 pub mod events;
 pub mod health;
+pub mod keypad;
 mod live;
 pub mod metrics;
 pub mod page;

@@ -458,11 +458,27 @@ async fn run(
         caller: (!parties.from.is_empty()).then(|| parties.from.clone()),
     };
     let set = svc.routes.get(&parties.to).cloned();
+    // Keys the agent presses go out as RFC 4733 events (or tones, when the peer took none).
+    let control = leg.control.clone();
+    let native: super::keypad::NativeKeys = Arc::new(move |digits, timing| {
+        let (reply, _) = oneshot::channel();
+        let _ = control.send(Signal::SendDtmf {
+            digits,
+            timing: Some(timing),
+            reply,
+        });
+    });
+    let hooks = super::keypad::Hooks {
+        live: live.clone(),
+        agents: set.clone().or_else(|| app.agents.clone()),
+        native: Some(native),
+    };
+    let handle = super::keypad::tap(&app, leg.handle, hooks);
     let dialog_run = dialog.run(leg.control.clone(), leg.task);
     let call_run = attach::run_call_opening(
         &app,
         open_for(&app, set),
-        leg.handle,
+        handle,
         info,
         live.clone(),
         slot.hangup.clone(),

@@ -322,6 +322,20 @@ impl MediaPeer {
     /// where it came from with payload type `pt`, and records until `listen` has passed since
     /// the first packet. Returns what was heard.
     pub async fn converse(&self, pcm: &[i16], pt: u8, imp: Impairment, listen: Duration) -> Heard {
+        self.converse_keys(pcm, pt, imp, listen, &[]).await
+    }
+
+    /// [`converse`](Self::converse), pressing `keys` (time after the first packet, key) as
+    /// RFC 4733 events on payload type 101 in place of the audio (100 ms each, the end packet
+    /// three times).
+    pub async fn converse_keys(
+        &self,
+        pcm: &[i16],
+        pt: u8,
+        imp: Impairment,
+        listen: Duration,
+        keys: &[(Duration, char)],
+    ) -> Heard {
         let mut buf = [0u8; 2048];
         let mut heard = Heard::default();
         let (n, from) =
@@ -369,22 +383,14 @@ impl MediaPeer {
             heard.pcm[off..off + pcm.len()].copy_from_slice(&pcm);
         };
         take(&buf[..n], &mut heard, start);
+        // One stream (one SSRC and sequence) for audio and key events, as a phone sends.
         let mut sender = rtp::Sender::new(0x5eed, 1000, 160_000);
-        let packets: Vec<Vec<u8>> = g711(pcm, pt)
-            .chunks(160)
-            .enumerate()
-            .map(|(i, c)| sender.packet(pt, 160_000 + i as u32 * 160, false, c))
-            .collect();
-        let mut order: Vec<usize> = (0..packets.len()).collect();
-        if imp.reorder_every > 0 {
-            let mut i = imp.reorder_every;
-            while i + 1 < order.len() {
-                order.swap(i, i + 1);
-                i += imp.reorder_every;
-            }
-        }
-        let mut lcg: u64 = 0x2545_f491_4f6c_dd1d;
+        let chunks: Vec<Vec<u8>> = g711(pcm, pt).chunks(160).map(<[u8]>::to_vec).collect();
         let mut next = 0usize;
+        let mut held: Option<Vec<u8>> = None;
+        let mut key_next = 0usize;
+        let mut pressing: Option<(u8, u32, u32)> = None;
+        let mut lcg: u64 = 0x2545_f491_4f6c_dd1d;
         let mut tick = tokio::time::interval_at(start, Duration::from_millis(20));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         let end = start + listen;
@@ -396,13 +402,46 @@ impl MediaPeer {
                     }
                 }
                 _ = tick.tick() => {
-                    if next < order.len() {
-                        lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                        let roll = (lcg >> 33) as f64 / (1u64 << 31) as f64;
-                        if roll >= imp.loss {
-                            let _ = self.sock.send_to(&packets[order[next]], from).await;
+                    let slot_ts = 160_000 + next as u32 * 160;
+                    if pressing.is_none()
+                        && let Some(k) = keys.get(key_next)
+                        && Instant::now() >= start + k.0
+                    {
+                        key_next += 1;
+                        pressing = dtmf::event_of(k.1).map(|code| (code, slot_ts, 0u32));
+                    }
+                    if let Some((code, ts, n)) = pressing.as_mut() {
+                        *n += 1;
+                        let e = dtmf::Event {
+                            code: *code,
+                            end: *n > 5,
+                            volume: 10,
+                            duration: (5.min(*n) * 160) as u16,
+                        };
+                        let p = sender.packet(101, *ts, *n == 1, &dtmf::event_payload(e));
+                        let _ = self.sock.send_to(&p, from).await;
+                        if *n >= 8 {
+                            pressing = None;
                         }
+                        // The audio the event replaces is not sent; its time moves on.
                         next += 1;
+                        continue;
+                    }
+                    let Some(chunk) = chunks.get(next) else { continue };
+                    let p = sender.packet(pt, slot_ts, false, chunk);
+                    next += 1;
+                    lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let roll = (lcg >> 33) as f64 / (1u64 << 31) as f64;
+                    if roll < imp.loss {
+                        continue;
+                    }
+                    if imp.reorder_every > 0 && next.is_multiple_of(imp.reorder_every) && held.is_none() {
+                        held = Some(p);
+                        continue;
+                    }
+                    let _ = self.sock.send_to(&p, from).await;
+                    if let Some(h) = held.take() {
+                        let _ = self.sock.send_to(&h, from).await;
                     }
                 }
                 _ = tokio::time::sleep_until(end) => break,
@@ -438,4 +477,62 @@ pub fn scratch(name: &str) -> Scratch {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     Scratch(d)
+}
+
+/// Power of `f` Hz in `x` (Goertzel), normalised by length.
+fn power(x: &[i16], f: f64, rate: u32) -> f64 {
+    let w = 2.0 * std::f64::consts::PI * f / f64::from(rate);
+    let (mut s1, mut s2) = (0.0f64, 0.0f64);
+    for &v in x {
+        let s0 = f64::from(v) + 2.0 * w.cos() * s1 - s2;
+        s2 = s1;
+        s1 = s0;
+    }
+    (s1 * s1 + s2 * s2 - 2.0 * w.cos() * s1 * s2) / (x.len() as f64).powi(2)
+}
+
+/// The keys sounding in `pcm`, in order: each 20 ms block whose strongest row and column tones
+/// stand well above the rest, a run of one key counted once.
+pub fn keys_heard(pcm: &[i16], rate: u32) -> Vec<char> {
+    const LOW: [f64; 4] = [697.0, 770.0, 852.0, 941.0];
+    const HIGH: [f64; 4] = [1209.0, 1336.0, 1477.0, 1633.0];
+    const KEYS: [[char; 4]; 4] = [
+        ['1', '2', '3', 'A'],
+        ['4', '5', '6', 'B'],
+        ['7', '8', '9', 'C'],
+        ['*', '0', '#', 'D'],
+    ];
+    let mut out = Vec::new();
+    let mut last = None;
+    let mut quiet = 0u32;
+    let mut prev = None;
+    for block in pcm.chunks((rate / 50) as usize) {
+        let lp: Vec<f64> = LOW.iter().map(|f| power(block, *f, rate)).collect();
+        let hp: Vec<f64> = HIGH.iter().map(|f| power(block, *f, rate)).collect();
+        let best = |p: &[f64]| {
+            let (i, m) = p
+                .iter()
+                .enumerate()
+                .fold((0, 0.0), |a, (i, v)| if *v > a.1 { (i, *v) } else { a });
+            let rest = p.iter().sum::<f64>() - m;
+            (i, m, rest)
+        };
+        let (li, lm, lr) = best(&lp);
+        let (hi, hm, hr) = best(&hp);
+        let key = (lm > 1e5 && hm > 1e5 && lm > 10.0 * lr && hm > 10.0 * hr).then(|| KEYS[li][hi]);
+        // A key counts once it has sounded for 40 ms (speech does not hold two pure tones that
+        // long), and again only after 40 ms without it (a detector's inter-digit pause), so one
+        // block lost inside a tone does not make two presses.
+        match key {
+            Some(k) if prev == Some(k) && (last != Some(k) || quiet >= 2) => {
+                out.push(k);
+                quiet = 0;
+                last = Some(k);
+            }
+            Some(k) if last == Some(k) => quiet = 0,
+            _ => quiet += 1,
+        }
+        prev = key;
+    }
+    out
 }
