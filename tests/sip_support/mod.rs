@@ -433,6 +433,11 @@ impl MediaPeer {
                     lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                     let roll = (lcg >> 33) as f64 / (1u64 << 31) as f64;
                     if roll < imp.loss {
+                        // A held packet goes out in this slot all the same: a swap delays it
+                        // by one packet, never by the loss that follows it.
+                        if let Some(h) = held.take() {
+                            let _ = self.sock.send_to(&h, from).await;
+                        }
                         continue;
                     }
                     if imp.reorder_every > 0 && next.is_multiple_of(imp.reorder_every) && held.is_none() {
