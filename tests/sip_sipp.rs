@@ -88,6 +88,48 @@ async fn a_plain_sipp_caller_gets_an_agent_over_udp_and_tcp() {
     d.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_config_answers_a_plain_sipp_caller_with_an_agent() {
+    if !sip_support::require("sipp", "sip-tester") {
+        return;
+    }
+    let dir = scratch("shipped");
+    // config/baton.toml as shipped, only its ports made ephemeral (5060 and 8080 may be taken
+    // on a shared machine): the embedded mock answers SIP over UDP.
+    let shipped = std::fs::read_to_string(format!("{}/config/baton.toml", support::ROOT)).unwrap();
+    assert!(shipped.contains("listen = [\"udp:127.0.0.1:5060\"]"));
+    let config = shipped
+        .replace(
+            "listen = [\"udp:127.0.0.1:5060\"]",
+            "listen = [\"udp:127.0.0.1:0\"]",
+        )
+        .replace("listen = \"127.0.0.1:8080\"", "listen = \"127.0.0.1:0\"");
+    let d = support::Daemon::start(&config).await;
+    let mut addr = None;
+    for _ in 0..100 {
+        if let Some(s) = d.app.sip.get() {
+            addr = s.addr(Transport::Udp);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let addr = addr.expect("the shipped config answers SIP");
+    let mut rx = records(&d);
+    let run = sipp(
+        &dir,
+        Scenario::Builtin("uac"),
+        addr,
+        &["-m", "1", "-d", "1500"],
+    )
+    .await;
+    run.assert_ok();
+    let r = next_record(&mut rx).await;
+    assert!(r.call_id.is_some(), "an agent took the call: {r:?}");
+    assert_eq!(r.end_reason.as_deref(), Some("caller hung up"), "{r:?}");
+    assert!(r.media.as_ref().unwrap().packets_out >= 60, "{r:?}");
+    d.stop().await;
+}
+
 /// SIPp's scenario: INVITE with one codec, stream `file` over RTP after the ACK, hang up after
 /// `hold_ms`.
 fn streaming_caller(pt: u8, codec: &str, file: &str, hold_ms: u64) -> String {

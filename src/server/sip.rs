@@ -597,11 +597,11 @@ pub struct PlaceRequest {
 }
 
 /// What an outbound call did: its outcome, and baton's call id when it was answered.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, Deserialize)]
 pub struct Placed {
     #[serde(flatten)]
     pub outcome: Outcome,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
 }
 

@@ -129,8 +129,19 @@ pub async fn sipp(
     target: SocketAddr,
     extra: &[&str],
 ) -> SippRun {
+    sipp_on(dir, scenario, free_udp(), Some(target), extra).await
+}
+
+/// Runs SIPp on SIP port `port` of loopback, calling `target` (a caller's scenario) or, with
+/// none, waiting for calls (a callee's: `-m 1` ends it after one).
+pub async fn sipp_on(
+    dir: &Path,
+    scenario: Scenario<'_>,
+    port: u16,
+    target: Option<SocketAddr>,
+    extra: &[&str],
+) -> SippRun {
     let mp = free_media_ports();
-    let port = free_udp();
     let control = free_udp();
     let msg = dir.join(format!("msg-{port}.log"));
     let err = dir.join(format!("err-{port}.log"));
@@ -156,7 +167,7 @@ pub async fn sipp(
         .arg("-error_file")
         .arg(&err)
         .args(extra)
-        .arg(target.to_string())
+        .args(target.map(|t| t.to_string()))
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

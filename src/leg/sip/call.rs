@@ -455,7 +455,7 @@ impl CallDialog {
 }
 
 /// How an outbound call turned out.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
     Answered,
@@ -476,6 +476,14 @@ impl std::fmt::Display for Outcome {
             Outcome::Failed { reason } => write!(f, "failed: {reason}"),
         }
     }
+}
+
+/// A response's reason: its Reason header (RFC 3326) when it has one, else the status text.
+pub fn reason_of(resp: &rsipstack::sip::Response) -> String {
+    resp.reason_phrase()
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| resp.status_code.text())
+        .to_owned()
 }
 
 /// The outcome a final response means.
@@ -583,7 +591,7 @@ pub async fn place(
     };
     let status = u16::from(resp.status_code.clone());
     if resp.status_code.kind() != StatusCodeKind::Successful {
-        return Err(outcome_of(status, resp.reason_phrase().unwrap_or_default()));
+        return Err(outcome_of(status, &reason_of(&resp)));
     }
     let negotiated = sdp::parse(&resp.body)
         .map_err(|e| e.to_string())

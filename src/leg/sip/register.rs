@@ -52,7 +52,7 @@ pub async fn keep_registered(
                 let reason = format!(
                     "the registrar answered {} {}",
                     u16::from(resp.status_code.clone()),
-                    resp.reason_phrase().unwrap_or_default()
+                    super::call::reason_of(&resp)
                 );
                 tracing::warn!(trunk = %name, %reason, "registration refused");
                 status.send_replace(RegState::Failed { reason });
