@@ -74,31 +74,7 @@ fn refuses(status: &str) -> String {
 
 /// `POST /calls` with this JSON body: the status and the JSON answer.
 async fn post_call(d: &support::Daemon, body: &str) -> (u16, Value) {
-    eprintln!("POST /calls {body}");
-    let req = format!(
-        "POST /calls HTTP/1.1\r\nHost: baton\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut s = tokio::net::TcpStream::connect(d.addr).await.unwrap();
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut out))
-        .await
-        .expect("POST /calls answered within 20 s")
-        .unwrap();
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status: u16 = text
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("not HTTP: {text}"));
-    let json = text
-        .split("\r\n\r\n")
-        .nth(1)
-        .and_then(|b| serde_json::from_str(b).ok())
-        .unwrap_or_else(|| panic!("no JSON: {text}"));
-    (status, json)
+    sip_support::post(d.addr, "/calls", body).await
 }
 
 /// `baton call` against the daemon: exit code and stdout.

@@ -552,3 +552,220 @@ pub fn keys_heard(pcm: &[i16], rate: u32) -> Vec<char> {
     }
     out
 }
+
+/// baresip (Debian package `baresip`), a real softphone, run headless on loopback: it plays a
+/// WAV as its microphone (and hangs up when the WAV ends), answers calls at once, records what
+/// it hears, and is driven and watched over its TCP control socket (`ctrl_tcp`: commands such
+/// as `dial` and `sndcode` in, call events such as `CALL_DTMF_START` out).
+pub struct Baresip {
+    child: tokio::process::Child,
+    /// Its SIP port (UDP).
+    pub port: u16,
+    ctrl: tokio::net::tcp::OwnedWriteHalf,
+    events: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    dir: PathBuf,
+}
+
+impl Baresip {
+    /// Starts baresip in `dir` with `mic` (8 kHz) as its microphone; quits after `run_s`.
+    pub async fn start(dir: &Path, mic: &[i16], run_s: u32) -> Baresip {
+        let dir = dir.join(format!("baresip-{}", free_udp()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 8000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::create(dir.join("mic.wav"), spec).unwrap();
+        for s in mic {
+            w.write_sample(*s).unwrap();
+        }
+        w.finalize().unwrap();
+        let port = free_udp();
+        let ctrl_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let rtp = free_media_ports();
+        // The ALSA "null" device plays nothing; sndfile dumps what is heard.
+        let config = format!(
+            "poll_method\tepoll\nsip_listen\t127.0.0.1:{port}\naudio_player\talsa,null\n\
+             audio_alert\talsa,null\naudio_source\taufile,{mic}\nrtp_ports\t{rtp}-{}\n\
+             module_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\taufile.so\n\
+             module\talsa.so\nmodule\tsndfile.so\nmodule_app\taccount.so\nmodule_app\tmenu.so\n\
+             module_app\tctrl_tcp.so\nctrl_tcp_listen\t127.0.0.1:{ctrl_port}\nsnd_path\t{dir}\n",
+            rtp + 3,
+            mic = dir.join("mic.wav").display(),
+            dir = dir.display(),
+        );
+        std::fs::write(dir.join("config"), config).unwrap();
+        std::fs::write(
+            dir.join("accounts"),
+            format!("<sip:phone@127.0.0.1:{port}>;regint=0;answermode=auto;audio_codecs=PCMU\n"),
+        )
+        .unwrap();
+        let child = tokio::process::Command::new("baresip")
+            .args(["-n", "127.0.0.1", "-f"])
+            .arg(&dir)
+            .args(["-t", &run_s.to_string()])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.join("stdout.log")).unwrap())
+            .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("baresip did not start");
+        let mut stream = None;
+        for _ in 0..250 {
+            if let Ok(s) = tokio::net::TcpStream::connect(("127.0.0.1", ctrl_port)).await {
+                stream = Some(s);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let stream = stream.unwrap_or_else(|| {
+            panic!(
+                "baresip's control socket never opened: {}",
+                std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default()
+            )
+        });
+        let (mut read, ctrl) = stream.into_split();
+        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = events.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = read.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                // Netstrings: <length>:<json>,
+                while let Some(colon) = buf.iter().position(|b| *b == b':') {
+                    let Some(len) = std::str::from_utf8(&buf[..colon])
+                        .ok()
+                        .and_then(|s| s.parse::<usize>().ok())
+                    else {
+                        buf.clear();
+                        break;
+                    };
+                    if buf.len() < colon + 1 + len + 1 {
+                        break;
+                    }
+                    if let Ok(v) = serde_json::from_slice(&buf[colon + 1..colon + 1 + len]) {
+                        sink.lock().unwrap().push(v);
+                    }
+                    buf.drain(..colon + 1 + len + 1);
+                }
+            }
+        });
+        Baresip {
+            child,
+            port,
+            ctrl,
+            events,
+            dir,
+        }
+    }
+
+    /// Sends a command (`dial`, `sndcode`, `hangup`) over the control socket.
+    pub async fn command(&mut self, command: &str, params: &str) {
+        use tokio::io::AsyncWriteExt;
+        let j =
+            serde_json::json!({"command": command, "params": params, "token": command}).to_string();
+        self.ctrl
+            .write_all(format!("{}:{j},", j.len()).as_bytes())
+            .await
+            .unwrap();
+    }
+
+    /// The call events so far (`CALL_ESTABLISHED`, `CALL_DTMF_START`, `CALL_CLOSED`, …).
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Waits (at most `timeout`) for an event of this type.
+    pub async fn wait_event(&self, kind: &str, timeout: Duration) -> Option<serde_json::Value> {
+        let until = Instant::now() + timeout;
+        while Instant::now() < until {
+            if let Some(e) = self.events().into_iter().find(|e| e["type"] == kind) {
+                return Some(e);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    /// The keys baresip was sent, in order (RFC 4733 events or INFO).
+    pub fn keys_received(&self) -> Vec<char> {
+        self.events()
+            .iter()
+            .filter(|e| e["type"] == "CALL_DTMF_START")
+            .filter_map(|e| e["param"].as_str().and_then(|p| p.chars().next()))
+            .collect()
+    }
+
+    /// What baresip heard (its decoder's output), once its call has ended.
+    pub fn heard(&self) -> Vec<i16> {
+        let mut out = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(&self.dir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("dump-")
+                    && name.ends_with("-dec.wav")
+                    && let Ok(mut r) = hound::WavReader::open(e.path())
+                {
+                    out = r.samples::<i16>().map_while(Result::ok).collect();
+                }
+            }
+        }
+        out
+    }
+
+    /// Its log, for failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stdout.log"))
+            .unwrap_or_default()
+            .replace('\r', "\n")
+            .lines()
+            .filter(|l| !l.contains("audio=") && !l.starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Waits for baresip to quit (its `-t`), at most `timeout`.
+    pub async fn wait(&mut self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.child.wait()).await;
+    }
+}
+
+/// `POST <path>` on baton's HTTP address with a JSON body: the status and the JSON answer.
+pub async fn post(addr: SocketAddr, path: &str, body: &str) -> (u16, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: baton\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut out))
+        .await
+        .unwrap_or_else(|_| panic!("POST {path} answered within 20 s"))
+        .unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status: u16 = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not HTTP: {text}"));
+    let json = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .and_then(|b| serde_json::from_str(b).ok())
+        .unwrap_or_else(|| panic!("no JSON: {text}"));
+    (status, json)
+}

@@ -1,0 +1,172 @@
+//! baresip (Debian package `baresip`), a real softphone, and baton on loopback, both ways:
+//! baresip calls baton, presses a key (RFC 4733), the agent hears it and presses keys back with
+//! its `send_dtmf` tool, which baresip receives as RFC 4733 events, and baresip hears the
+//! agent; baton calls baresip (`POST /calls`), which answers at once and plays a WAV, the agent
+//! answers it, and keys go both ways again (`POST /calls/{id}/dtmf` out, baresip's key in).
+
+mod sip_support;
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use sip_support::{Baresip, caller_turn_8k, daemon, post, scratch};
+use support::voiced_segments;
+
+async fn next_record(
+    rx: &mut tokio::sync::broadcast::Receiver<baton::server::sip::SipCallRecord>,
+) -> baton::server::sip::SipCallRecord {
+    tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .expect("no SIP call finished within 30 s")
+        .expect("the finished-call feed closed")
+}
+
+/// The running call's event stream until it ends (collected in a task).
+async fn follow(d: &support::Daemon) -> tokio::task::JoinHandle<Vec<Value>> {
+    let mut live = None;
+    for _ in 0..500 {
+        if let Some(c) = d.app.calls.list().first() {
+            live = Some(c.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let live = live.expect("the call is listed");
+    let (history, mut rx) = live.subscribe();
+    tokio::spawn(async move {
+        let mut out: Vec<Value> = history
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !out.iter().any(|e| e["type"] == "call_end") {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Ok(l)) => out.extend(serde_json::from_str::<Value>(&l).ok()),
+                _ => break,
+            }
+        }
+        out
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baresip_calls_baton_and_keys_go_both_ways() {
+    if !sip_support::require("baresip", "baresip") {
+        return;
+    }
+    let dir = scratch("baresip-in");
+    let (d, addr) = daemon(
+        "tests/data/keypad/scenario.toml",
+        "",
+        "[agents]\nset = \"../tests/data/keypad/agents.toml\"\n",
+    )
+    .await;
+    let mut rx = d.app.sip.get().unwrap().subscribe_finished();
+    // Seven seconds of a quiet line; baresip hangs up when its WAV ends.
+    let mut phone = Baresip::start(&dir, &vec![0i16; 8000 * 7], 16).await;
+    phone
+        .command("dial", &format!("sip:100@127.0.0.1:{}", addr.port()))
+        .await;
+    let events = follow(&d).await;
+    assert!(
+        phone
+            .wait_event("CALL_ESTABLISHED", Duration::from_secs(10))
+            .await
+            .is_some(),
+        "baresip's call was not answered:\n{}",
+        phone.log()
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    phone.command("sndcode", "5").await;
+    let r = next_record(&mut rx).await;
+    let events = events.await.unwrap();
+    phone.wait(Duration::from_secs(10)).await;
+    eprintln!("baresip → baton: {r:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "keypad" && e["direction"] == "in" && e["key"] == "5"),
+        "baresip's key reached the call: {events:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool_called" && e["tool_name"] == "send_dtmf"),
+        "the agent pressed keys: {events:#?}"
+    );
+    assert_eq!(
+        phone.keys_received(),
+        ['4', '2', '#'],
+        "baresip received the agent's keys as RFC 4733 events:\n{}",
+        phone.log()
+    );
+    let m = r.media.clone().unwrap();
+    assert_eq!((m.dtmf_in, m.dtmf_out), (1, 3), "{m:?}");
+    assert_eq!(r.hung_up_by, Some(baton::leg::sip::call::HungUpBy::Peer));
+    // The agent's spoken reply (advisor_01, 2.6 s) reached baresip's ear.
+    let heard = voiced_segments(&phone.heard(), 8000);
+    assert!(
+        heard.iter().any(|(s, e)| e - s > 1.5),
+        "baresip heard no reply: {heard:?}\n{}",
+        phone.log()
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baton_calls_baresip_which_answers_with_a_wav_and_keys_go_both_ways() {
+    if !sip_support::require("baresip", "baresip") {
+        return;
+    }
+    let dir = scratch("baresip-out");
+    // The caller's question, then quiet while the agent answers; then the WAV ends.
+    let mut mic = caller_turn_8k();
+    mic.extend(std::iter::repeat_n(0, 8000 * 6));
+    let mut phone = Baresip::start(&dir, &mic, 20).await;
+    let trunk = format!(
+        "[sip.trunks.phone]\nuri = \"sip:127.0.0.1:{}\"\nring_timeout_s = 10\n",
+        phone.port
+    );
+    let (d, _) = daemon("audio-fixtures/scenarios/demo.toml", &trunk, "").await;
+    let mut rx = d.app.sip.get().unwrap().subscribe_finished();
+    let (status, placed) = post(d.addr, "/calls", r#"{"to": "phone"}"#).await;
+    assert_eq!(status, 201, "{placed}\n{}", phone.log());
+    assert_eq!(placed["outcome"], "answered", "{placed}");
+    let id = placed["call_id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let (status, sent) = post(d.addr, &format!("/calls/{id}/dtmf"), r#"{"digits": "123"}"#).await;
+    assert_eq!((status, sent["keys"].as_u64()), (202, Some(3)), "{sent}");
+    // After the agent's reply (the question ends at 3.1 s, the reply takes 2.6 s).
+    tokio::time::sleep(Duration::from_millis(6500)).await;
+    phone.command("sndcode", "7").await;
+    let r = next_record(&mut rx).await;
+    phone.wait(Duration::from_secs(15)).await;
+    eprintln!("baton → baresip: {r:?}");
+    assert!(!r.inbound);
+    assert_eq!(
+        r.hung_up_by,
+        Some(baton::leg::sip::call::HungUpBy::Peer),
+        "baresip hung up when its WAV ended: {r:?}"
+    );
+    assert!(r.turns >= 1, "the agent answered baresip's question: {r:?}");
+    assert_eq!(
+        phone.keys_received(),
+        ['1', '2', '3'],
+        "baresip received the keys as RFC 4733 events:\n{}",
+        phone.log()
+    );
+    let m = r.media.clone().unwrap();
+    assert_eq!(
+        (m.dtmf_in, m.dtmf_out),
+        (1, 3),
+        "baresip's key reached baton: {m:?}"
+    );
+    let heard = voiced_segments(&phone.heard(), 8000);
+    assert!(
+        heard.iter().any(|(s, e)| *s > 3.0 && e - s > 1.5),
+        "baresip heard no reply after its question: {heard:?}\n{}",
+        phone.log()
+    );
+    d.stop().await;
+}
