@@ -2,7 +2,8 @@
 //! `sip-tester`) on loopback, with each typed outcome: answered (the callee speaks over RTP and
 //! the agent set answers it, exactly as on an inbound call; baton hangs up when told), busy
 //! (486), rejected (404, with its status), no answer (the ring timeout ends it with CANCEL) and
-//! failed (the callee answers with no codec in common; baton hangs up).
+//! failed (the callee answers with no codec in common, or nothing answers at the trunk's
+//! address).
 
 mod sip_support;
 mod support;
@@ -265,6 +266,20 @@ async fn an_answered_outbound_call_runs_the_agents_and_the_other_outcomes_are_ty
         "the reason names the problem: {placed}"
     );
     sipp.await.unwrap().assert_ok();
+    let _ = next_record(&mut rx).await;
+
+    // Failed: nothing answers at the trunk's TCP address, not even 100 Trying.
+    let (status, placed) =
+        post_call(&d, r#"{"to": "600", "trunk": "gone", "ring_timeout_s": 2}"#).await;
+    assert_eq!(status, 200, "{placed}");
+    assert_eq!(placed["outcome"], "failed", "{placed}");
+    assert!(
+        placed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no response from the trunk"),
+        "{placed}"
+    );
     let _ = next_record(&mut rx).await;
 
     // Requests that cannot be placed say why.

@@ -501,6 +501,22 @@ pub fn outcome_of(status: u16, reason: &str) -> Outcome {
     }
 }
 
+/// The outcome of an INVITE still unanswered at the ring timeout: no answer when the trunk
+/// said it was trying or ringing, failed when nothing came back at all (unreachable, refused
+/// connection, wrong address).
+pub fn unanswered(responded: bool, ring_timeout: Duration) -> Outcome {
+    if responded {
+        Outcome::NoAnswer { status: None }
+    } else {
+        Outcome::Failed {
+            reason: format!(
+                "no response from the trunk within {} s (is its address right and reachable?)",
+                ring_timeout.as_secs()
+            ),
+        }
+    }
+}
+
 /// Where and as whom to place an outbound call.
 #[derive(Clone)]
 pub struct Dial {
@@ -543,7 +559,7 @@ pub async fn place(
         version: 1,
     };
     let offer = sdp::offer(&local, &settings.codecs, Direction::SendRecv);
-    let (state_tx, states) = ua.dialogs.new_dialog_state_channel();
+    let (state_tx, mut states) = ua.dialogs.new_dialog_state_channel();
     let opt = rsipstack::dialog::invitation::InviteOption {
         caller: dial.from.clone(),
         callee: dial.target.clone(),
@@ -560,20 +576,38 @@ pub async fn place(
                 reason: e.to_string(),
             })?;
     let abort = task.abort_handle();
-    let result = match tokio::time::timeout(dial.ring_timeout, task).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
+    let mut task = task;
+    // Whether the trunk answered at all (100 or any provisional response): a ring timeout with
+    // no answer of any kind is a failure to reach it, not a callee who did not pick up.
+    let mut responded = false;
+    let mut states_open = true;
+    let deadline = tokio::time::sleep(dial.ring_timeout);
+    tokio::pin!(deadline);
+    let finished = loop {
+        tokio::select! {
+            r = &mut task => break Some(r),
+            s = states.recv(), if states_open => match s {
+                Some(DialogState::Trying(_) | DialogState::Early(..)) => responded = true,
+                Some(_) => {}
+                None => states_open = false,
+            },
+            _ = &mut deadline => break None,
+        }
+    };
+    let result = match finished {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
             return Err(Outcome::Failed {
                 reason: e.to_string(),
             });
         }
-        Err(_) => {
+        None => {
             let _ = dialog.cancel().await;
             // The INVITE ends with 487 once the CANCEL lands; don't wait long for it.
             tokio::time::sleep(Duration::from_millis(200)).await;
             abort.abort();
             ua.dialogs.remove_dialog(&dialog.id());
-            return Err(Outcome::NoAnswer { status: None });
+            return Err(unanswered(responded, dial.ring_timeout));
         }
     };
     let resp = match result {
@@ -657,6 +691,16 @@ mod tests {
             serde_json::to_value(Outcome::Busy { status: 486 }).unwrap(),
             serde_json::json!({"outcome": "busy", "status": 486})
         );
+    }
+
+    #[test]
+    fn silence_at_the_ring_timeout_is_a_failure_and_ringing_is_no_answer() {
+        let t = Duration::from_secs(5);
+        assert_eq!(unanswered(true, t), Outcome::NoAnswer { status: None });
+        let Outcome::Failed { reason } = unanswered(false, t) else {
+            panic!()
+        };
+        assert!(reason.contains("no response from the trunk within 5 s"));
     }
 
     #[test]
