@@ -728,7 +728,7 @@ pub async fn place(app: &Arc<AppState>, req: PlaceRequest) -> Result<Placed, Pla
 pub fn routes() -> axum::Router<Arc<AppState>> {
     axum::Router::new()
         .route("/calls", axum::routing::post(post_call))
-        .route("/calls/{id}/dtmf", axum::routing::post(post_dtmf))
+        .route("/calls/{call}/dtmf", axum::routing::post(post_dtmf))
 }
 
 fn problem(status: Http, message: String) -> Response {

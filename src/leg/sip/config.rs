@@ -271,13 +271,11 @@ pub fn validate(c: &SipConfig, dir: &Path, problem: &mut impl FnMut(&str, String
         );
     }
     if !c.auth_password_env.is_empty() && !is_env_name(&c.auth_password_env) {
+        // The value is not repeated: it may be the password itself, written in the wrong place.
         problem(
             "sip.auth_password_env",
-            format!(
-                "{:?} is not an environment variable name",
-                c.auth_password_env
-            ),
-            "name the variable holding the password, e.g. \"BATON_SIP_PASSWORD\"",
+            "must be the NAME of an environment variable, not the password".into(),
+            "write e.g. auth_password_env = \"BATON_SIP_PASSWORD\" and export the password there",
         );
     }
     for (user, set) in &c.routes {
@@ -301,8 +299,8 @@ pub fn validate(c: &SipConfig, dir: &Path, problem: &mut impl FnMut(&str, String
         if !t.password_env.is_empty() && !is_env_name(&t.password_env) {
             problem(
                 &key("password_env"),
-                format!("{:?} is not an environment variable name", t.password_env),
-                "name the variable holding the password, e.g. \"PBX_PASSWORD\"",
+                "must be the NAME of an environment variable, not the password".into(),
+                "write e.g. password_env = \"PBX_PASSWORD\" and export the password there",
             );
         }
         if t.register && t.username.is_empty() {
