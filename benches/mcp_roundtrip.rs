@@ -34,6 +34,8 @@ const CAPS: Capabilities = Capabilities {
     non_blocking_tools: false,
     mid_session_client_content: true,
     resumption: true,
+    history_config: true,
+    calls_pause_speech: false,
 };
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
