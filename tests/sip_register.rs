@@ -1,15 +1,19 @@
-//! Registration with a trunk or PBX, against SIPp (Debian package `sip-tester`) playing the
-//! registrar on loopback: it challenges the first REGISTER with a digest (401), checks the
-//! answer's credentials (`verifyauth`) before accepting with a short expiry, takes the refresh
-//! baton sends before that expiry, and the withdrawal (expires 0) when baton stops. The state is
-//! on `/healthz`.
+//! Digest authentication both ways, against SIPp (Debian package `sip-tester`) on loopback.
+//! Registration with a trunk or PBX, SIPp playing the registrar: it challenges the first
+//! REGISTER (401), checks the answer's credentials (`verifyauth`) before accepting with a short
+//! expiry, takes the refresh baton sends before that expiry, and the withdrawal (expires 0) when
+//! baton stops; the state is on `/healthz`. Then callers challenged by baton (`[sip] auth_user`):
+//! an INVITE without credentials gets 401 with a digest challenge, an answer with the wrong
+//! password 403 with the reason, the right one the call.
 
 mod sip_support;
 mod support;
 
 use std::time::Duration;
 
-use sip_support::{Scenario, daemon, free_udp, scenario, scratch, sipp_on};
+use sip_support::{
+    Scenario, daemon, free_udp, in_dialog, invite, recv, scenario, scratch, sipp, sipp_on,
+};
 
 fn reply(status: &str, extra: &str) -> String {
     format!(
@@ -30,7 +34,7 @@ fn reply(status: &str, extra: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn baton_registers_with_digest_refreshes_and_withdraws() {
+async fn baton_registers_with_digest_and_challenges_its_callers() {
     if !sip_support::require("sipp", "sip-tester") {
         return;
     }
@@ -67,7 +71,7 @@ async fn baton_registers_with_digest_refreshes_and_withdraws() {
         "<recv request=\"REGISTER\" crlf=\"true\"><action><ereg regexp=\"Contact: *([^\\r\\n]*)\" search_in=\"msg\" assign_to=\"junk,contact\"/><verifyauth",
     )
     .replace("zero,contact", "zero,contact,junk");
-    let sipp = {
+    let registrar_run = {
         let dir = dir.to_path_buf();
         tokio::spawn(async move {
             sipp_on(&dir, Scenario::Xml(registrar), port, None, &["-m", "1"]).await
@@ -80,8 +84,12 @@ async fn baton_registers_with_digest_refreshes_and_withdraws() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let var = format!("BATON_TEST_SIP_PW_{}", std::process::id());
-    // SAFETY: the only test in this binary; set before the daemon (and its threads) read it.
-    unsafe { std::env::set_var(&var, "s3cret-pw") };
+    let callers_var = format!("BATON_TEST_SIP_CALLERS_PW_{}", std::process::id());
+    // SAFETY: the only test in this binary; set before any daemon (and its threads) reads them.
+    unsafe {
+        std::env::set_var(&var, "s3cret-pw");
+        std::env::set_var(&callers_var, "callers-pw");
+    }
     let trunk = format!(
         "[sip.trunks.pbx]\nuri = \"sip:127.0.0.1:{port}\"\nusername = \"baton\"\npassword_env = \"{var}\"\nregister = true\nexpires_s = 120\n"
     );
@@ -118,7 +126,7 @@ async fn baton_registers_with_digest_refreshes_and_withdraws() {
     // The refresh at 3 s; stop before the next one (6 s).
     tokio::time::sleep(Duration::from_millis(4000)).await;
     d.stop().await;
-    let run = sipp.await.unwrap();
+    let run = registrar_run.await.unwrap();
     run.assert_ok();
     assert!(
         run.messages.contains("Authorization: Digest"),
@@ -130,4 +138,83 @@ async fn baton_registers_with_digest_refreshes_and_withdraws() {
         "the password never travels"
     );
     assert!(!run.messages.contains("403 Forbidden"), "{}", run.messages);
+
+    // Callers challenged by baton.
+    let auth = format!("auth_user = \"caller\"\nauth_password_env = \"{callers_var}\"\n");
+    let (d, addr) = daemon("audio-fixtures/scenarios/demo.toml", &auth, "").await;
+    let mut rx = d.app.sip.get().unwrap().subscribe_finished();
+    let offer = invite("[media_port]", "0", "a=rtpmap:0 PCMU/8000\n");
+    let ack = in_dialog("ACK", 1, None);
+    let challenged = |password: &str, then: &[String]| {
+        let mut steps = vec![
+            offer.clone(),
+            recv(100, true),
+            "  <recv response=\"401\" auth=\"true\"/>\n".into(),
+            ack.clone(),
+            offer.replace("CSeq: 1 INVITE", "CSeq: 2 INVITE").replace(
+                "Max-Forwards: 70",
+                &format!(
+                    "[authentication username=caller password={password}]\n      Max-Forwards: 70"
+                ),
+            ),
+            recv(100, true),
+        ];
+        steps.extend_from_slice(then);
+        scenario("challenged caller", &steps)
+    };
+    let wrong = challenged(
+        "not-the-password",
+        &[recv(403, false), in_dialog("ACK", 2, None)],
+    );
+    let run = sipp(&dir, Scenario::Xml(wrong), addr, &["-m", "1"]).await;
+    run.assert_ok();
+    assert!(
+        run.messages
+            .contains("WWW-Authenticate: Digest realm=\"baton\""),
+        "{}",
+        run.messages
+    );
+    assert!(
+        run.messages.contains("wrong credentials"),
+        "the refusal says why: {}",
+        run.messages
+    );
+    let r = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        r.refused.is_some(),
+        "the first INVITE was challenged: {r:?}"
+    );
+    let right = challenged(
+        "callers-pw",
+        &[
+            recv(200, false),
+            in_dialog("ACK", 2, None),
+            "  <pause milliseconds=\"1000\"/>\n".into(),
+            in_dialog("BYE", 3, None),
+            recv(200, false),
+        ],
+    );
+    let run = sipp(&dir, Scenario::Xml(right), addr, &["-m", "1"]).await;
+    run.assert_ok();
+    let mut answered = None;
+    for _ in 0..4 {
+        let r = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if r.call_id.is_some() {
+            answered = Some(r);
+            break;
+        }
+    }
+    let r = answered.expect("the call with the right password ran");
+    assert_eq!(r.end_reason.as_deref(), Some("caller hung up"), "{r:?}");
+    assert!(
+        !run.messages.contains("callers-pw"),
+        "the password never travels"
+    );
+    d.stop().await;
 }

@@ -241,7 +241,10 @@ fn check_digest(
     if !nonces.valid(p.nonce, now) {
         return DigestCheck::Challenge { stale: true };
     }
-    if p.username != d.user || p.uri != f.request_uri {
+    // The response covers the `uri` as the caller wrote it, which need not be the Request-URI
+    // character for character (SIPp, for one, leaves out the user part): it must name the same
+    // host and port.
+    if p.username != d.user || !same_host(p.uri, f.request_uri) {
         return DigestCheck::Wrong;
     }
     let expected = digest_response(&d.user, &d.realm, d.password.expose(), "INVITE", &p);
@@ -254,6 +257,22 @@ fn check_digest(
     } else {
         DigestCheck::Wrong
     }
+}
+
+/// Whether two SIP URIs name the same host and port (scheme, user, parameters and headers
+/// aside; case-insensitive).
+fn same_host(a: &str, b: &str) -> bool {
+    fn host(u: &str) -> String {
+        let rest = u
+            .strip_prefix("sips:")
+            .or_else(|| u.strip_prefix("sip:"))
+            .unwrap_or(u);
+        let rest = rest.split([';', '?']).next().unwrap_or(rest);
+        let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+        host.to_ascii_lowercase()
+    }
+    let (a, b) = (host(a), host(b));
+    !a.is_empty() && a == b
 }
 
 /// The parameters of a `Digest` credential.
@@ -417,6 +436,18 @@ mod tests {
             )),
             200
         );
+    }
+
+    #[test]
+    fn the_digest_uri_names_the_request_uris_host() {
+        assert!(same_host("sip:127.0.0.1:5060", "sip:agent@127.0.0.1:5060"));
+        assert!(same_host(
+            "sip:Agent@PBX.example.com;transport=tcp",
+            "sip:agent@pbx.example.com"
+        ));
+        assert!(!same_host("sip:127.0.0.1:5061", "sip:agent@127.0.0.1:5060"));
+        assert!(!same_host("sip:evil.example", "sip:agent@127.0.0.1:5060"));
+        assert!(!same_host("", "sip:"));
     }
 
     #[test]
