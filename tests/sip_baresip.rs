@@ -2,7 +2,9 @@
 //! baresip calls baton, presses a key (RFC 4733), the agent hears it and presses keys back with
 //! its `send_dtmf` tool, which baresip receives as RFC 4733 events, and baresip hears the
 //! agent; baton calls baresip (`POST /calls`), which answers at once and plays a WAV, the agent
-//! answers it, and keys go both ways again (`POST /calls/{id}/dtmf` out, baresip's key in).
+//! answers it, and keys go both ways again (`POST /calls/{id}/dtmf` out, baresip's key in);
+//! and baresip calls baton over TLS (a `tls:` listen address with a self-signed certificate
+//! baresip trusts).
 
 mod sip_support;
 mod support;
@@ -168,5 +170,61 @@ async fn baton_calls_baresip_which_answers_with_a_wav_and_keys_go_both_ways() {
         "baresip heard no reply after its question: {heard:?}\n{}",
         phone.log()
     );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baresip_calls_baton_over_tls() {
+    if !sip_support::require("baresip", "baresip") {
+        return;
+    }
+    let dir = scratch("baresip-tls");
+    let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    std::fs::write(dir.join("cert.pem"), ck.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), ck.signing_key.serialize_pem()).unwrap();
+    let files = format!(
+        "tls_cert = \"{}\"\ntls_key = \"{}\"\n",
+        dir.join("cert.pem").display(),
+        dir.join("key.pem").display()
+    );
+    let d = sip_support::daemon_on(
+        "audio-fixtures/scenarios/demo.toml",
+        r#"["tls:127.0.0.1:0"]"#,
+        &files,
+        "",
+        50,
+    )
+    .await;
+    let addr = d
+        .app
+        .sip
+        .get()
+        .unwrap()
+        .addr(baton::leg::sip::config::Transport::Tls)
+        .unwrap();
+    let mut rx = d.app.sip.get().unwrap().subscribe_finished();
+    // baresip trusts baton's certificate as its CA.
+    let cafile = format!("sip_cafile\t{}\n", dir.join("cert.pem").display());
+    let mut phone = Baresip::start_with(&dir, &vec![0i16; 8000 * 3], 10, &cafile).await;
+    phone
+        .command(
+            "dial",
+            &format!("sip:100@127.0.0.1:{};transport=tls", addr.port()),
+        )
+        .await;
+    assert!(
+        phone
+            .wait_event("CALL_ESTABLISHED", Duration::from_secs(10))
+            .await
+            .is_some(),
+        "baresip's call over TLS was not answered:\n{}",
+        phone.log()
+    );
+    let r = next_record(&mut rx).await;
+    phone.wait(Duration::from_secs(10)).await;
+    assert!(r.call_id.is_some(), "{r:?}");
+    assert_eq!(r.parties.transport, "tls", "{r:?}");
+    assert_eq!(r.end_reason.as_deref(), Some("caller hung up"), "{r:?}");
+    assert!(r.media.as_ref().unwrap().packets_in >= 100, "{r:?}");
     d.stop().await;
 }

@@ -201,7 +201,19 @@ pub async fn start(app: &Arc<AppState>) -> Result<Option<Arc<SipService>>, Serve
     if c.listen.is_empty() {
         return Ok(None);
     }
-    let (ua, incoming) = UserAgent::start(c).await.map_err(|e| match e {
+    let tls = if c.listens().iter().any(|(t, _)| *t == Transport::Tls) {
+        let read = |key: &str, file: &str| {
+            std::fs::read(app.loaded.resolve(file))
+                .map_err(|e| ServeError::Io(format!("{key} {file:?}: {e}")))
+        };
+        Some((
+            read("sip.tls_cert", &c.tls_cert)?,
+            read("sip.tls_key", &c.tls_key)?,
+        ))
+    } else {
+        None
+    };
+    let (ua, incoming) = UserAgent::start(c, tls).await.map_err(|e| match e {
         ua::UaError::Bind { addr, reason, .. } => ServeError::Bind { addr, reason },
         other => ServeError::Io(other.to_string()),
     })?;

@@ -74,22 +74,33 @@ pub async fn daemon_with(
     extra: &str,
     max_calls: usize,
 ) -> (Daemon, SocketAddr) {
+    let listen = r#"["udp:127.0.0.1:0", "tcp:127.0.0.1:0"]"#;
+    let d = daemon_on(scenario, listen, sip_extra, extra, max_calls).await;
+    let addr = d.app.sip.get().and_then(|s| s.addr(Transport::Udp));
+    (d, addr.expect("the SIP listener never bound"))
+}
+
+/// A daemon on the embedded mock answering SIP on `listen` (a TOML list), once it is bound.
+pub async fn daemon_on(
+    scenario: &str,
+    listen: &str,
+    sip_extra: &str,
+    extra: &str,
+    max_calls: usize,
+) -> Daemon {
     let config = format!(
-        "{}\n[sip]\nlisten = [\"udp:127.0.0.1:0\", \"tcp:127.0.0.1:0\"]\n{sip_extra}\n{extra}\n",
+        "{}\n[sip]\nlisten = {listen}\n{sip_extra}\n{extra}\n",
         super::support::mock_config(scenario, "")
             .replace("max_calls = 50", &format!("max_calls = {max_calls}"))
     );
     let d = Daemon::start(&config).await;
-    let mut addr = None;
     for _ in 0..100 {
-        if let Some(s) = d.app.sip.get() {
-            addr = s.addr(Transport::Udp);
-            break;
+        if d.app.sip.get().is_some() {
+            return d;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let addr = addr.expect("the SIP listener never bound");
-    (d, addr)
+    panic!("the SIP listener never bound");
 }
 
 /// What a SIPp run did.
@@ -569,6 +580,11 @@ pub struct Baresip {
 impl Baresip {
     /// Starts baresip in `dir` with `mic` (8 kHz) as its microphone; quits after `run_s`.
     pub async fn start(dir: &Path, mic: &[i16], run_s: u32) -> Baresip {
+        Self::start_with(dir, mic, run_s, "").await
+    }
+
+    /// [`start`](Self::start) with more lines for its config file (`sip_cafile …`).
+    pub async fn start_with(dir: &Path, mic: &[i16], run_s: u32, config_extra: &str) -> Baresip {
         let dir = dir.join(format!("baresip-{}", free_udp()));
         std::fs::create_dir_all(&dir).unwrap();
         let spec = hound::WavSpec {
@@ -595,7 +611,8 @@ impl Baresip {
              audio_alert\talsa,null\naudio_source\taufile,{mic}\nrtp_ports\t{rtp}-{}\n\
              module_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\taufile.so\n\
              module\talsa.so\nmodule\tsndfile.so\nmodule_app\taccount.so\nmodule_app\tmenu.so\n\
-             module_app\tctrl_tcp.so\nctrl_tcp_listen\t127.0.0.1:{ctrl_port}\nsnd_path\t{dir}\n",
+             module_app\tctrl_tcp.so\nctrl_tcp_listen\t127.0.0.1:{ctrl_port}\nsnd_path\t{dir}\n\
+             {config_extra}",
             rtp + 3,
             mic = dir.join("mic.wav").display(),
             dir = dir.display(),

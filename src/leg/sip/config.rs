@@ -16,8 +16,13 @@ use super::sdp::Codec;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SipConfig {
-    /// Where SIP is answered: `"udp:127.0.0.1:5060"`, `"tcp:0.0.0.0:5060"`. Empty: no SIP.
+    /// Where SIP is answered: `"udp:127.0.0.1:5060"`, `"tcp:0.0.0.0:5060"`,
+    /// `"tls:0.0.0.0:5061"`. Empty: no SIP.
     pub listen: Vec<String>,
+    /// The certificate chain and private key (PEM files, relative to this config file) of a
+    /// `tls:` listen address.
+    pub tls_cert: String,
+    pub tls_key: String,
     /// The IP peers reach baton at (Contact, Via, SDP) when it is behind NAT; empty: the
     /// address SIP is bound to.
     pub public_ip: String,
@@ -57,6 +62,8 @@ impl Default for SipConfig {
     fn default() -> Self {
         SipConfig {
             listen: Vec::new(),
+            tls_cert: String::new(),
+            tls_key: String::new(),
             public_ip: String::new(),
             rtp_ip: String::new(),
             rtp_port_min: 20_000,
@@ -118,6 +125,7 @@ impl Default for TrunkConfig {
 pub enum Transport {
     Udp,
     Tcp,
+    Tls,
 }
 
 impl std::fmt::Display for Transport {
@@ -125,15 +133,17 @@ impl std::fmt::Display for Transport {
         f.write_str(match self {
             Transport::Udp => "udp",
             Transport::Tcp => "tcp",
+            Transport::Tls => "tls",
         })
     }
 }
 
-/// Reads `"udp:127.0.0.1:5060"` (or `tcp:`; a bare address is UDP).
+/// Reads `"udp:127.0.0.1:5060"` (or `tcp:`, `tls:`; a bare address is UDP).
 pub fn parse_listen(s: &str) -> Option<(Transport, SocketAddr)> {
     let (t, rest) = match s.split_once(':') {
         Some(("udp", r)) => (Transport::Udp, r),
         Some(("tcp", r)) => (Transport::Tcp, r),
+        Some(("tls", r)) => (Transport::Tls, r),
         _ => (Transport::Udp, s),
     };
     rest.parse().ok().map(|a| (t, a))
@@ -210,8 +220,19 @@ pub fn validate(c: &SipConfig, dir: &Path, problem: &mut impl FnMut(&str, String
             problem(
                 "sip.listen",
                 format!("{l:?} is not a transport and address"),
-                "write \"udp:127.0.0.1:5060\" or \"tcp:0.0.0.0:5060\"",
+                "write \"udp:127.0.0.1:5060\", \"tcp:0.0.0.0:5060\" or \"tls:0.0.0.0:5061\"",
             );
+        }
+    }
+    if c.listens().iter().any(|(t, _)| *t == Transport::Tls) {
+        for (key, file) in [("sip.tls_cert", &c.tls_cert), ("sip.tls_key", &c.tls_key)] {
+            if file.is_empty() || !dir.join(file).is_file() {
+                problem(
+                    key,
+                    format!("a tls: listen address needs this PEM file ({file:?} is not one)"),
+                    "name the certificate chain and private key files, relative to this config",
+                );
+            }
         }
     }
     for (key, v) in [("sip.public_ip", &c.public_ip), ("sip.rtp_ip", &c.rtp_ip)] {
@@ -296,6 +317,14 @@ pub fn validate(c: &SipConfig, dir: &Path, problem: &mut impl FnMut(&str, String
                 "write where the trunk's SIP is, e.g. \"sip:pbx.example.com:5060\"",
             );
         }
+        if t.uri.to_ascii_lowercase().contains("transport=tls") {
+            problem(
+                &key("uri"),
+                "outbound calls and registration over TLS are not supported yet".into(),
+                "use \";transport=tcp\" or UDP toward the trunk (tls: listen addresses take \
+                 its calls over TLS)",
+            );
+        }
         if !t.password_env.is_empty() && !is_env_name(&t.password_env) {
             problem(
                 &key("password_env"),
@@ -367,7 +396,7 @@ mod tests {
         let l = parse("", Path::new("c.toml")).unwrap();
         assert!(l.config.sip.listen.is_empty());
         let p = problems(
-            "[sip]\nlisten = [\"sctp:1\"]\npublic_ip = \"nat\"\nrtp_port_min = 80\ncodecs = [\"G729\"]\n\
+            "[sip]\nlisten = [\"sctp:1\", \"tls:127.0.0.1:5061\"]\npublic_ip = \"nat\"\nrtp_port_min = 80\ncodecs = [\"G729\"]\n\
              jitter_min_ms = 5\nallow_from = [\"10.0.0.0/40\"]\nauth_user = \"u\"\n\
              [sip.routes]\n\"100\" = \"nowhere.toml\"\n\
              [sip.trunks.pbx]\nuri = \"pbx\"\nregister = true\nexpires_s = 5\nring_timeout_s = 0\n\
@@ -378,6 +407,8 @@ mod tests {
             keys,
             [
                 "sip.listen",
+                "sip.tls_cert",
+                "sip.tls_key",
                 "sip.public_ip",
                 "sip.rtp_port_min",
                 "sip.codecs",
@@ -420,7 +451,11 @@ mod tests {
             parse_listen("127.0.0.1:5060"),
             Some((Transport::Udp, "127.0.0.1:5060".parse().unwrap()))
         );
-        assert_eq!(parse_listen("tls:1.2.3.4:5061"), None);
+        assert_eq!(
+            parse_listen("tls:1.2.3.4:5061"),
+            Some((Transport::Tls, "1.2.3.4:5061".parse().unwrap()))
+        );
+        assert_eq!(parse_listen("wss:1.2.3.4:5061"), None);
         let net = IpNet::parse("203.0.113.0/24").unwrap();
         assert!(net.contains("203.0.113.77".parse().unwrap()));
         assert!(!net.contains("203.0.114.1".parse().unwrap()));

@@ -2,7 +2,7 @@
 //! FreeSWITCH, 3CX) and SIP trunks reach an agent with no bridge vendor in the media path.
 //!
 //! Signalling is the `rsipstack` stack's (message parsing, transactions and their
-//! retransmissions, dialogs, digest answers, registration, UDP and TCP); the media and every
+//! retransmissions, dialogs, digest answers, registration, UDP, TCP and TLS); the media and every
 //! decision are baton's own, sans-IO where they decide:
 //! * [`config`]: the `[sip]` section and its checks;
 //! * [`sdp`]: offer/answer (codecs, `telephone-event`, direction and hold);

@@ -1,5 +1,5 @@
-//! baton's SIP user agent on the `rsipstack` stack: the transports (`[sip] listen`, UDP and
-//! TCP), the transaction and dialog layers, and the dispatch of every request that is not part
+//! baton's SIP user agent on the `rsipstack` stack: the transports (`[sip] listen`, UDP, TCP
+//! and TLS), the transaction and dialog layers, and the dispatch of every request that is not part
 //! of a call baton already has — a new INVITE goes to the call handler; OPTIONS is answered
 //! (200, or 503 while baton takes no calls, which trunks read as "route elsewhere"); a request
 //! inside a dialog goes to that dialog (481 when there is none); anything else is 405 with the
@@ -17,6 +17,7 @@ use rsipstack::transaction::transaction::Transaction;
 use rsipstack::transaction::{Endpoint, TransactionReceiver};
 use rsipstack::transport::TransportLayer;
 use rsipstack::transport::tcp_listener::TcpListenerConnection;
+use rsipstack::transport::tls::{TlsConfig, TlsListenerConnection};
 use rsipstack::transport::udp::UdpConnection;
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +37,8 @@ pub enum UaError {
     },
     #[error("[sip] listen names no address")]
     NoListen,
+    #[error("a tls: listen address needs sip.tls_cert and sip.tls_key")]
+    NoCertificate,
 }
 
 /// The user agent: the stack and where it is reachable.
@@ -73,8 +76,11 @@ fn host_ip(bound: IpAddr) -> IpAddr {
 
 impl UserAgent {
     /// Binds the configured transports and builds the stack (not yet serving: see
-    /// [`UserAgent::serve`]).
-    pub async fn start(cfg: &SipConfig) -> Result<(Arc<UserAgent>, TransactionReceiver), UaError> {
+    /// [`UserAgent::serve`]). `tls` is the certificate chain and key (PEM) of `tls:` addresses.
+    pub async fn start(
+        cfg: &SipConfig,
+        tls: Option<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(Arc<UserAgent>, TransactionReceiver), UaError> {
         let listens = cfg.listens();
         if listens.is_empty() {
             return Err(UaError::NoListen);
@@ -109,6 +115,21 @@ impl UserAgent {
                     let local = free_tcp_port(addr).map_err(|e| err(&e))?;
                     let external = public_ip.map(|ip| SocketAddr::new(ip, local.port()));
                     let l = TcpListenerConnection::new(local, external)
+                        .await
+                        .map_err(|e| err(&e))?;
+                    layer.add_transport(l.into());
+                    bound.push((t, local));
+                }
+                Transport::Tls => {
+                    let (cert, key) = tls.clone().ok_or(UaError::NoCertificate)?;
+                    let local = free_tcp_port(addr).map_err(|e| err(&e))?;
+                    let external = public_ip.map(|ip| SocketAddr::new(ip, local.port()));
+                    let config = TlsConfig {
+                        cert: Some(cert),
+                        key: Some(key),
+                        ..TlsConfig::default()
+                    };
+                    let l = TlsListenerConnection::new(local, external, config)
                         .await
                         .map_err(|e| err(&e))?;
                     layer.add_transport(l.into());
@@ -179,10 +200,14 @@ impl UserAgent {
         let local = self.addr(transport).unwrap_or(self.bound[0].1);
         let ip = self.public_ip.unwrap_or_else(|| host_ip(local.ip()));
         let mut params = Vec::new();
-        if transport == Transport::Tcp {
-            params.push(rsipstack::sip::Param::Transport(
+        match transport {
+            Transport::Udp => {}
+            Transport::Tcp => params.push(rsipstack::sip::Param::Transport(
                 rsipstack::sip::Transport::Tcp,
-            ));
+            )),
+            Transport::Tls => params.push(rsipstack::sip::Param::Transport(
+                rsipstack::sip::Transport::Tls,
+            )),
         }
         rsipstack::sip::Uri {
             scheme: Some(rsipstack::sip::Scheme::Sip),
@@ -201,6 +226,7 @@ impl UserAgent {
 pub fn transport_of(tx: &Transaction) -> Transport {
     match tx.connection.as_ref().map(|c| c.transport()) {
         Some(rsipstack::sip::Transport::Tcp) => Transport::Tcp,
+        Some(rsipstack::sip::Transport::Tls) => Transport::Tls,
         _ => Transport::Udp,
     }
 }
