@@ -11,46 +11,8 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::Value;
-use sip_support::{Baresip, caller_turn_8k, daemon, post, scratch};
+use sip_support::{Baresip, caller_turn_8k, daemon, follow, next_record, post, scratch};
 use support::voiced_segments;
-
-async fn next_record(
-    rx: &mut tokio::sync::broadcast::Receiver<baton::server::sip::SipCallRecord>,
-) -> baton::server::sip::SipCallRecord {
-    tokio::time::timeout(Duration::from_secs(30), rx.recv())
-        .await
-        .expect("no SIP call finished within 30 s")
-        .expect("the finished-call feed closed")
-}
-
-/// The running call's event stream until it ends (collected in a task).
-async fn follow(d: &support::Daemon) -> tokio::task::JoinHandle<Vec<Value>> {
-    let mut live = None;
-    for _ in 0..500 {
-        if let Some(c) = d.app.calls.list().first() {
-            live = Some(c.clone());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let live = live.expect("the call is listed");
-    let (history, mut rx) = live.subscribe();
-    tokio::spawn(async move {
-        let mut out: Vec<Value> = history
-            .iter()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while !out.iter().any(|e| e["type"] == "call_end") {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Ok(l)) => out.extend(serde_json::from_str::<Value>(&l).ok()),
-                _ => break,
-            }
-        }
-        out
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baresip_calls_baton_and_keys_go_both_ways() {

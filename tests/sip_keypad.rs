@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sip_support::{
-    MediaPeer, Scenario, daemon, in_dialog, invite, keys_heard, recv, scenario, scratch, sipp,
+    MediaPeer, Scenario, daemon, follow, in_dialog, invite, keys_heard, recv, scenario, scratch,
+    sipp,
 };
 
 fn config() -> (&'static str, &'static str) {
@@ -19,34 +20,6 @@ fn config() -> (&'static str, &'static str) {
         "tests/data/keypad/scenario.toml",
         "[agents]\nset = \"../tests/data/keypad/agents.toml\"\n",
     )
-}
-
-/// The call's event stream, from its start to its end.
-async fn follow(d: &support::Daemon) -> tokio::task::JoinHandle<Vec<Value>> {
-    let mut live = None;
-    for _ in 0..500 {
-        if let Some(c) = d.app.calls.list().first() {
-            live = Some(c.clone());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let live = live.expect("the call is listed");
-    let (history, mut rx) = live.subscribe();
-    tokio::spawn(async move {
-        let mut out: Vec<Value> = history
-            .iter()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while !out.iter().any(|e| e["type"] == "call_end") {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Ok(l)) => out.extend(serde_json::from_str::<Value>(&l).ok()),
-                _ => break,
-            }
-        }
-        out
-    })
 }
 
 fn has(events: &[Value], pred: impl Fn(&Value) -> bool) -> bool {

@@ -12,16 +12,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use baton::leg::sip::call::{HungUpBy, Outcome};
-use baton::server::sip::SipCallRecord;
 use serde_json::Value;
-use sip_support::{Scenario, caller_turn_8k, daemon, free_udp, g711, scenario, scratch, sipp_on};
-
-async fn next_record(rx: &mut tokio::sync::broadcast::Receiver<SipCallRecord>) -> SipCallRecord {
-    tokio::time::timeout(Duration::from_secs(30), rx.recv())
-        .await
-        .expect("no SIP call finished within 30 s")
-        .expect("the finished-call feed closed")
-}
+use sip_support::{
+    Scenario, caller_turn_8k, daemon, free_udp, g711, next_record, scenario, scratch, sipp_on,
+};
 
 /// A response of SIPp's callee to the last request, with a To tag.
 fn reply(status: &str, body: Option<&str>) -> String {

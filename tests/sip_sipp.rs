@@ -13,18 +13,10 @@ use std::time::Duration;
 use baton::leg::sip::config::Transport;
 use baton::server::sip::SipCallRecord;
 use sip_support::{
-    Impairment, MediaPeer, Scenario, caller_turn_8k, daemon, g711, in_dialog, invite, recv,
-    scenario, scratch, sdp_body, sipp,
+    Impairment, MediaPeer, Scenario, caller_turn_8k, daemon, g711, in_dialog, invite, next_record,
+    recv, scenario, scratch, sdp_body, sipp,
 };
 use support::voiced_segments;
-
-/// The next finished SIP call.
-async fn next_record(rx: &mut tokio::sync::broadcast::Receiver<SipCallRecord>) -> SipCallRecord {
-    tokio::time::timeout(Duration::from_secs(30), rx.recv())
-        .await
-        .expect("no SIP call finished within 30 s")
-        .expect("the finished-call feed closed")
-}
 
 fn records(d: &support::Daemon) -> tokio::sync::broadcast::Receiver<SipCallRecord> {
     d.app.sip.get().expect("SIP is on").subscribe_finished()

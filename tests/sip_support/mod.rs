@@ -786,3 +786,41 @@ pub async fn post(addr: SocketAddr, path: &str, body: &str) -> (u16, serde_json:
         .unwrap_or_else(|| panic!("no JSON: {text}"));
     (status, json)
 }
+
+/// The next finished SIP call (at most 30 s away).
+pub async fn next_record(
+    rx: &mut tokio::sync::broadcast::Receiver<baton::server::sip::SipCallRecord>,
+) -> baton::server::sip::SipCallRecord {
+    tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .expect("no SIP call finished within 30 s")
+        .expect("the finished-call feed closed")
+}
+
+/// The first listed call's event stream, from its start until it ends (collected in a task).
+pub async fn follow(d: &Daemon) -> tokio::task::JoinHandle<Vec<serde_json::Value>> {
+    let mut live = None;
+    for _ in 0..500 {
+        if let Some(c) = d.app.calls.list().first() {
+            live = Some(c.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let live = live.expect("the call is listed");
+    let (history, mut rx) = live.subscribe();
+    tokio::spawn(async move {
+        let mut out: Vec<serde_json::Value> = history
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !out.iter().any(|e| e["type"] == "call_end") {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Ok(l)) => out.extend(serde_json::from_str::<serde_json::Value>(&l).ok()),
+                _ => break,
+            }
+        }
+        out
+    })
+}
