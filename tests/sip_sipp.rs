@@ -2,7 +2,7 @@
 //! loopback: a plain `sipp -sn uac` gets an agent (UDP and TCP); SIPp streams the caller's turn
 //! over RTP in PCMU and PCMA and the agent's reply is in the call's recording; a trunk that loses
 //! 2 % of its packets and reorders others is heard, counted and concealed, and the agent's audio
-//! reaches it; 486 when baton is full, 488 when no codec matches, CANCEL before the answer ends
+//! reaches it; 486 when baton is full, 503 while it drains, 488 when no codec matches, CANCEL before the answer ends
 //! with 487, re-INVITE holds and unholds, OPTIONS is answered.
 
 mod sip_support;
@@ -360,6 +360,71 @@ async fn a_full_baton_answers_486_and_an_unusable_offer_488() {
     let r = next_record(&mut rx).await;
     assert!(r.refused.as_deref().unwrap_or("").contains("488"), "{r:?}");
     assert_eq!(d.calls_ended().await, 0);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_baton_answers_503_and_hangs_up_at_the_drain_timeout() {
+    if !sip_support::require("sipp", "sip-tester") {
+        return;
+    }
+    let dir = scratch("draining");
+    let (d, addr) = daemon("audio-fixtures/scenarios/demo.toml", "", "").await;
+    let mut rx = records(&d);
+    let first = {
+        let dir = dir.to_path_buf();
+        tokio::spawn(async move {
+            sipp(
+                &dir,
+                Scenario::Builtin("uac"),
+                addr,
+                &["-m", "1", "-d", "5000"],
+            )
+            .await
+        })
+    };
+    for _ in 0..200 {
+        if d.active_calls().await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(d.active_calls().await, 1);
+    let drain = support::http(
+        &d.addr,
+        "POST /admin/drain HTTP/1.1\r\nHost: baton\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(drain.starts_with("HTTP/1.1 202"), "{drain}");
+    let unavailable = scenario(
+        "expects 503",
+        &[
+            invite("[media_port]", "0", "a=rtpmap:0 PCMU/8000\n"),
+            recv(100, true),
+            recv(503, false),
+            ACK_FOR_ERROR.into(),
+        ],
+    );
+    let run = sipp(&dir, Scenario::Xml(unavailable), addr, &["-m", "1"]).await;
+    run.assert_ok();
+    assert!(run.messages.contains("Retry-After: 5"), "{}", run.messages);
+    // The call in progress runs on until the drain timeout (1 s in these tests), then baton
+    // hangs it up with a BYE of its own.
+    let first = first.await.unwrap();
+    assert!(first.messages.contains("BYE sip:"), "{}", first.messages);
+    let mut ran = None;
+    for _ in 0..2 {
+        let r = next_record(&mut rx).await;
+        if r.call_id.is_some() {
+            ran = Some(r);
+        }
+    }
+    let r = ran.expect("the first call ran");
+    assert_eq!(
+        r.hung_up_by,
+        Some(baton::leg::sip::call::HungUpBy::Baton),
+        "{r:?}"
+    );
     d.stop().await;
 }
 
