@@ -1,9 +1,10 @@
 //! `baton serve` answering SIP from SIPp (Debian package `sip-tester`), a real SIP peer, on
-//! loopback: a plain `sipp -sn uac` gets an agent (UDP and TCP); SIPp streams the caller's turn
-//! over RTP in PCMU and PCMA and the agent's reply is in the call's recording; a trunk that loses
-//! 2 % of its packets and reorders others is heard, counted and concealed, and the agent's audio
-//! reaches it; 486 when baton is full, 503 while it drains, 488 when no codec matches, CANCEL before the answer ends
-//! with 487, re-INVITE holds and unholds, OPTIONS is answered.
+//! loopback: a plain `sipp -sn uac` gets an agent (UDP and TCP, and with the shipped config);
+//! SIPp streams the caller's turn over RTP in PCMU and PCMA and the agent's reply is in the
+//! call's recording; a trunk that loses 2 % of its packets and reorders others is heard,
+//! counted and concealed, and the agent's audio reaches it; 486 when baton is full, 503 while
+//! it drains, 488 when no codec matches, CANCEL before the answer ends with 487, re-INVITE
+//! holds and unholds, OPTIONS is answered.
 
 mod sip_support;
 mod support;
