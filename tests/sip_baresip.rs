@@ -1,4 +1,4 @@
-//! baresip (Debian package `baresip`), a real softphone, and baton on loopback, both ways:
+//! baresip (Debian package `baresip-core`), a real softphone, and baton on loopback, both ways:
 //! baresip calls baton, presses a key (RFC 4733), the agent hears it and presses keys back with
 //! its `send_dtmf` tool, which baresip receives as RFC 4733 events, and baresip hears the
 //! agent; baton calls baresip (`POST /calls`), which answers at once and plays a WAV, the agent
@@ -16,7 +16,7 @@ use support::voiced_segments;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baresip_calls_baton_and_keys_go_both_ways() {
-    if !sip_support::require("baresip", "baresip") {
+    if !sip_support::require("baresip", "baresip-core") {
         return;
     }
     let dir = scratch("baresip-in");
@@ -80,7 +80,7 @@ async fn baresip_calls_baton_and_keys_go_both_ways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baton_calls_baresip_which_answers_with_a_wav_and_keys_go_both_ways() {
-    if !sip_support::require("baresip", "baresip") {
+    if !sip_support::require("baresip", "baresip-core") {
         return;
     }
     let dir = scratch("baresip-out");
@@ -137,7 +137,7 @@ async fn baton_calls_baresip_which_answers_with_a_wav_and_keys_go_both_ways() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baresip_calls_baton_over_tls() {
-    if !sip_support::require("baresip", "baresip") {
+    if !sip_support::require("baresip", "baresip-core") {
         return;
     }
     let dir = scratch("baresip-tls");

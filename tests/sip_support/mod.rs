@@ -564,7 +564,7 @@ pub fn keys_heard(pcm: &[i16], rate: u32) -> Vec<char> {
     out
 }
 
-/// baresip (Debian package `baresip`), a real softphone, run headless on loopback: it plays a
+/// baresip (Debian package `baresip-core`), a real softphone, run headless on loopback: it plays a
 /// WAV as its microphone (and hangs up when the WAV ends), answers calls at once, records what
 /// it hears, and is driven and watched over its TCP control socket (`ctrl_tcp`: commands such
 /// as `dial` and `sndcode` in, call events such as `CALL_DTMF_START` out).
