@@ -4,7 +4,8 @@
 //! call's recording; a trunk that loses 2 % of its packets and reorders others is heard,
 //! counted and concealed, and the agent's audio reaches it; 486 when baton is full, 503 while
 //! it drains, 488 when no codec matches, CANCEL before the answer ends with 487, re-INVITE
-//! holds and unholds, OPTIONS is answered.
+//! holds and unholds, OPTIONS is answered; calls are routed by the called user to an agent
+//! set (`[sip.routes]`).
 
 mod sip_support;
 mod support;
@@ -14,8 +15,8 @@ use std::time::Duration;
 use baton::leg::sip::config::Transport;
 use baton::server::sip::SipCallRecord;
 use sip_support::{
-    Impairment, MediaPeer, Scenario, caller_turn_8k, daemon, g711, in_dialog, invite, next_record,
-    recv, scenario, scratch, sdp_body, sipp,
+    Impairment, MediaPeer, Scenario, caller_turn_8k, daemon, follow, g711, in_dialog, invite,
+    next_record, recv, scenario, scratch, sdp_body, sipp,
 };
 use support::voiced_segments;
 
@@ -120,6 +121,42 @@ async fn the_shipped_config_answers_a_plain_sipp_caller_with_an_agent() {
     assert!(r.call_id.is_some(), "an agent took the call: {r:?}");
     assert_eq!(r.end_reason.as_deref(), Some("caller hung up"), "{r:?}");
     assert!(r.media.as_ref().unwrap().packets_out >= 60, "{r:?}");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_are_routed_by_the_called_user_to_an_agent_set() {
+    if !sip_support::require("sipp", "sip-tester") {
+        return;
+    }
+    let dir = scratch("routes");
+    let routes = "[sip.routes]\n\"ivr\" = \"../tests/data/keypad/agents.toml\"\n";
+    let (d, addr) = daemon("tests/data/keypad/scenario.toml", routes, "").await;
+    let mut rx = records(&d);
+    let mut agents_of = Vec::new();
+    for user in ["ivr", "100"] {
+        let args = ["-m", "1", "-d", "1500", "-s", user];
+        let (run, events) =
+            tokio::join!(sipp(&dir, Scenario::Builtin("uac"), addr, &args), async {
+                follow(&d).await.await.unwrap()
+            },);
+        run.assert_ok();
+        let r = next_record(&mut rx).await;
+        assert_eq!(r.parties.to, user, "{r:?}");
+        let agents: Vec<String> = events
+            .iter()
+            .filter(|e| e["type"] == "agent_start")
+            .filter_map(|e| e["agent_id"].as_str().map(str::to_owned))
+            .collect();
+        agents_of.push((user, agents));
+        assert_eq!(d.calls_ended().await, 0);
+    }
+    // "ivr" ran the keypad agent set; any other called user the daemon's default (none here).
+    assert_eq!(
+        agents_of,
+        [("ivr", vec!["ivr".to_owned()]), ("100", vec![])],
+        "{agents_of:?}"
+    );
     d.stop().await;
 }
 
