@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 B="${B:-target/release/baton}"
 PORT="${PORT:-18082}"
 tmp=$(mktemp -d)
-sed 's/^format = "human"/format = "json"/' config/baton.toml > config/.bench-dialects.toml
+# JSON logs; no SIP listener (the shipped 5060 may be taken, and this measures the bridges).
+sed -e 's/^format = "human"/format = "json"/' -e 's/^listen = \["udp:127.0.0.1:5060"\]/listen = []/' \
+  config/baton.toml > config/.bench-dialects.toml
 trap 'rm -rf config/.bench-dialects.toml "$tmp"' EXIT
 $B serve --config config/.bench-dialects.toml --listen 127.0.0.1:$PORT > "$tmp/serve.log" 2>&1 &
 SP=$!

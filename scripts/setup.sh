@@ -15,7 +15,9 @@ done
 # pkg-config and libopus-dev: the Opus codec (libopus) for WebRTC legs; python3-venv: the test
 # suite runs the official google-genai SDK from a local virtualenv.
 # haproxy: the load balancer in front of several `baton serve` instances in the cluster tests.
-packages=(pkg-config libopus-dev haproxy)
+# sip-tester (SIPp) and baresip-core (baresip without the GTK, GStreamer and FFmpeg front-ends
+# the metapackage recommends): real SIP peers the SIP leg's tests call baton with and from.
+packages=(pkg-config libopus-dev haproxy sip-tester baresip-core)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3-venv)
 # systemd-analyze checks the shipped unit (deploy/systemd/baton.service).
 command -v systemd-analyze >/dev/null || packages+=(systemd)

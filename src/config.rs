@@ -436,6 +436,9 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
         }
     }
     crate::leg::webrtc::config::validate(&c.webrtc, &mut problem);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    crate::leg::sip::config::validate(&c.sip, dir, &mut problem);
+    crate::leg::keypad::validate(&c.keypad, &mut problem);
     let r = &c.resume;
     if r.backoff_ms.is_empty() {
         problem(

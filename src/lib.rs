@@ -13,6 +13,7 @@ pub mod demo;
 mod demo_store;
 pub mod dial;
 pub mod mcp;
+pub mod place;
 pub mod server;
 pub mod store;
 pub mod talk;

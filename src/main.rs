@@ -54,6 +54,9 @@ enum Cmd {
     /// Asterisk AudioSocket on [audiosocket] listen) and apps (/stream) connect, each call is
     /// carried to the configured model and back.
     Serve(ServeArgs),
+    /// Place an outbound SIP call through a running `baton serve` (POST /calls on its admin
+    /// API) on a configured trunk; prints the typed outcome.
+    Call(baton::place::CallArgs),
     /// Place a call to a telephony-protocol server from a WAV fixture, as the bridge would.
     #[command(subcommand)]
     Dial(DialTarget),
@@ -178,6 +181,10 @@ fn main() -> ExitCode {
             baton::bench::load::client::run(&args).map_err(anyhow::Error::from)
         }
         Cmd::CheckConfig { file } => check_config(&file),
+        Cmd::Call(args) => {
+            init_logging("warn", LogFormat::Human);
+            baton::place::run(&args).map_err(anyhow::Error::from)
+        }
         Cmd::MockMcp { listen, stdio } => {
             // stdout carries the protocol with --stdio: logs stay on stderr.
             init_logging("info", LogFormat::Human);
@@ -303,6 +310,28 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
     println!("  twilio stream URL {}", loaded.twilio_stream_url());
     if let Some(a) = loaded.audiosocket_listen() {
         println!("  AudioSocket listener on {a}");
+    }
+    if !c.sip.listen.is_empty() {
+        println!(
+            "  SIP on {} · RTP ports {}-{} · codecs {}",
+            c.sip.listen.join(", "),
+            c.sip.rtp_port_min,
+            c.sip.rtp_port_max,
+            c.sip.codecs.join(", ")
+        );
+        for (name, t) in &c.sip.trunks {
+            println!(
+                "  SIP trunk {name}: {}{}",
+                t.uri,
+                if t.register { " (registers)" } else { "" }
+            );
+        }
+        for (user, set) in &c.sip.routes {
+            println!(
+                "  SIP calls to {user} run {}",
+                loaded.resolve(set).display()
+            );
+        }
     }
     if !c.agents.set.is_empty() {
         println!("  agent set {}", loaded.resolve(&c.agents.set).display());

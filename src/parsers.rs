@@ -123,6 +123,30 @@ pub const PARSERS: &[Parser] = &[
                 mcp::hub::check_tool: its name and input schema as the models would see them)",
         run: mcp_tool,
     },
+    Parser {
+        name: "sip_message",
+        input: "one SIP message as it arrives on the SIP port (rsipstack's parser; for a new \
+                INVITE, what baton decides on it: leg::sip::uas::decide on its source, \
+                credentials and SDP offer)",
+        run: sip_message,
+    },
+    Parser {
+        name: "sip_sdp",
+        input: "a SIP peer's SDP offer, the body of an INVITE or re-INVITE (leg::sip::sdp::parse, \
+                then sdp::negotiate with PCMU and PCMA)",
+        run: sip_sdp,
+    },
+    Parser {
+        name: "rtp_packet",
+        input: "one datagram on a SIP call's RTP port (leg::sip::rtp::parse; a telephone-event \
+                payload, type 101, by leg::sip::dtmf::parse_event)",
+        run: rtp_packet,
+    },
+    Parser {
+        name: "rtcp_packet",
+        input: "one datagram on a SIP call's RTCP port (leg::sip::rtcp::parse)",
+        run: rtcp_packet,
+    },
 ];
 
 /// The parser called `name`.
@@ -151,6 +175,80 @@ pub fn fuzz(name: &str, data: &[u8]) {
     if let Err(message) = (p.run)(data, Path::new(FUZZ_INPUT)) {
         assert!(!message.trim().is_empty(), "{name}: an empty error message");
     }
+}
+
+fn sip_message(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    use crate::leg::sip::{sdp::Codec, ua, uas};
+    use rsipstack::sip::SipMessage;
+    use rsipstack::sip::prelude::*;
+    // What the UDP transport reads at most.
+    if bytes.len() > 65_535 {
+        return Err(format!(
+            "{} bytes is over a SIP datagram's 65535",
+            bytes.len()
+        ));
+    }
+    let msg =
+        SipMessage::try_from(bytes.to_vec()).map_err(|e| format!("not a SIP message: {e}"))?;
+    let SipMessage::Request(req) = msg else {
+        return Ok(());
+    };
+    if req.method != rsipstack::sip::Method::Invite {
+        return Ok(());
+    }
+    let authorization = req.header_value("Authorization");
+    let content_type = req.header_value("Content-Type");
+    let request_uri = req.uri.to_string();
+    let facts = uas::InviteFacts {
+        source: ua::source_ip(&req),
+        authorization: authorization.as_deref(),
+        request_uri: &request_uri,
+        content_type: content_type.as_deref(),
+        body: &req.body,
+    };
+    // With credentials, a policy that checks them; without, one that takes anyone.
+    let policy = uas::Policy {
+        allow: Vec::new(),
+        digest: authorization.is_some().then(|| uas::DigestPolicy {
+            user: "corpus".into(),
+            password: crate::secret::Secret::new("corpus-password"),
+            realm: "baton".into(),
+        }),
+        codecs: Codec::ALL.to_vec(),
+    };
+    let mut nonces = uas::Nonces::default();
+    let now = tokio::time::Instant::now();
+    let _called = ua::called_user(&req);
+    match uas::decide(&facts, &policy, &uas::Capacity::Open, &mut nonces, now) {
+        uas::Decision::Answer { .. } => Ok(()),
+        uas::Decision::Reject { status, reason, .. } => Err(format!("{status}: {reason}")),
+        uas::Decision::Challenge(_) => {
+            Err("401: the credentials are not valid for this SIP account (challenged again)".into())
+        }
+    }
+}
+
+fn sip_sdp(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    use crate::leg::sip::sdp;
+    let offer = sdp::parse(bytes).map_err(|e| e.to_string())?;
+    sdp::negotiate(&offer, &sdp::Codec::ALL)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn rtp_packet(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    use crate::leg::sip::{dtmf, rtp};
+    let p = rtp::parse(bytes).map_err(|e| e.to_string())?;
+    if p.pt == 101 {
+        dtmf::parse_event(&p.payload).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn rtcp_packet(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    crate::leg::sip::rtcp::parse(bytes, 0)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 fn mcp_tool(bytes: &[u8], name: &Path) -> Result<(), String> {

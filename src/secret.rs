@@ -36,4 +36,12 @@ impl fmt::Display for Secret {
 /// louder than the default levels (a cap at `debug` put the handshakes' debug lines into every
 /// command's output). `tests/secrets_sentinel.rs` runs baton at trace and fails on any
 /// credential in its output.
-pub const LOG_CAPS: &[&str] = &["tungstenite::handshake=info"];
+///
+/// `rsipstack` logs every SIP message it sends or receives, raw, at `info` (Authorization
+/// headers, callers' numbers): capped at `warn`. Its dialog module warns on every answer whose
+/// ACK arrives before the answer's own state change (routine on loopback): capped at `error`.
+pub const LOG_CAPS: &[&str] = &[
+    "tungstenite::handshake=info",
+    "rsipstack=warn",
+    "rsipstack::dialog::dialog=error",
+];

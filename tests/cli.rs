@@ -25,6 +25,7 @@ fn every_subcommand_has_help_with_an_example() {
         "serve",
         "check-config",
         "dial",
+        "call",
         "talk",
     ] {
         assert!(top.contains(sub), "top-level help lacks {sub}");
@@ -36,6 +37,7 @@ fn every_subcommand_has_help_with_an_example() {
         &["check-config"],
         &["dial", "twilio"],
         &["dial", "audiosocket"],
+        &["call"],
         &["talk"],
     ] {
         let mut args = sub.to_vec();
@@ -78,6 +80,37 @@ fn check_config_names_file_key_and_fix() {
     assert!(
         out.contains("checking is OFF"),
         "the shipped config must say signatures are off:\n{out}"
+    );
+    assert!(
+        out.contains("SIP on udp:127.0.0.1:5060"),
+        "the shipped config answers SIP:\n{out}"
+    );
+}
+
+#[test]
+fn check_config_checks_the_sip_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("sip.toml");
+    std::fs::write(
+        &bad,
+        "[sip]\nlisten = [\"udp:0.0.0.0:5060\"]\n[sip.routes]\n\"100\" = \"agents/none.toml\"\n\
+         [sip.trunks.carrier]\nuri = \"sip:sip.carrier.example\"\nusername = \"acct\"\n\
+         password_env = \"hunter2 is the password\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = baton(&["check-config", bad.to_str().unwrap()]);
+    assert!(!ok);
+    for key in [
+        "sip.allow_from",
+        "sip.routes.100",
+        "sip.trunks.carrier.password_env",
+    ] {
+        assert!(err.contains(key), "no {key} in:\n{err}");
+    }
+    assert!(err.matches("fix:").count() >= 3, "{err}");
+    assert!(
+        !err.contains("hunter2"),
+        "a password written in place of a variable's name is not repeated:\n{err}"
     );
 }
 

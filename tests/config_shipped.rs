@@ -10,4 +10,9 @@ fn the_shipped_config_is_valid() {
         loaded.config.twilio.auth_token_env.is_empty(),
         "the shipped config keeps signatures off"
     );
+    assert_eq!(
+        loaded.config.sip.listen,
+        ["udp:127.0.0.1:5060"],
+        "the shipped config answers SIP on loopback with the embedded mock"
+    );
 }

@@ -27,6 +27,12 @@ pub struct Config {
     pub webrtc: crate::leg::webrtc::config::WebrtcConfig,
     #[serde(default)]
     pub audiosocket: AudioSocketConfig,
+    /// SIP trunks and PBXs (`[sip]`, see `src/leg/sip/config.rs`).
+    #[serde(default)]
+    pub sip: crate::leg::sip::config::SipConfig,
+    /// Keypad tones to and from the agent (`[keypad]`, see `src/leg/keypad.rs`).
+    #[serde(default)]
+    pub keypad: crate::leg::keypad::KeypadConfig,
     #[serde(default)]
     pub resume: ResumeConfig,
     #[serde(default)]

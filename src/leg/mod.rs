@@ -5,7 +5,9 @@
 pub mod audiosocket;
 pub mod bridge;
 pub mod fixture;
+pub mod keypad;
 pub mod mic;
+pub mod sip;
 pub mod stream;
 pub mod twilio;
 pub mod webrtc;

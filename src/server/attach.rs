@@ -174,6 +174,13 @@ pub async fn run_call(
     live: Option<Arc<LiveCall>>,
     hangup: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Ran, RunError> {
+    // Keypad tones between the leg and the call (`[keypad]`).
+    let hooks = super::keypad::Hooks {
+        live: live.clone(),
+        agents: app.agents.clone(),
+        native: None,
+    };
+    let leg = super::keypad::tap(app, leg, hooks);
     run_call_opening(app, app.open_call(), leg, info, live, hangup).await
 }
 

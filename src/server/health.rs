@@ -73,5 +73,9 @@ async fn healthz(State(app): State<Arc<AppState>>) -> Response {
         // for its tools while it reconnects.
         body["mcp"] = serde_json::to_value(hub.status()).unwrap_or_default();
     }
+    if let Some(sip) = app.sip.get() {
+        // Each registering trunk's state; a failed registration is reported, not fatal.
+        body["sip_registrations"] = serde_json::to_value(sip.registrations()).unwrap_or_default();
+    }
     axum::Json(body).into_response()
 }

@@ -15,9 +15,11 @@ pub mod calls;
 pub mod cluster;
 pub mod events;
 pub mod health;
+pub mod keypad;
 mod live;
 pub mod metrics;
 pub mod page;
+pub mod sip;
 pub mod stream;
 pub mod transcripts;
 pub mod twilio;
@@ -73,6 +75,8 @@ pub struct AppState {
     pub instance_id: String,
     /// The cluster, once joined (a PostgreSQL store with `cluster.enabled`).
     pub cluster: std::sync::OnceLock<Arc<cluster::Cluster>>,
+    /// The SIP side, once `serve` has started it (`[sip] listen`).
+    pub sip: std::sync::OnceLock<Arc<sip::SipService>>,
 }
 
 /// `serve` could not start.
@@ -306,6 +310,7 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         store: std::sync::OnceLock::new(),
         instance_id,
         cluster: std::sync::OnceLock::new(),
+        sip: std::sync::OnceLock::new(),
     }))
 }
 
@@ -354,6 +359,7 @@ pub fn protected_routes(app: &AppState) -> Router<Arc<AppState>> {
         .merge(events::routes())
         .merge(admin::routes())
         .merge(answer::routes())
+        .merge(sip::routes())
 }
 
 async fn metrics_text(State(app): State<Arc<AppState>>) -> impl IntoResponse {
@@ -395,6 +401,9 @@ pub async fn serve(
     }
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
     let audiosocket = audiosocket::start(&app).await?;
+    if let Some(s) = sip::start(&app).await? {
+        let _ = app.sip.set(s);
+    }
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     // Every 20 ms frame goes out at once: without TCP_NODELAY each waits for the previous one's
     // delayed ACK and reaches the caller ~40 ms late.
@@ -453,6 +462,9 @@ pub async fn serve(
     }
     if let Some(task) = audiosocket {
         task.abort();
+    }
+    if let Some(s) = app.sip.get() {
+        s.stop().await;
     }
     let _ = stop_tx.send(());
     match tokio::time::timeout(Duration::from_secs(5), server).await {

@@ -56,6 +56,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/admin/calls/{call}/agents/{agent}/activate"),
     ("post", "/admin/calls/{call}/agents/{agent}/deactivate"),
     ("post", "/admin/calls/{call}/hangup"),
+    ("post", "/calls"),
+    ("post", "/calls/{call}/dtmf"),
     ("get", "/admin/calls/{call}/events"),
     ("get", "/admin/instances"),
     ("post", "/admin/drain"),

@@ -1,0 +1,713 @@
+//! One SIP call's signalling, start to end, over the stack's dialog: an inbound INVITE decided
+//! ([`super::uas::decide`]) and answered (100, optionally 180 for `ring_ms`, 200 with the SDP
+//! answer; a CANCEL before the answer ends it with 487), an outbound INVITE placed on a trunk
+//! with its typed outcome, and then [`CallDialog::run`] beside the media: the peer's BYE, a
+//! re-INVITE or UPDATE (hold, unhold, a new address or codec, answered from the current
+//! offer), INFO digits, and baton's own BYE when the call or the media ends first.
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rsipstack::dialog::dialog::{
+    DialogState, DialogStateReceiver, TerminatedReason, TransactionHandle,
+};
+use rsipstack::dialog::invite_dialog::InviteDialog;
+use rsipstack::sip::prelude::*;
+use rsipstack::sip::{ContentType, Header, Method, StatusCode, StatusCodeKind};
+use rsipstack::transaction::transaction::Transaction;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::config::Transport;
+use super::leg::{self, LegEnd, LegOutcome, Signal, SipLeg};
+use super::media::MediaConfig;
+use super::sdp::{self, Codec, Direction, Local, Negotiated};
+use super::ua::{self, UserAgent};
+use super::uas::{self, Capacity, Decision, InviteFacts, Nonces, Policy};
+
+/// How calls are answered and run.
+#[derive(Clone, Debug)]
+pub struct CallSettings {
+    /// Ring this long (180) before answering.
+    pub ring: Duration,
+    pub media: MediaConfig,
+    pub codecs: Vec<Codec>,
+    pub rtp_ports: (u16, u16),
+    /// Bound of the queue of frames toward the call.
+    pub event_queue: usize,
+}
+
+/// Who is calling whom.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Parties {
+    pub call_id: String,
+    /// The caller's user part (a number or extension), else its whole From URI.
+    pub from: String,
+    /// The called user part (Request-URI), which routes the call.
+    pub to: String,
+    pub source: Option<IpAddr>,
+    pub transport: String,
+}
+
+/// An inbound INVITE that did not become a call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAnswered {
+    #[error("refused with {status}: {reason}")]
+    Refused { status: u16, reason: String },
+    #[error("challenged for credentials (401)")]
+    Challenged,
+    #[error("the caller cancelled before the answer")]
+    Cancelled,
+    #[error("could not answer: {0}")]
+    Failed(String),
+}
+
+/// A call baton answered or placed: its media leg, and its dialog for [`CallDialog::run`].
+pub struct Connected {
+    pub leg: SipLeg,
+    pub dialog: CallDialog,
+    pub parties: Parties,
+}
+
+/// The dialog side of a running call.
+pub struct CallDialog {
+    ua: Arc<UserAgent>,
+    dialog: InviteDialog,
+    states: DialogStateReceiver,
+    local: Local,
+    codecs: Vec<Codec>,
+    current: Negotiated,
+    /// The INVITE's server transaction (inbound calls), run until ACK.
+    invite: Option<JoinHandle<()>>,
+}
+
+/// How a call's signalling ended.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HungUpBy {
+    /// The peer sent BYE (or the dialog ended on its side).
+    Peer,
+    /// baton sent BYE: the call ended (the agent, an operator, a drain).
+    Baton,
+    /// baton sent BYE because no RTP came.
+    MediaTimeout,
+}
+
+/// What [`CallDialog::run`] reports.
+#[derive(Clone, Debug)]
+pub struct Ended {
+    pub by: HungUpBy,
+    pub media: Option<LegOutcome>,
+    pub re_invites: u32,
+    pub holds: u32,
+}
+
+fn facts_of(tx: &Transaction) -> (Option<IpAddr>, Option<String>, Option<String>) {
+    let req = &tx.original;
+    (
+        ua::source_ip(req),
+        req.header_value("Authorization"),
+        req.header_value("Content-Type"),
+    )
+}
+
+fn warning(reason: &str) -> Header {
+    // RFC 3261 §20.43: 399 is "miscellaneous warning"; the text is quoted.
+    let text: String = reason
+        .chars()
+        .filter(|c| *c != '"' && *c != '\\' && !c.is_control())
+        .take(200)
+        .collect();
+    Header::Other("Warning".into(), format!("399 baton \"{text}\""))
+}
+
+fn parties_of(tx: &Transaction) -> Parties {
+    let req = &tx.original;
+    let from = req
+        .from_header()
+        .ok()
+        .and_then(|f| f.uri().ok())
+        .map(|u| {
+            u.auth
+                .as_ref()
+                .map(|a| a.user.clone())
+                .unwrap_or_else(|| u.to_string())
+        })
+        .unwrap_or_default();
+    Parties {
+        call_id: req
+            .call_id_header()
+            .map(|c| c.value().to_owned())
+            .unwrap_or_default(),
+        from,
+        to: ua::called_user(req),
+        source: ua::source_ip(req),
+        transport: ua::transport_of(tx).to_string(),
+    }
+}
+
+/// Decides on a new INVITE and, when it is taken, answers it and starts its media.
+/// `capacity` says whether a call slot was free.
+pub async fn answer(
+    ua: Arc<UserAgent>,
+    mut tx: Transaction,
+    policy: &Policy,
+    capacity: Capacity,
+    nonces: &Mutex<Nonces>,
+    settings: &CallSettings,
+) -> Result<Connected, NotAnswered> {
+    let (source, authorization, content_type) = facts_of(&tx);
+    let request_uri = tx.original.uri.to_string();
+    let body = tx.original.body.clone();
+    let decision = {
+        let facts = InviteFacts {
+            source,
+            authorization: authorization.as_deref(),
+            request_uri: &request_uri,
+            content_type: content_type.as_deref(),
+            body: &body,
+        };
+        let mut n = nonces.lock().unwrap_or_else(|e| e.into_inner());
+        uas::decide(&facts, policy, &capacity, &mut n, Instant::now())
+    };
+    let (offer, negotiated) = match decision {
+        Decision::Reject {
+            status,
+            reason,
+            retry_after,
+        } => {
+            let mut headers = vec![warning(&reason)];
+            if let Some(s) = retry_after {
+                headers.push(Header::Other("Retry-After".into(), s.to_string()));
+            }
+            if status == 488 || status == 415 {
+                headers.push(Header::Other("Accept".into(), "application/sdp".into()));
+            }
+            let _ = tx.reply_with(StatusCode::from(status), headers, None).await;
+            return Err(NotAnswered::Refused { status, reason });
+        }
+        Decision::Challenge(www) => {
+            let headers = vec![Header::Other("WWW-Authenticate".into(), www)];
+            let _ = tx.reply_with(StatusCode::Unauthorized, headers, None).await;
+            return Err(NotAnswered::Challenged);
+        }
+        Decision::Answer { offer, negotiated } => (offer, negotiated),
+    };
+    let parties = parties_of(&tx);
+    let sockets =
+        match leg::bind_pair(ua.rtp_bind_ip, settings.rtp_ports.0, settings.rtp_ports.1).await {
+            Ok(s) => s,
+            Err(e) => {
+                let reason = format!("no RTP port: {e}");
+                let _ = tx
+                    .reply_with(StatusCode::ServiceUnavailable, vec![warning(&reason)], None)
+                    .await;
+                return Err(NotAnswered::Failed(reason));
+            }
+        };
+    let (state_tx, mut states) = ua.dialogs.new_dialog_state_channel();
+    let contact = ua.contact("baton", ua::transport_of(&tx));
+    let dialog = match ua
+        .dialogs
+        .get_or_create_server_invite(&tx, state_tx, None, Some(contact))
+    {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = tx.reply(StatusCode::ServerInternalError).await;
+            return Err(NotAnswered::Failed(e.to_string()));
+        }
+    };
+    let mut server = dialog.clone();
+    let invite = tokio::spawn(async move {
+        if let Err(e) = server.handle(&mut tx).await {
+            tracing::debug!(error = %e, "INVITE transaction ended with an error");
+        }
+    });
+    let cancelled = |states: &mut DialogStateReceiver| {
+        while let Ok(s) = states.try_recv() {
+            if matches!(s, DialogState::Terminated(..)) {
+                return true;
+            }
+        }
+        false
+    };
+    if !settings.ring.is_zero() {
+        let _ = dialog.ringing(None, None);
+        let until = Instant::now() + settings.ring;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => break,
+                s = states.recv() => match s {
+                    Some(DialogState::Terminated(..)) | None => {
+                        ua.dialogs.remove_dialog(&dialog.id());
+                        return Err(NotAnswered::Cancelled);
+                    }
+                    Some(_) => {}
+                },
+            }
+        }
+    }
+    if cancelled(&mut states) {
+        ua.dialogs.remove_dialog(&dialog.id());
+        return Err(NotAnswered::Cancelled);
+    }
+    let local = Local {
+        ip: ua.media_ip,
+        port: sockets.rtp_port(),
+        session_id: u64::from(leg::random_start().ssrc),
+        version: 1,
+    };
+    let body = sdp::answer(&local, &offer, &negotiated);
+    if let Err(e) = dialog.accept(
+        Some(vec![Header::ContentType(ContentType::new(
+            "application/sdp",
+        ))]),
+        Some(body.into_bytes()),
+    ) {
+        ua.dialogs.remove_dialog(&dialog.id());
+        return Err(NotAnswered::Failed(e.to_string()));
+    }
+    let leg = leg::start(
+        settings.media.clone(),
+        negotiated.clone(),
+        sockets,
+        settings.event_queue,
+    );
+    Ok(Connected {
+        leg,
+        dialog: CallDialog {
+            ua,
+            dialog,
+            states,
+            local,
+            codecs: settings.codecs.clone(),
+            current: negotiated,
+            invite: Some(invite),
+        },
+        parties,
+    })
+}
+
+impl CallDialog {
+    /// Runs the dialog beside the media until the media ends; sends BYE when baton ends the
+    /// call. Returns how it ended and the media's figures.
+    pub async fn run(
+        mut self,
+        control: mpsc::UnboundedSender<Signal>,
+        mut media: JoinHandle<LegOutcome>,
+    ) -> Ended {
+        let mut peer_gone = false;
+        let mut states_open = true;
+        let mut re_invites = 0;
+        let mut holds = 0;
+        let outcome = loop {
+            tokio::select! {
+                r = &mut media => break r.ok(),
+                s = self.states.recv(), if states_open => match s {
+                    None => {
+                        states_open = false;
+                    }
+                    Some(DialogState::Terminated(_, reason)) => {
+                        if !peer_gone {
+                            tracing::info!(reason = ?reason, "SIP dialog ended");
+                        }
+                        peer_gone = true;
+                        let _ = control.send(Signal::Hangup);
+                        if matches!(reason, TerminatedReason::Timeout) {
+                            tracing::warn!("no ACK for baton's answer: the call is dropped");
+                        }
+                    }
+                    Some(DialogState::Updated(_, req, handle)) => {
+                        re_invites += 1;
+                        if let Some(n) = self.renegotiate(&req, handle).await {
+                            if !n.sends() && self.current.sends() {
+                                holds += 1;
+                            }
+                            self.current = n.clone();
+                            let _ = control.send(Signal::Update(n));
+                        }
+                    }
+                    Some(DialogState::Info(_, req, handle)) => {
+                        let ct = req.header_value("Content-Type").unwrap_or_default();
+                        match super::dtmf::parse_info(&ct, &req.body) {
+                            Some(d) => {
+                                let _ = control.send(Signal::Dtmf(d));
+                                let _ = handle.reply(StatusCode::OK).await;
+                            }
+                            None => {
+                                let _ = handle.reply(StatusCode::UnsupportedMediaType).await;
+                            }
+                        }
+                    }
+                    Some(DialogState::Options(_, _, handle)) => {
+                        let _ = handle.reply(StatusCode::OK).await;
+                    }
+                    Some(
+                        DialogState::Notify(_, _, handle)
+                        | DialogState::Refer(_, _, handle)
+                        | DialogState::Message(_, _, handle)
+                        | DialogState::Publish(_, _, handle),
+                    ) => {
+                        let _ = handle.reply(StatusCode::NotImplemented).await;
+                    }
+                    Some(_) => {}
+                },
+            }
+        };
+        let by = match outcome.as_ref().map(|o| &o.end) {
+            Some(LegEnd::Media(_)) if !peer_gone => HungUpBy::MediaTimeout,
+            Some(LegEnd::Call) if !peer_gone => HungUpBy::Baton,
+            _ => HungUpBy::Peer,
+        };
+        if by != HungUpBy::Peer {
+            match tokio::time::timeout(Duration::from_secs(5), self.dialog.bye()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!(error = %e, "BYE failed"),
+                Err(_) => tracing::debug!("BYE got no answer in 5 s"),
+            }
+        }
+        self.ua.dialogs.remove_dialog(&self.dialog.id());
+        if let Some(t) = self.invite.take() {
+            // Done once the ACK (or its timeout) ended it.
+            let abort = t.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(1), t)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        Ended {
+            by,
+            media: outcome,
+            re_invites,
+            holds,
+        }
+    }
+
+    /// Answers a re-INVITE or UPDATE: the new media, or 488 (the old media stays).
+    async fn renegotiate(
+        &mut self,
+        req: &rsipstack::sip::Request,
+        handle: TransactionHandle,
+    ) -> Option<Negotiated> {
+        let sdp_ct = vec![Header::ContentType(ContentType::new("application/sdp"))];
+        if req.body.is_empty() {
+            // An offer is asked of baton (a session refresh): the current media, unchanged.
+            let body = if req.method == Method::Invite {
+                let list = [self.current.codec];
+                Some(sdp::offer(&self.local, &list, self.current.direction).into_bytes())
+            } else {
+                None
+            };
+            let _ = handle.respond(StatusCode::OK, Some(sdp_ct), body).await;
+            return None;
+        }
+        let rejecting = handle.clone();
+        let reject = |reason: String| async move {
+            let _ = rejecting
+                .respond(
+                    StatusCode::NotAcceptableHere,
+                    Some(vec![warning(&reason)]),
+                    None,
+                )
+                .await;
+        };
+        let offer = match sdp::parse(&req.body) {
+            Ok(o) => o,
+            Err(e) => {
+                reject(e.to_string()).await;
+                return None;
+            }
+        };
+        let mut n = match sdp::negotiate(&offer, &self.codecs) {
+            Ok(n) => n,
+            Err(e) => {
+                reject(e.to_string()).await;
+                return None;
+            }
+        };
+        // Keep the payload type baton already sends on when it is still offered.
+        if n.codec != self.current.codec && offer.formats.iter().any(|f| f.pt == self.current.pt) {
+            n.codec = self.current.codec;
+            n.pt = self.current.pt;
+        }
+        self.local.version += 1;
+        let body = sdp::answer(&self.local, &offer, &n);
+        let _ = handle
+            .respond(StatusCode::OK, Some(sdp_ct), Some(body.into_bytes()))
+            .await;
+        tracing::info!(
+            codec = %n.codec,
+            direction = n.direction.attr(),
+            to = %n.remote_rtp,
+            "SIP media changed"
+        );
+        Some(n)
+    }
+
+    /// baton's current direction.
+    pub fn direction(&self) -> Direction {
+        self.current.direction
+    }
+}
+
+/// How an outbound call turned out.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    Answered,
+    Busy { status: u16 },
+    NoAnswer { status: Option<u16> },
+    Rejected { status: u16, reason: String },
+    Failed { reason: String },
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Answered => f.write_str("answered"),
+            Outcome::Busy { status } => write!(f, "busy ({status})"),
+            Outcome::NoAnswer { status: Some(s) } => write!(f, "no answer ({s})"),
+            Outcome::NoAnswer { status: None } => f.write_str("no answer (ring timeout)"),
+            Outcome::Rejected { status, reason } => write!(f, "rejected ({status} {reason})"),
+            Outcome::Failed { reason } => write!(f, "failed: {reason}"),
+        }
+    }
+}
+
+/// A response's reason: its Reason header (RFC 3326) when it has one, else the status text.
+pub fn reason_of(resp: &rsipstack::sip::Response) -> String {
+    resp.reason_phrase()
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| resp.status_code.text())
+        .to_owned()
+}
+
+/// The outcome a final response means.
+pub fn outcome_of(status: u16, reason: &str) -> Outcome {
+    match status {
+        200..=299 => Outcome::Answered,
+        486 | 600 => Outcome::Busy { status },
+        408 | 480 | 487 => Outcome::NoAnswer {
+            status: Some(status),
+        },
+        _ => Outcome::Rejected {
+            status,
+            reason: reason.to_owned(),
+        },
+    }
+}
+
+/// The outcome of an INVITE still unanswered at the ring timeout: no answer when the trunk
+/// said it was trying or ringing, failed when nothing came back at all (unreachable, refused
+/// connection, wrong address).
+pub fn unanswered(responded: bool, ring_timeout: Duration) -> Outcome {
+    if responded {
+        Outcome::NoAnswer { status: None }
+    } else {
+        Outcome::Failed {
+            reason: format!(
+                "no response from the trunk within {} s (is its address right and reachable?)",
+                ring_timeout.as_secs()
+            ),
+        }
+    }
+}
+
+/// Where and as whom to place an outbound call.
+#[derive(Clone)]
+pub struct Dial {
+    pub target: rsipstack::sip::Uri,
+    pub from: rsipstack::sip::Uri,
+    pub credential: Option<rsipstack::dialog::authenticate::Credential>,
+    pub ring_timeout: Duration,
+    pub transport: Transport,
+}
+
+impl std::fmt::Debug for Dial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The credential's password never prints.
+        f.debug_struct("Dial")
+            .field("target", &self.target.to_string())
+            .field("from", &self.from.to_string())
+            .field("authenticated", &self.credential.is_some())
+            .field("ring_timeout", &self.ring_timeout)
+            .field("transport", &self.transport)
+            .finish()
+    }
+}
+
+/// Places a call: INVITE with baton's offer, digest answered when challenged, CANCEL after
+/// `ring_timeout`; on 2xx the media starts. Early media is ignored.
+pub async fn place(
+    ua: Arc<UserAgent>,
+    dial: Dial,
+    settings: &CallSettings,
+) -> Result<Connected, Outcome> {
+    let sockets = leg::bind_pair(ua.rtp_bind_ip, settings.rtp_ports.0, settings.rtp_ports.1)
+        .await
+        .map_err(|e| Outcome::Failed {
+            reason: format!("no RTP port: {e}"),
+        })?;
+    let local = Local {
+        ip: ua.media_ip,
+        port: sockets.rtp_port(),
+        session_id: u64::from(leg::random_start().ssrc),
+        version: 1,
+    };
+    let offer = sdp::offer(&local, &settings.codecs, Direction::SendRecv);
+    let (state_tx, mut states) = ua.dialogs.new_dialog_state_channel();
+    let opt = rsipstack::dialog::invitation::InviteOption {
+        caller: dial.from.clone(),
+        callee: dial.target.clone(),
+        contact: ua.contact("baton", dial.transport),
+        content_type: Some("application/sdp".into()),
+        offer: Some(offer.into_bytes()),
+        credential: dial.credential.clone(),
+        ..Default::default()
+    };
+    let (dialog, task) =
+        ua.dialogs
+            .do_invite_async(opt, state_tx)
+            .map_err(|e| Outcome::Failed {
+                reason: e.to_string(),
+            })?;
+    let abort = task.abort_handle();
+    let mut task = task;
+    // Whether the trunk answered at all (100 or any provisional response): a ring timeout with
+    // no answer of any kind is a failure to reach it, not a callee who did not pick up.
+    let mut responded = false;
+    let mut states_open = true;
+    let deadline = tokio::time::sleep(dial.ring_timeout);
+    tokio::pin!(deadline);
+    let finished = loop {
+        tokio::select! {
+            r = &mut task => break Some(r),
+            s = states.recv(), if states_open => match s {
+                Some(DialogState::Trying(_) | DialogState::Early(..)) => responded = true,
+                Some(_) => {}
+                None => states_open = false,
+            },
+            _ = &mut deadline => break None,
+        }
+    };
+    let result = match finished {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
+            return Err(Outcome::Failed {
+                reason: e.to_string(),
+            });
+        }
+        None => {
+            let _ = dialog.cancel().await;
+            // The INVITE ends with 487 once the CANCEL lands; don't wait long for it.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            abort.abort();
+            ua.dialogs.remove_dialog(&dialog.id());
+            return Err(unanswered(responded, dial.ring_timeout));
+        }
+    };
+    let resp = match result {
+        Ok((_, Some(resp))) => resp,
+        Ok((_, None)) => {
+            return Err(Outcome::Failed {
+                reason: "the INVITE got no final response".into(),
+            });
+        }
+        Err(e) => {
+            return Err(Outcome::Failed {
+                reason: e.to_string(),
+            });
+        }
+    };
+    let status = u16::from(resp.status_code.clone());
+    if resp.status_code.kind() != StatusCodeKind::Successful {
+        return Err(outcome_of(status, &reason_of(&resp)));
+    }
+    let negotiated = sdp::parse(&resp.body)
+        .map_err(|e| e.to_string())
+        .and_then(|a| sdp::accept_answer(&a, &settings.codecs).map_err(|e| e.to_string()));
+    let negotiated = match negotiated {
+        Ok(n) => n,
+        Err(reason) => {
+            let _ = dialog.bye().await;
+            ua.dialogs.remove_dialog(&dialog.id());
+            return Err(Outcome::Failed {
+                reason: format!("the answer's SDP is unusable: {reason}"),
+            });
+        }
+    };
+    let leg = leg::start(
+        settings.media.clone(),
+        negotiated.clone(),
+        sockets,
+        settings.event_queue,
+    );
+    let parties = Parties {
+        call_id: dialog.id().call_id.clone(),
+        from: dial.from.to_string(),
+        to: dial.target.to_string(),
+        source: None,
+        transport: dial.transport.to_string(),
+    };
+    Ok(Connected {
+        leg,
+        dialog: CallDialog {
+            ua,
+            dialog,
+            states,
+            local,
+            codecs: settings.codecs.clone(),
+            current: negotiated,
+            invite: None,
+        },
+        parties,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn final_responses_are_typed() {
+        assert_eq!(outcome_of(200, "OK"), Outcome::Answered);
+        assert_eq!(outcome_of(486, "Busy Here"), Outcome::Busy { status: 486 });
+        assert_eq!(
+            outcome_of(480, "x"),
+            Outcome::NoAnswer { status: Some(480) }
+        );
+        assert_eq!(
+            outcome_of(404, "Not Found"),
+            Outcome::Rejected {
+                status: 404,
+                reason: "Not Found".into()
+            }
+        );
+        assert_eq!(
+            serde_json::to_value(Outcome::Busy { status: 486 }).unwrap(),
+            serde_json::json!({"outcome": "busy", "status": 486})
+        );
+    }
+
+    #[test]
+    fn silence_at_the_ring_timeout_is_a_failure_and_ringing_is_no_answer() {
+        let t = Duration::from_secs(5);
+        assert_eq!(unanswered(true, t), Outcome::NoAnswer { status: None });
+        let Outcome::Failed { reason } = unanswered(false, t) else {
+            panic!()
+        };
+        assert!(reason.contains("no response from the trunk within 5 s"));
+    }
+
+    #[test]
+    fn warnings_are_quoted_safely() {
+        let Header::Other(_, v) = warning("say \"hi\"\r\nX-Evil: 1") else {
+            panic!()
+        };
+        assert_eq!(v, "399 baton \"say hiX-Evil: 1\"");
+    }
+}

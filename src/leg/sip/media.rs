@@ -1,0 +1,556 @@
+//! The sans-IO core of one SIP call's media: RTP and RTCP datagrams in (with the address they
+//! came from and when), the call's 20 ms frames out to the peer, the caller's 20 ms frames to
+//! the call on the leg's own clock, keypad tones both ways, and the call's media figures. No
+//! sockets, no clock: the shell passes `now` (and the wall clock for RTCP) and carries out
+//! [`MediaSession::poll_transmit`].
+//!
+//! * **Symmetric RTP.** Until the peer's first packet arrives baton sends where the SDP says;
+//!   then it latches onto the address that packet came from (NAT) and ignores other sources
+//!   (counted). RTCP latches the same way on its own port.
+//! * **In.** Packets of the negotiated codec are decoded into the [jitter buffer](super::jitter);
+//!   at each tick (`start + (n+1)·20 ms`) one frame with `ts = n·20 ms` goes to the call, so the
+//!   call sees a continuous timeline whatever the network did. `telephone-event` packets become
+//!   one [`LegEvent::Dtmf`] per press and silence (not loss) in the buffer.
+//! * **Out.** Each frame the call plays is one packet (20 ms), sequence +1 and timestamp +160 at
+//!   8 kHz, the marker on the first packet of a spurt; queued keys replace audio frames with
+//!   RFC 4733 events (or tones). While the peer holds the call nothing is sent, but the
+//!   timestamp keeps running.
+//! * **RTCP.** A compound SR (or RR) with SDES every `rtcp_interval`; the peer's reports give
+//!   its view of baton's stream and the round trip.
+//! * **Timeout.** No packet at all from a peer that should be sending, for `rtp_timeout`, ends
+//!   the call ([`MediaEnd::RtpTimeout`]).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::dtmf::{self, Outgoing, Timing};
+use super::jitter::{JitterBuffer, JitterConfig, JitterStats};
+use super::rtcp;
+use super::rtp::{self, ReceiveStats};
+use super::sdp::{Codec, Negotiated};
+use crate::audio::{Frame, g711};
+use crate::leg::LegEvent;
+
+const TICK: Duration = Duration::from_millis(20);
+/// Frames the leg catches up at most after the shell was held up (a longer stall is skipped).
+const MAX_CATCH_UP: u32 = 50;
+/// RFC 3389 comfort noise: taken as silence.
+const PT_CN: u8 = 13;
+
+/// Settings of one call's media.
+#[derive(Clone, Debug)]
+pub struct MediaConfig {
+    pub jitter: JitterConfig,
+    /// Latch onto the address the peer's packets come from.
+    pub symmetric: bool,
+    /// No packet from a sending peer for this long ends the call (zero: never).
+    pub rtp_timeout: Duration,
+    pub rtcp_interval: Duration,
+    /// The SDES CNAME.
+    pub cname: String,
+    pub dtmf: Timing,
+}
+
+impl Default for MediaConfig {
+    fn default() -> Self {
+        MediaConfig {
+            jitter: JitterConfig::default(),
+            symmetric: true,
+            rtp_timeout: Duration::from_secs(30),
+            rtcp_interval: Duration::from_secs(5),
+            cname: "baton".into(),
+            dtmf: Timing::default(),
+        }
+    }
+}
+
+/// The random starting values of baton's stream (RFC 3550 §5.1), chosen by the shell.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamStart {
+    pub ssrc: u32,
+    pub seq: u16,
+    pub ts: u32,
+}
+
+/// A datagram to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub to: SocketAddr,
+    /// RTCP (to the RTCP socket) rather than RTP.
+    pub rtcp: bool,
+    pub bytes: Vec<u8>,
+}
+
+/// Why the media ended the call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MediaEnd {
+    /// Nothing from the peer for this long.
+    RtpTimeout(Duration),
+    /// The signalling ended the call (a BYE, a CANCEL, baton's own hang-up).
+    Stopped,
+}
+
+impl std::fmt::Display for MediaEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MediaEnd::RtpTimeout(d) => write!(f, "no RTP from the peer for {} s", d.as_secs()),
+            MediaEnd::Stopped => f.write_str("ended by signalling"),
+        }
+    }
+}
+
+/// One call's media figures.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct MediaStats {
+    pub codec: String,
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    /// Packets expected from the peer and lost on the way (RFC 3550 §6.4.1).
+    pub expected: u64,
+    pub lost: u64,
+    /// Interarrival jitter now and at its highest, in ms (RFC 3550 §6.4.1).
+    pub jitter_ms: f64,
+    pub max_jitter_ms: f64,
+    /// Audio concealed, in ms.
+    pub concealed_ms: f64,
+    /// The jitter buffer's own counts (duplicates, reordered, late, trims, target delay).
+    pub buffer: JitterStats,
+    /// Datagrams that were not RTP, came from another source, or carried another payload type.
+    pub bad_packets: u64,
+    pub other_source: u64,
+    pub other_payload: u64,
+    pub ssrc_changes: u64,
+    pub dtmf_in: u64,
+    pub dtmf_out: u64,
+    pub rtcp_in: u64,
+    pub rtcp_out: u64,
+    pub bad_rtcp: u64,
+    /// The peer's view of baton's stream, from its last report.
+    pub peer_lost: Option<u64>,
+    pub peer_jitter_ms: Option<f64>,
+    pub rtt_ms: Option<f64>,
+    /// Where baton's RTP went in the end (the latched address, or the SDP's).
+    pub sent_to: Option<SocketAddr>,
+    pub latched: bool,
+}
+
+/// The core.
+#[derive(Debug)]
+pub struct MediaSession {
+    cfg: MediaConfig,
+    neg: Negotiated,
+    rate: u32,
+    frame: usize,
+    rtp_to: SocketAddr,
+    rtcp_to: SocketAddr,
+    rtp_latched: bool,
+    rtcp_latched: bool,
+    remote_ssrc: Option<u32>,
+    recv: ReceiveStats,
+    jitter: JitterBuffer,
+    dtmf_in: dtmf::Receiver,
+    out: rtp::Sender,
+    dtmf_out: dtmf::Sender,
+    started_at: Instant,
+    ticks: u64,
+    next_tick: Instant,
+    next_rtcp: Instant,
+    last_rx: Instant,
+    last_sr: Option<(u32, Instant)>,
+    packets_at_report: u64,
+    was_sending: bool,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<LegEvent>,
+    stats: MediaStats,
+    ended: Option<MediaEnd>,
+    pcm: Vec<i16>,
+    encoded: Vec<u8>,
+}
+
+impl MediaSession {
+    /// A session starting its timeline at `now` (the answer).
+    pub fn new(cfg: MediaConfig, neg: Negotiated, start: StreamStart, now: Instant) -> Self {
+        let rate = neg.codec.clock_rate();
+        let jitter = JitterBuffer::new(JitterConfig { rate, ..cfg.jitter });
+        let stats = MediaStats {
+            codec: neg.codec.name().to_owned(),
+            ..MediaStats::default()
+        };
+        MediaSession {
+            rate,
+            frame: crate::audio::frame::samples_per_frame(rate),
+            rtp_to: neg.remote_rtp,
+            rtcp_to: neg.remote_rtcp,
+            rtp_latched: false,
+            rtcp_latched: false,
+            remote_ssrc: None,
+            recv: ReceiveStats::default(),
+            jitter,
+            dtmf_in: dtmf::Receiver::default(),
+            out: rtp::Sender::new(start.ssrc, start.seq, start.ts),
+            dtmf_out: dtmf::Sender::new(rate),
+            started_at: now,
+            ticks: 0,
+            next_tick: now + TICK,
+            next_rtcp: now + cfg.rtcp_interval,
+            last_rx: now,
+            last_sr: None,
+            packets_at_report: 0,
+            was_sending: neg.sends(),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            stats,
+            ended: None,
+            pcm: Vec::with_capacity(960),
+            encoded: Vec::with_capacity(960),
+            cfg,
+            neg,
+        }
+    }
+
+    /// The leg's PCM rate.
+    pub fn rate(&self) -> u32 {
+        self.rate
+    }
+
+    /// The media as now negotiated.
+    pub fn negotiated(&self) -> &Negotiated {
+        &self.neg
+    }
+
+    /// A re-INVITE changed the media: a new address unlatches, a new codec or payload type
+    /// restarts the receive side, hold stops (and unhold resumes) sending.
+    pub fn update(&mut self, neg: Negotiated, now: Instant) {
+        if neg.remote_rtp != self.neg.remote_rtp && !neg.remote_rtp.ip().is_unspecified() {
+            self.rtp_to = neg.remote_rtp;
+            self.rtcp_to = neg.remote_rtcp;
+            self.rtp_latched = false;
+            self.rtcp_latched = false;
+        }
+        if neg.codec != self.neg.codec || neg.pt != self.neg.pt {
+            self.jitter.restart();
+            self.stats.codec = neg.codec.name().to_owned();
+        }
+        if neg.sends() && !self.was_sending {
+            self.out.new_spurt();
+        }
+        self.was_sending = neg.sends();
+        self.last_rx = now;
+        self.neg = neg;
+    }
+
+    /// One RTP datagram from `from`.
+    pub fn handle_rtp(&mut self, datagram: &[u8], from: SocketAddr, now: Instant) {
+        let p = match rtp::parse(datagram) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.bad_packets += 1;
+                return;
+            }
+        };
+        if self.rtp_latched || !self.cfg.symmetric {
+            if from != self.rtp_to && (self.rtp_latched || from.ip() != self.rtp_to.ip()) {
+                self.stats.other_source += 1;
+                return;
+            }
+        } else {
+            self.rtp_to = from;
+            self.rtp_latched = true;
+            if !self.rtcp_latched {
+                self.rtcp_to = SocketAddr::new(from.ip(), self.rtcp_to.port());
+            }
+        }
+        self.last_rx = now;
+        if self.remote_ssrc != Some(p.ssrc) {
+            if self.remote_ssrc.is_some() {
+                self.stats.ssrc_changes += 1;
+                self.recv = ReceiveStats::default();
+                self.jitter.restart();
+            }
+            self.remote_ssrc = Some(p.ssrc);
+        }
+        if !self.recv.on_packet(p.seq) {
+            return;
+        }
+        self.stats.packets_in += 1;
+        self.stats.bytes_in += p.payload.len() as u64;
+        if p.pt == self.neg.pt {
+            self.pcm.clear();
+            match self.neg.codec {
+                Codec::Pcmu => g711::decode_ulaw(&p.payload, &mut self.pcm),
+                Codec::Pcma => g711::decode_alaw(&p.payload, &mut self.pcm),
+            }
+            let arrival =
+                (now - self.started_at).as_micros() as i64 * i64::from(self.rate) / 1_000_000;
+            self.recv.on_transit(arrival, p.ts);
+            let j = self.recv.jitter();
+            self.jitter.set_jitter(j);
+            let ms = f64::from(j) * 1000.0 / f64::from(self.rate);
+            self.stats.jitter_ms = ms;
+            self.stats.max_jitter_ms = self.stats.max_jitter_ms.max(ms);
+            self.jitter.push(p.ts, std::mem::take(&mut self.pcm), now);
+        } else if Some(p.pt) == self.neg.dtmf_pt {
+            match dtmf::parse_event(&p.payload) {
+                Ok(e) => {
+                    let frame = self.frame as u32;
+                    self.jitter
+                        .silent(p.ts, u32::from(e.duration).max(frame) + frame);
+                    if let Some(digit) = self.dtmf_in.on_packet(p.ts, &e) {
+                        self.stats.dtmf_in += 1;
+                        self.events.push_back(LegEvent::Dtmf { digit });
+                    }
+                }
+                Err(_) => self.stats.bad_packets += 1,
+            }
+        } else if p.pt != PT_CN {
+            self.stats.other_payload += 1;
+        }
+    }
+
+    /// One RTCP datagram from `from`; `wall` is the wall clock now (for the round trip).
+    pub fn handle_rtcp(
+        &mut self,
+        datagram: &[u8],
+        from: SocketAddr,
+        now: Instant,
+        wall: SystemTime,
+    ) {
+        let Ok(inc) = rtcp::parse(datagram, self.out.ssrc) else {
+            self.stats.bad_rtcp += 1;
+            return;
+        };
+        if self.cfg.symmetric && !self.rtcp_latched {
+            self.rtcp_to = from;
+            self.rtcp_latched = true;
+        }
+        self.stats.rtcp_in += 1;
+        if let Some((_, mid)) = inc.sender {
+            self.last_sr = Some((mid, now));
+        }
+        if let Some(b) = inc.about_us {
+            self.stats.peer_lost = Some(u64::from(b.cumulative_lost));
+            self.stats.peer_jitter_ms = Some(f64::from(b.jitter) * 1000.0 / f64::from(self.rate));
+            if let Some(rtt) = rtcp::round_trip(&b, wall) {
+                self.stats.rtt_ms = Some(rtt.as_secs_f64() * 1000.0);
+            }
+        }
+    }
+
+    /// Plays one of the call's frames to the peer.
+    pub fn play(&mut self, frame: &Frame) {
+        let events = self.neg.dtmf_pt.is_some();
+        let (pt, ts, marker) = match self.dtmf_out.next_frame(events) {
+            Outgoing::Audio => {
+                self.encode(&frame.samples);
+                (self.neg.pt, self.out.ts, false)
+            }
+            Outgoing::Silence => {
+                let quiet = vec![0i16; self.frame];
+                self.encode(&quiet);
+                (self.neg.pt, self.out.ts, false)
+            }
+            Outgoing::Tone { code, offset } => {
+                let mut pcm = vec![0i16; self.frame];
+                dtmf::tone(code, self.rate, offset, &mut pcm);
+                self.encode(&pcm);
+                (self.neg.pt, self.out.ts, false)
+            }
+            Outgoing::Event {
+                event,
+                start,
+                ts_offset,
+            } => {
+                self.encoded.clear();
+                self.encoded.extend_from_slice(&dtmf::event_payload(event));
+                (
+                    self.neg.dtmf_pt.unwrap_or(self.neg.pt),
+                    self.out.ts.wrapping_sub(ts_offset),
+                    start,
+                )
+            }
+        };
+        self.stats.dtmf_out = self.dtmf_out.sent;
+        if self.neg.sends() {
+            let bytes = self.out.packet(pt, ts, marker, &self.encoded);
+            self.stats.packets_out += 1;
+            self.stats.bytes_out += self.encoded.len() as u64;
+            self.transmits.push_back(Transmit {
+                to: self.rtp_to,
+                rtcp: false,
+                bytes,
+            });
+        }
+        self.out.ts = self.out.ts.wrapping_add(self.frame as u32);
+    }
+
+    fn encode(&mut self, pcm: &[i16]) {
+        self.encoded.clear();
+        match self.neg.codec {
+            Codec::Pcmu => g711::encode_ulaw(pcm, &mut self.encoded),
+            Codec::Pcma => g711::encode_alaw(pcm, &mut self.encoded),
+        }
+    }
+
+    /// Queues keys to press (`0-9 * # A-D`, `,` a 500 ms pause, `w` a 1 s wait); the number of
+    /// keys, or the first character that is not one.
+    pub fn send_dtmf(&mut self, digits: &str, timing: Option<Timing>) -> Result<usize, char> {
+        self.dtmf_out.queue(digits, timing.unwrap_or(self.cfg.dtmf))
+    }
+
+    /// Whether keys are still being sent.
+    pub fn sending_dtmf(&self) -> bool {
+        self.dtmf_out.busy()
+    }
+
+    /// The signalling ended the call.
+    pub fn stop(&mut self) {
+        if self.ended.is_none() {
+            self.ended = Some(MediaEnd::Stopped);
+            self.events.push_back(LegEvent::Stop);
+        }
+    }
+
+    /// A digit that came by SIP INFO.
+    pub fn dtmf_from_signalling(&mut self, digit: char) {
+        self.stats.dtmf_in += 1;
+        self.events.push_back(LegEvent::Dtmf { digit });
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due.
+    pub fn poll_timeout(&self) -> Instant {
+        let mut t = self.next_tick.min(self.next_rtcp);
+        if let Some(d) = self.rtp_deadline() {
+            t = t.min(d);
+        }
+        t
+    }
+
+    fn rtp_deadline(&self) -> Option<Instant> {
+        let expecting = self.neg.direction.receives() && self.ended.is_none();
+        (expecting && !self.cfg.rtp_timeout.is_zero()).then(|| self.last_rx + self.cfg.rtp_timeout)
+    }
+
+    /// Runs whatever is due at `now`: the frame ticks, the RTCP report, the RTP timeout.
+    pub fn handle_timeout(&mut self, now: Instant, wall: SystemTime) {
+        if self.ended.is_some() {
+            return;
+        }
+        let mut caught_up = 0;
+        while self.next_tick <= now {
+            if caught_up == MAX_CATCH_UP {
+                // Held up for over a second: skip ahead rather than flood the call.
+                let behind = (now - self.next_tick).as_millis() / TICK.as_millis();
+                self.ticks += behind as u64;
+                self.next_tick += TICK * behind as u32;
+            }
+            self.tick();
+            caught_up += 1;
+        }
+        if now >= self.next_rtcp {
+            self.report(now, wall);
+            self.next_rtcp = now + self.cfg.rtcp_interval;
+        }
+        if let Some(d) = self.rtp_deadline()
+            && now >= d
+        {
+            self.ended = Some(MediaEnd::RtpTimeout(self.cfg.rtp_timeout));
+            self.events.push_back(LegEvent::Stop);
+        }
+    }
+
+    fn tick(&mut self) {
+        let p = self.jitter.pop();
+        let ts = TICK * self.ticks as u32;
+        let received_at = p.arrived.unwrap_or(self.next_tick);
+        self.ticks += 1;
+        self.next_tick += TICK;
+        self.events.push_back(LegEvent::Frame {
+            frame: Frame {
+                rate: self.rate,
+                ts,
+                samples: p.samples,
+            },
+            received_at,
+        });
+    }
+
+    fn report(&mut self, now: Instant, wall: SystemTime) {
+        let sender = (self.out.packets > self.packets_at_report).then(|| rtcp::SenderInfo {
+            ntp: rtcp::ntp(wall),
+            rtp_ts: self.out.ts,
+            packets: self.out.packets as u32,
+            octets: self.out.octets as u32,
+        });
+        self.packets_at_report = self.out.packets;
+        let block = match (self.remote_ssrc, self.recv.started()) {
+            (Some(ssrc), true) => {
+                let (lsr, dlsr) = match self.last_sr {
+                    Some((mid, at)) => {
+                        let d = now.saturating_duration_since(at);
+                        (mid, (d.as_micros() * 65_536 / 1_000_000) as u32)
+                    }
+                    None => (0, 0),
+                };
+                Some(rtcp::Block {
+                    ssrc,
+                    fraction_lost: self.recv.fraction_lost(),
+                    cumulative_lost: u32::try_from(self.recv.lost()).unwrap_or(u32::MAX),
+                    extended_max: self.recv.extended_max(),
+                    jitter: self.recv.jitter(),
+                    lsr,
+                    dlsr,
+                })
+            }
+            _ => None,
+        };
+        if !self.neg.sends() && self.neg.remote_rtp.ip().is_unspecified() {
+            return;
+        }
+        let bytes = rtcp::report(self.out.ssrc, sender, block, &self.cfg.cname);
+        self.stats.rtcp_out += 1;
+        self.transmits.push_back(Transmit {
+            to: self.rtcp_to,
+            rtcp: true,
+            bytes,
+        });
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<LegEvent> {
+        self.events.pop_front()
+    }
+
+    pub fn ended(&self) -> Option<&MediaEnd> {
+        self.ended.as_ref()
+    }
+
+    /// When the timeline started (frame `ts` zero).
+    pub fn started_at(&self) -> Instant {
+        self.started_at
+    }
+
+    /// The call's media figures so far.
+    pub fn stats(&self) -> MediaStats {
+        let mut s = self.stats.clone();
+        s.expected = self.recv.expected();
+        s.lost = self.recv.lost();
+        s.buffer = self.jitter.stats().clone();
+        s.concealed_ms =
+            self.jitter.stats().concealed_samples as f64 * 1000.0 / f64::from(self.rate);
+        s.sent_to = Some(self.rtp_to);
+        s.latched = self.rtp_latched;
+        s
+    }
+}
+
+#[cfg(test)]
+#[path = "media_tests.rs"]
+mod tests;

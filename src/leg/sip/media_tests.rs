@@ -1,0 +1,254 @@
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::*;
+use crate::leg::sip::sdp::Direction;
+
+fn sa(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn neg(dtmf: bool) -> Negotiated {
+    Negotiated {
+        codec: Codec::Pcmu,
+        pt: 0,
+        dtmf_pt: dtmf.then_some(101),
+        remote_rtp: "127.0.0.1:6000".parse().unwrap(),
+        remote_rtcp: "127.0.0.1:6001".parse().unwrap(),
+        direction: Direction::SendRecv,
+    }
+}
+
+const START: StreamStart = StreamStart {
+    ssrc: 0x1234,
+    seq: 100,
+    ts: 5000,
+};
+
+/// A peer's stream: PCMU packets of a constant value.
+struct Peer {
+    seq: rtp::Sender,
+    ts: u32,
+}
+
+impl Peer {
+    fn new() -> Peer {
+        Peer {
+            seq: rtp::Sender::new(0xbeef, 1, 0),
+            ts: 0,
+        }
+    }
+
+    fn audio(&mut self, value: i16) -> Vec<u8> {
+        let mut code = Vec::new();
+        g711::encode_ulaw(&[value; 160], &mut code);
+        let p = self.seq.packet(0, self.ts, false, &code);
+        self.ts += 160;
+        p
+    }
+}
+
+fn frames(m: &mut MediaSession) -> Vec<Frame> {
+    let mut out = Vec::new();
+    while let Some(e) = m.poll_event() {
+        if let LegEvent::Frame { frame, .. } = e {
+            out.push(frame);
+        }
+    }
+    out
+}
+
+fn level(f: &Frame) -> i16 {
+    f.samples[80]
+}
+
+#[test]
+fn the_peer_is_heard_one_frame_per_tick_on_a_continuous_timeline() {
+    let t0 = Instant::now();
+    let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
+    let from: SocketAddr = "127.0.0.1:7000".parse().unwrap();
+    let mut peer = Peer::new();
+    let wall = SystemTime::now();
+    for i in 0..10u32 {
+        let now = t0 + Duration::from_millis(u64::from(i) * 20 + 5);
+        m.handle_rtp(&peer.audio(1000), from, now);
+        m.handle_timeout(t0 + Duration::from_millis(u64::from(i + 1) * 20), wall);
+    }
+    let f = frames(&mut m);
+    assert_eq!(f.len(), 10);
+    for (i, fr) in f.iter().enumerate() {
+        assert_eq!(fr.ts, Duration::from_millis(20 * i as u64));
+        assert_eq!(fr.samples.len(), 160);
+    }
+    // The first frame waited for the 40 ms target; the rest carry the peer's level.
+    assert_eq!(level(&f[0]), 0);
+    assert!((900..=1100).contains(&level(&f[3])), "{}", level(&f[3]));
+    let s = m.stats();
+    assert_eq!((s.packets_in, s.lost, s.expected), (10, 0, 10));
+    assert!(s.latched);
+    assert_eq!(
+        s.sent_to,
+        Some(from),
+        "symmetric RTP: latched onto the source"
+    );
+}
+
+#[test]
+fn frames_played_go_out_as_packets_to_the_latched_address() {
+    let t0 = Instant::now();
+    let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
+    let f = Frame {
+        rate: 8000,
+        ts: Duration::ZERO,
+        samples: vec![500; 160],
+    };
+    m.play(&f);
+    let first = m.poll_transmit().unwrap();
+    assert_eq!(first.to, sa("127.0.0.1:6000"), "the SDP's address first");
+    let p = rtp::parse(&first.bytes).unwrap();
+    assert_eq!(
+        (p.pt, p.seq, p.ts, p.ssrc, p.marker),
+        (0, 100, 5000, 0x1234, true)
+    );
+    // The peer's packets come from elsewhere (NAT): baton follows them.
+    let nat: SocketAddr = "127.0.0.1:7777".parse().unwrap();
+    m.handle_rtp(&Peer::new().audio(1), nat, t0);
+    m.play(&f);
+    let second = m.poll_transmit().unwrap();
+    assert_eq!(second.to, nat);
+    let p = rtp::parse(&second.bytes).unwrap();
+    assert_eq!((p.seq, p.ts, p.marker), (101, 5160, false));
+    // Another source after the latch is ignored.
+    m.handle_rtp(&Peer::new().audio(1), "127.0.0.1:9".parse().unwrap(), t0);
+    assert_eq!(m.stats().other_source, 1);
+}
+
+#[test]
+fn hold_stops_sending_and_unhold_resumes_with_the_marker() {
+    let t0 = Instant::now();
+    let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
+    let f = Frame::silence(8000, Duration::ZERO);
+    m.play(&f);
+    m.poll_transmit();
+    let mut held = neg(false);
+    held.direction = Direction::RecvOnly;
+    m.update(held, t0);
+    m.play(&f);
+    assert!(m.poll_transmit().is_none(), "nothing while held");
+    m.update(neg(false), t0);
+    m.play(&f);
+    let p = rtp::parse(&m.poll_transmit().unwrap().bytes).unwrap();
+    assert!(p.marker);
+    assert_eq!(p.ts, 5000 + 2 * 160, "time ran on while held");
+    assert_eq!(p.seq, 101, "no packet was skipped");
+}
+
+#[test]
+fn keypad_events_both_ways() {
+    let t0 = Instant::now();
+    let mut m = MediaSession::new(MediaConfig::default(), neg(true), START, t0);
+    let from: SocketAddr = "127.0.0.1:7000".parse().unwrap();
+    let mut tx = rtp::Sender::new(9, 1, 8000);
+    for end in [false, false, true, true, true] {
+        let e = dtmf::Event {
+            code: 9,
+            end,
+            volume: 10,
+            duration: 400,
+        };
+        m.handle_rtp(
+            &tx.packet(101, 8000, false, &dtmf::event_payload(e)),
+            from,
+            t0,
+        );
+    }
+    let digits: Vec<char> = std::iter::from_fn(|| m.poll_event())
+        .filter_map(|e| match e {
+            LegEvent::Dtmf { digit } => Some(digit),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(digits, ['9']);
+    assert_eq!(m.send_dtmf("5", None), Ok(1));
+    let f = Frame::silence(8000, Duration::ZERO);
+    let mut sent = Vec::new();
+    for _ in 0..9 {
+        m.play(&f);
+        sent.push(rtp::parse(&m.poll_transmit().unwrap().bytes).unwrap());
+    }
+    assert!(
+        sent[..8].iter().all(|p| p.pt == 101 && p.ts == 5000),
+        "{sent:?}"
+    );
+    assert!(sent[0].marker);
+    assert_eq!(sent[8].pt, 0);
+    assert_eq!(sent[8].ts, 5000 + 8 * 160);
+    assert_eq!(m.stats().dtmf_out, 1);
+    assert_eq!(m.stats().lost, 0);
+}
+
+#[test]
+fn a_silent_peer_times_out_and_a_report_goes_out() {
+    let cfg = MediaConfig {
+        rtp_timeout: Duration::from_secs(2),
+        rtcp_interval: Duration::from_secs(1),
+        ..MediaConfig::default()
+    };
+    let t0 = Instant::now();
+    let mut m = MediaSession::new(cfg, neg(false), START, t0);
+    m.play(&Frame::silence(8000, Duration::ZERO));
+    m.poll_transmit();
+    let wall = SystemTime::now();
+    m.handle_timeout(t0 + Duration::from_secs(1), wall);
+    let report = std::iter::from_fn(|| m.poll_transmit())
+        .find(|t| t.rtcp)
+        .expect("an RTCP report");
+    assert_eq!(report.to, sa("127.0.0.1:6001"));
+    let seen = rtcp::parse(&report.bytes, 1).unwrap();
+    assert_eq!(
+        seen.sender.map(|s| s.0),
+        Some(0x1234),
+        "an SR: baton has sent"
+    );
+    assert!(m.ended().is_none());
+    m.handle_timeout(t0 + Duration::from_secs(2), wall);
+    assert_eq!(
+        m.ended(),
+        Some(&MediaEnd::RtpTimeout(Duration::from_secs(2)))
+    );
+    assert!(std::iter::from_fn(|| m.poll_event()).any(|e| matches!(e, LegEvent::Stop)));
+}
+
+#[test]
+fn loss_and_reorder_are_counted_and_concealed() {
+    let t0 = Instant::now();
+    let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
+    let from: SocketAddr = "127.0.0.1:7000".parse().unwrap();
+    let mut peer = Peer::new();
+    let packets: Vec<Vec<u8>> = (0..50).map(|_| peer.audio(800)).collect();
+    let wall = SystemTime::now();
+    for i in 0..50usize {
+        // Drop every 10th; swap each 7th with the next.
+        let idx = if i % 7 == 0 && i > 0 && i + 1 < 50 {
+            i + 1
+        } else if i % 7 == 1 && i > 1 {
+            i - 1
+        } else {
+            i
+        };
+        if idx % 10 != 5 {
+            m.handle_rtp(
+                &packets[idx],
+                from,
+                t0 + Duration::from_millis(i as u64 * 20),
+            );
+        }
+        m.handle_timeout(t0 + Duration::from_millis(i as u64 * 20 + 20), wall);
+    }
+    let s = m.stats();
+    assert_eq!(s.lost, 5, "{s:?}");
+    assert!(s.buffer.reordered >= 4, "{s:?}");
+    assert_eq!(s.buffer.late, 0, "{s:?}");
+    assert!(s.concealed_ms >= 100.0 && s.concealed_ms <= 120.0, "{s:?}");
+}

@@ -1,0 +1,82 @@
+//! Registrations with trunks and PBXs (`[sip.trunks.<name>] register = true`): REGISTER with
+//! digest authentication (the stack answers 401/407), refreshed at three quarters of the expiry
+//! the registrar granted, retried with back-off (1 s doubling to 60 s) while it fails, and
+//! withdrawn (expires 0) when baton stops. Each trunk's state is watched by `/healthz` and the
+//! log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rsipstack::dialog::authenticate::Credential;
+use rsipstack::dialog::registration::{Registration, backoff_interval, refresh_interval};
+use rsipstack::sip::StatusCodeKind;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::ua::UserAgent;
+
+/// Where a trunk's registration stands.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum RegState {
+    Pending,
+    Registered { expires_s: u32 },
+    Failed { reason: String },
+}
+
+/// Keeps one registration up until `cancel`, then withdraws it.
+pub async fn keep_registered(
+    ua: Arc<UserAgent>,
+    name: String,
+    server: rsipstack::sip::Uri,
+    credential: Credential,
+    expires: u32,
+    status: watch::Sender<RegState>,
+    cancel: CancellationToken,
+) {
+    let mut reg = Registration::new(ua.inner(), Some(credential));
+    let mut failures = 0u32;
+    loop {
+        let wait = match reg.register(server.clone(), Some(expires)).await {
+            Ok(resp) if resp.status_code.kind() == StatusCodeKind::Successful => {
+                failures = 0;
+                let granted = reg.expires();
+                if !matches!(*status.borrow(), RegState::Registered { .. }) {
+                    tracing::info!(trunk = %name, expires_s = granted, "registered");
+                }
+                status.send_replace(RegState::Registered { expires_s: granted });
+                refresh_interval(granted)
+            }
+            Ok(resp) => {
+                failures += 1;
+                let reason = format!(
+                    "the registrar answered {} {}",
+                    u16::from(resp.status_code.clone()),
+                    super::call::reason_of(&resp)
+                );
+                tracing::warn!(trunk = %name, %reason, "registration refused");
+                status.send_replace(RegState::Failed { reason });
+                backoff_interval(failures)
+            }
+            Err(e) => {
+                failures += 1;
+                let reason = format!("no answer from the registrar: {e}");
+                tracing::warn!(trunk = %name, %reason, "registration failed");
+                status.send_replace(RegState::Failed { reason });
+                backoff_interval(failures)
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = cancel.cancelled() => break,
+        }
+    }
+    if matches!(*status.borrow(), RegState::Registered { .. }) {
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            reg.register(server.clone(), Some(0)),
+        )
+        .await;
+        tracing::info!(trunk = %name, "registration withdrawn");
+    }
+}

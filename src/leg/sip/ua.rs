@@ -1,0 +1,326 @@
+//! baton's SIP user agent on the `rsipstack` stack: the transports (`[sip] listen`, UDP, TCP
+//! and TLS), the transaction and dialog layers, and the dispatch of every request that is not part
+//! of a call baton already has — a new INVITE goes to the call handler; OPTIONS is answered
+//! (200, or 503 while baton takes no calls, which trunks read as "route elsewhere"); a request
+//! inside a dialog goes to that dialog (481 when there is none); anything else is 405 with the
+//! methods baton allows.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use rsipstack::EndpointBuilder;
+use rsipstack::dialog::dialog_layer::DialogLayer;
+use rsipstack::sip::prelude::*;
+use rsipstack::sip::{Header, Method, StatusCode};
+use rsipstack::transaction::endpoint::EndpointInnerRef;
+use rsipstack::transaction::transaction::Transaction;
+use rsipstack::transaction::{Endpoint, TransactionReceiver};
+use rsipstack::transport::TransportLayer;
+use rsipstack::transport::tcp_listener::TcpListenerConnection;
+use rsipstack::transport::tls::{TlsConfig, TlsListenerConnection};
+use rsipstack::transport::udp::UdpConnection;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{SipConfig, Transport};
+
+/// The methods baton answers.
+pub const ALLOW: &str = "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, UPDATE";
+
+/// The SIP side could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum UaError {
+    #[error("cannot listen for SIP on {transport}:{addr}: {reason}")]
+    Bind {
+        transport: Transport,
+        addr: SocketAddr,
+        reason: String,
+    },
+    #[error("[sip] listen names no address")]
+    NoListen,
+    #[error("a tls: listen address needs sip.tls_cert and sip.tls_key")]
+    NoCertificate,
+}
+
+/// The user agent: the stack and where it is reachable.
+pub struct UserAgent {
+    pub endpoint: Endpoint,
+    pub dialogs: Arc<DialogLayer>,
+    /// The addresses SIP is bound to (ports resolved).
+    pub bound: Vec<(Transport, SocketAddr)>,
+    /// The IP peers are told in SDP and Contact.
+    pub media_ip: IpAddr,
+    /// The IP RTP sockets bind.
+    pub rtp_bind_ip: IpAddr,
+    /// `[sip] public_ip`, when baton is behind NAT.
+    pub public_ip: Option<IpAddr>,
+    cancel: CancellationToken,
+}
+
+fn free_tcp_port(addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    if addr.port() != 0 {
+        return Ok(addr);
+    }
+    // The stack binds TCP listeners only when it starts serving: find a free port first.
+    let l = std::net::TcpListener::bind(addr)?;
+    l.local_addr()
+}
+
+/// The host's first non-loopback IPv4 address (what a wildcard bind is reached at), else
+/// loopback.
+fn host_ip(bound: IpAddr) -> IpAddr {
+    if !bound.is_unspecified() {
+        return bound;
+    }
+    rsipstack::transport::SipConnection::resolve_bind_address(SocketAddr::new(bound, 0)).ip()
+}
+
+impl UserAgent {
+    /// Binds the configured transports and builds the stack (not yet serving: see
+    /// [`UserAgent::serve`]). `tls` is the certificate chain and key (PEM) of `tls:` addresses.
+    pub async fn start(
+        cfg: &SipConfig,
+        tls: Option<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(Arc<UserAgent>, TransactionReceiver), UaError> {
+        let listens = cfg.listens();
+        if listens.is_empty() {
+            return Err(UaError::NoListen);
+        }
+        let public_ip: Option<IpAddr> = cfg.public_ip.parse().ok();
+        let cancel = CancellationToken::new();
+        let layer = TransportLayer::new(cancel.child_token());
+        let mut bound = Vec::new();
+        for (t, addr) in listens {
+            let err = |e: &dyn std::fmt::Display| UaError::Bind {
+                transport: t,
+                addr,
+                reason: e.to_string(),
+            };
+            match t {
+                Transport::Udp => {
+                    let socket = std::net::UdpSocket::bind(addr).map_err(|e| err(&e))?;
+                    let local = socket.local_addr().map_err(|e| err(&e))?;
+                    drop(socket);
+                    let external = public_ip.map(|ip| SocketAddr::new(ip, local.port()));
+                    let conn = UdpConnection::create_connection(
+                        local,
+                        external,
+                        Some(cancel.child_token()),
+                    )
+                    .await
+                    .map_err(|e| err(&e))?;
+                    layer.add_transport(conn.into());
+                    bound.push((t, local));
+                }
+                Transport::Tcp => {
+                    let local = free_tcp_port(addr).map_err(|e| err(&e))?;
+                    let external = public_ip.map(|ip| SocketAddr::new(ip, local.port()));
+                    let l = TcpListenerConnection::new(local, external)
+                        .await
+                        .map_err(|e| err(&e))?;
+                    layer.add_transport(l.into());
+                    bound.push((t, local));
+                }
+                Transport::Tls => {
+                    let (cert, key) = tls.clone().ok_or(UaError::NoCertificate)?;
+                    let local = free_tcp_port(addr).map_err(|e| err(&e))?;
+                    let external = public_ip.map(|ip| SocketAddr::new(ip, local.port()));
+                    let config = TlsConfig {
+                        cert: Some(cert),
+                        key: Some(key),
+                        ..TlsConfig::default()
+                    };
+                    let l = TlsListenerConnection::new(local, external, config)
+                        .await
+                        .map_err(|e| err(&e))?;
+                    layer.add_transport(l.into());
+                    bound.push((t, local));
+                }
+            }
+        }
+        let endpoint = EndpointBuilder::new()
+            .with_cancel_token(cancel.clone())
+            .with_transport_layer(layer)
+            .with_user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
+            .with_allows(vec![
+                Method::Invite,
+                Method::Ack,
+                Method::Bye,
+                Method::Cancel,
+                Method::Options,
+                Method::Info,
+                Method::Update,
+            ])
+            .build();
+        let incoming = endpoint
+            .incoming_transactions()
+            .map_err(|_| UaError::NoListen)?;
+        let dialogs = Arc::new(DialogLayer::new(endpoint.inner.clone()));
+        let first = bound[0].1.ip();
+        let rtp_bind_ip = cfg.rtp_ip.parse().unwrap_or(first);
+        let media_ip = public_ip.unwrap_or_else(|| host_ip(rtp_bind_ip));
+        Ok((
+            Arc::new(UserAgent {
+                endpoint,
+                dialogs,
+                bound,
+                media_ip,
+                rtp_bind_ip,
+                public_ip,
+                cancel,
+            }),
+            incoming,
+        ))
+    }
+
+    /// Runs the stack (transports, timers) until [`UserAgent::shutdown`].
+    pub async fn serve(self: Arc<Self>) {
+        self.endpoint.serve().await;
+    }
+
+    pub fn inner(&self) -> EndpointInnerRef {
+        self.endpoint.inner.clone()
+    }
+
+    /// Stops the transports and timers.
+    pub fn shutdown(&self) {
+        self.cancel.cancel();
+        self.endpoint.shutdown();
+    }
+
+    /// The address SIP is reached at over `transport` (the first such listener).
+    pub fn addr(&self, transport: Transport) -> Option<SocketAddr> {
+        self.bound
+            .iter()
+            .find(|(t, _)| *t == transport)
+            .map(|(_, a)| *a)
+    }
+
+    /// baton's Contact for a dialog over `transport`.
+    pub fn contact(&self, user: &str, transport: Transport) -> rsipstack::sip::Uri {
+        let local = self.addr(transport).unwrap_or(self.bound[0].1);
+        let ip = self.public_ip.unwrap_or_else(|| host_ip(local.ip()));
+        let mut params = Vec::new();
+        match transport {
+            Transport::Udp => {}
+            Transport::Tcp => params.push(rsipstack::sip::Param::Transport(
+                rsipstack::sip::Transport::Tcp,
+            )),
+            Transport::Tls => params.push(rsipstack::sip::Param::Transport(
+                rsipstack::sip::Transport::Tls,
+            )),
+        }
+        rsipstack::sip::Uri {
+            scheme: Some(rsipstack::sip::Scheme::Sip),
+            auth: (!user.is_empty()).then(|| rsipstack::sip::Auth {
+                user: user.to_owned(),
+                password: None,
+            }),
+            host_with_port: SocketAddr::new(ip, local.port()).into(),
+            params,
+            headers: vec![],
+        }
+    }
+}
+
+/// The transport a request came over.
+pub fn transport_of(tx: &Transaction) -> Transport {
+    match tx.connection.as_ref().map(|c| c.transport()) {
+        Some(rsipstack::sip::Transport::Tcp) => Transport::Tcp,
+        Some(rsipstack::sip::Transport::Tls) => Transport::Tls,
+        _ => Transport::Udp,
+    }
+}
+
+/// Where a request came from: the top Via's `received` (which the stack sets when the source
+/// differs from what the Via says), else the Via's host.
+pub fn source_ip(req: &rsipstack::sip::Request) -> Option<IpAddr> {
+    let via = req.via_header().ok()?.typed().ok()?;
+    for p in &via.params {
+        if let rsipstack::sip::Param::Received(r) = p {
+            return r.value().trim_matches(['[', ']']).parse().ok();
+        }
+    }
+    match &via.uri.host_with_port.host {
+        rsipstack::sip::Host::IpAddr(ip) => Some(ip.to_owned()),
+        _ => None,
+    }
+}
+
+/// The user part of the Request-URI (the number or extension called).
+pub fn called_user(req: &rsipstack::sip::Request) -> String {
+    req.uri
+        .auth
+        .as_ref()
+        .map(|a| a.user.clone())
+        .unwrap_or_default()
+}
+
+/// What [`dispatch`] asks of the daemon.
+pub trait Handler: Send + Sync + 'static {
+    /// A new INVITE (outside any dialog): the handler owns it from here.
+    fn invite(&self, tx: Transaction);
+    /// Whether new calls are taken now (OPTIONS answers 200 or 503).
+    fn taking_calls(&self) -> bool;
+}
+
+/// Hands every incoming transaction to its place until the stack stops.
+pub async fn dispatch(
+    ua: Arc<UserAgent>,
+    mut incoming: TransactionReceiver,
+    handler: Arc<dyn Handler>,
+) {
+    while let Some(mut tx) = incoming.recv().await {
+        let in_dialog = tx
+            .original
+            .to_header()
+            .ok()
+            .and_then(|t| t.tag().ok().flatten())
+            .is_some();
+        if in_dialog {
+            match ua.dialogs.match_dialog(&tx) {
+                Some(mut d) => {
+                    tokio::spawn(async move {
+                        if let Err(e) = d.handle(&mut tx).await {
+                            tracing::debug!(error = %e, "in-dialog request failed");
+                        }
+                    });
+                }
+                None => {
+                    let _ = tx.reply(StatusCode::CallTransactionDoesNotExist).await;
+                }
+            }
+            continue;
+        }
+        match tx.original.method {
+            Method::Invite => handler.invite(tx),
+            Method::Options => {
+                let status = if handler.taking_calls() {
+                    StatusCode::OK
+                } else {
+                    StatusCode::ServiceUnavailable
+                };
+                tokio::spawn(async move {
+                    let headers = vec![
+                        Header::Other("Allow".into(), ALLOW.into()),
+                        Header::Other("Accept".into(), "application/sdp".into()),
+                    ];
+                    let _ = tx.reply_with(status, headers, None).await;
+                });
+            }
+            Method::Ack => {}
+            Method::Bye | Method::Cancel | Method::Info | Method::Update => {
+                tokio::spawn(async move {
+                    let _ = tx.reply(StatusCode::CallTransactionDoesNotExist).await;
+                });
+            }
+            _ => {
+                tokio::spawn(async move {
+                    let headers = vec![Header::Other("Allow".into(), ALLOW.into())];
+                    let _ = tx
+                        .reply_with(StatusCode::MethodNotAllowed, headers, None)
+                        .await;
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Keypad tones between a running call and its leg: a tap on the leg's two channels that the
+//! call never sees. Keys the caller presses (Twilio `dtmf`, AudioSocket DTMF, SIP RFC 4733 and
+//! INFO) become `keypad` events in the call's event stream and reach the agent as `[keypad]`
+//! configures — each key as a text turn, or collected and told at once (or handed to a tool of
+//! the agent set first) — through the call's command channel, as a prompt at a quiet moment.
+//! Keys the agent presses (its `send_tool` calls, seen in the call's event stream) go out as
+//! the leg's own events where it has them (SIP: RFC 4733) and as tones in its outgoing frames
+//! elsewhere. Frames pass through untouched otherwise.
+//!
+//! When keys are marked sensitive no log line carries them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+
+use super::AppState;
+use super::live::LiveCall;
+use crate::agents::orchestrator::{Input, ToolRun};
+use crate::agents::sidecar::Delivery;
+use crate::leg::keypad::{Collected, Collector, KeypadConfig, Tones, send_args};
+use crate::leg::sip::dtmf::Timing;
+use crate::leg::{LegCommand, LegEvent, LegHandle};
+
+/// Presses keys on a leg that has its own event channel.
+pub type NativeKeys = Arc<dyn Fn(String, Timing) + Send + Sync>;
+
+/// What the tap works with besides the leg.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    /// The listed call: its event stream and, once running, its command channel.
+    pub live: Option<Arc<LiveCall>>,
+    /// The call's agent set (a tool that takes collected keys is looked up there).
+    pub agents: Option<Arc<crate::agents::Registry>>,
+    /// The leg's own way to press keys; `None`: tones.
+    pub native: Option<NativeKeys>,
+}
+
+/// How long the tap waits for the call to take a non-frame event.
+const SEND_GRACE: Duration = Duration::from_secs(5);
+
+/// Puts the keypad tap between `leg` and its call (when the call is listed: the stream and
+/// the commands are its).
+pub fn tap(app: &AppState, leg: LegHandle, hooks: Hooks) -> LegHandle {
+    let Some(live) = hooks.live.clone() else {
+        return leg;
+    };
+    let cfg = app.loaded.config.keypad.clone();
+    let LegHandle {
+        rate,
+        started_at,
+        events,
+        commands,
+    } = leg;
+    let (to_call, call_events) = mpsc::channel(events.max_capacity().max(1));
+    let (call_commands, from_call) = mpsc::unbounded_channel();
+    let t = Tap {
+        collector: Collector::new(&cfg),
+        tones: Tones::new(rate),
+        cfg,
+        live,
+        hooks,
+        started: Instant::now(),
+        deliveries: 0,
+    };
+    tokio::spawn(t.run(events, commands, to_call, from_call));
+    LegHandle {
+        rate,
+        started_at,
+        events: call_events,
+        commands: call_commands,
+    }
+}
+
+struct Tap {
+    cfg: KeypadConfig,
+    collector: Collector,
+    tones: Tones,
+    live: Arc<LiveCall>,
+    hooks: Hooks,
+    started: Instant,
+    deliveries: u64,
+}
+
+impl Tap {
+    async fn run(
+        mut self,
+        mut leg_events: mpsc::Receiver<LegEvent>,
+        leg_commands: mpsc::UnboundedSender<LegCommand>,
+        to_call: mpsc::Sender<LegEvent>,
+        mut from_call: mpsc::UnboundedReceiver<LegCommand>,
+    ) {
+        let (_, mut feed) = self.live.subscribe();
+        let mut feed_open = true;
+        let mut to_call = Some(to_call);
+        let mut leg_commands = Some(leg_commands);
+        loop {
+            let deadline = self.collector.poll_timeout();
+            tokio::select! {
+                ev = leg_events.recv(), if to_call.is_some() => match ev {
+                    Some(LegEvent::Dtmf { digit }) => self.key_in(digit),
+                    Some(ev @ LegEvent::Frame { .. }) => {
+                        if let Some(tx) = &to_call {
+                            let _ = tx.try_send(ev);
+                        }
+                    }
+                    Some(ev) => {
+                        if let Some(tx) = &to_call {
+                            let _ = tokio::time::timeout(SEND_GRACE, tx.send(ev)).await;
+                        }
+                    }
+                    // The leg is done: so is the call's side of it.
+                    None => to_call = None,
+                },
+                cmd = from_call.recv(), if leg_commands.is_some() => match cmd {
+                    Some(LegCommand::Play { mut frame, mut kind }) => {
+                        if self.tones.apply(&mut frame.samples) {
+                            kind = crate::leg::PlayedKind::Voice;
+                        }
+                        if let Some(tx) = &leg_commands {
+                            let _ = tx.send(LegCommand::Play { frame, kind });
+                        }
+                    }
+                    Some(other) => {
+                        if let Some(tx) = &leg_commands {
+                            let _ = tx.send(other);
+                        }
+                    }
+                    None => leg_commands = None,
+                },
+                line = feed.recv(), if feed_open => match line {
+                    Ok(line) => self.maybe_press(&line),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => feed_open = false,
+                },
+                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                    if let Some(c) = self.collector.handle_timeout(Instant::now()) {
+                        self.deliver(c);
+                    }
+                }
+            }
+            if leg_commands.is_none() && to_call.is_none() {
+                break;
+            }
+        }
+    }
+
+    fn at_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// A key from the caller.
+    fn key_in(&mut self, key: char) {
+        if !self.cfg.sensitive {
+            tracing::debug!(%key, "caller pressed a key");
+        }
+        self.live.publish(&json!({
+            "type": "keypad", "direction": "in", "key": key.to_string(), "at_ms": self.at_ms(),
+        }));
+        if let Some(c) = self.collector.on_key(key, Instant::now()) {
+            self.deliver(c);
+        }
+    }
+
+    /// Tells the agent (through the call's command channel), or hands the keys to the tool.
+    fn deliver(&mut self, c: Collected) {
+        let Some(commands) = self.live.steering().map(|s| s.commands.clone()) else {
+            tracing::debug!("keys pressed before the call runs are not delivered");
+            return;
+        };
+        self.deliveries += 1;
+        let tool = (!self.cfg.tool.is_empty())
+            .then(|| {
+                self.hooks
+                    .agents
+                    .as_ref()
+                    .and_then(|a| a.tool(&self.cfg.tool).cloned())
+            })
+            .flatten();
+        let Some(tool) = tool else {
+            if !self.cfg.tool.is_empty() {
+                tracing::warn!(tool = %self.cfg.tool, "keypad.tool is not a tool of this call's agent set; the agent is told the keys");
+            }
+            offer(&commands, c.text());
+            return;
+        };
+        let run = ToolRun {
+            call_id: format!("keypad-{}", self.deliveries),
+            agent: "keypad".into(),
+            tool: tool.clone(),
+            args: json!({ "digits": c.digits }),
+        };
+        let sensitive = self.cfg.sensitive;
+        tokio::spawn(async move {
+            let text = match crate::agents::runner::run(&run).await {
+                Ok(v) => format!(
+                    "[keypad] The caller entered keys; the {} tool answered: {v}",
+                    run.tool.name
+                ),
+                Err(e) => {
+                    tracing::warn!(tool = %run.tool.name, error = %e, "keypad tool failed");
+                    format!(
+                        "[keypad] The caller entered keys, but the {} tool failed: {e}",
+                        run.tool.name
+                    )
+                }
+            };
+            if !sensitive {
+                tracing::debug!(%text, "keypad tool answered");
+            }
+            offer(&commands, text);
+        });
+    }
+
+    /// A line of the call's event stream: a `send_tool` call the agents' filter allowed
+    /// presses its keys.
+    fn maybe_press(&mut self, line: &str) {
+        if self.cfg.send_tool.is_empty() || !line.contains("\"tool_called\"") {
+            return;
+        }
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            return;
+        };
+        if v["type"] != "tool_called"
+            || v["tool_name"] != self.cfg.send_tool.as_str()
+            || v["allowed"] != true
+        {
+            return;
+        }
+        let (digits, pause) = match send_args(&v["args"]) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "the agent's key presses are not usable");
+                return;
+            }
+        };
+        let mut timing = self.cfg.timing();
+        if let Some(p) = pause {
+            timing.gap_ms = p;
+        }
+        let queued = match &self.hooks.native {
+            Some(press) => {
+                press(digits.clone(), timing);
+                Ok(digits.chars().count())
+            }
+            None => self.tones.queue(&digits, timing),
+        };
+        match queued {
+            Ok(n) => {
+                if !self.cfg.sensitive {
+                    tracing::debug!(%digits, "agent presses keys");
+                }
+                self.live.publish(&json!({
+                    "type": "keypad", "direction": "out", "keys": digits, "count": n,
+                    "as": if self.hooks.native.is_some() { "leg" } else { "tones" },
+                    "at_ms": self.at_ms(),
+                }));
+            }
+            Err(c) => tracing::warn!(key = ?c, "the agent pressed a key that does not exist"),
+        }
+    }
+}
+
+fn offer(commands: &crate::call::tap::Commands, text: String) {
+    let input = Input::SidecarResult {
+        sidecar: "keypad".into(),
+        text,
+        deliver: Delivery::Prompt,
+    };
+    if let Err(e) = commands.offer(input) {
+        tracing::debug!(error = %e, "keys not delivered to the agent");
+    }
+}

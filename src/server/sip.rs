@@ -1,0 +1,825 @@
+//! The SIP listener (`[sip] listen`) that `baton serve` opens next to its HTTP one, and outbound
+//! calls on a configured trunk (`POST /calls`, `baton call`). Each inbound INVITE is admitted
+//! through the same call registry as every other leg (486 when full, 503 while draining), its
+//! agent set chosen by the called user (`[sip.routes]`), then run between a SIP leg and a fresh
+//! model session in tasks of its own, beside its dialog; trunks marked `register` are kept
+//! registered. Every finished SIP call is reported with its media figures.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode as Http;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::attach::{self, CallInfo, RunError};
+use super::calls::{CallSlot, FinishedCall, Unready};
+use super::{AppState, ServeError};
+use crate::call::metrics::summarize;
+use crate::leg::sip::call::{
+    self, CallSettings, Connected, Dial, Ended, NotAnswered, Outcome, Parties,
+};
+use crate::leg::sip::config::{IpNet, SipConfig, Transport};
+use crate::leg::sip::dtmf::Timing;
+use crate::leg::sip::jitter::JitterConfig;
+use crate::leg::sip::leg::Signal;
+use crate::leg::sip::media::{MediaConfig, MediaStats};
+use crate::leg::sip::register::{self, RegState};
+use crate::leg::sip::ua::{self, UserAgent};
+use crate::leg::sip::uas::{Capacity, DigestPolicy, Nonces, Policy};
+use crate::secret::Secret;
+
+/// The leg kind label of SIP calls.
+const LEG: &str = "sip";
+
+/// A finished SIP call, inbound or outbound, answered or not.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SipCallRecord {
+    /// baton's call id, when the call ran.
+    pub call_id: Option<String>,
+    pub inbound: bool,
+    pub parties: Parties,
+    /// The final answer when baton refused (inbound) or the outcome (outbound).
+    pub refused: Option<String>,
+    pub outcome: Option<Outcome>,
+    pub hung_up_by: Option<call::HungUpBy>,
+    pub re_invites: u32,
+    pub holds: u32,
+    pub media: Option<MediaStats>,
+    /// The call's end reason and turn count, when it ran.
+    pub end_reason: Option<String>,
+    pub turns: usize,
+    pub underruns: u64,
+}
+
+struct Trunk {
+    cfg: crate::leg::sip::config::TrunkConfig,
+    uri: rsipstack::sip::Uri,
+    credential: Option<rsipstack::dialog::authenticate::Credential>,
+    registration: watch::Receiver<RegState>,
+}
+
+/// The daemon's SIP side.
+pub struct SipService {
+    pub ua: Arc<UserAgent>,
+    settings: CallSettings,
+    policy: Policy,
+    nonces: Mutex<Nonces>,
+    routes: BTreeMap<String, Arc<crate::agents::Registry>>,
+    trunks: BTreeMap<String, Trunk>,
+    /// Running calls by baton's call id: their media's control (keys to press).
+    controls: Mutex<HashMap<String, mpsc::UnboundedSender<Signal>>>,
+    finished: broadcast::Sender<SipCallRecord>,
+    cancel: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl SipService {
+    /// The addresses SIP answers on.
+    pub fn addrs(&self) -> Vec<(Transport, SocketAddr)> {
+        self.ua.bound.clone()
+    }
+
+    /// The first address over `transport`.
+    pub fn addr(&self, transport: Transport) -> Option<SocketAddr> {
+        self.ua.addr(transport)
+    }
+
+    /// Every finished SIP call from now on.
+    pub fn subscribe_finished(&self) -> broadcast::Receiver<SipCallRecord> {
+        self.finished.subscribe()
+    }
+
+    /// Each trunk's registration state.
+    pub fn registrations(&self) -> BTreeMap<String, RegState> {
+        self.trunks
+            .iter()
+            .filter(|(_, t)| t.cfg.register)
+            .map(|(n, t)| (n.clone(), t.registration.borrow().clone()))
+            .collect()
+    }
+
+    /// Presses keys on a running SIP call (RFC 4733 events, or tones). The number of keys
+    /// queued.
+    pub async fn send_dtmf(
+        &self,
+        call_id: &str,
+        digits: &str,
+        timing: Option<Timing>,
+    ) -> Result<usize, DtmfError> {
+        let control = self
+            .controls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(call_id)
+            .cloned()
+            .ok_or(DtmfError::NoCall)?;
+        let (reply, rx) = oneshot::channel();
+        control
+            .send(Signal::SendDtmf {
+                digits: digits.to_owned(),
+                timing,
+                reply,
+            })
+            .map_err(|_| DtmfError::NoCall)?;
+        rx.await
+            .map_err(|_| DtmfError::NoCall)?
+            .map_err(DtmfError::NotAKey)
+    }
+
+    /// Stops registrations (withdrawing them), then the stack.
+    pub async fn stop(&self) {
+        self.cancel.cancel();
+        let tasks: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in tasks {
+            let abort = t.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(3), t)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        self.ua.shutdown();
+    }
+}
+
+/// Keys could not be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DtmfError {
+    #[error("no SIP call with that id is running here")]
+    NoCall,
+    #[error("{0:?} is not a key (0-9, *, #, A-D; ',' pauses 500 ms, 'w' 1 s)")]
+    NotAKey(char),
+}
+
+fn env_secret(var: &str, key: &'static str) -> Result<Secret, ServeError> {
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(Secret::new)
+        .ok_or_else(|| ServeError::MissingCredential {
+            var: var.to_owned(),
+            key,
+        })
+}
+
+fn settings(app: &AppState, c: &SipConfig) -> CallSettings {
+    CallSettings {
+        ring: Duration::from_millis(c.ring_ms),
+        media: MediaConfig {
+            jitter: JitterConfig {
+                rate: 8000,
+                min_delay_ms: c.jitter_min_ms,
+                max_delay_ms: c.jitter_max_ms,
+            },
+            symmetric: c.symmetric_rtp,
+            rtp_timeout: Duration::from_secs(c.rtp_timeout_s),
+            rtcp_interval: Duration::from_secs(5),
+            cname: format!("baton@{}", app.instance_id),
+            dtmf: Timing::default(),
+        },
+        codecs: c.codec_list(),
+        rtp_ports: (c.rtp_port_min, c.rtp_port_max),
+        event_queue: app.loaded.config.limits.leg_queue_frames,
+    }
+}
+
+/// Starts SIP when `[sip] listen` names an address: binds, registers trunks, and serves.
+pub async fn start(app: &Arc<AppState>) -> Result<Option<Arc<SipService>>, ServeError> {
+    let c = &app.loaded.config.sip;
+    if c.listen.is_empty() {
+        return Ok(None);
+    }
+    let tls = if c.listens().iter().any(|(t, _)| *t == Transport::Tls) {
+        let read = |key: &str, file: &str| {
+            std::fs::read(app.loaded.resolve(file))
+                .map_err(|e| ServeError::Io(format!("{key} {file:?}: {e}")))
+        };
+        Some((
+            read("sip.tls_cert", &c.tls_cert)?,
+            read("sip.tls_key", &c.tls_key)?,
+        ))
+    } else {
+        None
+    };
+    let (ua, incoming) = UserAgent::start(c, tls).await.map_err(|e| match e {
+        ua::UaError::Bind { addr, reason, .. } => ServeError::Bind { addr, reason },
+        other => ServeError::Io(other.to_string()),
+    })?;
+    let mut allow: Vec<IpNet> = c
+        .allow_from
+        .iter()
+        .filter_map(|a| IpNet::parse(a))
+        .collect();
+    let mut trunks = BTreeMap::new();
+    let cancel = CancellationToken::new();
+    let mut tasks = Vec::new();
+    for (name, t) in &c.trunks {
+        allow.extend(t.allow_from.iter().filter_map(|a| IpNet::parse(a)));
+        let uri = rsipstack::sip::Uri::try_from(t.uri.as_str())
+            .map_err(|e| ServeError::Io(format!("sip.trunks.{name}.uri: {e}")))?;
+        let credential = if t.username.is_empty() {
+            None
+        } else {
+            let password = if t.password_env.is_empty() {
+                String::new()
+            } else {
+                env_secret(&t.password_env, "sip.trunks.*.password_env")?
+                    .expose()
+                    .to_owned()
+            };
+            Some(rsipstack::dialog::authenticate::Credential {
+                username: t.username.clone(),
+                password,
+                realm: None,
+                auth_username: None,
+            })
+        };
+        let (tx, rx) = watch::channel(RegState::Pending);
+        if t.register
+            && let Some(cred) = credential.clone()
+        {
+            tasks.push(tokio::spawn(register::keep_registered(
+                ua.clone(),
+                name.clone(),
+                uri.clone(),
+                cred,
+                t.expires_s,
+                tx,
+                cancel.child_token(),
+            )));
+        }
+        trunks.insert(
+            name.clone(),
+            Trunk {
+                cfg: t.clone(),
+                uri,
+                credential,
+                registration: rx,
+            },
+        );
+    }
+    let digest = if c.auth_user.is_empty() {
+        None
+    } else {
+        Some(DigestPolicy {
+            user: c.auth_user.clone(),
+            password: env_secret(&c.auth_password_env, "sip.auth_password_env")?,
+            realm: if c.auth_realm.is_empty() {
+                "baton".into()
+            } else {
+                c.auth_realm.clone()
+            },
+        })
+    };
+    let mut routes = BTreeMap::new();
+    for (user, set) in &c.routes {
+        let mut reg = crate::agents::load(&app.loaded.resolve(set))
+            .map_err(|e| ServeError::Agents(format!("sip.routes.{user}: {e}")))?;
+        let catalog = app.mcp.as_ref().map(|h| h.catalog()).unwrap_or_default();
+        reg.bind_mcp(catalog).map_err(|missing| {
+            ServeError::Agents(format!(
+                "sip.routes.{user}: the agents name MCP servers that are not configured: {}",
+                missing.join(", ")
+            ))
+        })?;
+        routes.insert(user.clone(), Arc::new(reg));
+    }
+    let (finished, _) = broadcast::channel(256);
+    let svc = Arc::new(SipService {
+        ua: ua.clone(),
+        settings: settings(app, c),
+        policy: Policy {
+            allow,
+            digest,
+            codecs: c.codec_list(),
+        },
+        nonces: Mutex::new(Nonces::default()),
+        routes,
+        trunks,
+        controls: Mutex::new(HashMap::new()),
+        finished,
+        cancel,
+        tasks: Mutex::new(Vec::new()),
+    });
+    tasks.push(tokio::spawn(ua.clone().serve()));
+    let handler: Arc<dyn ua::Handler> = Arc::new(Handler { app: app.clone() });
+    tasks.push(tokio::spawn(ua::dispatch(ua.clone(), incoming, handler)));
+    *svc.tasks.lock().unwrap_or_else(|e| e.into_inner()) = tasks;
+    for (t, a) in &ua.bound {
+        tracing::info!(transport = %t, addr = %a, media_ip = %ua.media_ip, "SIP listening");
+    }
+    Ok(Some(svc))
+}
+
+struct Handler {
+    app: Arc<AppState>,
+}
+
+impl ua::Handler for Handler {
+    fn invite(&self, tx: rsipstack::transaction::transaction::Transaction) {
+        let app = self.app.clone();
+        let span = tracing::info_span!(
+            "sip",
+            call_id = %tx.original.call_id_header().map(|c| c.value().to_owned()).unwrap_or_default(),
+            to = %ua::called_user(&tx.original),
+        );
+        tokio::spawn(inbound(app, tx).instrument(span));
+    }
+
+    fn taking_calls(&self) -> bool {
+        self.app.calls.unready().is_none()
+    }
+}
+
+use rsipstack::sip::prelude::*;
+
+async fn inbound(app: Arc<AppState>, tx: rsipstack::transaction::transaction::Transaction) {
+    let Some(svc) = app.sip.get().cloned() else {
+        return;
+    };
+    let slot = app.calls.try_admit();
+    let capacity = match (&slot, super::admission::refusal(&app)) {
+        (Some(_), _) => Capacity::Open,
+        (None, Some((Unready::Draining, why))) => Capacity::Draining(why),
+        (None, Some((_, why))) => Capacity::Full(why),
+        (None, None) => Capacity::Full("baton is at its call limit".into()),
+    };
+    let parties_hint = Parties {
+        call_id: tx
+            .original
+            .call_id_header()
+            .map(|c| c.value().to_owned())
+            .unwrap_or_default(),
+        to: ua::called_user(&tx.original),
+        source: ua::source_ip(&tx.original),
+        ..Parties::default()
+    };
+    let connected = call::answer(
+        svc.ua.clone(),
+        tx,
+        &svc.policy,
+        capacity,
+        &svc.nonces,
+        &svc.settings,
+    )
+    .await;
+    match connected {
+        Ok(c) => {
+            let Some(slot) = slot else {
+                return;
+            };
+            run(app, svc, slot, c, None).await;
+        }
+        Err(e) => {
+            match &e {
+                NotAnswered::Refused {
+                    status: 486 | 503, ..
+                } => {
+                    super::admission::count_refusal(&app, LEG);
+                }
+                NotAnswered::Challenged => {
+                    tracing::debug!("INVITE challenged for credentials");
+                }
+                other => tracing::info!(why = %other, "INVITE not answered"),
+            }
+            let _ = svc.finished.send(SipCallRecord {
+                call_id: None,
+                inbound: true,
+                parties: parties_hint,
+                refused: Some(e.to_string()),
+                outcome: None,
+                hung_up_by: None,
+                re_invites: 0,
+                holds: 0,
+                media: None,
+                end_reason: None,
+                turns: 0,
+                underruns: 0,
+            });
+        }
+    }
+}
+
+/// The model session (and orchestrator) of a call routed to `set`, or the daemon's default.
+async fn open_for(
+    app: &AppState,
+    set: Option<Arc<crate::agents::Registry>>,
+) -> Result<
+    (
+        crate::model::handle::ModelSession,
+        Option<crate::call::Agents>,
+    ),
+    crate::model::handle::OpenError,
+> {
+    let Some(reg) = set else {
+        return app.open_call().await;
+    };
+    let mut cfg = app.session.clone();
+    let agents = crate::call::Agents::start(reg, app.capabilities(), app.backend.clone(), &mut cfg);
+    let session = app.backend.open(&cfg).await?;
+    Ok((session, Some(agents)))
+}
+
+/// Runs one connected SIP call to its end. `placed` is the outcome of an outbound call.
+async fn run(
+    app: Arc<AppState>,
+    svc: Arc<SipService>,
+    mut slot: CallSlot,
+    c: Connected,
+    placed: Option<oneshot::Sender<String>>,
+) {
+    let Connected {
+        leg,
+        dialog,
+        parties,
+    } = c;
+    let inbound = placed.is_none();
+    let live = slot.go_live(LEG, None).ok();
+    let call_id = live.as_ref().map(|l| l.id.clone());
+    if let Some(l) = &live {
+        l.publish(&json!({
+            "type": "call_start", "call_id": l.id, "leg": LEG,
+            "sip_call_id": parties.call_id, "from": parties.from, "to": parties.to,
+            "direction": if inbound { "inbound" } else { "outbound" },
+            "started_unix_ms": l.started_unix_ms, "at_ms": 0,
+        }));
+    }
+    if let (Some(tx), Some(id)) = (placed, &call_id) {
+        let _ = tx.send(id.clone());
+    }
+    if let Some(id) = &call_id {
+        svc.controls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), leg.control.clone());
+    }
+    let info = CallInfo {
+        leg: LEG,
+        caller: (!parties.from.is_empty()).then(|| parties.from.clone()),
+    };
+    let set = svc.routes.get(&parties.to).cloned();
+    // Keys the agent presses go out as RFC 4733 events (or tones, when the peer took none).
+    let control = leg.control.clone();
+    let native: super::keypad::NativeKeys = Arc::new(move |digits, timing| {
+        let (reply, _) = oneshot::channel();
+        let _ = control.send(Signal::SendDtmf {
+            digits,
+            timing: Some(timing),
+            reply,
+        });
+    });
+    let hooks = super::keypad::Hooks {
+        live: live.clone(),
+        agents: set.clone().or_else(|| app.agents.clone()),
+        native: Some(native),
+    };
+    let handle = super::keypad::tap(&app, leg.handle, hooks);
+    let dialog_run = dialog.run(leg.control.clone(), leg.task);
+    let call_run = attach::run_call_opening(
+        &app,
+        open_for(&app, set),
+        handle,
+        info,
+        live.clone(),
+        slot.hangup.clone(),
+    );
+    let (ran, ended): (Result<attach::Ran, RunError>, Ended) = tokio::join!(call_run, dialog_run);
+    if let Some(id) = &call_id {
+        svc.controls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+    let media = ended.media.as_ref().map(|o| o.stats.clone());
+    let mut record = SipCallRecord {
+        call_id: call_id.clone(),
+        inbound,
+        parties: parties.clone(),
+        refused: None,
+        outcome: (!inbound).then_some(Outcome::Answered),
+        hung_up_by: Some(ended.by.clone()),
+        re_invites: ended.re_invites,
+        holds: ended.holds,
+        media: media.clone(),
+        end_reason: None,
+        turns: 0,
+        underruns: 0,
+    };
+    match ran {
+        Ok(ran) => {
+            let report = ran.report;
+            let mut figures = super::live::figures(&report);
+            if let (Some(obj), Some(m)) = (figures.as_object_mut(), &media) {
+                obj.insert(
+                    "sip_media".into(),
+                    serde_json::to_value(m).unwrap_or_default(),
+                );
+            }
+            if let Some(l) = &live {
+                super::live::publish_end(l, &report.end_reason, figures);
+            }
+            let intervals = ended
+                .media
+                .as_ref()
+                .map_or(&[][..], |o| &o.send_intervals_us[..]);
+            app.metrics.call_ended(LEG, &report, intervals);
+            tracing::info!(
+                call = %ran.id,
+                from = %parties.from,
+                to = %parties.to,
+                hung_up_by = ?ended.by,
+                turns = report.turns.len(),
+                underruns = report.underruns,
+                end = %report.end_reason,
+                uplink_added_ms = ?summarize(&report.uplink_added_ms),
+                downlink_added_ms = ?summarize(&report.downlink_added_ms),
+                media = %media.as_ref().and_then(|m| serde_json::to_string(m).ok()).unwrap_or_default(),
+                "call ended"
+            );
+            record.end_reason = Some(report.end_reason.clone());
+            record.turns = report.turns.len();
+            record.underruns = report.underruns;
+            app.calls.report_finished(FinishedCall {
+                stream_sid: parties.call_id.clone(),
+                outcome: Ok(Arc::new(report)),
+            });
+        }
+        Err(e) => {
+            match &e {
+                RunError::NoSession(_) => app.metrics.session_open_failed(LEG),
+                RunError::Failed(_) => app.metrics.call_failed(LEG),
+            }
+            tracing::error!(error = %e, "SIP call did not run to its end");
+            if let Some(l) = &live {
+                super::live::publish_end(l, &format!("call failed: {e}"), serde_json::Value::Null);
+            }
+            record.end_reason = Some(format!("call failed: {e}"));
+            app.calls.report_finished(FinishedCall {
+                stream_sid: parties.call_id.clone(),
+                outcome: Err(e.to_string()),
+            });
+        }
+    }
+    let _ = svc.finished.send(record);
+    drop(slot);
+}
+
+/// Why an outbound call could not be placed at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceError {
+    #[error("SIP is not configured ([sip] listen)")]
+    NoSip,
+    #[error("no trunk named {0:?} ([sip.trunks.<name>])")]
+    NoTrunk(String),
+    #[error("{0}")]
+    NeedTrunk(String),
+    #[error("{0:?} is not a SIP URI or a number")]
+    BadTarget(String),
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// An outbound call's request.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlaceRequest {
+    /// A SIP URI (`sip:100@pbx.example.com`) or a number/extension dialled on the trunk.
+    pub to: String,
+    /// The trunk's name; may be left out when only one is configured.
+    #[serde(default)]
+    pub trunk: Option<String>,
+    /// The caller ID (a SIP URI); default: the trunk's `from`.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// How long to ring before giving up, in seconds; default: the trunk's.
+    #[serde(default)]
+    pub ring_timeout_s: Option<u64>,
+}
+
+/// What an outbound call did: its outcome, and baton's call id when it was answered.
+#[derive(Clone, Debug, serde::Serialize, Deserialize)]
+pub struct Placed {
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+/// Places a call on a trunk and, once answered, runs it like an inbound one. Returns when the
+/// call is answered or has failed.
+pub async fn place(app: &Arc<AppState>, req: PlaceRequest) -> Result<Placed, PlaceError> {
+    let svc = app.sip.get().cloned().ok_or(PlaceError::NoSip)?;
+    let (name, trunk) = match &req.trunk {
+        Some(n) => (
+            n.clone(),
+            svc.trunks
+                .get(n)
+                .ok_or_else(|| PlaceError::NoTrunk(n.clone()))?,
+        ),
+        None if svc.trunks.len() == 1 => {
+            let (n, t) = svc.trunks.iter().next().ok_or(PlaceError::NoSip)?;
+            (n.clone(), t)
+        }
+        None => {
+            return Err(PlaceError::NeedTrunk(format!(
+                "name the trunk: {} are configured",
+                if svc.trunks.is_empty() {
+                    "none".to_owned()
+                } else {
+                    svc.trunks.keys().cloned().collect::<Vec<_>>().join(", ")
+                }
+            )));
+        }
+    };
+    let host = &trunk.uri.host_with_port;
+    let target_text = if req.to.starts_with("sip:") {
+        req.to.clone()
+    } else if !req.to.is_empty()
+        && req
+            .to
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+*#-_.".contains(c))
+    {
+        format!("sip:{}@{host}", req.to)
+    } else {
+        return Err(PlaceError::BadTarget(req.to.clone()));
+    };
+    let mut target = rsipstack::sip::Uri::try_from(target_text.as_str())
+        .map_err(|_| PlaceError::BadTarget(req.to.clone()))?;
+    let transport = if trunk.uri.params.iter().any(|p| {
+        matches!(
+            p,
+            rsipstack::sip::Param::Transport(rsipstack::sip::Transport::Tcp)
+        )
+    }) {
+        Transport::Tcp
+    } else {
+        Transport::Udp
+    };
+    if transport == Transport::Tcp
+        && !target
+            .params
+            .iter()
+            .any(|p| matches!(p, rsipstack::sip::Param::Transport(_)))
+    {
+        target.params.push(rsipstack::sip::Param::Transport(
+            rsipstack::sip::Transport::Tcp,
+        ));
+    }
+    let from_text = match (&req.from, trunk.cfg.from.as_str(), &trunk.credential) {
+        (Some(f), _, _) => f.clone(),
+        (None, f, _) if !f.is_empty() => f.to_owned(),
+        (None, _, Some(c)) => format!("sip:{}@{host}", c.username),
+        (None, _, None) => format!("sip:baton@{host}"),
+    };
+    let from = rsipstack::sip::Uri::try_from(from_text.as_str())
+        .map_err(|_| PlaceError::BadTarget(from_text.clone()))?;
+    let Some(slot) = app.calls.try_admit() else {
+        let why = super::admission::count_refusal(app, LEG);
+        return Err(PlaceError::Unavailable(why));
+    };
+    let dial = Dial {
+        target,
+        from,
+        credential: trunk.credential.clone(),
+        ring_timeout: Duration::from_secs(req.ring_timeout_s.unwrap_or(trunk.cfg.ring_timeout_s)),
+        transport,
+    };
+    tracing::info!(trunk = %name, to = %target_text, "placing a SIP call");
+    match call::place(svc.ua.clone(), dial, &svc.settings).await {
+        Ok(c) => {
+            let (tx, rx) = oneshot::channel();
+            let span = tracing::info_span!("sip", call_id = %c.parties.call_id, to = %target_text);
+            tokio::spawn(run(app.clone(), svc.clone(), slot, c, Some(tx)).instrument(span));
+            let call_id = rx.await.ok();
+            Ok(Placed {
+                outcome: Outcome::Answered,
+                call_id,
+            })
+        }
+        Err(outcome) => {
+            tracing::info!(trunk = %name, to = %target_text, %outcome, "SIP call not answered");
+            let _ = svc.finished.send(SipCallRecord {
+                call_id: None,
+                inbound: false,
+                parties: Parties {
+                    to: target_text,
+                    ..Parties::default()
+                },
+                refused: None,
+                outcome: Some(outcome.clone()),
+                hung_up_by: None,
+                re_invites: 0,
+                holds: 0,
+                media: None,
+                end_reason: None,
+                turns: 0,
+                underruns: 0,
+            });
+            Ok(Placed {
+                outcome,
+                call_id: None,
+            })
+        }
+    }
+}
+
+/// `POST /calls` (place an outbound call) and `POST /calls/{id}/dtmf` (press keys on one).
+pub fn routes() -> axum::Router<Arc<AppState>> {
+    axum::Router::new()
+        .route("/calls", axum::routing::post(post_call))
+        .route("/calls/{call}/dtmf", axum::routing::post(post_dtmf))
+}
+
+fn problem(status: Http, message: String) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+async fn post_call(State(app): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
+    let req: PlaceRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return problem(
+                Http::BAD_REQUEST,
+                format!(
+                    "the body is not a call request ({e}); send {{\"to\": \"sip:100@pbx\" or \"+15550100\", \"trunk\": \"name\"}}"
+                ),
+            );
+        }
+    };
+    match place(&app, req).await {
+        Ok(p) => {
+            let status = if p.outcome == Outcome::Answered {
+                Http::CREATED
+            } else {
+                Http::OK
+            };
+            (status, Json(p)).into_response()
+        }
+        Err(e @ (PlaceError::NoSip | PlaceError::NoTrunk(_) | PlaceError::NeedTrunk(_))) => {
+            problem(Http::NOT_FOUND, e.to_string())
+        }
+        Err(e @ PlaceError::BadTarget(_)) => problem(Http::BAD_REQUEST, e.to_string()),
+        Err(e @ PlaceError::Unavailable(_)) => {
+            let mut r = problem(Http::SERVICE_UNAVAILABLE, e.to_string());
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(super::admission::RETRY_AFTER_S),
+            );
+            r
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DtmfRequest {
+    digits: String,
+    #[serde(default)]
+    tone_ms: Option<u32>,
+    #[serde(default)]
+    gap_ms: Option<u32>,
+}
+
+async fn post_dtmf(
+    State(app): State<Arc<AppState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(svc) = app.sip.get() else {
+        return problem(Http::NOT_FOUND, PlaceError::NoSip.to_string());
+    };
+    let req: DtmfRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return problem(
+                Http::BAD_REQUEST,
+                format!("the body is not a key request ({e}); send {{\"digits\": \"1234#\"}}"),
+            );
+        }
+    };
+    let timing = (req.tone_ms.is_some() || req.gap_ms.is_some()).then(|| {
+        let d = Timing::default();
+        Timing {
+            tone_ms: req.tone_ms.unwrap_or(d.tone_ms),
+            gap_ms: req.gap_ms.unwrap_or(d.gap_ms),
+        }
+    });
+    match svc.send_dtmf(&id, &req.digits, timing).await {
+        Ok(n) => (Http::ACCEPTED, Json(json!({ "call_id": id, "keys": n }))).into_response(),
+        Err(e @ DtmfError::NoCall) => problem(Http::NOT_FOUND, e.to_string()),
+        Err(e) => problem(Http::BAD_REQUEST, e.to_string()),
+    }
+}
