@@ -16,11 +16,13 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// Where `clip` best matches `track` (both at `rate`), searching `from..to` seconds.
 fn onset(track: &[i16], clip: &[i16], rate: u32, from: f64, to: f64) -> (usize, f64) {
-    let clip = &clip[..clip.len().min(rate as usize)];
+    // A quarter second, at every sample: a talkspurt starts wherever its audio arrived, off
+    // any grid, and speech decorrelates within a fraction of a millisecond.
+    let clip = &clip[..clip.len().min(rate as usize / 4)];
     let (mut best, mut at) = (0.0f64, 0usize);
     let lo = (from * f64::from(rate)) as usize;
     let hi = ((to * f64::from(rate)) as usize).min(track.len().saturating_sub(clip.len()));
-    for lag in (lo..hi).step_by(4) {
+    for lag in lo..hi {
         let (mut xy, mut xx, mut yy) = (0.0f64, 0.0f64, 0.0f64);
         for (i, &c) in clip.iter().enumerate() {
             let (x, y) = (f64::from(track[lag + i]), f64::from(c));
