@@ -77,6 +77,7 @@ async fn a_silent_instance_is_given_up_once_with_its_calls_and_contexts() {
 
     // Nothing is stale yet.
     assert!(store.sweep_stale(5_000).await.unwrap().is_empty());
+    // Time itself is the condition: b's heartbeat ages past the 300 ms the sweep allows.
     tokio::time::sleep(Duration::from_millis(400)).await;
     store.heartbeat(&beat("a", "ready", 0)).await.unwrap();
     // b is silent for 400 ms, a just spoke: two sweepers at once take b once.
@@ -141,6 +142,7 @@ async fn the_writer_holds_its_writes_through_a_postgres_restart() {
     });
     for id in &ids {
         assert!(w.write(started(id, "+45")), "the queue has room");
+        // 600 writes spread over some 3 s, so the outage falls among them.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     restart.await.unwrap();
