@@ -132,9 +132,14 @@ async fn the_writer_holds_its_writes_through_a_postgres_restart() {
     let ids: Vec<String> = (0..600).map(|_| new_id("call_")).collect();
     // Writes keep coming while the server stops, stays down and starts again.
     let restart = tokio::task::spawn_blocking({
-        let pg = pg.clone();
+        let (pg, w) = (pg.clone(), w.clone());
         move || {
-            std::thread::sleep(Duration::from_millis(300));
+            // Once writes are landing (at most 10 s); then two seconds down.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while w.counts().written < 10 {
+                assert!(std::time::Instant::now() < deadline, "no write landed");
+                std::thread::sleep(Duration::from_millis(5));
+            }
             pg.stop();
             std::thread::sleep(Duration::from_secs(2));
             pg.start_again();
