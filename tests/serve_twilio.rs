@@ -187,7 +187,6 @@ async fn drain_hangs_up_calls_after_the_deadline() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(d.active_calls().await, 1);
-    let started = std::time::Instant::now();
     d.stop().await; // drain_timeout_s = 1 in the test config
     let report = call.await.unwrap().unwrap();
     assert!(
@@ -195,5 +194,6 @@ async fn drain_hangs_up_calls_after_the_deadline() {
         "{:?}",
         report.end
     );
-    assert!(started.elapsed() < Duration::from_secs(10));
+    // Cut by the deadline, not ended by the caller: its 30 s (1500 frames) were never all sent.
+    assert!(report.frames_sent < 1500, "{report:?}");
 }
