@@ -32,6 +32,7 @@ async fn garbage_from_the_model_is_reported_and_the_call_carries_on() {
         ws.send(Message::binary(br#"{"setupComplete":{}}"#.to_vec()))
             .await
             .unwrap();
+        // Paused clock: the model pauses 200 ms of tokio time after the setup, as a service would.
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         let bad: [&[u8]; 6] = [
             b"this is not json",
@@ -57,6 +58,7 @@ async fn garbage_from_the_model_is_reported_and_the_call_carries_on() {
         ))
         .await
         .unwrap();
+        // Paused clock: the reply's second plays out in full before the model fails the session.
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         ws.send(Message::Close(Some(CloseFrame {
             code: CloseCode::Error,

@@ -5,7 +5,7 @@
 
 mod cluster_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use baton::leg::twilio::caller::{self, CallerEnd};
 use cluster_support::{Instance, OFFER, Scratch, get, post, request, short_caller, until, upgrade};
@@ -47,7 +47,6 @@ fn sigterm_drains_while_answering_and_the_call_in_progress_completes() {
     });
 
     b.terminate();
-    let t0 = Instant::now();
     let r = until("/readyz to turn 503", Duration::from_secs(2), || {
         get(a, "/readyz").filter(|r| r.status == 503)
     });
@@ -99,12 +98,10 @@ fn sigterm_drains_while_answering_and_the_call_in_progress_completes() {
         .wait_exit(Duration::from_secs(20))
         .expect("the process exits");
     assert!(status.success(), "{status:?}\n{}", b.log_text());
-    assert!(
-        t0.elapsed() < Duration::from_secs(25),
-        "it exits once its calls end, not at the drain deadline"
-    );
     let log = b.log_text();
     assert!(log.contains("draining"), "{log}");
+    // It exits once its calls end, not at the drain deadline.
+    assert!(!log.contains("drain deadline passed"), "{log}");
 }
 
 #[test]

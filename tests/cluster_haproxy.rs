@@ -194,7 +194,10 @@ fn three_instances_behind_haproxy_on_one_postgres() {
     // 1. 150 calls, one instance SIGTERMed mid-load and started again.
     let t1 = now_ms();
     let calls = launch(&rt, front, "load", 150, Duration::from_millis(80));
-    std::thread::sleep(Duration::from_secs(3));
+    // Mid-load: once b3 holds calls of its own.
+    until("b3 to hold ten calls", Duration::from_secs(15), || {
+        (get(a3, "/healthz")?.json()["active_calls"].as_u64()? >= 10).then_some(())
+    });
     inst[2].terminate();
     let term_at = now_ms();
     let status = inst[2]
@@ -513,8 +516,16 @@ fn three_instances_behind_haproxy_on_one_postgres() {
     });
     let t4 = now_ms();
     let calls = launch(&rt, front, "pg", 40, Duration::from_millis(80));
-    std::thread::sleep(Duration::from_secs(1));
+    // While calls run: once the instances hold five between them; down for two seconds.
+    until("five running calls", Duration::from_secs(15), || {
+        let running: u64 = inst
+            .iter()
+            .filter_map(|i| get(i.addr, "/healthz")?.json()["active_calls"].as_u64())
+            .sum();
+        (running >= 5).then_some(())
+    });
     pg.stop();
+    // The outage itself: two seconds without the database.
     std::thread::sleep(Duration::from_secs(2));
     pg.start_again();
     let reports: Vec<_> = calls.into_iter().map(|c| rt.block_on(c).unwrap()).collect();

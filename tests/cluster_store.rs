@@ -77,6 +77,7 @@ async fn a_silent_instance_is_given_up_once_with_its_calls_and_contexts() {
 
     // Nothing is stale yet.
     assert!(store.sweep_stale(5_000).await.unwrap().is_empty());
+    // Time itself is the condition: b's heartbeat ages past the 300 ms the sweep allows.
     tokio::time::sleep(Duration::from_millis(400)).await;
     store.heartbeat(&beat("a", "ready", 0)).await.unwrap();
     // b is silent for 400 ms, a just spoke: two sweepers at once take b once.
@@ -131,9 +132,14 @@ async fn the_writer_holds_its_writes_through_a_postgres_restart() {
     let ids: Vec<String> = (0..600).map(|_| new_id("call_")).collect();
     // Writes keep coming while the server stops, stays down and starts again.
     let restart = tokio::task::spawn_blocking({
-        let pg = pg.clone();
+        let (pg, w) = (pg.clone(), w.clone());
         move || {
-            std::thread::sleep(Duration::from_millis(300));
+            // Once writes are landing (at most 10 s); then two seconds down.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while w.counts().written < 10 {
+                assert!(std::time::Instant::now() < deadline, "no write landed");
+                std::thread::sleep(Duration::from_millis(5));
+            }
             pg.stop();
             std::thread::sleep(Duration::from_secs(2));
             pg.start_again();
@@ -141,6 +147,7 @@ async fn the_writer_holds_its_writes_through_a_postgres_restart() {
     });
     for id in &ids {
         assert!(w.write(started(id, "+45")), "the queue has room");
+        // 600 writes spread over some 3 s, so the outage falls among them.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     restart.await.unwrap();

@@ -182,6 +182,8 @@ async fn a_hung_tool_is_cancelled_at_its_deadline_on_barge_in_and_at_the_calls_e
     let hub = Hub::start(vec![spec]);
     let reg = bound(&hub, BILLING, &["get_promotions"]).await;
     let cancelled = |py: &PyHttp| py.stats()["cancelled"].clone();
+    // How many `hang` calls the server has started (each is cancelled while it runs).
+    let hangs = |py: &PyHttp| calls_of(py, "hang");
 
     let mut call = CallSide::new(reg.clone());
     let id = call.call("hang", json!({"label": "deadline"}));
@@ -195,7 +197,7 @@ async fn a_hung_tool_is_cancelled_at_its_deadline_on_barge_in_and_at_the_calls_e
     .await;
 
     let id = call.call("hang", json!({"label": "barge-in"}));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually("the server to run the second hang", || hangs(&py) == 2).await;
     call.barge_in(std::slice::from_ref(&id));
     eventually("the server to hear the barge-in's cancellation", || {
         cancelled(&py)
@@ -207,7 +209,7 @@ async fn a_hung_tool_is_cancelled_at_its_deadline_on_barge_in_and_at_the_calls_e
     assert_eq!(call.response(&id, Duration::from_millis(300)).await, None);
 
     let _ = call.call("hang", json!({"label": "call-end"}));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually("the server to run the third hang", || hangs(&py) == 3).await;
     drop(call);
     eventually("the server to hear the call end's cancellation", || {
         cancelled(&py)
@@ -225,7 +227,8 @@ async fn a_server_killed_mid_call_fails_that_call_and_serves_the_next() {
     let reg = bound(&hub, BILLING, &["get_promotions"]).await;
     let mut call = CallSide::new(reg.clone());
     let id = call.call("slow", json!({"ms": 5000}));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Killed while the call runs on the server.
+    eventually("the server to run slow", || calls_of(&py, "slow") == 1).await;
     let py = py.restart();
     let r = call.response(&id, Duration::from_secs(10)).await;
     assert!(
@@ -338,4 +341,11 @@ async fn two_hundred_concurrent_calls_share_one_session() {
     // requests are in flight, plus the session's standing GET stream and the handshake.
     assert!(connections <= 64 + 2, "{connections} TCP connections");
     hub.shutdown().await;
+}
+
+/// How many times the server has started `tool` (from its stats file).
+fn calls_of(py: &PyHttp, tool: &str) -> usize {
+    py.stats()["calls"]
+        .as_array()
+        .map_or(0, |a| a.iter().filter(|c| *c == tool).count())
 }

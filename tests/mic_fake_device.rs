@@ -15,7 +15,7 @@ use baton::leg::mic::{
     self, AudioDevice, Capture, DeviceError, DeviceFormat, MicOptions, Playback,
 };
 use baton::leg::{LegCommand, LegEvent};
-use support::{ROOT, dominant_hz, voiced_segments};
+use support::{ROOT, dominant_hz, voiced_segments, wait_until};
 
 /// A device with a 10 ms callback period at real time: it records `source` (interleaved, at the
 /// input format) and keeps what it plays (first channel) in `played`.
@@ -131,9 +131,22 @@ async fn frames_playback_and_barge_in_through_a_fake_device() {
                 kind: PlayedKind::Voice,
             })
             .unwrap();
+        // The agent's frames arrive at their real pace, as from a model.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Until the ring has played the reply (all but the resampler's few ms), then 0.3 s more of
+    // the device's output, so that anything played after the reply would be in `played` too.
+    let reply = 48_000 * 55 / 100;
+    let secs = Duration::from_secs(10);
+    wait_until("the reply played", secs, || {
+        leg.counters.snapshot(0).played >= reply
+    })
+    .await;
+    let end = played.lock().unwrap().len() + 48_000 * 3 / 10;
+    wait_until("0.3 s more played", secs, || {
+        played.lock().unwrap().len() >= end
+    })
+    .await;
     let out = played.lock().unwrap().clone();
     let segs = voiced_segments(&out, 48_000);
     let voiced: f64 = segs.iter().map(|(s, e)| e - s).sum();
@@ -157,9 +170,13 @@ async fn frames_playback_and_barge_in_through_a_fake_device() {
             })
             .unwrap();
     }
+    // The caller barges in 200 ms into the reply.
     tokio::time::sleep(Duration::from_millis(200)).await;
     leg.handle.commands.send(LegCommand::Clear).unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_until("the ring emptied", secs, || {
+        leg.counters.snapshot(0).cleared > 0
+    })
+    .await;
     let s = leg.counters.snapshot(0);
     let played_ms = (s.played - before) * 1000 / 48_000;
     assert!(played_ms < 600, "{played_ms} ms of the cut reply played");
@@ -210,11 +227,26 @@ async fn talk_holds_a_conversation_through_a_fake_device() {
         played: played.clone(),
     };
     let (hang_tx, hang_rx) = tokio::sync::watch::channel(false);
+    let term = Terminal::default();
+    // The caller hangs up once the agent's reply is on the terminal and has been played to its
+    // end (0.7 s of quiet after it), or after 30 s.
+    let (shown, heard) = (term.0.clone(), played.clone());
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(7500)).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::time::Instant::now() < deadline {
+            let said = String::from_utf8_lossy(&shown.lock().unwrap()).contains("\nagent: ");
+            let out = heard.lock().unwrap().clone();
+            let end = out.len() as f64 / 48_000.0;
+            let replied = voiced_segments(&out, 48_000)
+                .iter()
+                .any(|(s, e)| *s > 3.0 && e - s > 1.5 && end - e >= 0.7);
+            if said && replied {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let _ = hang_tx.send(true);
     });
-    let term = Terminal::default();
     let report = baton::talk::talk(app, Box::new(device), hang_rx, term.clone())
         .await
         .unwrap();

@@ -272,10 +272,24 @@ fn record_live_session(record: &Path) {
         s.update(Some("You are the billing specialist."), Some(&[]));
         s.add_system_message("The caller is verified.");
         s.send(baton::model::session::Outbound::Close);
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The mock answers the close once it has read (and recorded) everything sent before it.
+        let closed = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(ev) = s.events.recv().await {
+                if matches!(ev, SessionEvent::Closed { .. }) {
+                    break;
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "the mock never answered the close");
         drop(s);
         server.stop().await;
-        drop(writer);
+        // The recorder ends (flushed) once the stopped server has let go of its sink.
+        let flushed = tokio::time::timeout(Duration::from_secs(10), writer).await;
+        assert!(
+            matches!(flushed, Ok(Ok(()))),
+            "the recording was not finished"
+        );
     });
 }
 

@@ -56,6 +56,8 @@ struct Proc {
     out: Arc<Mutex<Vec<u8>>>,
     err: Arc<Mutex<Vec<u8>>>,
     first_line: std::sync::mpsc::Receiver<String>,
+    /// The threads copying stdout and stderr: they end at the pipes' end of file.
+    readers: [std::thread::JoinHandle<()>; 2],
 }
 
 fn spawn(args: &[&str], envs: &[(&str, &str)]) -> Proc {
@@ -74,7 +76,7 @@ fn spawn(args: &[&str], envs: &[(&str, &str)]) -> Proc {
     let (tx, first_line) = std::sync::mpsc::channel();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let o = Arc::clone(&out);
-    std::thread::spawn(move || {
+    let out_reader = std::thread::spawn(move || {
         let mut line = String::new();
         while stdout.read_line(&mut line).unwrap_or(0) > 0 {
             o.lock().unwrap().extend_from_slice(line.as_bytes());
@@ -84,7 +86,7 @@ fn spawn(args: &[&str], envs: &[(&str, &str)]) -> Proc {
     });
     let mut stderr = child.stderr.take().unwrap();
     let e = Arc::clone(&err);
-    std::thread::spawn(move || {
+    let err_reader = std::thread::spawn(move || {
         let mut buf = [0u8; 8192];
         while let Ok(n) = stderr.read(&mut buf) {
             if n == 0 {
@@ -98,6 +100,7 @@ fn spawn(args: &[&str], envs: &[(&str, &str)]) -> Proc {
         out,
         err,
         first_line,
+        readers: [out_reader, err_reader],
     }
 }
 
@@ -132,7 +135,17 @@ impl Proc {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        std::thread::sleep(Duration::from_millis(200));
+        // Everything the process wrote is read once both pipes reach their end (at most 15 s).
+        let start = std::time::Instant::now();
+        while !self.readers.iter().all(|r| r.is_finished())
+            && start.elapsed() < Duration::from_secs(15)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            self.readers.iter().all(|r| r.is_finished()),
+            "the process's output never reached its end"
+        );
         let out = self.out.lock().unwrap().clone();
         let err = self.err.lock().unwrap().clone();
         (out, err)

@@ -20,13 +20,10 @@ async fn a_call_over_the_limit_is_refused_and_the_others_are_untouched() {
         let opts = speaking_caller(&format!("MZatlimit{i}"), Duration::from_secs(6));
         calls.push(tokio::spawn(async move { caller::dial(&url, opts).await }));
     }
-    for _ in 0..100 {
-        if d.active_calls().await == 3 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(d.active_calls().await, 3);
+    support::wait_until("three active calls", Duration::from_secs(10), || {
+        d.app.calls.active() == 3
+    })
+    .await;
 
     // The fourth call: refused before the upgrade, with the reason.
     let extra = speaking_caller("MZextra", Duration::from_secs(1));

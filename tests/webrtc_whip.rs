@@ -67,10 +67,28 @@ async fn a_scripted_peer_hears_both_agents_and_the_events_follow_the_call() {
         Duration::ZERO,
         move |id| async move {
             let events = follow_events(addr, &id);
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            let early = calls(addr).await;
-            tokio::time::sleep(Duration::from_secs(14)).await;
-            let late = calls(addr).await;
+            // Once the call is listed with its first agent; then until the listing names the
+            // agent after the handoff, while the call lasts.
+            let listed = |v: &[serde_json::Value]| {
+                v.first()
+                    .is_some_and(|c| c["active_agent"].as_str().is_some_and(|a| !a.is_empty()))
+            };
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(25);
+            let mut early = calls(addr).await;
+            while !listed(&early) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                early = calls(addr).await;
+            }
+            let mut late = early.clone();
+            let ravi =
+                |v: &[serde_json::Value]| v.first().is_some_and(|c| c["active_agent"] == "Ravi");
+            while !ravi(&late) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                match calls(addr).await {
+                    now if now.is_empty() => break,
+                    now => late = now,
+                }
+            }
             let _ = tx.send((early, late, events));
         },
     )
@@ -179,7 +197,11 @@ async fn bad_offers_get_clear_4xx_and_the_call_in_progress_carries_on() {
     pcm.extend_from_slice(&caller);
     let (tx, rx) = tokio::sync::oneshot::channel();
     let good = place_call(addr, &pcm, Duration::from_secs(4), move |_id| async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // While the call is in progress: once `GET /calls` lists it.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while calls(addr).await.is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let mut answers = Vec::new();
         let r = post(addr, "text/plain", b"v=0\r\n").await;
         answers.push(("wrong content type", r.status, r.body));

@@ -260,6 +260,18 @@ pub fn hostile_scripts() -> Vec<Vec<Raw>> {
     ]
 }
 
+/// A readiness wait: polls `f` every 10 ms until it holds; panics naming `what` after `limit`.
+pub async fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !f() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Runs one hostile script against a Twilio endpoint, ignoring every error.
 pub async fn send_raw(url: &str, script: &[Raw]) {
     let Ok((mut ws, _)) = tokio_tungstenite::connect_async(url).await else {
@@ -274,6 +286,7 @@ pub async fn send_raw(url: &str, script: &[Raw]) {
         if r.is_err() {
             break;
         }
+        // One message per 20 ms, at a media stream's pace.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     drop(ws);
