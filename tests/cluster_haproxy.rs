@@ -320,6 +320,28 @@ fn three_instances_behind_haproxy_on_one_postgres() {
     let ev = get(a3, &format!("/admin/calls/{xid}/events")).unwrap();
     assert_eq!(ev.status, 200);
     assert!(ev.body.contains("agent_start"), "{}", ev.body);
+    // The live event stream, asked of b3, which does not hold the call: relayed from b2.
+    let relayed = rt.block_on(async {
+        use futures_util::StreamExt;
+        use tokio_tungstenite::tungstenite::Message;
+        let url = format!("ws://{a3}/calls/{xid}/events");
+        let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+                Ok(Some(Ok(Message::Text(t)))) => got.push(t.to_string()),
+                Ok(Some(Ok(_))) => {}
+                other => panic!("the stream from b2 was not relayed: {other:?} after {got:?}"),
+            }
+        }
+        got
+    });
+    assert!(relayed[0].contains("call_start"), "{relayed:?}");
+    assert!(relayed[1].contains("agent_start"), "{relayed:?}");
+    // A plain GET there says where the call is held.
+    let r = get(a3, &format!("/calls/{xid}/events")).unwrap();
+    assert_eq!(r.status, 421, "{}", r.body);
+    assert!(r.body.contains("b2"), "{}", r.body);
     let r = post(a1, &format!("/admin/calls/{xid}/hangup")).unwrap();
     assert_eq!(r.status, 202, "{}", r.body);
     let report = rt.block_on(x).unwrap().unwrap();
