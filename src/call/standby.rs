@@ -2,7 +2,10 @@
 //! done, nothing sent), so that a reconnect only sends its setup — with the newest handle, or a
 //! fresh session's — and a drop costs the caller no connect. It lives in its own task, is
 //! re-dialed as soon as it is used, and is re-dialed with back-off when the server closes it
-//! while idle (never an error for the call). It is not a session: nothing counts it as one. (Not
+//! while idle (never an error for the call), or when it has waited [`Redial::MAX_AGE`]: a
+//! service may count a connection's lifetime from its connect (OpenAI's session limit, Gemini's
+//! connection lifetime), so a socket dialed long ago would give the next session less time. It is
+//! not a session: nothing counts it as one. (Not
 //! to be confused with the warm standby *session* of a handoff, which is set up and primed.)
 
 use std::pin::Pin;
@@ -30,6 +33,8 @@ pub(super) struct Redial {
 impl Redial {
     /// An idle socket that lived this long was closed for being idle, not refused.
     pub(super) const HEALTHY: Duration = Duration::from_secs(10);
+    /// A standby socket older than this is replaced by a fresh one.
+    pub(super) const MAX_AGE: Duration = Duration::from_secs(120);
     const FIRST: Duration = Duration::from_millis(250);
     const MAX: Duration = Duration::from_secs(30);
 
@@ -50,6 +55,11 @@ impl Redial {
         Self::FIRST
             .saturating_mul(1 << (self.failures - 1).min(8))
             .min(Self::MAX)
+    }
+
+    /// When a socket dialed at `at` is to be replaced.
+    pub(super) fn replace_at(at: Instant) -> Instant {
+        at + Self::MAX_AGE
     }
 
     /// The idle socket ended after `lived`.
@@ -130,6 +140,7 @@ async fn run(backend: ModelBackend, mut requests: mpsc::Receiver<Request>) {
     let mut dialing: Option<Dialing> = Some(dial(&backend));
     let mut next_dial: Option<Instant> = None;
     loop {
+        let replace = ready.as_ref().map(|(_, at)| Redial::replace_at(*at));
         tokio::select! {
             req = requests.recv() => match req {
                 None => break,
@@ -171,6 +182,13 @@ async fn run(backend: ModelBackend, mut requests: mpsc::Receiver<Request>) {
                 tracing::debug!(?lived, ?wait, "standby model socket closed while idle");
                 next_dial = Some(Instant::now() + wait);
             }
+            () = sleep_until_opt(replace) => {
+                if let Some((old, _)) = ready.take() {
+                    tokio::spawn(old.close());
+                }
+                tracing::debug!("standby model socket replaced: it waited its longest");
+                dialing = Some(dial(&backend));
+            }
             () = sleep_until_opt(next_dial), if dialing.is_none() && ready.is_none() => {
                 next_dial = None;
                 dialing = Some(dial(&backend));
@@ -201,6 +219,24 @@ mod tests {
         assert_eq!(r.failed(), Duration::from_millis(250));
         r.dialed();
         assert_eq!(r.used(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unused_socket_is_replaced_after_its_longest_wait() {
+        use std::sync::Arc;
+        let store = crate::mock::resume::Resumption::capturing();
+        let opts = Arc::new(crate::mock::MockOptions {
+            resumption: store.clone(),
+            ..crate::mock::MockOptions::new(Arc::new(crate::mock::Scenario::builtin()))
+        });
+        let standby = Standby::spawn(ModelBackend::in_process(opts));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(store.sockets(), 1, "one socket dialed ahead");
+        tokio::time::sleep(Redial::MAX_AGE - Duration::from_secs(2)).await;
+        assert_eq!(store.sockets(), 1, "not replaced before its time");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(store.sockets(), 2, "replaced once it waited its longest");
+        drop(standby);
     }
 
     #[test]

@@ -212,6 +212,11 @@ impl Resumption {
         self.lock().lineages.clone()
     }
 
+    /// Every socket upgraded so far, sessions or not (a client's standby sockets too).
+    pub fn sockets(&self) -> usize {
+        self.lock().conns.len()
+    }
+
     /// What each connection that sent a setup did, in connection order (a socket dialed ahead
     /// and never set up, or closed unused, was no session).
     pub fn connections(&self) -> Vec<ConnectionLog> {
