@@ -284,36 +284,8 @@ fn check_number(s: &Map<String, Value>, x: f64, at: &str) -> Result<(), Invalid>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::schema::tests::pydantic;
     use serde_json::json;
-
-    /// What the official Python SDK writes for `def f(customer_id: int, note: str | None = None,
-    /// line: Line)` with a pydantic model `Line`.
-    fn pydantic() -> Value {
-        json!({
-            "$defs": {
-                "Line": {
-                    "properties": {
-                        "sku": {"title": "Sku", "type": "string"},
-                        "qty": {"default": 1, "title": "Qty", "type": "integer", "minimum": 1}
-                    },
-                    "required": ["sku"],
-                    "title": "Line",
-                    "type": "object"
-                }
-            },
-            "properties": {
-                "customer_id": {"title": "Customer Id", "type": "integer"},
-                "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null, "title": "Note"},
-                "line": {"$ref": "#/$defs/Line", "description": "One order line"},
-                "tier": {"enum": ["gold", "silver"], "type": "string"},
-                "kind": {"const": "refund"}
-            },
-            "required": ["customer_id", "line"],
-            "title": "fArguments",
-            "type": "object",
-            "additionalProperties": false
-        })
-    }
 
     #[test]
     fn arguments_are_checked_against_the_original_schema() {

@@ -460,12 +460,12 @@ fn merge_any_of(out: &mut Map<String, Value>, mut branches: Vec<Value>, nullable
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// What the official Python SDK writes for `def f(customer_id: int, note: str | None = None,
     /// line: Line)` with a pydantic model `Line`.
-    fn pydantic() -> Value {
+    pub(in crate::mcp) fn pydantic() -> Value {
         json!({
             "$defs": {
                 "Line": {

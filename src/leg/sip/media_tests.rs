@@ -1,3 +1,6 @@
+//! Tests of one call's RTP media core (`MediaSession`): the peer heard frame by frame, packets
+//! to the latched address, hold, keypad events, loss and reorder, timeouts and RTCP.
+
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
