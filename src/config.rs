@@ -6,23 +6,15 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-mod decode;
+pub mod decode;
 mod environment;
 mod sections;
 mod void;
 
-pub use decode::closest;
+pub use decode::{Problem, closest, from_toml};
 pub use environment::{bind_problem, closest_existing, missing_file};
 
 pub use sections::*;
-
-/// One problem found in a config file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    pub key: String,
-    pub message: String,
-    pub fix: String,
-}
 
 /// A config file that cannot be used; `Display` lists every problem.
 #[derive(Debug, thiserror::Error)]
@@ -209,13 +201,6 @@ fn inspect_text(text: &str, path: &Path) -> Checked {
         listen,
         problems,
     }
-}
-
-/// Parses TOML into `T`, refusing unknown keys; the first problem names the key and line (and
-/// the closest valid key, or the expected form of the value), and `docs` is where the valid keys
-/// are documented.
-pub fn from_toml<T: serde::de::DeserializeOwned>(text: &str, docs: &str) -> Result<T, Problem> {
-    decode::decode_one(text, docs)
 }
 
 /// Empty, or letters, digits and `_`: the name of a variable, not a credential pasted in.

@@ -260,7 +260,7 @@ pub fn call_trace(
             root.push(double(name, v));
         }
     }
-    let agents = crate::server::call_log::agents_heard(report);
+    let agents = report.agents_heard();
     if !agents.is_empty() {
         root.push(string("baton.call.agents", &agents.join(", ")));
     }

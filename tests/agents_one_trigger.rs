@@ -141,7 +141,7 @@ fn sidecar_context_never_makes_the_model_speak() {
     let a = h.feed(Input::SidecarResult {
         sidecar: "analysis".into(),
         text: "The caller is saving for a house.".into(),
-        deliver: baton::agents::sidecar::Delivery::Auto,
+        deliver: baton::agents::registry::Delivery::Auto,
     });
     assert!(contents(&a).is_empty(), "{a:#?}");
     assert!(
@@ -158,7 +158,7 @@ fn sidecar_context_never_makes_the_model_speak() {
     let a = h.feed(Input::SidecarResult {
         sidecar: "analysis".into(),
         text: "The caller is saving for a house.".into(),
-        deliver: baton::agents::sidecar::Delivery::Auto,
+        deliver: baton::agents::registry::Delivery::Auto,
     });
     let c = contents(&a);
     assert_eq!(c.len(), 1);

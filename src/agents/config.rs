@@ -5,6 +5,9 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use serde_json::Value;
+
+use super::registry::Delivery;
 
 /// One agent set: the agents of a call, their tools and the guards that apply.
 #[derive(Clone, Debug, Deserialize)]
@@ -21,7 +24,7 @@ pub struct SetFile {
     pub tools: BTreeMap<String, ToolSection>,
     /// Agents beside the live session (seed 004), see [`super::sidecar`].
     #[serde(default)]
-    pub sidecars: BTreeMap<String, super::sidecar::SidecarSection>,
+    pub sidecars: BTreeMap<String, SidecarSection>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -357,4 +360,40 @@ impl Default for RouteSection {
             handback: "requires_handback".into(),
         }
     }
+}
+
+/// `[sidecars.<id>]` as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SidecarSection {
+    #[serde(default)]
+    pub description: String,
+    /// `http` or `static`.
+    pub backend: String,
+    #[serde(default)]
+    pub url: Option<String>,
+    /// An optional header (e.g. `Authorization`) ...
+    #[serde(default)]
+    pub header: Option<String>,
+    /// ... whose value is read from this environment variable (never the file).
+    #[serde(default)]
+    pub header_env: Option<String>,
+    #[serde(default)]
+    pub reply: Option<Value>,
+    #[serde(default)]
+    pub delay_ms: u64,
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub budget_ms: Option<u64>,
+    #[serde(default)]
+    pub deliver: Delivery,
+    #[serde(default = "one")]
+    pub max_in_flight: usize,
+    /// What the fed text starts with (default: `[<id>]`).
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+fn one() -> usize {
+    1
 }

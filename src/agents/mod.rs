@@ -16,11 +16,13 @@
 //! [`setup`] (a session's setup and transferred history), [`contexts`] (seed 001's resumable
 //! agent contexts), [`strategy`] (how a handoff reaches the
 //! model, and when), [`events`] (call events, transcript, agent history), [`orchestrator`] (the
-//! state machine), [`runner`] (running tools), [`sidecar`] (seed 004's agents beside the live session).
+//! state machine), [`commands`] (inputs from outside the call loop: operators, sidecars), [`runner`]
+//! (running tools), [`sidecar`] (seed 004's agents beside the live session).
 //!
 //! **Architecture invariant:** the orchestrator knows no sockets and no clock; nothing it emits
 //! flushes playout or cuts a turn being generated.
 
+pub mod commands;
 pub mod config;
 pub mod contexts;
 pub mod events;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::matching::{Condition, TextTriggers};
@@ -235,7 +235,7 @@ pub struct Registry {
     pub phrases: PhraseRules,
     pub timing: Timing,
     /// Agents beside the live session (seed 004).
-    pub sidecars: Vec<Arc<super::sidecar::Sidecar>>,
+    pub sidecars: Vec<Arc<Sidecar>>,
     /// The daemon's MCP tools, once bound ([`Registry::bind_mcp`]); unbound, agents see no MCP
     /// tools.
     pub mcp: Option<Arc<crate::mcp::Catalog>>,
@@ -339,4 +339,47 @@ impl Registry {
 #[cold]
 fn unreachable_empty() -> &'static Agent {
     panic!("an agent registry without agents cannot be built")
+}
+
+/// How a result reaches the live session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// `client_content` where the model takes mid-session client content; elsewhere the result
+    /// is not delivered (it would make the model speak) and a `sidecar_undelivered` event says
+    /// why.
+    #[default]
+    Auto,
+    /// `clientContent{turns:[…], turnComplete:false}` once the current turn is over: context for
+    /// the model's next answer, no reply of its own, no interruption.
+    ClientContent,
+    /// A turn-completing text prompt at a quiet moment (`realtimeInput.text` on models without
+    /// mid-session client content): the model answers it.
+    Prompt,
+    /// Counted, not fed (a sidecar that only records).
+    None,
+}
+
+/// Where a sidecar's result comes from.
+#[derive(Clone, Debug)]
+pub enum SidecarBackend {
+    Http(HttpBackend),
+    /// A canned reply after `delay`.
+    Static {
+        reply: Value,
+        delay: Duration,
+    },
+}
+
+/// A validated sidecar.
+#[derive(Clone, Debug)]
+pub struct Sidecar {
+    pub id: String,
+    pub description: String,
+    pub backend: SidecarBackend,
+    pub timeout: Duration,
+    pub budget: Option<Duration>,
+    pub deliver: Delivery,
+    pub max_in_flight: usize,
+    pub label: String,
 }

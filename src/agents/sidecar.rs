@@ -22,185 +22,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::commands::Commands;
 use super::events::{CallEvent, Speaker};
-use super::load::Problems;
 use super::orchestrator::Input;
-use super::registry::HttpBackend;
-use crate::call::tap::Commands;
+use super::registry::{Delivery, Sidecar, SidecarBackend};
 
 /// Longest text fed to the model from one result.
 const MAX_TEXT: usize = 2000;
-
-/// How a result reaches the live session.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Delivery {
-    /// `client_content` where the model takes mid-session client content; elsewhere the result
-    /// is not delivered (it would make the model speak) and a `sidecar_undelivered` event says
-    /// why.
-    #[default]
-    Auto,
-    /// `clientContent{turns:[…], turnComplete:false}` once the current turn is over: context for
-    /// the model's next answer, no reply of its own, no interruption.
-    ClientContent,
-    /// A turn-completing text prompt at a quiet moment (`realtimeInput.text` on models without
-    /// mid-session client content): the model answers it.
-    Prompt,
-    /// Counted, not fed (a sidecar that only records).
-    None,
-}
-
-/// `[sidecars.<id>]` as written.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SidecarSection {
-    #[serde(default)]
-    pub description: String,
-    /// `http` or `static`.
-    pub backend: String,
-    #[serde(default)]
-    pub url: Option<String>,
-    /// An optional header (e.g. `Authorization`) ...
-    #[serde(default)]
-    pub header: Option<String>,
-    /// ... whose value is read from this environment variable (never the file).
-    #[serde(default)]
-    pub header_env: Option<String>,
-    #[serde(default)]
-    pub reply: Option<Value>,
-    #[serde(default)]
-    pub delay_ms: u64,
-    pub timeout_ms: u64,
-    #[serde(default)]
-    pub budget_ms: Option<u64>,
-    #[serde(default)]
-    pub deliver: Delivery,
-    #[serde(default = "one")]
-    pub max_in_flight: usize,
-    /// What the fed text starts with (default: `[<id>]`).
-    #[serde(default)]
-    pub label: Option<String>,
-}
-
-fn one() -> usize {
-    1
-}
-
-/// Where a sidecar's result comes from.
-#[derive(Clone, Debug)]
-pub enum SidecarBackend {
-    Http(HttpBackend),
-    /// A canned reply after `delay`.
-    Static {
-        reply: Value,
-        delay: Duration,
-    },
-}
-
-/// A validated sidecar.
-#[derive(Clone, Debug)]
-pub struct Sidecar {
-    pub id: String,
-    pub description: String,
-    pub backend: SidecarBackend,
-    pub timeout: Duration,
-    pub budget: Option<Duration>,
-    pub deliver: Delivery,
-    pub max_in_flight: usize,
-    pub label: String,
-}
-
-/// Validates `[sidecars.*]`, reporting every problem with its key.
-pub(super) fn build(
-    sections: &BTreeMap<String, SidecarSection>,
-    p: &mut Problems,
-) -> Vec<Arc<Sidecar>> {
-    let mut out = Vec::new();
-    for (id, s) in sections {
-        let key = format!("sidecars.{id}");
-        if s.timeout_ms == 0 {
-            p.add(
-                format!("{key}.timeout_ms"),
-                "is 0",
-                "give the backend its time, e.g. 2000 (seed 004: analysis 2 s, research 5 s)",
-            );
-            continue;
-        }
-        if s.max_in_flight == 0 {
-            p.add(
-                format!("{key}.max_in_flight"),
-                "is 0, so it would never run",
-                "use 1 (the default) or more",
-            );
-            continue;
-        }
-        let timeout = Duration::from_millis(s.timeout_ms);
-        let backend = match (s.backend.as_str(), &s.url, &s.reply) {
-            ("http", Some(u), _) => match url::Url::parse(u) {
-                Ok(url) if matches!(url.scheme(), "http" | "https") => {
-                    SidecarBackend::Http(HttpBackend {
-                        url,
-                        timeout,
-                        header: s.header.clone().zip(s.header_env.clone()),
-                    })
-                }
-                _ => {
-                    p.add(
-                        format!("{key}.url"),
-                        format!("{u:?} is not an http(s) URL"),
-                        "e.g. url = \"http://127.0.0.1:9401/analyze\"",
-                    );
-                    continue;
-                }
-            },
-            ("http", None, _) => {
-                p.add(
-                    format!("{key}.url"),
-                    "missing",
-                    "an http backend needs url = \"http://…\"",
-                );
-                continue;
-            }
-            ("static", _, Some(reply)) => SidecarBackend::Static {
-                reply: reply.clone(),
-                delay: Duration::from_millis(s.delay_ms),
-            },
-            ("static", _, None) => {
-                p.add(
-                    format!("{key}.reply"),
-                    "missing",
-                    "a static backend needs reply = { … }",
-                );
-                continue;
-            }
-            (other, _, _) => {
-                p.add(
-                    format!("{key}.backend"),
-                    format!("unknown backend {other:?}"),
-                    "use \"http\" or \"static\"",
-                );
-                continue;
-            }
-        };
-        out.push(Arc::new(Sidecar {
-            id: id.clone(),
-            description: s.description.clone(),
-            backend,
-            timeout,
-            budget: s.budget_ms.map(Duration::from_millis),
-            deliver: s.deliver,
-            max_in_flight: s.max_in_flight,
-            label: s.label.clone().unwrap_or_else(|| format!("[{id}]")),
-        }));
-    }
-    out
-}
 
 /// What one sidecar did in a call.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -20,8 +20,8 @@ use super::registry::{Agent, Behavior, Registry, Scheduling, Tool};
 use crate::model::Capabilities;
 use crate::model::gemini::wire::{FunctionResponse, FunctionResponseScheduling};
 
-/// Prefix of the generated handoff tools.
-pub const TRANSFER_PREFIX: &str = "transfer_to_";
+/// Prefix of the generated handoff tools (reserved: no MCP tool may take a name with it).
+pub const TRANSFER_PREFIX: &str = crate::mcp::hub::RESERVED_PREFIX;
 
 /// The handoff tool for `agent`.
 pub fn transfer_name(agent: &Agent) -> String {

@@ -120,6 +120,20 @@ pub struct CallReport {
     pub downlink_resampler_delay_ms: f64,
 }
 
+impl CallReport {
+    /// The agents the caller heard, in order (from the agent history).
+    pub fn agents_heard(&self) -> Vec<String> {
+        self.agent_history
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|h| h.get("agent").and_then(|n| n.as_str()).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
 /// Percentile summary.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct Summary {

@@ -1,7 +1,8 @@
 //! TOML into typed sections with every problem of the file collected in one pass: syntax errors,
 //! unknown keys (with the closest valid key), values of the wrong kind (the expected form in
 //! words), each with its line. A key found wrong is taken out and the file decoded again, so
-//! one mistake never hides the next and the rest of the file still gets its defaults.
+//! one mistake never hides the next and the rest of the file still gets its defaults. Every file
+//! baton reads as TOML (the daemon's config, agent sets) decodes through here.
 
 use std::ops::Range;
 
@@ -9,7 +10,13 @@ use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 use toml::de::{DeTable, DeValue};
 
-use super::Problem;
+/// One problem found in a config file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub key: String,
+    pub message: String,
+    pub fix: String,
+}
 
 /// At most this many keys are taken out before decoding gives up (a file cannot have more
 /// problems than keys; this only bounds a pathological one).
@@ -291,6 +298,13 @@ pub fn closest<'a>(name: &str, valid: &'a [String]) -> Option<&'a str> {
         .filter(|(d, v)| *d <= (v.len().max(name.len()) / 3).max(2))
         .min_by_key(|(d, v)| (*d, v.as_str()))
         .map(|(_, v)| v.as_str())
+}
+
+/// Parses TOML into `T`, refusing unknown keys; the first problem names the key and line (and
+/// the closest valid key, or the expected form of the value), and `docs` is where the valid keys
+/// are documented.
+pub fn from_toml<T: serde::de::DeserializeOwned>(text: &str, docs: &str) -> Result<T, Problem> {
+    decode_one(text, docs)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::Problem;
+use crate::config::decode::Problem;
 
 /// One MCP server as configured.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -313,7 +313,7 @@ fn http(
     })
 }
 
-/// The problems of `[mcp.*]` as [`Problem`]s (for `crate::config`).
+/// The problems of `[mcp.*]` as [`Problem`]s (for the daemon config's check).
 pub fn problems(
     sections: &BTreeMap<String, McpServerSection>,
     base: &std::path::Path,

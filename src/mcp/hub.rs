@@ -492,7 +492,7 @@ async fn refresh(entry: &ServerEntry, conn: &Conn) -> Result<(), String> {
     Ok(())
 }
 
-/// Names baton generates for handoffs (`crate::agents::tools::TRANSFER_PREFIX`).
+/// Names baton generates for handoffs (the agents' transfer tools share this prefix).
 pub const RESERVED_PREFIX: &str = "transfer_to_";
 
 /// A function name both models accept.

@@ -272,7 +272,7 @@ pub(super) async fn run_call(
             let intervals = stats.as_ref().map_or(&[][..], |s| &s.send_intervals_us[..]);
             app.metrics.call_ended(leg_label, &report, intervals);
             // The agents heard, in order (the span holds the last one).
-            if let Some(last) = super::call_log::agents_heard(&report).last() {
+            if let Some(last) = report.agents_heard().last() {
                 span.record("agent", last.as_str());
             }
             super::call_log::call_ended(

@@ -20,19 +20,6 @@ pub struct Extra<'a> {
     pub dtmf: Option<u64>,
 }
 
-/// The agent ids of a report's `agent_history`, in activation order.
-pub fn agents_heard(report: &CallReport) -> Vec<String> {
-    report
-        .agent_history
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|h| h.get("agent").and_then(|n| n.as_str()).map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// `0, 0` — each handoff's gap in ms (`-` for one never heard); `none` without handoffs.
 pub fn handoff_gaps(report: &CallReport) -> String {
     if report.handoffs.is_empty() {
@@ -57,7 +44,7 @@ pub fn call_ended(report: &CallReport, extra: Extra<'_>) {
     let first = summarize(&report.first_audio_ms);
     let up = summarize(&report.uplink_added_ms);
     let down = summarize(&report.downlink_added_ms);
-    let agents = agents_heard(report);
+    let agents = report.agents_heard();
     let dev = |us: u32| ms(f64::from(us) / 1000.0);
     tracing::info!(
         call = extra.call,

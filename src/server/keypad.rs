@@ -19,7 +19,7 @@ use tokio::time::{Instant, sleep_until};
 use super::AppState;
 use super::live::LiveCall;
 use crate::agents::orchestrator::{Input, ToolRun};
-use crate::agents::sidecar::Delivery;
+use crate::agents::registry::Delivery;
 use crate::leg::keypad::{Collected, Collector, KeypadConfig, Tones, send_args};
 use crate::leg::sip::dtmf::Timing;
 use crate::leg::{LegCommand, LegEvent, LegHandle};

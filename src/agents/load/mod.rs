@@ -1,9 +1,10 @@
 //! Reading an agent-set file: TOML with unknown keys refused, then validation that reports every
-//! problem with the file, the key and how to fix it (the style of `crate::config`), and the
+//! problem with the file, the key and how to fix it (the style of the daemon config's checks), and the
 //! conversion into a [`Registry`]. This file holds the set level; `agent` and `tool` check one
 //! agent or one tool each.
 
 mod agent;
+mod sidecar;
 mod tool;
 
 pub use agent::parse_history;
@@ -17,7 +18,7 @@ use super::config::{PhrasesSection, RoleName, SetFile};
 use super::matching::compile;
 use super::phrases::{PhraseRules, group_regex};
 use super::registry::{Guards, Registry, Timing};
-use crate::config::Problem;
+use crate::config::decode::{Problem, from_toml};
 
 /// Longest instruction accepted: real models follow short explicit instructions, not long ones.
 pub const MAX_INSTRUCTION_CHARS: usize = 4_000;
@@ -85,8 +86,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Registry, SetError> {
         path: path.to_path_buf(),
         problems,
     };
-    let file: SetFile =
-        crate::config::from_toml(text, "config/agents/README.md").map_err(|p| invalid(vec![p]))?;
+    let file: SetFile = from_toml(text, "config/agents/README.md").map_err(|p| invalid(vec![p]))?;
     let mut p = Problems(Vec::new());
     let registry = build(&file, &mut p);
     match registry {
@@ -222,7 +222,7 @@ fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
             );
         }
     }
-    let sidecars = super::sidecar::build(&f.sidecars, p);
+    let sidecars = sidecar::build(&f.sidecars, p);
     let primary = primaries.first().and_then(|id| index_of(id))?;
     Some(Registry {
         name: f.set.name.clone(),

@@ -108,7 +108,7 @@ pub enum Input {
     SidecarResult {
         sidecar: String,
         text: String,
-        deliver: super::sidecar::Delivery,
+        deliver: super::registry::Delivery,
     },
     /// The deadline of [`Orchestrator::poll_timeout`] passed.
     Timeout,

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use super::{Action, Orchestrator, Phase};
 use crate::agents::events::CallEvent;
-use crate::agents::sidecar::Delivery;
+use crate::agents::registry::Delivery;
 use crate::model::gemini::wire::{ClientContent, Content};
 
 /// A result waiting to be sent.
