@@ -10,7 +10,6 @@ pub mod bench;
 pub mod call;
 pub mod config;
 pub mod demo;
-mod demo_store;
 pub mod dial;
 pub mod mcp;
 pub mod place;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::DemoError;
+use super::args::DemoError;
 use crate::agents::Registry;
 use crate::mcp::{Hub, ServerSpec};
 use crate::mock::mcp_server::{SERVER_NAME, SupportDesk, in_process, serve_http};

@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::args::DemoError;
 use super::handoffs::name_of;
-use super::{DemoError, ScenarioMeta};
+use super::meta::ScenarioMeta;
 use crate::plot::timeline::{Row, Timeline, agents_heard};
 use crate::server::attach::Ran;
 

@@ -1,8 +1,8 @@
 //! `baton demo`'s human-readable output: the call's timeline, what was said, handoffs and
 //! reconnects with their gaps, and the latency table.
 
-use super::DemoOutcome;
 use super::handoffs::{AgentMeta, HandoffLine, name_of};
+use super::outcome::DemoOutcome;
 use crate::agents::CallEvent;
 use crate::agents::events::Speaker;
 use crate::call::metrics::{CallReport, HandoffRecord, summarize};
@@ -201,7 +201,7 @@ pub fn render(outcome: &DemoOutcome) -> String {
         );
     }
     let _ = writeln!(s, "call ended: {}", r.end_reason);
-    s.push_str(&crate::demo_store::render_calls(outcome));
+    s.push_str(&super::store::render_calls(outcome));
     let _ = writeln!(
         s,
         "recording: {} (left = caller, right = agent as heard)",

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::DemoError;
+use super::args::DemoError;
 use crate::mock;
 
 /// A bundled file: under the current directory when run from a checkout, else next to the

@@ -5,8 +5,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::args::DemoArgs;
 use super::handoffs::HandoffLine;
-use super::{DemoArgs, ScenarioMeta};
+use super::meta::ScenarioMeta;
 use crate::call::CallReport;
 use crate::call::metrics::{Summary, round2, summarize};
 

@@ -18,7 +18,7 @@ use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::hub::Link;
+use super::link::Link;
 
 /// A tool offered by an MCP server, translated for the models.
 pub struct McpTool {

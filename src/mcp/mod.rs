@@ -16,10 +16,9 @@
 //!
 //! Modules, one job each: [`config`] (`[mcp.*]` and its validation), [`schema`] (JSON Schema
 //! into what the models accept), [`args`] (arguments checked against the server's schema),
-//! [`client`] (the
-//! rmcp client: connecting over either transport, notifications), [`hub`] (servers, their
-//! supervisors, the catalog of tools and each server's status), [`call`] (one tool call and its
-//! result as a function response).
+//! [`client`] (the rmcp client: connecting over either transport, notifications), [`hub`]
+//! (servers, their supervisors, the catalog of tools), [`link`] (one server's session slot and
+//! status), [`call`] (one tool call and its result as a function response).
 //!
 //! **Invariant:** nothing here runs on the audio path: calls run in the tool tasks the call
 //! layer spawns, and the catalog is read without locks.
@@ -29,6 +28,7 @@ pub mod call;
 pub mod client;
 pub mod config;
 pub mod hub;
+pub mod link;
 pub mod schema;
 
 pub use call::{CallError, McpTool};

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::demo::{DemoArgs, DemoError, DemoOutcome};
+use super::args::{DemoArgs, DemoError};
+use super::outcome::DemoOutcome;
 use crate::server::attach::{Ran, StoreHandle};
 use crate::store::{Store, StoreWriter};
 
