@@ -75,60 +75,21 @@ pub async fn open_store(
     }))
 }
 
-/// Joins the instances sharing the store, when it is PostgreSQL and `cluster.enabled`: the
-/// registry and its heartbeat, placement data, and the control bus serving the admin API's
-/// requests about this instance's calls.
-pub async fn join_cluster(app: &Arc<AppState>) {
-    let cfg = &app.loaded.config.cluster;
-    let Some(s) = app.store.get() else { return };
-    if !cfg.enabled || s.store.kind() != crate::store::Kind::Postgres || app.cluster.get().is_some()
-    {
-        return;
-    }
-    let Ok(url) = store_url(&app.loaded.config.store) else {
-        return;
-    };
-    let serve: super::cluster::Serve = {
-        let weak = Arc::downgrade(app);
-        Arc::new(move |op| {
-            let weak = weak.clone();
-            Box::pin(async move {
-                match weak.upgrade() {
-                    Some(app) => super::admin::answer_locally(&app, &op).await,
-                    None => super::cluster::bus::Answer::NotHere,
-                }
-            })
-        })
-    };
-    let c = super::cluster::Cluster::start(
-        app.instance_id.clone(),
-        app.loaded.advertise_url(),
-        s.store.clone(),
-        url,
-        app.calls.clone(),
-        cfg.clone(),
-        serve,
-    )
-    .await;
-    let _ = app.cluster.set(c);
-}
-
 /// Retries opening the store every 5 s until it answers, then attaches it (calls started
-/// meanwhile run without it).
-pub async fn reopen_store(app: Arc<AppState>) {
+/// meanwhile run without it); true once attached.
+pub async fn reopen_store(app: &AppState) -> bool {
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
         if app.calls.draining() {
-            return;
+            return false;
         }
         match open_store(&app.loaded.config.store, Some(&app.instance_id)).await {
             Ok(Some(h)) => {
                 tracing::info!(store = %h.store.url(), "store attached");
                 let _ = app.store.set(h);
-                join_cluster(&app).await;
-                return;
+                return true;
             }
-            Ok(None) => return,
+            Ok(None) => return false,
             Err(e) => tracing::debug!(error = %e, "store still unavailable"),
         }
     }

@@ -383,13 +383,18 @@ pub async fn serve(
         match attach::open_store(&app.loaded.config.store, Some(&app.instance_id)).await {
             Ok(Some(h)) => {
                 let _ = app.store.set(h);
-                attach::join_cluster(&app).await;
+                admin::join_cluster(&app).await;
             }
             Ok(None) => {}
             // Calls go on without a store; it is attached once it answers.
             Err(ServeError::Store(e)) => {
                 tracing::error!(error = %e, "store unavailable; calls run without it until it answers");
-                tokio::spawn(attach::reopen_store(app.clone()));
+                let app = app.clone();
+                tokio::spawn(async move {
+                    if attach::reopen_store(&app).await {
+                        admin::join_cluster(&app).await;
+                    }
+                });
             }
             Err(e) => return Err(e),
         }

@@ -16,9 +16,10 @@
 //! ```
 //!
 //! Modules: [`migrations`] (the versioned schema), [`instances`] (the registry of instances
-//! sharing one PostgreSQL), [`writer`] (the queue and the writer task), `sql` (the SQL of every
-//! write), [`read`] (queries and the admin API's context updates), [`rows`]
-//! (what reads return), [`recorder`] (one call's events into writes, and its live view).
+//! sharing one PostgreSQL), [`write`] (one write as producers hand it over), [`writer`] (the queue
+//! and the writer task), `sql` (the SQL of every write), [`read`] (queries and the admin API's
+//! context updates), [`rows`] (what reads return), [`recorder`] (one call's events into writes,
+//! and its live view).
 
 pub mod instances;
 pub mod migrations;
@@ -26,6 +27,7 @@ pub mod read;
 pub mod recorder;
 pub mod rows;
 mod sql;
+pub mod write;
 pub mod writer;
 
 use std::str::FromStr;
@@ -35,7 +37,8 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 pub use rows::{CallRow, ContextRow, ContextStatus, HandoffRow, HistoryRow, LineRow, ToolCallRow};
-pub use writer::{StoreWriter, Write, WriterStats};
+pub use write::Write;
+pub use writer::{StoreWriter, WriterStats};
 
 /// A store operation that failed. Messages never carry the URL's password.
 #[derive(Debug, thiserror::Error)]

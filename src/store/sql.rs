@@ -4,7 +4,7 @@
 
 use sqlx::{Any, Transaction};
 
-use super::writer::Write;
+use super::write::Write;
 use super::{ContextStatus, Kind, Store, StoreError};
 
 /// What every write of one writer shares.

@@ -1,7 +1,10 @@
 //! What this instance answers about its own live calls, as its admin API would: the live view
 //! of a call (transcript, history, figures, events), an operator's activation, deactivation or
 //! hang-up, and the list of its calls. The control bus serves other instances' requests with
-//! [`answer_locally`] too, so an answer is the same whichever instance was asked.
+//! [`answer_locally`] too, so an answer is the same whichever instance was asked; [`join_cluster`]
+//! puts it on the bus.
+
+use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -181,4 +184,42 @@ async fn command(app: &AppState, call: &str, input: Input) -> Answer {
         Err(e @ CommandSendError::Ended) => (StatusCode::GONE, json!({ "error": e.to_string() })),
     };
     here(code, body)
+}
+
+/// Joins the instances sharing the store, when it is PostgreSQL and `cluster.enabled`: the
+/// registry and its heartbeat, placement data, and the control bus serving the admin API's
+/// requests about this instance's calls.
+pub async fn join_cluster(app: &Arc<AppState>) {
+    let cfg = &app.loaded.config.cluster;
+    let Some(s) = app.store.get() else { return };
+    if !cfg.enabled || s.store.kind() != crate::store::Kind::Postgres || app.cluster.get().is_some()
+    {
+        return;
+    }
+    let Ok(url) = super::super::attach::store_url(&app.loaded.config.store) else {
+        return;
+    };
+    let serve: super::super::cluster::Serve = {
+        let weak = Arc::downgrade(app);
+        Arc::new(move |op| {
+            let weak = weak.clone();
+            Box::pin(async move {
+                match weak.upgrade() {
+                    Some(app) => answer_locally(&app, &op).await,
+                    None => super::super::cluster::bus::Answer::NotHere,
+                }
+            })
+        })
+    };
+    let c = super::super::cluster::Cluster::start(
+        app.instance_id.clone(),
+        app.loaded.advertise_url(),
+        s.store.clone(),
+        url,
+        app.calls.clone(),
+        cfg.clone(),
+        serve,
+    )
+    .await;
+    let _ = app.cluster.set(c);
 }

@@ -36,7 +36,7 @@ use crate::agents::registry::{Agent, Registry};
 use crate::store::StoreError;
 
 use crate::store::read::ContextPatch;
-pub use local::answer_locally;
+pub use local::{answer_locally, join_cluster};
 use reach::about;
 pub use reach::cluster_list;
 
