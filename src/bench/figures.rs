@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use super::fixtures::{CallSample, Cell};
 use super::report::{FixturesReport, PlotRef, ReportError, distinct, profile_of};
+use super::samples::{CallSample, Cell};
 use crate::plot::cdf::Cdf;
 use crate::plot::timeline::{Row, Timeline, agents_heard};
 use crate::plot::{self, PlotError};

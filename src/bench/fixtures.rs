@@ -1,20 +1,20 @@
 //! `baton bench fixtures`: plans the sweep (scenarios × profiles × strategies × repetitions), runs
 //! the calls on worker threads with progress, and hands the results to the report writers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::call::CallReport;
-use crate::demo::{self, DemoArgs, ScenarioMeta};
+use crate::demo::{self, DemoArgs};
 use crate::leg::fixture::LegCodec;
 use crate::mock::profile::{PROFILES, Profile};
 use crate::model::gemini::endpoint::DEVELOPER_API_BASE;
 
 use super::capture::{self, Warnings};
 use super::host::{self, Machine};
-use super::report::{self, RunInfo};
+use super::report::{self, ReportError, RunInfo};
+use super::samples::{CallResult, CallSample, CallerFormat, Cell, Clocks, ok};
 
 mod progress;
 
@@ -163,67 +163,10 @@ pub enum FixturesError {
     },
 }
 
-/// One point of the sweep; each runs `--calls` times.
-#[derive(Clone, Debug)]
-pub struct Cell {
-    pub scenario: PathBuf,
-    /// Index of the scenario's loaded files in [`Plan::prepared`].
-    pub prepared: usize,
-    /// The scenario's name.
-    pub scenario_name: String,
-    /// `None`: the agents' configured policy (or no agent set).
-    pub strategy: Option<String>,
-    /// `None`: the scenario's profile (or a remote model's own).
-    pub profile: Option<String>,
-    /// The caller recording's file format, as read (before resampling to the leg's rate).
-    pub caller: Option<report::CallerFormat>,
-}
-
-impl Cell {
-    /// `configured` without a forced strategy, `none` without an agent set.
-    pub fn strategy_label(&self, agent_set: bool) -> String {
-        match (&self.strategy, agent_set) {
-            (Some(s), _) => s.clone(),
-            (None, true) => "configured".into(),
-            (None, false) => "none".into(),
-        }
-    }
-}
-
 /// The sweep, with each scenario's files loaded once.
 pub struct Plan {
     pub cells: Vec<Cell>,
     pub prepared: Vec<demo::Prepared>,
-}
-
-/// One finished call.
-pub struct CallSample {
-    pub meta: ScenarioMeta,
-    pub report: CallReport,
-    /// Copying the loaded scenario and opening the session through hang-up.
-    pub call_wall: Duration,
-}
-
-/// The result of one call of one cell.
-pub struct CallResult {
-    pub cell: usize,
-    pub rep: u32,
-    pub outcome: Result<CallSample, String>,
-    /// What the call logged at WARN and ERROR (kept here, not printed).
-    pub warnings: Vec<String>,
-}
-
-/// How the run went on the clocks.
-#[derive(Clone, Copy, Debug)]
-pub struct Clocks {
-    /// Running the calls.
-    pub wall: Duration,
-    /// Process CPU time while the calls ran (all threads), if it could be read.
-    pub cpu: Option<Duration>,
-    /// Loading the scenarios, clips, fixtures and agent sets, once each, before the calls.
-    pub load_wall: Duration,
-    pub load_cpu: Option<Duration>,
-    pub workers: usize,
 }
 
 fn cpu_since(before: Option<Duration>) -> Option<Duration> {
@@ -306,7 +249,7 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
         leg_codec: args.leg_codec.name(),
         calls_per_cell: args.calls,
     };
-    let written = report::write(&args.report, &info, cells, &results, clocks)?;
+    let written = write(&args.report, &info, cells, &results, clocks)?;
     eprintln!(
         "bench fixtures: {} call{} in {:.1} s; report {}",
         results.len(),
@@ -406,7 +349,7 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
             .scenario
             .caller
             .as_deref()
-            .and_then(report::CallerFormat::read);
+            .and_then(CallerFormat::read);
         let strategies: &[Option<String>] = if loaded.registry.is_some() {
             &strategies
         } else {
@@ -596,4 +539,32 @@ fn command_line() -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Builds the report, draws its plots and writes everything into `dir`; returns `report.md`.
+pub fn write(
+    dir: &Path,
+    info: &RunInfo,
+    cells: &[Cell],
+    results: &[CallResult],
+    clocks: Clocks,
+) -> Result<PathBuf, ReportError> {
+    let output = |path: &Path, e: std::io::Error| ReportError::Output {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| output(dir, e))?;
+    let mut report = report::build(info, cells, results, clocks);
+    let samples: Vec<(&Cell, &CallSample)> = ok(results).map(|(c, s)| (&cells[c], s)).collect();
+    super::figures::draw(dir, &mut report, &samples, info.mode)?;
+
+    let json_path = dir.join("report.json");
+    let json = serde_json::to_string_pretty(&report).map_err(|e| ReportError::Output {
+        path: json_path.clone(),
+        reason: e.to_string(),
+    })?;
+    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| output(&json_path, e))?;
+    let md_path = dir.join("report.md");
+    std::fs::write(&md_path, super::markdown::render(&report)).map_err(|e| output(&md_path, e))?;
+    Ok(md_path)
 }

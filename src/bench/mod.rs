@@ -10,3 +10,4 @@ pub mod host;
 pub mod load;
 pub mod markdown;
 pub mod report;
+pub mod samples;

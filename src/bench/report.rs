@@ -2,12 +2,12 @@
 //! by scenario, profile and strategy, and written as `report.json`, `report.md` and plots.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::fixtures::{CallResult, CallSample, Cell, Clocks};
 use super::host::{self, Machine};
+use super::samples::{CallResult, CallSample, CallerFormat, Cell, Clocks, ok};
 use crate::call::metrics::{round2, summarize};
 use crate::demo::handoffs::HandoffLine;
 use crate::plot::PlotError;
@@ -221,50 +221,6 @@ pub struct ScenarioRow {
     pub warnings: Vec<WarningRow>,
 }
 
-/// A caller WAV's format: what the file holds, before baton mixes it to mono and resamples it to
-/// the leg's rate.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct CallerFormat {
-    pub file: String,
-    pub sample_rate_hz: u32,
-    pub channels: u16,
-    /// `16-bit integer`, `32-bit float`, …
-    pub samples: String,
-    pub seconds: f64,
-}
-
-impl CallerFormat {
-    /// The format of the WAV at `path`; `None` if it cannot be read (the call's own load says
-    /// why).
-    pub fn read(path: &Path) -> Option<CallerFormat> {
-        let reader = hound::WavReader::open(path).ok()?;
-        let spec = reader.spec();
-        let kind = match spec.sample_format {
-            hound::SampleFormat::Int => "integer",
-            hound::SampleFormat::Float => "float",
-        };
-        Some(CallerFormat {
-            file: path.display().to_string(),
-            sample_rate_hz: spec.sample_rate,
-            channels: spec.channels,
-            samples: format!("{}-bit {kind}", spec.bits_per_sample),
-            seconds: r2(f64::from(reader.duration()) / f64::from(spec.sample_rate.max(1))),
-        })
-    }
-
-    /// `44100 Hz, 2 channels, 16-bit integer, 3.20 s`.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} Hz, {} channel{}, {}, {:.2} s",
-            self.sample_rate_hz,
-            self.channels,
-            if self.channels == 1 { "" } else { "s" },
-            self.samples,
-            self.seconds
-        )
-    }
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct WarningRow {
     pub line: String,
@@ -294,12 +250,6 @@ pub(super) fn profile_of(meta: &crate::demo::ScenarioMeta) -> String {
     } else {
         "remote".into()
     }
-}
-
-fn ok(results: &[CallResult]) -> impl Iterator<Item = (usize, &CallSample)> {
-    results
-        .iter()
-        .filter_map(|r| Some((r.cell, r.outcome.as_ref().ok()?)))
 }
 
 /// Values in first-seen order, once each.
@@ -614,32 +564,4 @@ pub fn build(
             .filter_map(|r| r.outcome.as_ref().err().cloned())
             .collect(),
     }
-}
-
-/// Builds the report, draws its plots and writes everything into `dir`; returns `report.md`.
-pub fn write(
-    dir: &Path,
-    info: &RunInfo,
-    cells: &[Cell],
-    results: &[CallResult],
-    clocks: Clocks,
-) -> Result<PathBuf, ReportError> {
-    let output = |path: &Path, e: std::io::Error| ReportError::Output {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    };
-    std::fs::create_dir_all(dir).map_err(|e| output(dir, e))?;
-    let mut report = build(info, cells, results, clocks);
-    let samples: Vec<(&Cell, &CallSample)> = ok(results).map(|(c, s)| (&cells[c], s)).collect();
-    super::figures::draw(dir, &mut report, &samples, info.mode)?;
-
-    let json_path = dir.join("report.json");
-    let json = serde_json::to_string_pretty(&report).map_err(|e| ReportError::Output {
-        path: json_path.clone(),
-        reason: e.to_string(),
-    })?;
-    std::fs::write(&json_path, format!("{json}\n")).map_err(|e| output(&json_path, e))?;
-    let md_path = dir.join("report.md");
-    std::fs::write(&md_path, super::markdown::render(&report)).map_err(|e| output(&md_path, e))?;
-    Ok(md_path)
 }
