@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use super::wire::{self, Decoder, Message, WireError};
 use crate::audio::playout::PlayedKind;
-use crate::audio::{Frame, samples_per_frame};
+use crate::audio::{Frame, Reframer, samples_per_frame};
 use crate::leg::LegEvent;
 
 /// Outbound send intervals kept at most (30 minutes of continuous speech).
@@ -131,10 +131,8 @@ pub struct AudioSocketSession {
     state: State,
     ended: Option<EndReason>,
     started_at: Option<Instant>,
-    spf: usize,
-    partial: Vec<i16>,
-    /// Samples emitted in frames so far.
-    emitted: u64,
+    /// Frames the caller's audio (set at the first audio message, when the rate is known).
+    reframer: Option<Reframer>,
     last_sent: Option<(Duration, Instant)>,
     send_intervals_us: Vec<u32>,
     events: VecDeque<LegEvent>,
@@ -151,9 +149,7 @@ impl AudioSocketSession {
             state: State::AwaitingUuid,
             ended: None,
             started_at: None,
-            spf: 0,
-            partial: Vec::new(),
-            emitted: 0,
+            reframer: None,
             last_sent: None,
             send_intervals_us: Vec::new(),
             events: VecDeque::new(),
@@ -292,8 +288,7 @@ impl AudioSocketSession {
                     kind,
                 };
                 self.state = State::Streaming(info);
-                self.spf = samples_per_frame(rate);
-                self.partial = Vec::with_capacity(self.spf);
+                self.reframer = Some(Reframer::new(rate));
                 // The message's last sample arrived now: its first one started its duration ago.
                 let dur =
                     Duration::from_micros(payload.len() as u64 / 2 * 1_000_000 / u64::from(rate));
@@ -315,37 +310,36 @@ impl AudioSocketSession {
 
     fn audio(&mut self, payload: &[u8], now: Instant) {
         self.stats.audio_messages_in += 1;
-        let mut rest = payload;
-        while !rest.is_empty() {
-            let take = (rest.len() / 2).min(self.spf - self.partial.len());
-            wire::decode_samples(&rest[..take * 2], &mut self.partial);
-            rest = &rest[take * 2..];
-            if self.partial.len() == self.spf {
-                self.emit_partial(now);
-            }
-        }
-    }
-
-    fn emit_partial(&mut self, now: Instant) {
-        let Some(info) = self.start_info() else {
+        let Some(reframer) = self.reframer.as_mut() else {
             return;
         };
-        let rate = info.rate;
-        let mut samples = std::mem::replace(&mut self.partial, Vec::with_capacity(self.spf));
-        samples.resize(self.spf, 0);
-        let ts = Duration::from_micros(self.emitted * 1_000_000 / u64::from(rate));
-        self.emitted += self.spf as u64;
-        self.stats.frames_in += 1;
-        self.events.push_back(LegEvent::Frame {
-            frame: Frame { rate, ts, samples },
-            received_at: now,
-        });
+        let (stats, events) = (&mut self.stats, &mut self.events);
+        reframer.push_with(
+            payload.len() / 2,
+            |r, out| wire::decode_samples(&payload[r.start * 2..r.end * 2], out),
+            |frame| {
+                stats.frames_in += 1;
+                events.push_back(LegEvent::Frame {
+                    frame,
+                    received_at: now,
+                });
+            },
+        );
+    }
+
+    /// The last piece of the caller's audio, padded to a whole frame.
+    fn emit_partial(&mut self, now: Instant) {
+        if let Some(frame) = self.reframer.as_mut().and_then(Reframer::flush) {
+            self.stats.frames_in += 1;
+            self.events.push_back(LegEvent::Frame {
+                frame,
+                received_at: now,
+            });
+        }
     }
 
     fn end(&mut self, reason: EndReason, now: Instant) {
-        if !self.partial.is_empty() {
-            self.emit_partial(now);
-        }
+        self.emit_partial(now);
         self.ended = Some(reason);
         self.events.push_back(LegEvent::Stop);
     }

@@ -39,8 +39,8 @@ use super::audio::AudioFormat;
 use super::reorder::Reorder;
 use super::wire::{self, Ctx, Inbound, Media, MediaFormat, Outgoing, Transmit, WireError};
 use super::{Dialect, DialectChoice, detect};
-use crate::audio::Frame;
 use crate::audio::playout::PlayedKind;
+use crate::audio::{Frame, Reframer};
 use crate::leg::LegEvent;
 
 /// `timestamp` is in whole milliseconds; jumps this small are rounding, not a gap.
@@ -216,11 +216,9 @@ pub struct MediaStream {
     started_at: Option<Instant>,
     ended: Option<EndReason>,
     format: AudioFormat,
-    frame: usize,
-    // Inbound re-framing.
-    partial: Vec<i16>,
-    partial_pos: u64,
-    next_pos: Option<u64>,
+    // Inbound re-framing (the timeline starts at the first media message).
+    reframer: Reframer,
+    media_started: bool,
     last_chunk: Option<u64>,
     last_payload_len: u64,
     /// Epoch ms of the first media (Plivo).
@@ -258,10 +256,8 @@ impl MediaStream {
             started_at: None,
             ended: None,
             format,
-            frame: format.frame_samples(),
-            partial: Vec::new(),
-            partial_pos: 0,
-            next_pos: None,
+            reframer: Reframer::new(format.rate),
+            media_started: false,
             last_chunk: None,
             last_payload_len: format.frame_samples() as u64,
             ts_base: None,

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use super::{LegCommand, LegEvent, LegHandle};
 use crate::audio::playout::PlayedKind;
 use crate::audio::resample::StreamResampler;
-use crate::audio::{Frame, samples_per_frame};
+use crate::audio::{Frame, Reframer};
 pub use ring::{Capture, MicCounters, MicStats, Playback};
 
 /// How often the pump drains the capture ring.
@@ -157,11 +157,9 @@ pub fn start(device: Box<dyn AudioDevice>, opts: MicOptions) -> Result<MicLeg, D
         up,
         down,
         leg_rate: opts.leg_rate,
-        spf: samples_per_frame(opts.leg_rate),
+        reframer: Reframer::new(opts.leg_rate),
         raw: Vec::with_capacity(4096),
         resampled: Vec::with_capacity(4096),
-        partial: Vec::new(),
-        emitted: 0,
         frames_dropped: 0,
         counters: counters.clone(),
         events: ev_tx,
@@ -187,11 +185,9 @@ struct Pump {
     up: StreamResampler,
     down: StreamResampler,
     leg_rate: u32,
-    spf: usize,
+    reframer: Reframer,
     raw: Vec<i16>,
     resampled: Vec<i16>,
-    partial: Vec<i16>,
-    emitted: u64,
     frames_dropped: u64,
     counters: Arc<MicCounters>,
     events: mpsc::Sender<LegEvent>,
@@ -249,29 +245,16 @@ impl Pump {
         }
         self.resampled.clear();
         self.up.process(&self.raw, &mut self.resampled);
-        let mut rest = &self.resampled[..];
-        while !rest.is_empty() {
-            let take = rest.len().min(self.spf - self.partial.len());
-            self.partial.extend_from_slice(&rest[..take]);
-            rest = &rest[take..];
-            if self.partial.len() == self.spf {
-                let samples = std::mem::replace(&mut self.partial, Vec::with_capacity(self.spf));
-                let ts = Duration::from_micros(self.emitted * 1_000_000 / u64::from(self.leg_rate));
-                self.emitted += self.spf as u64;
-                let frame = Frame {
-                    rate: self.leg_rate,
-                    ts,
-                    samples,
-                };
-                let ev = LegEvent::Frame {
-                    frame,
-                    received_at: now,
-                };
-                if let Err(mpsc::error::TrySendError::Full(_)) = self.events.try_send(ev) {
-                    self.frames_dropped += 1;
-                }
+        let (events, dropped) = (&self.events, &mut self.frames_dropped);
+        self.reframer.push(&self.resampled, |frame| {
+            let ev = LegEvent::Frame {
+                frame,
+                received_at: now,
+            };
+            if let Err(mpsc::error::TrySendError::Full(_)) = events.try_send(ev) {
+                *dropped += 1;
             }
-        }
+        });
     }
 
     /// Queues one agent frame for the speaker (idle silence is not queued).

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use super::codec::{AudioCodec, CodecError};
 use super::wire::{self, Format, FromClient, ToClient, WireError};
 use crate::audio::playout::PlayedKind;
-use crate::audio::{FRAME_MS, Frame, samples_per_frame};
+use crate::audio::{FRAME_MS, Frame, Reframer};
 use crate::leg::LegEvent;
 
 /// Pending marks kept at most (a client that never echoes must not grow memory).
@@ -112,10 +112,8 @@ pub struct StreamCore {
     codec: Option<AudioCodec>,
     started_at: Option<Instant>,
     ended: Option<EndReason>,
-    spf: usize,
-    partial: Vec<i16>,
+    reframer: Option<Reframer>,
     decoded: Vec<i16>,
-    emitted: u64,
     /// End ts of the last frame of the reply being sent, while one is.
     reply_end: Option<Duration>,
     replies: u64,
@@ -140,10 +138,8 @@ impl StreamCore {
             codec: None,
             started_at: None,
             ended: None,
-            spf: 0,
-            partial: Vec::new(),
+            reframer: None,
             decoded: Vec::new(),
-            emitted: 0,
             reply_end: None,
             replies: 0,
             pending: VecDeque::new(),
@@ -212,7 +208,7 @@ impl StreamCore {
                 };
                 self.codec = Some(codec);
                 self.format = Some(format);
-                self.spf = samples_per_frame(format.sample_rate);
+                self.reframer = Some(Reframer::new(format.sample_rate));
                 self.started_at = Some(now);
                 self.transmits.push_back(Transmit::Text(
                     ToClient::Started {
@@ -262,7 +258,7 @@ impl StreamCore {
         if let Some(r) = &self.ended {
             return Err(StreamError::Ended(r.to_string()));
         }
-        let (Some(format), Some(codec)) = (self.format, self.codec.as_mut()) else {
+        let (Some(codec), Some(reframer)) = (self.codec.as_mut(), self.reframer.as_mut()) else {
             return Err(self.refuse(
                 "audio before \"start\": the first message must be start".into(),
                 false,
@@ -273,39 +269,26 @@ impl StreamCore {
             self.stats.bad_messages += 1;
             return Err(e.into());
         }
-        let decoded = std::mem::take(&mut self.decoded);
-        let mut rest = &decoded[..];
-        while !rest.is_empty() {
-            let take = rest.len().min(self.spf - self.partial.len());
-            self.partial.extend_from_slice(&rest[..take]);
-            rest = &rest[take..];
-            if self.partial.len() == self.spf {
-                let samples = std::mem::replace(&mut self.partial, Vec::with_capacity(self.spf));
-                self.push_frame(format.sample_rate, samples, now);
-            }
-        }
-        self.decoded = decoded;
+        let (stats, events) = (&mut self.stats, &mut self.events);
+        reframer.push(&self.decoded, |frame| {
+            stats.frames_in += 1;
+            events.push_back(LegEvent::Frame {
+                frame,
+                received_at: now,
+            });
+        });
         Ok(())
     }
 
+    /// The last piece of the caller's audio, padded to a whole frame.
     fn emit_partial(&mut self, now: Instant) {
-        if let Some(f) = self.format
-            && !self.partial.is_empty()
-        {
-            let mut samples = std::mem::take(&mut self.partial);
-            samples.resize(self.spf, 0);
-            self.push_frame(f.sample_rate, samples, now);
+        if let Some(frame) = self.reframer.as_mut().and_then(Reframer::flush) {
+            self.stats.frames_in += 1;
+            self.events.push_back(LegEvent::Frame {
+                frame,
+                received_at: now,
+            });
         }
-    }
-
-    fn push_frame(&mut self, rate: u32, samples: Vec<i16>, now: Instant) {
-        let ts = Duration::from_micros(self.emitted * 1_000_000 / u64::from(rate));
-        self.emitted += samples.len() as u64;
-        self.stats.frames_in += 1;
-        self.events.push_back(LegEvent::Frame {
-            frame: Frame { rate, ts, samples },
-            received_at: now,
-        });
     }
 
     fn refuse(&mut self, message: String, format: bool) -> StreamError {

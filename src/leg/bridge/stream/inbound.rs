@@ -1,12 +1,13 @@
 //! The inbound half of [`MediaStream`]: dispatch of each message, `start`, and the re-framing of
-//! caller audio into 20 ms frames with gap detection.
+//! caller audio into 20 ms frames with gap detection (short gaps filled with silence, long ones
+//! jumped).
 
-use std::time::Duration;
+use std::collections::VecDeque;
 
 use tokio::time::Instant;
 
-use super::{EndReason, MediaStream, StartInfo, StreamError};
-use crate::audio::Frame;
+use super::{EndReason, MediaStream, StartInfo, StreamError, StreamStats};
+use crate::audio::{Frame, Reframer};
 use crate::leg::LegEvent;
 use crate::leg::bridge::Dialect;
 use crate::leg::bridge::audio::AudioFormat;
@@ -56,9 +57,7 @@ impl MediaStream {
                     self.media(&m, now);
                 }
                 self.released = out;
-                if !self.partial.is_empty() {
-                    self.emit_partial(now);
-                }
+                self.emit_partial(now);
                 self.events.push_back(LegEvent::Stop);
                 self.ended = Some(EndReason::Stopped);
                 Ok(())
@@ -87,9 +86,8 @@ impl MediaStream {
         }
         let media_format = s.media_format.unwrap_or_else(|| describe(dialect, format));
         self.format = format;
-        self.frame = format.frame_samples();
-        self.partial = Vec::with_capacity(self.frame);
-        self.last_payload_len = self.frame as u64;
+        self.reframer = Reframer::new(format.rate);
+        self.last_payload_len = format.frame_samples() as u64;
         self.start = Some(StartInfo {
             dialect,
             // Every dialect's parser refuses a start without a stream id.
@@ -148,11 +146,12 @@ impl MediaStream {
         let chunk = m.chunk;
         let per_ms = self.samples_per_ms();
         let len = self.format.samples_in(m.payload.len()) as u64;
-        match self.next_pos {
+        match self.media_started.then(|| self.reframer.position()) {
             None => {
                 let pos = timestamp.map_or(0, |t| t.saturating_mul(per_ms));
-                self.partial_pos = pos;
-                self.next_pos = Some(pos);
+                self.media_started = true;
+                // Nothing is held before the first media message.
+                let _ = self.reframer.jump_to(pos);
             }
             Some(expected) => {
                 let at = match (timestamp, chunk, self.last_chunk) {
@@ -185,55 +184,34 @@ impl MediaStream {
         let max_fill = self.opts.max_filled_gap.as_millis() as u64 * per_ms;
         if missing <= max_fill {
             self.stats.gap_filled_ms += missing / per_ms;
-            let mut left = missing as usize;
-            while left > 0 {
-                let n = left.min(self.frame - self.partial.len());
-                self.partial.resize(self.partial.len() + n, 0);
-                left -= n;
-                self.next_pos = Some(self.next_pos.unwrap_or(0).saturating_add(n as u64));
-                if self.partial.len() == self.frame {
-                    self.emit_partial(now);
-                }
-            }
+            let (stats, events) = (&mut self.stats, &mut self.events);
+            self.reframer.push_silence(missing as usize, |frame| {
+                frame_in(stats, events, frame, now)
+            });
         } else {
             self.stats.gaps_unfilled += 1;
-            if !self.partial.is_empty() {
-                self.emit_partial(now);
+            if let Some(frame) = self.reframer.jump_to(at) {
+                frame_in(&mut self.stats, &mut self.events, frame, now);
             }
-            self.partial_pos = at;
-            self.next_pos = Some(at);
         }
     }
 
-    fn push_payload(&mut self, mut bytes: &[u8], now: Instant) {
+    fn push_payload(&mut self, bytes: &[u8], now: Instant) {
         let bps = self.format.encoding.bytes_per_sample();
-        while bytes.len() >= bps {
-            let n = (bytes.len() / bps).min(self.frame - self.partial.len());
-            self.format.decode(&bytes[..n * bps], &mut self.partial);
-            bytes = &bytes[n * bps..];
-            self.next_pos = Some(self.next_pos.unwrap_or(0).saturating_add(n as u64));
-            if self.partial.len() == self.frame {
-                self.emit_partial(now);
-            }
-        }
+        let format = self.format;
+        let (stats, events) = (&mut self.stats, &mut self.events);
+        self.reframer.push_with(
+            bytes.len() / bps,
+            |r, out| format.decode(&bytes[r.start * bps..r.end * bps], out),
+            |frame| frame_in(stats, events, frame, now),
+        );
     }
 
     /// Emits the frame being filled, padded with silence to 20 ms.
     pub(super) fn emit_partial(&mut self, now: Instant) {
-        let mut samples = std::mem::replace(&mut self.partial, Vec::with_capacity(self.frame));
-        samples.resize(self.frame, 0);
-        let rate = self.format.rate;
-        let frame = Frame {
-            rate,
-            ts: Duration::from_micros(self.partial_pos.saturating_mul(1_000_000) / u64::from(rate)),
-            samples,
-        };
-        self.partial_pos = self.partial_pos.saturating_add(self.frame as u64);
-        self.stats.frames_in += 1;
-        self.events.push_back(LegEvent::Frame {
-            frame,
-            received_at: now,
-        });
+        if let Some(frame) = self.reframer.flush() {
+            frame_in(&mut self.stats, &mut self.events, frame, now);
+        }
     }
 }
 
@@ -247,4 +225,13 @@ fn describe(dialect: Dialect, f: AudioFormat) -> MediaFormat {
         sample_rate: Some(u64::from(f.rate)),
         channels: Some(1),
     }
+}
+
+/// One caller frame out of the reframer, counted.
+fn frame_in(stats: &mut StreamStats, events: &mut VecDeque<LegEvent>, frame: Frame, now: Instant) {
+    stats.frames_in += 1;
+    events.push_back(LegEvent::Frame {
+        frame,
+        received_at: now,
+    });
 }
