@@ -43,10 +43,11 @@ use std::time::Instant;
 use super::faults::{DropRule, Faults};
 use super::inbound::{self, Rejection};
 use super::listen::Listener;
-use super::resume::Resumption;
+use super::resume::{ResumeState, Resumption};
+use super::rng::Rng;
 use super::scenario::{Reply, Scenario, ScriptedToolCall};
 use super::setup::{Behavior, Endpoint, Profile, SessionConfig};
-use super::speak::{ReplyStream, Rng};
+use super::speak::ReplyStream;
 use super::timers::{Timer, Timers};
 use crate::model::Capabilities;
 use crate::model::gemini::wire::{ClientMessage, Content, ServerMessage};
@@ -66,20 +67,6 @@ pub enum Outgoing {
     Hang,
     /// Send these bytes as a binary frame as they are (a garbage frame).
     Raw(Vec<u8>),
-}
-
-/// What a resumption handle restores: the conversation as it was when the handle was issued.
-#[derive(Debug)]
-pub struct ResumeState {
-    model: String,
-    active: Option<usize>,
-    voice: Option<Option<usize>>,
-    caller_turns: usize,
-    history: Vec<Content>,
-    prompt_tokens: u64,
-    next_call_id: u64,
-    listener: Option<Listener>,
-    wedged: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]

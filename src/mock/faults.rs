@@ -111,7 +111,7 @@ impl Faults {
     }
 
     /// The earliest and latest moment of a range.
-    pub fn pick(range: (Duration, Duration), rng: &mut super::speak::Rng) -> Duration {
+    pub fn pick(range: (Duration, Duration), rng: &mut super::rng::Rng) -> Duration {
         range.0 + rng.duration_up_to(range.1.saturating_sub(range.0))
     }
 }

@@ -29,6 +29,7 @@ pub mod pong;
 pub mod profile;
 pub mod record;
 pub mod resume;
+pub mod rng;
 pub mod scenario;
 pub mod server;
 pub mod setup;

@@ -15,8 +15,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::engine::ResumeState;
 use super::inbound::Rejection;
+use super::listen::Listener;
+use crate::model::gemini::wire::Content;
 
 /// The caller audio one lineage's model state is built on.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -280,5 +281,25 @@ impl Store {
             c.resumed = Some(handle.to_owned());
         }
         Ok(state)
+    }
+}
+/// What a resumption handle restores: the conversation as it was when the handle was issued.
+#[derive(Debug)]
+pub struct ResumeState {
+    pub(super) model: String,
+    pub(super) active: Option<usize>,
+    pub(super) voice: Option<Option<usize>>,
+    pub(super) caller_turns: usize,
+    pub(super) history: Vec<Content>,
+    pub(super) prompt_tokens: u64,
+    pub(super) next_call_id: u64,
+    pub(super) listener: Option<Listener>,
+    pub(super) wedged: bool,
+}
+
+impl ResumeState {
+    /// The model the resumed session was set up with (a resume may not change it).
+    pub(crate) fn model(&self) -> &str {
+        &self.model
     }
 }

@@ -39,7 +39,7 @@ impl MockSession {
                 continue;
             } else {
                 // The same moment on every connection of the server.
-                let mut rng = super::super::speak::Rng::new(faults.seed ^ (i as u64 + 1));
+                let mut rng = super::super::rng::Rng::new(faults.seed ^ (i as u64 + 1));
                 origin + Faults::pick(d.after, &mut rng)
             };
             self.armed.push((i, *d, at));

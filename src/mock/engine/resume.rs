@@ -15,13 +15,6 @@ use super::super::inbound::Rejection;
 use super::{MockSession, Plan, ResumeState};
 use crate::model::gemini::wire::{ServerMessage, SessionResumptionUpdate, Setup};
 
-impl ResumeState {
-    /// The model the resumed session was set up with (a resume may not change it).
-    pub(crate) fn model(&self) -> &str {
-        &self.model
-    }
-}
-
 impl MockSession {
     /// Before the setup is applied: restore the state a handle names, or start a new lineage.
     pub(super) fn resume_setup(&mut self, s: &Setup, now: Instant) -> Result<(), Rejection> {
