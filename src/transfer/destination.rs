@@ -39,7 +39,12 @@ impl Destination {
             return Err(DestinationError::NoScheme(t.to_owned()));
         }
         if t.chars().all(|c| c.is_ascii_digit() || " -.()".contains(c)) {
-            return Err(DestinationError::NoCountryCode(t.to_owned()));
+            let digits = t.chars().filter(char::is_ascii_digit).count();
+            return Err(if digits <= 6 {
+                DestinationError::Extension(t.to_owned())
+            } else {
+                DestinationError::NoCountryCode(t.to_owned())
+            });
         }
         Err(DestinationError::Unrecognised(t.to_owned()))
     }
@@ -117,9 +122,13 @@ pub enum DestinationError {
     )]
     BadNumber { number: String, why: String },
     #[error(
-        "{0:?} has no country code: write it in E.164 form, + then the country code and number (e.g. +441234567890); an extension on a PBX is a SIP URI (sip:100@pbx.example.com)"
+        "{0:?} has no country code: write it in E.164 form, + then the country code and number (e.g. +441234567890)"
     )]
     NoCountryCode(String),
+    #[error(
+        "{0:?} looks like an extension: on a PBX, write it as a SIP URI (sip:{0}@pbx.example.com); a phone number is written in E.164 form (+441234567890)"
+    )]
+    Extension(String),
     #[error("{0:?} looks like a SIP address without its scheme: write sip:{0}")]
     NoScheme(String),
     #[error(
@@ -260,6 +269,12 @@ pub fn validate(raw: &HumanAgentConfig, key: &str) -> Result<HumanAgent, HumanAg
                 "0 would never ring; give 5 to 300 seconds".into(),
             ));
         }
+        Some(s) if s < 5 => {
+            return Err(err(
+                "ring_timeout_s",
+                format!("{s} s is too short for anyone to answer; give 5 to 300 seconds"),
+            ));
+        }
         Some(s) if s > MAX_RING_TIMEOUT_S => {
             return Err(err(
                 "ring_timeout_s",
@@ -358,7 +373,9 @@ mod tests {
             "{}",
             msg("5550100")
         );
-        assert!(msg("100").contains("sip:100@pbx.example.com"));
+        assert!(msg("100").contains(
+            "looks like an extension: on a PBX, write it as a SIP URI (sip:100@pbx.example.com)"
+        ));
         assert!(msg("priya@pbx.example.com").contains("write sip:priya@pbx.example.com"));
         assert!(msg("tel:+15550100").contains("tel: URIs"));
         assert!(msg("+1555").contains("4 digits"), "{}", msg("+1555"));
@@ -405,6 +422,7 @@ mod tests {
                 .starts_with("agents.priya.ring_timeout_s: 0 would never ring")
         );
         assert!(e("to = \"+15550100199\"\nring_timeout_s = 900").contains("over the 300 s limit"));
+        assert!(e("to = \"+15550100199\"\nring_timeout_s = 2").contains("too short"));
         assert!(
             e("to = \"+15550100199\"\non_no_answer = \"retrun\"")
                 .contains("did you mean \"return\"")
