@@ -32,7 +32,10 @@ fn verdicts_on_the_labelled_fixtures() {
     let labels = std::fs::read_to_string(fixtures().join("labels.tsv")).unwrap();
     let (mut total, mut wrong) = (0, 0);
     let mut table = String::new();
-    for line in labels.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    for line in labels
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
         let cols: Vec<&str> = line.split('\t').collect();
         let (id, truth) = (cols[0], label(cols[1]));
         let pcm = baton::audio::wav::read(&fixtures().join(format!("{id}.wav"))).unwrap();
@@ -69,6 +72,10 @@ fn verdicts_on_the_labelled_fixtures() {
 fn the_short_voicemail_is_caught_by_its_beep() {
     let pcm = baton::audio::wav::read(&fixtures().join("m_short.wav")).unwrap();
     let mut screen = Screen::new(pcm.rate, Settings::default());
-    let d = pcm.samples.chunks(160).find_map(|f| screen.push(f)).unwrap();
+    let d = pcm
+        .samples
+        .chunks(160)
+        .find_map(|f| screen.push(f))
+        .unwrap();
     assert!(matches!(d.rule, Rule::Beep { hz: 975..=1025 }), "{d:?}");
 }
