@@ -79,3 +79,50 @@ fn the_short_voicemail_is_caught_by_its_beep() {
         .unwrap();
     assert!(matches!(d.rule, Rule::Beep { hz: 975..=1025 }), "{d:?}");
 }
+
+/// The screen's verdict drives a warm transfer: a voicemail is hung up and the caller is back
+/// with the agent; a person is briefed.
+#[test]
+fn verdicts_drive_the_transfer() {
+    use baton::transfer::{Action, Input, Outcome, PersonAudio, Plan, Transfer};
+    use std::time::Instant;
+
+    for (id, briefed) in [
+        ("m_voicemail", false),
+        ("h_priya", true),
+        ("u_silence", true),
+    ] {
+        let pcm = baton::audio::wav::read(&fixtures().join(format!("{id}.wav"))).unwrap();
+        let t0 = Instant::now();
+        let settings = baton::transfer::Settings {
+            screen: Some(Duration::from_secs(6)),
+            ..Default::default()
+        };
+        let target = baton::transfer::Destination::Sip("sip:priya@pbx".into());
+        let mut t = Transfer::new(Plan::Warm, target, settings, t0);
+        let answered = t0 + Duration::from_secs(3);
+        t.handle(Input::Answered, answered);
+        let mut screen = Screen::new(pcm.rate, Settings::default());
+        let mut decided = None;
+        for (i, frame) in pcm.samples.chunks(160).enumerate() {
+            assert_eq!(t.person_audio(), PersonAudio::Screen, "{id}");
+            if let Some(d) = screen.push(frame) {
+                let now = answered + Duration::from_millis(20 * (i as u64 + 1));
+                t.handle(Input::Screened(d.verdict), now);
+                decided = Some(d);
+                break;
+            }
+        }
+        assert!(decided.is_some(), "{id}");
+        let actions: Vec<Action> = std::iter::from_fn(|| t.poll_action()).collect();
+        assert_eq!(
+            actions.contains(&Action::StartBrief),
+            briefed,
+            "{id}: {actions:?}"
+        );
+        if !briefed {
+            assert!(actions.contains(&Action::HangUpPerson), "{id}");
+            assert_eq!(t.outcome(), Some(&Outcome::Machine));
+        }
+    }
+}

@@ -373,3 +373,61 @@ async fn redirect_to_dial_as_twilio_documents_it() {
     assert!(!logs.is_empty(), "trace logging was captured");
     assert_no_token("the trace log", &logs);
 }
+
+/// A blind transfer on a Twilio leg, the state machine driven the way the call will drive it:
+/// the announcement plays out, the machine asks for the redirect, the client carries it out and
+/// its answer goes back in as the outcome.
+#[tokio::test(flavor = "current_thread")]
+async fn a_blind_transfer_driven_through_the_client() {
+    use baton::transfer::{Action, BlindVia, Input, Outcome, Plan, Settings, Transfer};
+    use std::time::Instant;
+
+    let (base, log) = endpoint().await;
+    let rest = client(&base, TOKEN, Duration::from_secs(5));
+    for (call, expect) in [(CALL_OK, "transferred"), (CALL_GONE, "failed")] {
+        let t0 = Instant::now();
+        let target = Destination::Number("+442079460018".into());
+        let mut t = Transfer::new(
+            Plan::Blind(BlindVia::TwilioRedirect),
+            target,
+            Settings::default(),
+            t0,
+        );
+        assert_eq!(
+            t.poll_action(),
+            None,
+            "nothing before the announcement ends"
+        );
+        t.handle(Input::AnnouncementPlayed, t0 + Duration::from_millis(2_000));
+        let Some(Action::Redirect { target }) = t.poll_action() else {
+            panic!("no redirect")
+        };
+        let input = match rest
+            .redirect_to_dial(call, &target, &DialOptions::default())
+            .await
+        {
+            Ok(_) => Input::Redirected,
+            Err(e) => Input::Failed(e.failure()),
+        };
+        t.handle(input, t0 + Duration::from_millis(2_300));
+        let next = t.poll_action().unwrap();
+        let outcome = t.outcome().unwrap().clone();
+        assert_eq!(outcome.kind(), expect);
+        match outcome {
+            Outcome::Transferred => assert_eq!(next, Action::LeaveCall),
+            Outcome::Failed { failure } => {
+                assert!(matches!(
+                    failure,
+                    Failure::Rest {
+                        http_status: Some(404),
+                        code: Some(20404),
+                        ..
+                    }
+                ));
+                assert!(matches!(next, Action::ReturnToAgent { .. }));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(log.lock().unwrap().len(), 2);
+}

@@ -405,6 +405,23 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_example_is_valid() {
+        let readme = include_str!("../../README.md");
+        let section = readme
+            .split("## Handing the caller to a person")
+            .nth(1)
+            .expect("the README section");
+        let toml = section
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|b| b.split("```").next())
+            .expect("its TOML block");
+        let h = parse(toml, "agents.priya").unwrap();
+        assert_eq!(h.destination, Destination::Number("+442079460018".into()));
+        assert!(h.screen);
+    }
+
+    #[test]
     fn defaults() {
         let h = parse("to = \"sip:priya@pbx\"\n", "agents.priya").unwrap();
         assert_eq!(h.ring_timeout, DEFAULT_RING_TIMEOUT);
