@@ -1,11 +1,13 @@
 //! Handing the caller to a person: a human agent's destination and settings
 //! ([`destination`]), one transfer's sans-IO state machine, blind or warm ([`machine`]), the
 //! answering-machine heuristic for the answered leg ([`amd`]), the REFER NOTIFY progress lines
-//! ([`sipfrag`]) and Twilio's REST redirect to `<Dial>` ([`twilio`]). The call, the SIP leg
-//! and the orchestrator drive these; nothing here opens a socket except the REST client.
+//! ([`sipfrag`]), Twilio's REST redirect to `<Dial>` ([`twilio`]) and how outcomes and timings
+//! are counted ([`figures`]). The call, the SIP leg and the orchestrator drive these; nothing
+//! here opens a socket except the REST client.
 
 pub mod amd;
 pub mod destination;
+pub mod figures;
 pub mod machine;
 pub mod sipfrag;
 mod timers;
