@@ -3,7 +3,8 @@
 //! `.json` resource, a form body with `Twiml=<Response><Dial>…`, basic auth with the account SID
 //! and auth token, JSON accepted), Twilio's error bodies become typed errors, garbage answers
 //! clear ones, and the auth token appears in no error, `Debug` output or log line, even at
-//! trace level.
+//! trace level. The request is also checked against the one Twilio's official Python library
+//! sends, recorded in `tests/data/twilio/call_update_vector.json`.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -430,4 +431,75 @@ async fn a_blind_transfer_driven_through_the_client() {
         }
     }
     assert_eq!(log.lock().unwrap().len(), 2);
+}
+
+/// baton's redirect is the request Twilio's official Python library sends for
+/// `client.calls(sid).update(twiml=...)`, recorded in `tests/data/twilio/call_update_vector.json`
+/// by `tests/python/twilio_call_update_vector.py`: same path, headers, auth and form body.
+#[tokio::test(flavor = "current_thread")]
+async fn the_same_request_as_the_official_sdk() {
+    let vector: serde_json::Value =
+        serde_json::from_str(include_str!("data/twilio/call_update_vector.json")).unwrap();
+    let s = |k: &str| vector[k].as_str().unwrap().to_owned();
+    assert_eq!(s("method"), "POST");
+    let (base, log) = endpoint().await;
+    let rest = TwilioRest::new(RestSettings {
+        base_url: base,
+        account_sid: s("account_sid"),
+        auth_token: Secret::new(s("auth_token")),
+        timeout: Duration::from_secs(5),
+    })
+    .unwrap();
+    let options = DialOptions {
+        ring_timeout: Some(Duration::from_secs(25)),
+        caller_id: Some("+15550100199".into()),
+    };
+    // The endpoint refuses the vector's token (401): only the request matters here.
+    let e = rest
+        .redirect_to_dial(
+            &s("call_sid"),
+            &Destination::Number("+442079460018".into()),
+            &options,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TwilioError::Refused {
+                http_status: 401,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let seen = log.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        format!(
+            "/2010-04-01/Accounts/{}/Calls/{}",
+            seen.account, seen.resource
+        ),
+        s("path")
+    );
+    assert_eq!(
+        seen.content_type.as_deref(),
+        Some(s("content_type").as_str())
+    );
+    assert_eq!(seen.accept.as_deref(), Some(s("accept").as_str()));
+    assert_eq!(
+        seen.authorization.as_deref(),
+        Some(s("authorization").as_str())
+    );
+    let form: Vec<(String, String)> = vector["form"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kv| {
+            (
+                kv[0].as_str().unwrap().to_owned(),
+                kv[1].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(seen.form, form);
 }
