@@ -676,6 +676,7 @@ impl Transfer {
                 if !matches!(self.stage, Stage::Bridged | Stage::Done) {
                     self.give_back(Outcome::Failed { failure }, None, now);
                 } else if self.stage == Stage::Bridged {
+                    self.route(PersonAudio::Discard);
                     self.actions.push_back(Action::HangUpCaller);
                     self.enter(Stage::Done);
                 }

@@ -568,6 +568,25 @@ fn person_hangs_up_on_the_bridged_call() {
 }
 
 #[test]
+fn the_bridged_leg_fails() {
+    let mut r = Run::warm();
+    r.feed(Input::Answered, 2_000);
+    r.feed(Input::Accepted, 3_000);
+    let failure = Failure::Sip {
+        message: "no RTP for 30 s".into(),
+    };
+    assert_eq!(
+        r.feed(Input::Failed(failure), 90_000),
+        vec![
+            Action::RoutePersonAudio(PersonAudio::Discard),
+            Action::HangUpCaller
+        ]
+    );
+    assert_eq!(r.report().outcome, Outcome::Connected, "the outcome stands");
+    assert!(r.feed(Input::CallerHungUp, 90_010).is_empty());
+}
+
+#[test]
 fn nobody_decides() {
     let mut r = Run::warm();
     r.feed(Input::Answered, 2_000);
