@@ -24,4 +24,5 @@ pub mod parsers;
 pub mod plot;
 pub mod secret;
 pub mod traces;
+pub mod transfer;
 pub mod wakeups;

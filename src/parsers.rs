@@ -147,7 +147,54 @@ pub const PARSERS: &[Parser] = &[
         input: "one datagram on a SIP call's RTCP port (leg::sip::rtcp::parse)",
         run: rtcp_packet,
     },
+    Parser {
+        name: "twilio_rest_answer",
+        input: "Twilio's answer to a call update (a blind transfer's redirect): line 1 the HTTP \
+                status, the rest its body (transfer::twilio::parse_answer)",
+        run: twilio_rest_answer,
+    },
+    Parser {
+        name: "sipfrag",
+        input: "the message/sipfrag body of a REFER's NOTIFY (transfer::sipfrag::parse)",
+        run: sipfrag,
+    },
+    Parser {
+        name: "human_agent",
+        input: "a human agent's table as TOML: destination, ring timeout, on no answer \
+                (transfer::destination::parse)",
+        run: human_agent,
+    },
 ];
+
+fn twilio_rest_answer(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    let (head, body) = match bytes.iter().position(|&b| b == b'\n') {
+        Some(i) => (&bytes[..i], &bytes[i + 1..]),
+        None => (bytes, &b""[..]),
+    };
+    let head = std::str::from_utf8(head).map_err(|_| "the status line is not text".to_owned())?;
+    let status: u16 = head
+        .trim()
+        .parse()
+        .ok()
+        .filter(|s| (100..=599).contains(s))
+        .ok_or_else(|| format!("{:?} is not an HTTP status", head.trim()))?;
+    crate::transfer::twilio::parse_answer(status, body)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn sipfrag(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    crate::transfer::sipfrag::parse(bytes)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+fn human_agent(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "the table is not UTF-8 text".to_owned())?;
+    crate::transfer::destination::parse(text, "agents.person")
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
 
 /// The parser called `name`.
 pub fn find(name: &str) -> Option<&'static Parser> {
