@@ -4,7 +4,7 @@
 //! feed of finished calls with their figures (for tests and operator tools).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,6 +52,8 @@ pub struct CallRegistry {
 struct Inner {
     max: usize,
     active: AtomicUsize,
+    /// Admitted calls that have ended.
+    ended: AtomicU64,
     draining: AtomicBool,
     /// Turns true once a drain is asked for (SIGTERM, `POST /admin/drain`).
     drain: watch::Sender<bool>,
@@ -114,6 +116,7 @@ impl Drop for CallSlot {
             drop(listed);
             live.mark_ended();
         }
+        self.inner.ended.fetch_add(1, Ordering::Relaxed);
         if self.inner.active.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.inner.idle.notify_waiters();
         }
@@ -127,6 +130,7 @@ impl CallRegistry {
             inner: Arc::new(Inner {
                 max,
                 active: AtomicUsize::new(0),
+                ended: AtomicU64::new(0),
                 draining: AtomicBool::new(false),
                 drain: watch::channel(false).0,
                 idle: Notify::new(),
@@ -161,6 +165,11 @@ impl CallRegistry {
             hangup: self.inner.hangup.subscribe(),
             live: None,
         })
+    }
+
+    /// Calls admitted and since ended (refused calls never count).
+    pub fn ended(&self) -> u64 {
+        self.inner.ended.load(Ordering::Relaxed)
     }
 
     /// Every call that ends from now on.

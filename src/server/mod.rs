@@ -17,6 +17,7 @@ pub mod events;
 pub mod health;
 pub mod keypad;
 mod live;
+pub mod memory;
 pub mod metrics;
 pub mod page;
 pub mod sip;
@@ -420,15 +421,20 @@ pub async fn serve(
         let _ = stop_rx.await;
     });
     let server = tokio::spawn(server.into_future());
-    // Histogram samples are folded into buckets here too, so an unscraped daemon keeps none.
+    // Histogram samples are folded into buckets here too, so an unscraped daemon keeps none; once
+    // the last call has ended, freed memory goes back to the system.
     let upkeep = tokio::spawn({
         let app = app.clone();
         async move {
             let mut every = tokio::time::interval(Duration::from_secs(5));
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut trimmer = memory::Trimmer::default();
             loop {
                 every.tick().await;
                 app.metrics.upkeep();
+                if trimmer.due(app.calls.active(), app.calls.ended()) {
+                    tokio::task::spawn_blocking(memory::give_back);
+                }
             }
         }
     });

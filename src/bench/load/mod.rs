@@ -137,6 +137,8 @@ pub struct ProcFigures {
     pub rss_steady_kib: Option<u64>,
     /// Largest over the step (KiB).
     pub rss_peak_kib: Option<u64>,
+    /// 10 s after the step's last call ended (KiB): what the daemon gives back.
+    pub rss_after_kib: Option<u64>,
 }
 
 /// One step of the sweep.

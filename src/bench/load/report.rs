@@ -42,12 +42,12 @@ pub fn summary(r: &LoadReport, dir: &Path) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "calls  jitter p50/p99/max ms  underruns  late  baton CPU%  CPU ms/call·s  RSS steady/peak MiB  KiB/call  held"
+        "calls  jitter p50/p99/max ms  underruns  late  baton CPU%  CPU ms/call·s  RSS steady/peak/after MiB  KiB/call  held"
     );
     for st in &r.steps {
         let _ = writeln!(
             s,
-            "{:>5}  {:>6.2} {:>6.2} {:>7.2}  {:>9}  {:>4}  {:>10}  {:>13}  {:>8} {:>8}  {:>8}  {}",
+            "{:>5}  {:>6.2} {:>6.2} {:>7.2}  {:>9}  {:>4}  {:>10}  {:>13}  {:>8} {:>5} {:>5}  {:>8}  {}",
             st.calls,
             st.jitter_ms.p50,
             st.jitter_ms.p99,
@@ -58,6 +58,7 @@ pub fn summary(r: &LoadReport, dir: &Path) -> String {
             opt(st.baton.cpu_ms_per_call_s),
             mib(st.baton.rss_steady_kib),
             mib(st.baton.rss_peak_kib),
+            mib(st.baton.rss_after_kib),
             opt(st.rss_per_call_kib),
             if st.held { "yes" } else { "no" }
         );
@@ -108,7 +109,7 @@ fn markdown(r: &LoadReport) -> String {
     }
     let _ = writeln!(
         s,
-        "| calls | started | jitter p50 / p99 / max ms | worst call p99 ms | underruns | late ticks | late frames | baton send p99 ≤ ms | wake-ups per call per 20 ms | baton CPU % | CPU ms per call-s | RSS idle / steady / peak MiB | KiB per call | mock CPU % | client CPU % | other CPU % | client tick late p99 ms | held |"
+        "| calls | started | jitter p50 / p99 / max ms | worst call p99 ms | underruns | late ticks | late frames | baton send p99 ≤ ms | wake-ups per call per 20 ms | baton CPU % | CPU ms per call-s | RSS idle / steady / peak / after MiB | KiB per call | mock CPU % | client CPU % | other CPU % | client tick late p99 ms | held |"
     );
     let _ = writeln!(
         s,
@@ -117,7 +118,7 @@ fn markdown(r: &LoadReport) -> String {
     for st in &r.steps {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.2} / {:.2} / {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} | {} | {} | {} | {:.2} | {} |",
+            "| {} | {} | {:.2} / {:.2} / {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} | {} | {} | {} | {} | {:.2} | {} |",
             st.calls,
             st.started,
             st.jitter_ms.p50,
@@ -134,6 +135,7 @@ fn markdown(r: &LoadReport) -> String {
             mib(st.baton.rss_idle_kib),
             mib(st.baton.rss_steady_kib),
             mib(st.baton.rss_peak_kib),
+            mib(st.baton.rss_after_kib),
             opt(st.rss_per_call_kib),
             opt(st.mock_cpu_pct),
             opt(st.client_cpu_pct),
@@ -166,7 +168,8 @@ call loop, model reader and writer) in the steady window, counted by baton \
 last start to the first end) ÷ wall time, in % of one core (`/proc/<pid>/stat`). **CPU ms per \
 call-s**: the same CPU time ÷ (calls × window seconds).\n\
 - **RSS**: `VmRSS` from `/proc/<pid>/status`, read every 100 ms: before the first call (idle), \
-median over the steady window (steady) and the largest reading or `VmHWM` (peak). **KiB per \
+median over the steady window (steady), the largest reading or `VmHWM` (peak), and 10 s after the \
+step's last call ended (after: what the daemon gave back). **KiB per \
 call**: (steady − idle) ÷ calls. The slope is fitted over the steps' steady RSS.\n\
 - **other CPU %**: the whole machine's busy time (`/proc/stat`) over the window minus baton, \
 the mock and the client: other work sharing the cores during the step.\n\
@@ -471,6 +474,7 @@ mod tests {
                 rss_idle_kib: with_proc.then_some(11_000),
                 rss_steady_kib: with_proc.then_some(11_000 + 300 * calls as u64),
                 rss_peak_kib: with_proc.then_some(11_500 + 300 * calls as u64),
+                rss_after_kib: with_proc.then_some(11_200),
             },
             rss_per_call_kib: with_proc.then_some(300.0),
             mock_cpu_pct: with_proc.then_some(calls as f64 * 0.12),

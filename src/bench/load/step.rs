@@ -48,6 +48,9 @@ fn round(x: f64, places: i32) -> f64 {
     (x * m).round() / m
 }
 
+/// How long after its last call the daemon's memory is read again (`rss_after_kib`).
+pub const SETTLE: Duration = Duration::from_secs(10);
+
 pub(super) fn run_step(
     args: &LoadArgs,
     exe: &Path,
@@ -128,6 +131,9 @@ pub(super) fn run_step(
     wait_idle(&under, Duration::from_secs(15));
     let after = scrape(&under);
     trace.take(&under, client_pid, ticks);
+    // What the daemon holds once its calls are over: read SETTLE after the last call ended.
+    std::thread::sleep(SETTLE.saturating_sub(t_end.elapsed()));
+    let settled = under.pid.and_then(|p| procs::sample(p, ticks));
     // The daemon first, gracefully: it flushes what its store has queued.
     for child in under._children {
         child.terminate(Duration::from_secs(10));
@@ -169,6 +175,7 @@ pub(super) fn run_step(
         rss_idle_kib: idle.map(|s| s.rss_kib),
         rss_steady_kib: rss_steady,
         rss_peak_kib: rss_peak,
+        rss_after_kib: settled.map(|s| s.rss_kib),
     };
     let rss_per_call = match (rss_steady, idle) {
         (Some(s), Some(i)) => Some(round((s as f64 - i.rss_kib as f64) / calls_up, 1)),
