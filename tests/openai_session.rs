@@ -203,7 +203,7 @@ async fn barge_in_sends_cancel_and_truncate_and_the_mock_accepts_them() {
     assert!(errors(&first).is_empty(), "{first:?}");
     let item = s.audio_item().await.expect("an audio item is playing");
     assert!(item.item_id.starts_with("item_"));
-    let sent = s.barge_in_sent(20).await;
+    let sent = s.barge_in(20).await;
     assert!(
         matches!(
             &sent[..],

@@ -211,7 +211,7 @@ impl ModelSession {
     /// Gemini Live truncates by itself: nothing to send.
     pub fn barge_in(&self, heard_ms: u64) {
         if let Inner::OpenAi(s) = &self.inner {
-            s.session.barge_in(heard_ms);
+            s.session.queue_barge_in(heard_ms);
         }
     }
 }

@@ -238,8 +238,8 @@ impl Session {
 
     /// The caller barged in having heard `heard_ms` of the item being played: the core sends
     /// `response.cancel` (if a response is in progress) and `conversation.item.truncate`.
-    /// False if the session is gone.
-    pub fn barge_in(&self, heard_ms: u64) -> bool {
+    /// Never waits; false if the session is gone.
+    pub fn queue_barge_in(&self, heard_ms: u64) -> bool {
         self.tx
             .send(Command::BargeIn {
                 heard_ms,
@@ -248,8 +248,9 @@ impl Session {
             .is_ok()
     }
 
-    /// [`Session::barge_in`], returning what was sent (nothing if the session is gone).
-    pub async fn barge_in_sent(&self, heard_ms: u64) -> Vec<ClientEvent> {
+    /// [`Session::queue_barge_in`], returning what the core sent once it took it (nothing if
+    /// the session is gone).
+    pub async fn barge_in(&self, heard_ms: u64) -> Vec<ClientEvent> {
         let (reply, sent) = oneshot::channel();
         let cmd = Command::BargeIn {
             heard_ms,
