@@ -159,6 +159,8 @@ pub struct Link {
     held: VecDeque<Outbound>,
     events: VecDeque<SessionEvent>,
     setup: Option<Result<(), SetupFailure>>,
+    /// The events of one frame, reused from frame to frame.
+    scratch: Vec<ModelEvent>,
 }
 
 impl Link {
@@ -184,6 +186,7 @@ impl Link {
             held: VecDeque::new(),
             events: VecDeque::new(),
             setup: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -192,27 +195,42 @@ impl Link {
         matches!(self.phase, Phase::Setup { .. })
     }
 
-    /// The session is set up and not closing.
-    pub fn is_live(&self) -> bool {
-        self.phase == Phase::Live
-    }
-
-    /// Any inbound frame proves the socket alive.
-    pub fn on_frame(&mut self, now: Instant) {
+    /// A frame arrived at `now`: any frame proves the socket alive; a data frame's bytes are
+    /// turned into the events `decode` appends, returned for the core to look at and hand back
+    /// to [`deliver`](Self::deliver).
+    pub fn receive(
+        &mut self,
+        frame: Frame<'_>,
+        now: Instant,
+        decode: impl FnOnce(&[u8], &mut Vec<ModelEvent>),
+    ) -> Option<Vec<ModelEvent>> {
         if let Some(k) = &mut self.keepalive {
             k.on_frame(now);
         }
+        let bytes = frame.payload()?;
+        let mut events = std::mem::take(&mut self.scratch);
+        decode(bytes, &mut events);
+        Some(events)
     }
 
-    /// Reports a model event that arrived at `at`.
-    pub fn report(&mut self, event: ModelEvent, at: Instant) {
-        if self.phase != Phase::Over {
-            self.events.push_back(SessionEvent::Model(event, at));
+    /// Reports `events` (of a frame that arrived at `at`) in order; a `SetupComplete` among
+    /// them accepts the setup.
+    pub fn deliver(&mut self, mut events: Vec<ModelEvent>, at: Instant) {
+        let mut accepted = false;
+        for e in events.drain(..) {
+            accepted |= e == ModelEvent::SetupComplete;
+            if self.phase != Phase::Over {
+                self.events.push_back(SessionEvent::Model(e, at));
+            }
+        }
+        self.scratch = events;
+        if accepted {
+            self.setup_accepted(at);
         }
     }
 
     /// The service accepted the setup at `now`: held messages go out, the keepalive starts.
-    pub fn setup_accepted(&mut self, now: Instant) {
+    fn setup_accepted(&mut self, now: Instant) {
         if !self.in_setup() {
             return;
         }

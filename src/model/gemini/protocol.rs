@@ -27,7 +27,6 @@ pub struct Resumption {
 pub struct GeminiCore {
     link: Link,
     resumption: Resumption,
-    scratch: Vec<ModelEvent>,
 }
 
 impl GeminiCore {
@@ -44,7 +43,6 @@ impl GeminiCore {
                 handle: config.resume_handle.clone(),
                 ..Default::default()
             },
-            scratch: Vec::new(),
         }
     }
 
@@ -87,25 +85,19 @@ impl ProtocolCore for GeminiCore {
     }
 
     fn handle_frame(&mut self, frame: Frame<'_>, now: Instant) {
-        self.link.on_frame(now);
-        let Some(bytes) = frame.payload() else {
+        let Some(events) = self
+            .link
+            .receive(frame, now, |bytes, out| match codec::decode(bytes) {
+                Ok(msg) => codec::into_events(msg, out),
+                Err(e) => out.push(ModelEvent::ProtocolError(e.to_string())),
+            })
+        else {
             return;
         };
-        let mut events = std::mem::take(&mut self.scratch);
-        match codec::decode(bytes) {
-            Ok(msg) => codec::into_events(msg, &mut events),
-            Err(e) => events.push(ModelEvent::ProtocolError(e.to_string())),
+        for e in &events {
+            self.track(e, now);
         }
-        let mut accepted = false;
-        for e in events.drain(..) {
-            accepted |= e == ModelEvent::SetupComplete;
-            self.track(&e, now);
-            self.link.report(e, now);
-        }
-        self.scratch = events;
-        if accepted {
-            self.link.setup_accepted(now);
-        }
+        self.link.deliver(events, now);
     }
 
     fn handle_outbound(&mut self, out: Outbound, now: Instant) {

@@ -10,7 +10,6 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::codec;
 use super::endpoint::{Endpoint, EndpointError};
@@ -184,18 +183,6 @@ impl Session {
     }
 }
 
-/// tungstenite's default read buffer is 128 KiB, zero-filled and so resident per call; model
-/// frames are a few KiB (40 ms of 24 kHz audio in base64), so 16 KiB reads them in one go and
-/// keeps a call's memory down (`baton bench load` measured 283 → 200 KiB per call).
-const READ_BUFFER_BYTES: usize = 16 * 1024;
-
-fn ws_config() -> WebSocketConfig {
-    WebSocketConfig::default()
-        .read_buffer_size(READ_BUFFER_BYTES)
-        .max_message_size(Some(codec::MAX_FRAME_BYTES))
-        .max_frame_size(Some(codec::MAX_FRAME_BYTES))
-}
-
 /// Connects, sends `setup` and waits for `setupComplete`, all within `config.setup_timeout`
 /// (a peer that accepts TCP but never completes TLS or the upgrade cannot hold a call).
 pub async fn connect(
@@ -219,7 +206,7 @@ pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, S
         Transport::Network => Some(endpoint.connector()?),
         Transport::InMemory(_) => None,
     };
-    crate::model::session::dial(req, tls, transport, ws_config())
+    crate::model::session::dial(req, tls, transport, codec::MAX_FRAME_BYTES)
         .await
         .map_err(|e| SessionError::Connect {
             url: endpoint.url.clone(),

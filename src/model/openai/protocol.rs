@@ -87,7 +87,6 @@ pub struct OpenAiCore {
     link: Link,
     decoder: Decoder,
     gate: ResponseGate,
-    scratch: Vec<ModelEvent>,
 }
 
 fn response_create() -> Outbound {
@@ -112,7 +111,6 @@ impl OpenAiCore {
             ),
             decoder: Decoder::new(config.output_format.clone()),
             gate: ResponseGate::default(),
-            scratch: Vec::new(),
         }
     }
 
@@ -165,15 +163,16 @@ impl ProtocolCore for OpenAiCore {
     }
 
     fn handle_frame(&mut self, frame: Frame<'_>, now: Instant) {
-        self.link.on_frame(now);
-        let Some(bytes) = frame.payload() else {
+        let decoder = &mut self.decoder;
+        let Some(mut events) =
+            self.link
+                .receive(frame, now, |bytes, out| match codec::decode(bytes) {
+                    Ok(ev) => decoder.into_events(ev, out),
+                    Err(e) => out.push(ModelEvent::ProtocolError(e.to_string())),
+                })
+        else {
             return;
         };
-        let mut events = std::mem::take(&mut self.scratch);
-        match codec::decode(bytes) {
-            Ok(ev) => self.decoder.into_events(ev, &mut events),
-            Err(e) => events.push(ModelEvent::ProtocolError(e.to_string())),
-        }
         if self.link.in_setup()
             && let Some(ModelEvent::ProtocolError(e)) = events.iter().find(
                 |e| matches!(e, ModelEvent::ProtocolError(m) if codec::error_code(m).is_some()),
@@ -181,22 +180,12 @@ impl ProtocolCore for OpenAiCore {
         {
             self.link.setup_failed(SetupFailure::Rejected(e.clone()));
             events.clear();
-            self.scratch = events;
-            return;
         }
         let active = self.decoder.active_response().is_some();
         if self.gate.after_frame(active, &events) {
             self.link.send(response_create(), now);
         }
-        let mut accepted = false;
-        for e in events.drain(..) {
-            accepted |= e == ModelEvent::SetupComplete;
-            self.link.report(e, now);
-        }
-        self.scratch = events;
-        if accepted {
-            self.link.setup_accepted(now);
-        }
+        self.link.deliver(events, now);
     }
 
     fn handle_outbound(&mut self, cmd: Command, now: Instant) {

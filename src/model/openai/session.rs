@@ -12,7 +12,6 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::codec;
 use super::endpoint::{Endpoint, EndpointError};
@@ -271,17 +270,6 @@ impl Session {
     }
 }
 
-/// Model frames are a few KiB of base64 audio; 16 KiB reads them in one go (see the Gemini
-/// session for the per-call memory this saves).
-const READ_BUFFER_BYTES: usize = 16 * 1024;
-
-fn ws_config() -> WebSocketConfig {
-    WebSocketConfig::default()
-        .read_buffer_size(READ_BUFFER_BYTES)
-        .max_message_size(Some(codec::MAX_FRAME_BYTES))
-        .max_frame_size(Some(codec::MAX_FRAME_BYTES))
-}
-
 /// Connects, sends `session.update` and waits for `session.updated`, all within
 /// `config.setup_timeout`.
 pub async fn connect(
@@ -305,7 +293,7 @@ pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, S
         Transport::Network => Some(endpoint.connector()?),
         Transport::InMemory(_) => None,
     };
-    crate::model::session::dial(req, tls, transport, ws_config())
+    crate::model::session::dial(req, tls, transport, codec::MAX_FRAME_BYTES)
         .await
         .map_err(|e| SessionError::Connect {
             url: endpoint.url.clone(),
