@@ -98,6 +98,7 @@ async fn run<S, C>(
         abandoned: false,
         timer: Box::pin(tokio::time::sleep_until(now)),
         timer_at: None,
+        slept: false,
     };
     loop {
         while let Some(ev) = core.poll_event() {
@@ -112,7 +113,10 @@ async fn run<S, C>(
             break;
         }
         let wake = std::future::poll_fn(|cx| io.poll(cx, &mut ws, &mut core, &mut commands)).await;
-        crate::wakeups::note();
+        // A pass that found its input (or its flush done) without sleeping is not a wake-up.
+        if std::mem::take(&mut io.slept) {
+            crate::wakeups::note();
+        }
         let now = Instant::now();
         if wake.flushed {
             for received_at in io.unflushed.drain(..) {
@@ -176,6 +180,8 @@ struct Io {
     /// One timer, re-armed only when the core's deadline moves.
     timer: Pin<Box<Sleep>>,
     timer_at: Option<Instant>,
+    /// The task slept since the last pass (the next pass is a wake-up).
+    slept: bool,
 }
 
 impl Io {
@@ -257,6 +263,7 @@ impl Io {
         if ready {
             Poll::Ready(wake)
         } else {
+            self.slept = true;
             Poll::Pending
         }
     }
