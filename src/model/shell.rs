@@ -59,14 +59,12 @@ const LINGER: Duration = Duration::from_secs(1);
 /// Inbound frames taken in one wake-up at most (the rest in the next).
 const READ_BATCH: usize = 16;
 
-/// What one wake-up brought.
+/// What one wake-up brought besides frames and commands (those wait in [`Io`]).
 #[derive(Default)]
-struct Wakeup<C> {
-    frames: Vec<Result<Message, WsError>>,
-    /// The stream ended (after `frames`).
+struct Wakeup {
+    /// The stream ended (after the frames).
     ended: bool,
-    commands: Vec<C>,
-    /// The session handle is gone.
+    /// The session handle is gone (after the commands).
     abandoned: bool,
     timer: bool,
     /// The batch was flushed: the caller frames in it reached the socket.
@@ -92,6 +90,8 @@ async fn run<S, C>(
         feed(&mut core, Ok(m), now);
     }
     let mut io = Io {
+        frames: Vec::new(),
+        commands: Vec::new(),
         pending: None,
         unflushed: Vec::new(),
         flushing: false,
@@ -129,13 +129,13 @@ async fn run<S, C>(
         if let Some(e) = wake.write_failed {
             core.handle_end(SocketEnd::Failed(e.to_string()), now);
         }
-        for m in wake.frames {
+        for m in io.frames.drain(..) {
             feed(&mut core, m, now);
         }
         if wake.ended {
             core.handle_end(SocketEnd::Ended, now);
         }
-        for c in wake.commands {
+        for c in io.commands.drain(..) {
             core.handle_outbound(c, now);
         }
         if wake.abandoned {
@@ -169,7 +169,11 @@ fn feed<C: ProtocolCore>(core: &mut C, m: Result<Message, WsError>, now: Instant
 }
 
 /// The shell's side of the socket between wake-ups.
-struct Io {
+struct Io<C> {
+    /// Frames read in this wake-up (the buffer is kept).
+    frames: Vec<Result<Message, WsError>>,
+    /// Commands taken in this wake-up (the buffer is kept).
+    commands: Vec<C>,
     /// A frame the sink had no room for yet.
     pending: Option<Outbound>,
     /// `received_at` of the caller frames written since the last flush.
@@ -184,28 +188,20 @@ struct Io {
     slept: bool,
 }
 
-impl Io {
+impl<Cmd> Io<Cmd> {
     /// Writes what the core has (one batch, one flush) and waits for the next input.
     fn poll<S, C>(
         &mut self,
         cx: &mut Context<'_>,
         ws: &mut WebSocketStream<S>,
         core: &mut C,
-        commands: &mut mpsc::UnboundedReceiver<C::Command>,
-    ) -> Poll<Wakeup<C::Command>>
+        commands: &mut mpsc::UnboundedReceiver<Cmd>,
+    ) -> Poll<Wakeup>
     where
         S: AsyncRead + AsyncWrite + Unpin,
-        C: ProtocolCore,
+        C: ProtocolCore<Command = Cmd>,
     {
-        let mut wake = Wakeup {
-            frames: Vec::new(),
-            ended: false,
-            commands: Vec::new(),
-            abandoned: false,
-            timer: false,
-            flushed: false,
-            write_failed: None,
-        };
+        let mut wake = Wakeup::default();
         let mut ready = false;
         if let Err(e) = self.write(cx, ws, core) {
             wake.write_failed = Some(e);
@@ -227,9 +223,9 @@ impl Io {
                 Poll::Pending => {}
             }
         }
-        while wake.frames.len() < READ_BATCH {
+        while self.frames.len() < READ_BATCH {
             match Pin::new(&mut *ws).poll_next(cx) {
-                Poll::Ready(Some(m)) => wake.frames.push(m),
+                Poll::Ready(Some(m)) => self.frames.push(m),
                 Poll::Ready(None) => {
                     wake.ended = true;
                     break;
@@ -237,10 +233,10 @@ impl Io {
                 Poll::Pending => break,
             }
         }
-        ready |= !wake.frames.is_empty() || wake.ended;
+        ready |= !self.frames.is_empty() || wake.ended;
         while !self.abandoned {
             match commands.poll_recv(cx) {
-                Poll::Ready(Some(c)) => wake.commands.push(c),
+                Poll::Ready(Some(c)) => self.commands.push(c),
                 Poll::Ready(None) => {
                     self.abandoned = true;
                     wake.abandoned = true;
@@ -248,7 +244,7 @@ impl Io {
                 Poll::Pending => break,
             }
         }
-        ready |= !wake.commands.is_empty() || wake.abandoned;
+        ready |= !self.commands.is_empty() || wake.abandoned;
         if let Some((at, _reason)) = core.poll_timeout() {
             if self.timer_at != Some(at) {
                 self.timer.as_mut().reset(at);
