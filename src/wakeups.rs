@@ -1,5 +1,5 @@
 //! Counts wake-ups of the tasks on a call's per-frame path: each pass of the leg driver and
-//! writer, the call loop and the model session's reader and writer after an await. It is the
+//! writer, the call loop and the model session's shell after an await. It is the
 //! figure `baton bench load` divides by calls and 20 ms frames (`baton_task_wakeups_total` on
 //! `/metrics`). One relaxed atomic add per wake-up; nothing else on the hot path.
 

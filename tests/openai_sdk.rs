@@ -262,7 +262,7 @@ fn record_live_session(record: &Path) {
                 }
                 ModelEvent::Audio { .. } if !barged => {
                     barged = true;
-                    assert_eq!(s.barge_in(20).len(), 2);
+                    assert_eq!(s.barge_in(20).await.len(), 2);
                 }
                 ModelEvent::TurnComplete if barged => break,
                 ModelEvent::ProtocolError(m) => panic!("{m}"),

@@ -201,9 +201,9 @@ async fn barge_in_sends_cancel_and_truncate_and_the_mock_accepts_them() {
     say(&s);
     let first = until(&mut s, |e| matches!(e, ModelEvent::Audio { .. })).await;
     assert!(errors(&first).is_empty(), "{first:?}");
-    let item = s.audio_item().expect("an audio item is playing");
+    let item = s.audio_item().await.expect("an audio item is playing");
     assert!(item.item_id.starts_with("item_"));
-    let sent = s.barge_in(20);
+    let sent = s.barge_in(20).await;
     assert!(
         matches!(
             &sent[..],

@@ -211,8 +211,7 @@ impl ModelSession {
     /// Gemini Live truncates by itself: nothing to send.
     pub fn barge_in(&self, heard_ms: u64) {
         if let Inner::OpenAi(s) = &self.inner {
-            let sent = s.session.barge_in(heard_ms);
-            tracing::debug!(heard_ms, events = sent.len(), "barge-in sent to the model");
+            s.session.queue_barge_in(heard_ms);
         }
     }
 }

@@ -6,7 +6,9 @@ pub mod catalog;
 pub mod gemini;
 pub mod handle;
 pub mod openai;
+pub mod protocol;
 pub mod session;
+pub mod shell;
 pub mod tls;
 
 use std::time::Duration;

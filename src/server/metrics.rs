@@ -306,7 +306,7 @@ fn describe() {
     metrics::describe_gauge!("baton_calls_active", "Calls in progress.");
     metrics::describe_counter!(
         "baton_task_wakeups_total",
-        "Wake-ups of the per-call tasks (leg driver and writer, call loop, model reader and writer)."
+        "Wake-ups of the per-call tasks (leg driver and writer, call loop, model session shell)."
     );
     metrics::describe_counter!(
         "baton_calls_total",

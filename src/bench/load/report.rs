@@ -162,7 +162,7 @@ ends. An underrun reaches the caller as a silent `media` frame, so the client ca
 - **baton send p99 ≤**: baton's own view of its send intervals (`baton_egress_jitter_ms`), the \
 upper bound of the histogram bucket holding the 99th percentile.\n\
 - **wake-ups per call per 20 ms**: every wake-up of baton's per-call tasks (leg driver and writer, \
-call loop, model reader and writer) in the steady window, counted by baton \
+call loop, model session shell) in the steady window, counted by baton \
 (`baton_task_wakeups_total`), ÷ (calls × 20 ms frames in the window).\n\
 - **CPU %**: user + system time of the process over the steady window (all calls up: from the \
 last start to the first end) ÷ wall time, in % of one core (`/proc/<pid>/stat`). **CPU ms per \

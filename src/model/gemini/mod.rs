@@ -4,6 +4,7 @@
 pub mod codec;
 pub mod endpoint;
 pub mod keepalive;
+pub mod protocol;
 pub mod session;
 pub mod wire;
 

@@ -1,28 +1,24 @@
-//! The Gemini Live session client: a thin async shell over tokio-tungstenite. `connect` performs
-//! the WebSocket handshake ([`dial`]), sends `setup` and waits for `setupComplete`
-//! ([`start_dialed`] does the second half on a socket dialed ahead); then one reader task turns
-//! frames into [`SessionEvent`]s (stamped with their arrival time) and one writer task sends
-//! client messages, reporting when each caller frame actually reached the socket. The call's
-//! per-frame path only ever does a non-blocking channel send.
+//! The Gemini Live session client: its settings ([`SessionConfig`], the `setup` they make), and
+//! the session handle. `connect` performs the WebSocket handshake ([`dial`]), sends `setup` and
+//! waits for `setupComplete` ([`start_dialed`] does the second half on a socket dialed ahead);
+//! the session then runs its [`GeminiCore`] in the model's one WebSocket shell
+//! ([`crate::model::shell`]), which reports [`SessionEvent`]s stamped with their arrival time.
+//! The call's per-frame path only ever does a non-blocking channel send.
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::codec;
 use super::endpoint::{Endpoint, EndpointError};
-use super::keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
+use super::keepalive::KeepaliveConfig;
+use super::protocol::GeminiCore;
 use super::wire::{self, ClientMessage, Content, Setup};
-use crate::model::ModelEvent;
+use crate::model::protocol::SetupFailure;
 pub use crate::model::session::{Dialed, Outbound, SessionEvent, Transport};
-use crate::model::session::{DialedWs, sleep_until_opt, writer};
+use crate::model::shell;
 
 /// How the session is configured at setup.
 #[derive(Clone, Debug)]
@@ -187,18 +183,6 @@ impl Session {
     }
 }
 
-/// tungstenite's default read buffer is 128 KiB, zero-filled and so resident per call; model
-/// frames are a few KiB (40 ms of 24 kHz audio in base64), so 16 KiB reads them in one go and
-/// keeps a call's memory down (`baton bench load` measured 283 → 200 KiB per call).
-const READ_BUFFER_BYTES: usize = 16 * 1024;
-
-fn ws_config() -> WebSocketConfig {
-    WebSocketConfig::default()
-        .read_buffer_size(READ_BUFFER_BYTES)
-        .max_message_size(Some(codec::MAX_FRAME_BYTES))
-        .max_frame_size(Some(codec::MAX_FRAME_BYTES))
-}
-
 /// Connects, sends `setup` and waits for `setupComplete`, all within `config.setup_timeout`
 /// (a peer that accepts TCP but never completes TLS or the upgrade cannot hold a call).
 pub async fn connect(
@@ -208,7 +192,7 @@ pub async fn connect(
 ) -> Result<Session, SessionError> {
     tokio::time::timeout(config.setup_timeout, async {
         let dialed = dial(endpoint, transport).await?;
-        start_on(dialed, config).await
+        start_dialed(dialed, config).await
     })
     .await
     .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
@@ -222,7 +206,7 @@ pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, S
         Transport::Network => Some(endpoint.connector()?),
         Transport::InMemory(_) => None,
     };
-    crate::model::session::dial(req, tls, transport, ws_config())
+    crate::model::session::dial(req, tls, transport, codec::MAX_FRAME_BYTES)
         .await
         .map_err(|e| SessionError::Connect {
             url: endpoint.url.clone(),
@@ -231,150 +215,25 @@ pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, S
 }
 
 /// Starts a session on a socket [`dial`]ed to a Gemini Live endpoint: sends `setup` and waits
-/// for `setupComplete` within `config.setup_timeout`.
+/// for `setupComplete` within `config.setup_timeout` (the core keeps that deadline).
 pub async fn start_dialed(dialed: Dialed, config: &SessionConfig) -> Result<Session, SessionError> {
-    tokio::time::timeout(config.setup_timeout, start_on(dialed, config))
-        .await
-        .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
+    let core = GeminiCore::new(config, Instant::now());
+    let started = shell::start(dialed, core).await?;
+    Ok(Session {
+        tx: started.commands,
+        events: started.events,
+    })
 }
 
-async fn start_on(dialed: Dialed, config: &SessionConfig) -> Result<Session, SessionError> {
-    match dialed.ws {
-        DialedWs::Network(ws) => start(*ws, dialed.early, config).await,
-        DialedWs::InMemory(ws) => start(*ws, dialed.early, config).await,
-    }
-}
-
-async fn start<S>(
-    mut ws: WebSocketStream<S>,
-    early: Vec<Message>,
-    config: &SessionConfig,
-) -> Result<Session, SessionError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let setup = codec::encode(&config.setup_message());
-    ws.send(Message::text(setup))
-        .await
-        .map_err(|e| SessionError::Io(e.to_string()))?;
-    let (events_tx, events) = mpsc::unbounded_channel();
-    let deadline = Instant::now() + config.setup_timeout;
-    // Wait for setupComplete; anything that arrives with or before it (or came before the
-    // setup was sent) is passed on in order.
-    let mut early = early.into_iter();
-    loop {
-        let msg = match early.next() {
-            Some(m) => Some(Ok(m)),
-            None => tokio::time::timeout_at(deadline, ws.next())
-                .await
-                .map_err(|_| SessionError::SetupTimeout(config.setup_timeout))?,
-        };
-        let now = Instant::now();
-        match msg {
-            None => {
-                return Err(SessionError::SetupRefused {
-                    code: 1006,
-                    reason: "connection closed".into(),
-                });
-            }
-            Some(Err(e)) => return Err(SessionError::Io(e.to_string())),
-            Some(Ok(Message::Close(frame))) => {
-                let (code, reason) = close_parts(frame);
-                return Err(SessionError::SetupRefused {
-                    code: code.unwrap_or(1005),
-                    reason,
-                });
-            }
-            Some(Ok(m)) => {
-                let mut evs = Vec::new();
-                frame_events(m, &mut evs);
-                let done = evs.iter().any(|e| matches!(e, ModelEvent::SetupComplete));
-                for e in evs {
-                    let _ = events_tx.send(SessionEvent::Model(e, now));
-                }
-                if done {
-                    break;
-                }
-            }
+impl From<SetupFailure> for SessionError {
+    fn from(f: SetupFailure) -> Self {
+        match f {
+            SetupFailure::Refused { code, reason } => SessionError::SetupRefused { code, reason },
+            SetupFailure::Timeout(d) => SessionError::SetupTimeout(d),
+            // Gemini Live refuses a setup with a close frame, never with a message.
+            SetupFailure::Io(e) | SetupFailure::Rejected(e) => SessionError::Io(e),
         }
     }
-    let (sink, stream) = ws.split();
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(writer(sink, rx, events_tx.clone()));
-    let keepalive = Keepalive::new(config.keepalive, Instant::now());
-    tokio::spawn(reader(stream, events_tx, tx.downgrade(), keepalive));
-    Ok(Session { tx, events })
-}
-
-fn close_parts(
-    frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>,
-) -> (Option<u16>, String) {
-    match frame {
-        Some(f) => (Some(u16::from(f.code)), f.reason.to_string()),
-        None => (None, String::new()),
-    }
-}
-
-/// Decodes one WebSocket message into model events (protocol errors included).
-fn frame_events(m: Message, out: &mut Vec<ModelEvent>) {
-    let bytes: &[u8] = match &m {
-        Message::Binary(b) => b,
-        Message::Text(t) => t.as_bytes(),
-        _ => return,
-    };
-    match codec::decode(bytes) {
-        Ok(msg) => codec::into_events(msg, out),
-        Err(e) => out.push(ModelEvent::ProtocolError(e.to_string())),
-    }
-}
-
-/// Reads frames until the socket ends or the keepalive calls it dead. Pings go through the
-/// writer (a weak handle, so dropping the [`Session`] still ends the writer and the socket).
-async fn reader<S>(
-    mut stream: futures_util::stream::SplitStream<WebSocketStream<S>>,
-    events: mpsc::UnboundedSender<SessionEvent>,
-    writer: mpsc::WeakUnboundedSender<Outbound>,
-    mut keepalive: Keepalive,
-) where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let mut evs = Vec::new();
-    let (code, reason) = loop {
-        crate::wakeups::note();
-        let wake = keepalive.poll_timeout();
-        tokio::select! {
-            msg = stream.next() => {
-                let now = Instant::now();
-                keepalive.on_frame(now);
-                match msg {
-                    None => break (None, "connection ended without a close frame".to_owned()),
-                    Some(Err(e)) => break (None, e.to_string()),
-                    Some(Ok(Message::Close(frame))) => break close_parts(frame),
-                    Some(Ok(m)) => {
-                        frame_events(m, &mut evs);
-                        for e in evs.drain(..) {
-                            if events.send(SessionEvent::Model(e, now)).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                }
-            }
-            () = sleep_until_opt(wake) => match keepalive.handle_timeout(Instant::now()) {
-                Some(KeepaliveAction::Ping) => {
-                    if let Some(w) = writer.upgrade() {
-                        let _ = w.send(Outbound::Ping);
-                    }
-                }
-                Some(KeepaliveAction::Dead { silent_for }) => {
-                    let _ = events.send(SessionEvent::Dead { silent_for });
-                    return;
-                }
-                None => {}
-            },
-        }
-    };
-    let _ = events.send(SessionEvent::Closed { code, reason });
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod codec;
 pub mod endpoint;
+pub mod protocol;
 pub mod session;
 pub mod translate;
 pub mod wire;

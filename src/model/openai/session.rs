@@ -1,36 +1,29 @@
-//! The OpenAI Realtime session client, the same shape as the Gemini one: `connect` performs the
-//! WebSocket handshake, sends `session.update` and waits for `session.updated` (an `error` in
-//! answer refuses the session); then one reader task turns frames into [`SessionEvent`]s (stamped
-//! with their arrival time) and one writer task sends client events, reporting when each caller
-//! frame reached the socket. The call's per-frame path only ever does a non-blocking channel send.
-//!
-//! The reader's [`Decoder`] is shared with the [`Session`] handle (a short lock per frame) so that
-//! [`Session::barge_in`] can name the item being played and whether a response is in progress,
-//! and so that [`Session::request_response`] sends `response.create` only when none is in
-//! progress: otherwise the reader sends it as soon as the response in progress is done.
+//! The OpenAI Realtime session client, the same shape as the Gemini one: its settings
+//! ([`SessionConfig`], the `session.update` they make) and the session handle. `connect` performs
+//! the WebSocket handshake, sends `session.update` and waits for `session.updated` (an `error` in
+//! answer refuses the session); the session then runs its [`OpenAiCore`] in the model's one
+//! WebSocket shell ([`crate::model::shell`]), which reports [`SessionEvent`]s stamped with their
+//! arrival time. The handle only sends the core [`Command`]s: the response gate and what a
+//! barge-in sends are the core's decisions, taken where the frames arrive, with no shared state.
+//! The call's per-frame path only ever does a non-blocking channel send.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use super::codec::{self, Decoder};
+use super::codec;
 use super::endpoint::{Endpoint, EndpointError};
+use super::protocol::{Command, OpenAiCore};
 use super::wire::{
     Api, AudioConfig, AudioFormat, AudioInput, AudioOutput, BetaSession, ClientEvent, FunctionTool,
     Item, Session as WireSession, SessionUpdate, Transcription, TurnDetection,
 };
-use crate::model::ModelEvent;
-use crate::model::gemini::keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
+use crate::model::gemini::keepalive::KeepaliveConfig;
+use crate::model::protocol::SetupFailure;
 pub use crate::model::session::{Dialed, Outbound, SessionEvent, Transport};
-use crate::model::session::{DialedWs, sleep_until_opt, writer};
+use crate::model::shell;
 
 /// How the session is configured by its first `session.update`.
 #[derive(Clone, Debug)]
@@ -163,80 +156,15 @@ pub enum SessionError {
 /// A live session: send with [`Session::send`] and the helpers, receive from
 /// [`Session::events`].
 pub struct Session {
-    tx: mpsc::UnboundedSender<Outbound>,
+    tx: mpsc::UnboundedSender<Command>,
     pub events: mpsc::UnboundedReceiver<SessionEvent>,
-    shared: Arc<Mutex<Shared>>,
     api: Api,
-}
-
-/// What the reader and the handle share: the decoder and the response gate.
-#[derive(Debug)]
-struct Shared {
-    decoder: Decoder,
-    /// A response was asked for while one was in progress (or requested): send one when done.
-    want_response: bool,
-    /// `response.create` was sent and its `response.created` has not arrived yet.
-    requested: bool,
-}
-
-impl Shared {
-    /// Asks for a response: true when `response.create` may go out now.
-    fn request(&mut self) -> bool {
-        if self.decoder.active_response().is_some() || self.requested {
-            // Requests made during one response are served by one response after it (the
-            // requested one may have been planned before this request's items arrived).
-            self.want_response = true;
-            false
-        } else {
-            self.requested = true;
-            true
-        }
-    }
-
-    /// After a frame's events: true when the waiting `response.create` may go out now.
-    fn after_frame(&mut self, events: &[ModelEvent]) -> bool {
-        if self.decoder.active_response().is_some() {
-            self.requested = false;
-        }
-        let refused = events.iter().any(|e| {
-            matches!(e, ModelEvent::ProtocolError(m)
-                if codec::error_code(m) == Some("conversation_already_has_active_response"))
-        });
-        if refused && self.requested {
-            // Raced a response the server started itself: ask again when that one is done.
-            self.requested = false;
-            self.want_response = true;
-        }
-        if self.want_response && !self.requested && self.decoder.active_response().is_none() {
-            self.want_response = false;
-            self.requested = true;
-            return true;
-        }
-        false
-    }
-}
-
-fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
-    match shared.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
-fn response_create() -> Outbound {
-    Outbound::Text {
-        json: codec::encode(&ClientEvent::ResponseCreate {
-            event_id: None,
-            response: None,
-        }),
-        received_at: None,
-    }
 }
 
 impl Session {
     /// Queues a message for the socket; never waits. Returns false if the session is gone.
     pub fn send(&self, out: Outbound) -> bool {
-        self.tx.send(out).is_ok()
+        self.tx.send(Command::Out(out)).is_ok()
     }
 
     pub fn send_event(&self, ev: &ClientEvent) -> bool {
@@ -287,8 +215,7 @@ impl Session {
     /// another with `conversation_already_has_active_response`). Any number of requests made
     /// meanwhile are served by that one response.
     pub fn request_response(&self) -> bool {
-        let now = lock(&self.shared).request();
-        !now || self.send(response_create())
+        self.tx.send(Command::Respond).is_ok()
     }
 
     /// Carries out translated steps in order.
@@ -308,32 +235,39 @@ impl Session {
         self.api
     }
 
-    /// The caller barged in having heard `heard_ms` of the item being played: sends
+    /// The caller barged in having heard `heard_ms` of the item being played: the core sends
     /// `response.cancel` (if a response is in progress) and `conversation.item.truncate`.
-    /// Returns what was sent.
-    pub fn barge_in(&self, heard_ms: u64) -> Vec<ClientEvent> {
-        let events = lock(&self.shared).decoder.barge_in(heard_ms);
-        for e in &events {
-            self.send_event(e);
+    /// Never waits; false if the session is gone.
+    pub fn queue_barge_in(&self, heard_ms: u64) -> bool {
+        self.tx
+            .send(Command::BargeIn {
+                heard_ms,
+                reply: None,
+            })
+            .is_ok()
+    }
+
+    /// [`Session::queue_barge_in`], returning what the core sent once it took it (nothing if
+    /// the session is gone).
+    pub async fn barge_in(&self, heard_ms: u64) -> Vec<ClientEvent> {
+        let (reply, sent) = oneshot::channel();
+        let cmd = Command::BargeIn {
+            heard_ms,
+            reply: Some(reply),
+        };
+        if self.tx.send(cmd).is_err() {
+            return Vec::new();
         }
-        events
+        sent.await.unwrap_or_default()
     }
 
-    /// The assistant item that carried the latest audio and how much of it arrived.
-    pub fn audio_item(&self) -> Option<codec::AudioItem> {
-        lock(&self.shared).decoder.audio_item().cloned()
+    /// The assistant item that carried the latest audio and how much of it arrived, as the
+    /// core has it once the messages sent before this are taken.
+    pub async fn audio_item(&self) -> Option<codec::AudioItem> {
+        let (reply, item) = oneshot::channel();
+        self.tx.send(Command::AudioItem(reply)).ok()?;
+        item.await.ok().flatten()
     }
-}
-
-/// Model frames are a few KiB of base64 audio; 16 KiB reads them in one go (see the Gemini
-/// session for the per-call memory this saves).
-const READ_BUFFER_BYTES: usize = 16 * 1024;
-
-fn ws_config() -> WebSocketConfig {
-    WebSocketConfig::default()
-        .read_buffer_size(READ_BUFFER_BYTES)
-        .max_message_size(Some(codec::MAX_FRAME_BYTES))
-        .max_frame_size(Some(codec::MAX_FRAME_BYTES))
 }
 
 /// Connects, sends `session.update` and waits for `session.updated`, all within
@@ -345,7 +279,7 @@ pub async fn connect(
 ) -> Result<Session, SessionError> {
     tokio::time::timeout(config.setup_timeout, async {
         let dialed = dial(endpoint, transport).await?;
-        start_on(dialed, endpoint.api, config).await
+        start_dialed(dialed, endpoint.api, config).await
     })
     .await
     .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
@@ -359,7 +293,7 @@ pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, S
         Transport::Network => Some(endpoint.connector()?),
         Transport::InMemory(_) => None,
     };
-    crate::model::session::dial(req, tls, transport, ws_config())
+    crate::model::session::dial(req, tls, transport, codec::MAX_FRAME_BYTES)
         .await
         .map_err(|e| SessionError::Connect {
             url: endpoint.url.clone(),
@@ -368,188 +302,31 @@ pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, S
 }
 
 /// Starts a session in `api`'s dialect on a socket [`dial`]ed to an OpenAI Realtime endpoint:
-/// sends `session.update` and waits for `session.updated` within `config.setup_timeout`.
+/// sends `session.update` and waits for `session.updated` within `config.setup_timeout` (the
+/// core keeps that deadline).
 pub async fn start_dialed(
     dialed: Dialed,
     api: Api,
     config: &SessionConfig,
 ) -> Result<Session, SessionError> {
-    tokio::time::timeout(config.setup_timeout, start_on(dialed, api, config))
-        .await
-        .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
-}
-
-async fn start_on(
-    dialed: Dialed,
-    api: Api,
-    config: &SessionConfig,
-) -> Result<Session, SessionError> {
-    match dialed.ws {
-        DialedWs::Network(ws) => start(*ws, dialed.early, api, config).await,
-        DialedWs::InMemory(ws) => start(*ws, dialed.early, api, config).await,
-    }
-}
-
-async fn start<S>(
-    mut ws: WebSocketStream<S>,
-    early: Vec<Message>,
-    api: Api,
-    config: &SessionConfig,
-) -> Result<Session, SessionError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let update = codec::encode(&config.session_update(api));
-    ws.send(Message::text(update))
-        .await
-        .map_err(|e| SessionError::Io(e.to_string()))?;
-    let (events_tx, events) = mpsc::unbounded_channel();
-    let mut decoder = Decoder::new(config.output_format.clone());
-    let deadline = Instant::now() + config.setup_timeout;
-    // Wait for session.updated; what arrives with or before it (or came before the update was
-    // sent, as `session.created` does) is passed on in order.
-    let mut early = early.into_iter();
-    loop {
-        let msg = match early.next() {
-            Some(m) => Some(Ok(m)),
-            None => tokio::time::timeout_at(deadline, ws.next())
-                .await
-                .map_err(|_| SessionError::SetupTimeout(config.setup_timeout))?,
-        };
-        let now = Instant::now();
-        let m = match msg {
-            None => {
-                return Err(SessionError::SetupRefused {
-                    code: 1006,
-                    reason: "connection closed".into(),
-                });
-            }
-            Some(Err(e)) => return Err(SessionError::Io(e.to_string())),
-            Some(Ok(Message::Close(frame))) => {
-                let (code, reason) = close_parts(frame);
-                return Err(SessionError::SetupRefused {
-                    code: code.unwrap_or(1005),
-                    reason,
-                });
-            }
-            Some(Ok(m)) => m,
-        };
-        let mut evs = Vec::new();
-        frame_events(&m, &mut decoder, &mut evs);
-        if let Some(ModelEvent::ProtocolError(e)) = evs
-            .iter()
-            .find(|e| matches!(e, ModelEvent::ProtocolError(m) if codec::error_code(m).is_some()))
-        {
-            return Err(SessionError::Rejected(e.clone()));
-        }
-        let done = evs.iter().any(|e| matches!(e, ModelEvent::SetupComplete));
-        for e in evs {
-            let _ = events_tx.send(SessionEvent::Model(e, now));
-        }
-        if done {
-            break;
-        }
-    }
-    let shared = Arc::new(Mutex::new(Shared {
-        decoder,
-        want_response: false,
-        requested: false,
-    }));
-    let (sink, stream) = ws.split();
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(writer(sink, rx, events_tx.clone()));
-    let keepalive = Keepalive::new(config.keepalive, Instant::now());
-    tokio::spawn(reader(
-        stream,
-        events_tx,
-        tx.downgrade(),
-        keepalive,
-        shared.clone(),
-    ));
+    let core = OpenAiCore::new(config, api, Instant::now());
+    let started = shell::start(dialed, core).await?;
     Ok(Session {
-        tx,
-        events,
-        shared,
+        tx: started.commands,
+        events: started.events,
         api,
     })
 }
 
-fn close_parts(
-    frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>,
-) -> (Option<u16>, String) {
-    match frame {
-        Some(f) => (Some(u16::from(f.code)), f.reason.to_string()),
-        None => (None, String::new()),
-    }
-}
-
-/// Decodes one WebSocket message into model events (protocol errors included).
-fn frame_events(m: &Message, decoder: &mut Decoder, out: &mut Vec<ModelEvent>) {
-    let bytes: &[u8] = match m {
-        Message::Binary(b) => b,
-        Message::Text(t) => t.as_bytes(),
-        _ => return,
-    };
-    match codec::decode(bytes) {
-        Ok(ev) => decoder.into_events(ev, out),
-        Err(e) => out.push(ModelEvent::ProtocolError(e.to_string())),
-    }
-}
-
-/// Reads frames until the socket ends or the keepalive calls it dead.
-async fn reader<S>(
-    mut stream: futures_util::stream::SplitStream<WebSocketStream<S>>,
-    events: mpsc::UnboundedSender<SessionEvent>,
-    writer: mpsc::WeakUnboundedSender<Outbound>,
-    mut keepalive: Keepalive,
-    shared: Arc<Mutex<Shared>>,
-) where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let mut evs = Vec::new();
-    let (code, reason) = loop {
-        crate::wakeups::note();
-        let wake = keepalive.poll_timeout();
-        tokio::select! {
-            msg = stream.next() => {
-                let now = Instant::now();
-                keepalive.on_frame(now);
-                match msg {
-                    None => break (None, "connection ended without a close frame".to_owned()),
-                    Some(Err(e)) => break (None, e.to_string()),
-                    Some(Ok(Message::Close(frame))) => break close_parts(frame),
-                    Some(Ok(m)) => {
-                        let respond = {
-                            let mut sh = lock(&shared);
-                            frame_events(&m, &mut sh.decoder, &mut evs);
-                            sh.after_frame(&evs)
-                        };
-                        if respond && let Some(w) = writer.upgrade() {
-                            let _ = w.send(response_create());
-                        }
-                        for e in evs.drain(..) {
-                            if events.send(SessionEvent::Model(e, now)).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                }
-            }
-            () = sleep_until_opt(wake) => match keepalive.handle_timeout(Instant::now()) {
-                Some(KeepaliveAction::Ping) => {
-                    if let Some(w) = writer.upgrade() {
-                        let _ = w.send(Outbound::Ping);
-                    }
-                }
-                Some(KeepaliveAction::Dead { silent_for }) => {
-                    let _ = events.send(SessionEvent::Dead { silent_for });
-                    return;
-                }
-                None => {}
-            },
+impl From<SetupFailure> for SessionError {
+    fn from(f: SetupFailure) -> Self {
+        match f {
+            SetupFailure::Refused { code, reason } => SessionError::SetupRefused { code, reason },
+            SetupFailure::Rejected(e) => SessionError::Rejected(e),
+            SetupFailure::Timeout(d) => SessionError::SetupTimeout(d),
+            SetupFailure::Io(e) => SessionError::Io(e),
         }
-    };
-    let _ = events.send(SessionEvent::Closed { code, reason });
+    }
 }
 
 #[cfg(test)]
