@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::call::backend::ModelBackend;
+use crate::backend::ModelBackend;
 use crate::call::{self, CallOptions, CallReport};
 use crate::leg::fixture::{FixtureCaller, LegCodec};
 use crate::mock;
