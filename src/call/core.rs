@@ -66,6 +66,8 @@ pub enum ModelCommand {
     /// Close the session. With `watch` its events are still read until it ends (reported with
     /// `handle_model(to, None, ..)`); without, the shell forgets it.
     Close { to: SessionId, watch: bool },
+    /// Let the session go without a word (it died or ended): its socket is dropped.
+    Drop { to: SessionId },
 }
 
 /// What a session to be opened is opened with.
@@ -139,6 +141,10 @@ impl Outbox {
 
     pub(super) fn close(&mut self, to: SessionId, watch: bool) {
         self.model.push_back(ModelCommand::Close { to, watch });
+    }
+
+    pub(super) fn drop_session(&mut self, to: SessionId) {
+        self.model.push_back(ModelCommand::Drop { to });
     }
 
     pub(super) fn open(&mut self, request: OpenRequest) -> SessionId {
@@ -324,7 +330,7 @@ impl CallCore {
             .is_some_and(|a| a.standby_id() == Some(id))
         {
             if let Some(a) = self.agents.as_mut() {
-                a.on_standby_event(ev, now);
+                a.on_standby_event(ev, now, &mut self.out);
             }
             self.apply_agent_actions(now);
             self.check_model_lost();

@@ -510,6 +510,12 @@ fn a_drop_mid_tool_call_reopens_at_once_and_the_call_goes_on() {
     );
     rig.drain();
     assert_eq!(rig.core.current_session(), None);
+    assert!(
+        rig.model
+            .iter()
+            .any(|c| matches!(c, ModelCommand::Drop { to: FIRST })),
+        "the dead socket is let go (a service refuses a resume while it is open)"
+    );
     let Some(Task::Open { id, .. }) = rig.tasks.pop() else {
         panic!("a drop opens at once: {:?}", rig.tasks);
     };

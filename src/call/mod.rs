@@ -296,6 +296,7 @@ impl Sessions {
                     s.barge_in(heard_ms);
                 }
             }
+            ModelCommand::Drop { to } => self.forget(to),
             ModelCommand::Close { to, watch } => {
                 if let Some(s) = self.get(to) {
                     s.send(Outbound::Close);

@@ -128,7 +128,9 @@ impl Resume {
 impl CallCore {
     /// The current session ended on its own.
     pub(super) fn session_lost(&mut self, cause: Cause, now: Instant) {
-        self.session = None;
+        if let Some(lost) = self.session.take() {
+            self.out.drop_session(lost.id);
+        }
         let Some(r) = self.resume.as_mut() else {
             return;
         };
@@ -245,7 +247,9 @@ impl CallCore {
         match ev {
             Some(SessionEvent::Model(..) | SessionEvent::Written { .. }) => return,
             _ => {
-                r.closing = None;
+                if let Some(old) = r.closing.take() {
+                    self.out.drop_session(old);
+                }
                 r.machine.on_old_closed(now);
             }
         }

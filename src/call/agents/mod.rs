@@ -45,7 +45,10 @@ impl Agents {
         backend: ModelBackend,
         cfg: &mut SessionConfig,
     ) -> Agents {
-        let orchestrator = Orchestrator::new(reg, capabilities, Instant::now());
+        // The runtime's clock (paused and advanced in accelerated runs), as the call's shell
+        // reads it.
+        let now = tokio::time::Instant::now().into_std();
+        let orchestrator = Orchestrator::new(reg, capabilities, now);
         orchestrator.initial_setup().apply(cfg);
         Agents {
             orchestrator,
@@ -341,7 +344,7 @@ impl AgentsDriver {
     }
 
     /// An event of the warm standby session (`None`: its events have ended).
-    pub fn on_standby_event(&mut self, ev: Option<SessionEvent>, now: Instant) {
+    pub fn on_standby_event(&mut self, ev: Option<SessionEvent>, now: Instant, out: &mut Outbox) {
         self.input_at = now;
         let reason = match ev {
             Some(SessionEvent::Model(..) | SessionEvent::Written { .. }) => return,
@@ -353,7 +356,9 @@ impl AgentsDriver {
             }
             None => "standby session ended".to_owned(),
         };
-        self.standby = None;
+        if let Some(s) = self.standby.take() {
+            out.drop_session(s.id);
+        }
         let _ = self.orch.handle(Input::StandbyFailed { reason }, now);
     }
 
