@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::call::backend::ModelBackend;
+use crate::backend::ModelBackend;
 use crate::call::{self, CallOptions};
 use crate::leg::fixture::FixtureCaller;
 use crate::mock;

@@ -6,6 +6,7 @@
 
 pub mod agents;
 pub mod audio;
+pub mod backend;
 pub mod bench;
 pub mod call;
 pub mod config;

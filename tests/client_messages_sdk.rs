@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use baton::call::backend::ModelBackend;
+use baton::backend::ModelBackend;
 use baton::call::{self, CallOptions};
 use baton::leg::fixture::{FixtureCaller, LegCodec};
 use baton::mock::record::RecordSink;

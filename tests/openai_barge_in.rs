@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use baton::call::backend::ModelBackend;
+use baton::backend::ModelBackend;
 use baton::call::{self, CallOptions};
 use baton::leg::fixture::{FixtureCaller, LegCodec};
 use baton::mock::openai::OpenAiOptions;

@@ -12,7 +12,7 @@ mod resume_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::call::backend::ModelBackend;
+use baton::backend::ModelBackend;
 use baton::call::{self, CallOptions, CallReport, ModelSource, ReconnectPolicy};
 use baton::leg::fixture::{FixtureCaller, LegCodec, Recording};
 use baton::mock::{MockOptions, Resumption, Scenario};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::routing::post;
 use baton::agents::CallEvent;
-use baton::call::backend::ModelBackend;
+use baton::backend::ModelBackend;
 use baton::call::{Agents, CallOptions, CallReport};
 use baton::demo::{self, DemoArgs};
 use baton::leg::fixture::{FixtureCaller, LegCodec};

@@ -2,16 +2,24 @@
 //! session signals) into the playout queue, the report and the orchestrator; and the 20 ms tick
 //! that releases one played frame to the leg.
 
-use super::*;
+use std::time::{Duration, Instant};
 
-impl Call {
-    pub(super) fn on_model_event(&mut self, e: ModelEvent, at: Instant, leg: &LegHandle) {
+use super::core::{CallCore, no_backend_response};
+use super::downlink_resampler;
+use super::metrics::ms;
+use crate::audio::playout::{PlayedKind, TurnTag};
+use crate::leg::LegCommand;
+use crate::model::ModelEvent;
+use crate::model::handle::Protocol;
+
+impl CallCore {
+    pub(super) fn on_model_event(&mut self, e: ModelEvent, at: Instant) {
         let own_interruption = self
             .agents
             .as_ref()
             .is_some_and(|a| a.expects_own_interruption());
         if let Some(a) = self.agents.as_mut() {
-            a.on_model_event(&e, at);
+            a.on_model_event(&e, at, &mut self.out);
         }
         if matches!(e, ModelEvent::GenerationComplete) {
             // The turn's tail first: what the orchestrator sends now goes out with the whole
@@ -52,7 +60,7 @@ impl Call {
                 }
                 self.down_buf.clear();
                 self.down.process(&samples, &mut self.down_buf);
-                self.playout.push(&self.down_buf, tag, at.into_std());
+                self.playout.push(&self.down_buf, tag, at);
             }
             ModelEvent::GenerationComplete => {}
             ModelEvent::TurnComplete => {
@@ -73,20 +81,29 @@ impl Call {
                     // it is still playing; here it has all been played: nothing is cut.
                     return;
                 }
-                if self.resume.as_ref().is_some_and(resume::Resume::unheard) {
+                if self
+                    .resume
+                    .as_ref()
+                    .is_some_and(super::resume::Resume::unheard)
+                {
                     // A reconnected session cut a reply it had not sent any audio of; what is
                     // queued came from the session before and is not part of it.
                     return;
                 }
                 self.reconnect_barge_in();
-                if let Some(s) = &self.session {
+                if let Some(s) = self.session {
                     // What the caller heard of the cut turn (OpenAI truncates its item there).
                     let frames = if self.heard.0 == self.turn_no {
                         self.heard.1
                     } else {
                         0
                     };
-                    s.barge_in(frames * u64::from(crate::audio::frame::FRAME_MS));
+                    self.out
+                        .model
+                        .push_back(super::core::ModelCommand::BargeIn {
+                            to: s.id,
+                            heard_ms: frames * u64::from(crate::audio::frame::FRAME_MS),
+                        });
                 }
                 self.playout.flush();
                 // The cut turn's tail still in the resampler must not start the next reply.
@@ -98,7 +115,7 @@ impl Call {
                     t.interrupted = true;
                 }
                 self.turn_open = false;
-                let _ = leg.commands.send(LegCommand::Clear);
+                self.out.leg.push_back(LegCommand::Clear);
             }
             ModelEvent::InputTranscript { text, .. } => {
                 if let Some(t) = self.report.turns.last_mut() {
@@ -117,9 +134,9 @@ impl Call {
             ModelEvent::ToolCall(calls) => {
                 self.report.tool_calls += calls.len() as u64;
                 if self.agents.is_none()
-                    && let Some(s) = &self.session
+                    && let Some(s) = self.session
                 {
-                    s.send_message(&no_backend_response(&calls));
+                    self.out.message(s.id, no_backend_response(&calls));
                 }
             }
             ModelEvent::ProtocolError(msg) => {
@@ -146,21 +163,21 @@ impl Call {
         };
         self.down_buf.clear();
         self.down.flush(&mut self.down_buf);
-        self.playout.push(&self.down_buf, tag, at.into_std());
+        self.playout.push(&self.down_buf, tag, at);
         self.playout.end_turn(tag);
         self.turn_open = false;
     }
 
-    pub(super) fn on_tick(&mut self, now: Instant, leg: &LegHandle) {
+    pub(super) fn on_tick(&mut self, now: Instant) {
         if let Some(a) = self.agents.as_mut()
             && a.cold_pending()
             && self.playout.queued().is_zero()
         {
-            a.run_cold(&mut self.session);
+            a.run_cold(&mut self.session, &mut self.out);
         }
-        while let Some(played) = self.playout.poll_frame(now.into_std()) {
+        while let Some(played) = self.playout.poll_frame(now) {
             if let Some(cs) = played.chunk_start {
-                let waited = now.into_std().saturating_duration_since(cs.received_at);
+                let waited = now.saturating_duration_since(cs.received_at);
                 self.report
                     .downlink_added_ms
                     .push(ms(waited.saturating_sub(cs.ahead)));
@@ -210,20 +227,10 @@ impl Call {
                     }
                 }
             }
-            if let Some(t) = &self.tap {
-                t.agent(&played.frame);
-            }
-            if self.leg_open
-                && leg
-                    .commands
-                    .send(LegCommand::Play {
-                        frame: played.frame,
-                        kind: played.kind,
-                    })
-                    .is_err()
-            {
-                self.leg_open = false;
-            }
+            self.out.leg.push_back(LegCommand::Play {
+                frame: played.frame,
+                kind: played.kind,
+            });
         }
     }
 }

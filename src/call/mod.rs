@@ -10,7 +10,9 @@
 //! real time or on a paused (accelerated) clock.
 
 pub mod agents;
-pub mod backend;
+pub mod core;
+#[cfg(test)]
+mod core_tests;
 mod downlink;
 pub mod metrics;
 pub mod reconnect;
@@ -19,24 +21,27 @@ pub mod resume;
 mod standby;
 pub mod tap;
 
+use std::future::poll_fn;
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep_until};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
 
-use crate::audio::playout::{PlayedKind, Playout, TurnTag};
+use crate::agents::runner::ToolTasks;
 use crate::audio::resample::StreamResampler;
-use crate::audio::vad::{TurnDetector, VadEvent};
-use crate::leg::{LegCommand, LegEvent, LegHandle};
-use crate::model::gemini::wire::{ClientMessage, FunctionResponse, ToolResponse};
-use crate::model::handle::{ModelSession, Protocol};
+use crate::backend::ModelBackend;
+use crate::leg::{LegCommand, LegHandle};
+use crate::model::gemini::session::SessionConfig;
+use crate::model::handle::{ModelSession, OpenError};
 use crate::model::session::{Outbound, SessionEvent};
-use crate::model::{ModelEvent, ToolCallRequest};
 pub use agents::Agents;
-use agents::AgentsDriver;
-use metrics::ms;
+pub use core::CallCore;
+use core::{Live, ModelCommand, OpenFailed, OpenRequest, SessionId, Task};
 pub use metrics::{CallReport, HandoffRecord, ReconnectRecord, TurnRecord};
 pub use reconnect::ReconnectPolicy;
 pub use resume::ModelSource;
+use standby::{Standby, Taker};
 
 /// Knobs of the call's own measurement.
 #[derive(Clone, Debug)]
@@ -105,334 +110,225 @@ pub async fn run(
 
 /// Runs the call until the leg stops or the model session ends. With `agents`, the orchestrator
 /// sees every model event and its actions are carried out on the wire.
+///
+/// The shell of [`CallCore`]: one task selects over the leg, the call's sessions, the command
+/// inbox, opened sessions and tool results, and one sleep (re-armed, never recreated) until the
+/// core's `poll_timeout`; each wake-up feeds the core one input and carries out what it decided.
 pub async fn run_with_agents(
     mut leg: LegHandle,
     session: ModelSession,
     mut opts: CallOptions,
     agents: Option<Agents>,
 ) -> Result<CallReport, CallError> {
-    let mut call = Call::new(&leg, session, &opts, agents)?;
+    let sink = agents.as_ref().and_then(|a| a.events.clone());
+    let first = Live {
+        id: SessionId(0),
+        caps: session.capabilities(),
+    };
+    let mut core = CallCore::new(
+        leg.rate,
+        leg.started_at.into_std(),
+        first,
+        session.protocol(),
+        &opts,
+        agents,
+        Instant::now().into_std(),
+    )?;
+    let mut sessions = Sessions(vec![(SessionId(0), session)]);
+    let standby = core.standby_backend().map(Standby::spawn);
     let mut hangup = opts.hangup.take();
     let mut commands = opts.commands.take().and_then(|i| i.take());
-    call.tap = opts.recording.take();
-    let end_reason = loop {
-        crate::wakeups::note();
-        if let Some(reason) = call.gave_up.take() {
-            call.hang_up(&leg);
-            break reason;
+    let tap = opts.recording.take();
+    let (opened_tx, mut opened_rx) = mpsc::channel(4);
+    let (tool_tx, mut tool_rx) = mpsc::unbounded_channel();
+    let mut tools = ToolTasks::default();
+    let mut leg_open = true;
+    let sleep = tokio::time::sleep_until(Instant::from_std(core.poll_timeout().0));
+    tokio::pin!(sleep);
+    loop {
+        // Carry out what the core decided.
+        while let Some(cmd) = core.poll_leg() {
+            if let (Some(t), LegCommand::Play { frame, .. }) = (&tap, &cmd) {
+                t.agent(frame);
+            }
+            if !leg_open {
+                if let LegCommand::Play { frame, .. } = cmd {
+                    core.recycle(frame);
+                }
+                continue;
+            }
+            if let Err(mpsc::error::SendError(cmd)) = leg.commands.send(cmd) {
+                leg_open = false;
+                if let LegCommand::Play { frame, .. } = cmd {
+                    core.recycle(frame);
+                }
+            }
         }
-        let deadline = Instant::from_std(call.playout.poll_timeout());
-        let agents_deadline = call.agents.as_ref().and_then(AgentsDriver::deadline);
-        let resume_deadline = call.resume.as_ref().and_then(resume::Resume::deadline);
+        while let Some(cmd) = core.poll_model() {
+            sessions.carry_out(cmd);
+        }
+        while let Some(task) = core.poll_task() {
+            match task {
+                Task::Open { id, request } => {
+                    let taker = request
+                        .standby_socket
+                        .then(|| standby.as_ref().map(Standby::taker))
+                        .flatten();
+                    let tx = opened_tx.clone();
+                    tokio::spawn(async move {
+                        let OpenRequest {
+                            backend, config, ..
+                        } = *request;
+                        let _ = tx
+                            .send((id, open_session(&backend, &config, taker).await))
+                            .await;
+                    });
+                }
+                Task::RunTool(run) => tools.spawn(run, tool_tx.clone()),
+                Task::CancelTools { ids, reason } => tools.cancel(&ids, &reason),
+            }
+        }
+        while let Some(ev) = core.poll_event() {
+            if let Some(s) = &sink {
+                s.send(&ev);
+            }
+        }
+        if core.ended().is_some() {
+            break;
+        }
+        let (deadline, _) = core.poll_timeout();
+        let deadline = Instant::from_std(deadline);
+        if sleep.deadline() != deadline {
+            sleep.as_mut().reset(deadline);
+        }
+        crate::wakeups::note();
         tokio::select! {
             biased;
-            _ = wait_true(&mut hangup) => {
-                call.hang_up(&leg);
-                break "server is shutting down".to_owned();
+            _ = wait_true(&mut hangup) => core.hang_up("server is shutting down"),
+            (id, ev) = sessions.next() => {
+                if ev.is_none() {
+                    sessions.forget(id);
+                }
+                core.handle_model(id, ev, Instant::now().into_std());
             }
-            ev = recv_session(&mut call.session) => match ev {
-                Some(SessionEvent::Model(e, _)) if call.replayed_transcript(&e) => {}
-                Some(SessionEvent::Model(e, at)) => {
-                    if !matches!(e, ModelEvent::Audio { .. }) {
-                        tracing::trace!(target: "baton::wire", event = ?e, "model event");
+            Some((id, opened)) = opened_rx.recv() => {
+                let opened = match opened {
+                    Ok(s) => {
+                        let caps = s.capabilities();
+                        sessions.0.push((id, s));
+                        Ok(caps)
                     }
-                    let resumable = call.resume.is_some().then(|| e.clone());
-                    call.on_model_event(e, at, &leg);
-                    if let Some(e) = resumable {
-                        call.resume_event(&e, at, &leg);
-                    }
-                }
-                Some(SessionEvent::Written { received_at, written_at }) => {
-                    call.report.uplink_added_ms.push(ms(written_at.saturating_duration_since(received_at)));
-                }
-                Some(SessionEvent::Closed { code, reason }) if call.resume.is_some() => {
-                    tracing::warn!(?code, %reason, "model session closed; reconnecting");
-                    let now = Instant::now();
-                    call.session_lost(reconnect::Cause::Closed(code), now, &leg);
-                    if let Some(feature) = crate::model::catalog::refused_feature(code, &reason) {
-                        tracing::warn!(%feature, "the model refused {feature}: this call goes on without it");
-                        if let Some(a) = call.agents.as_mut() {
-                            a.on_refused(feature, now);
-                        }
-                        call.apply_agent_actions(now);
-                    }
-                }
-                Some(SessionEvent::Dead { silent_for }) if call.resume.is_some() => {
-                    tracing::warn!(?silent_for, "model socket dead; reconnecting");
-                    call.session_lost(reconnect::Cause::Dead, Instant::now(), &leg);
-                }
-                Some(SessionEvent::Closed { code, reason }) => {
-                    let _ = leg.commands.send(LegCommand::Hangup);
-                    break match code {
-                        Some(c) => format!("model closed the session (code {c}): {reason}"),
-                        None => format!("model connection lost: {reason}"),
-                    };
-                }
-                Some(SessionEvent::Dead { silent_for }) => {
-                    let _ = leg.commands.send(LegCommand::Hangup);
-                    break format!("model socket dead: nothing received for {silent_for:?}");
-                }
-                None if call.resume.is_some() => {
-                    call.session_lost(reconnect::Cause::Closed(None), Instant::now(), &leg);
-                }
-                None => {
-                    let _ = leg.commands.send(LegCommand::Hangup);
-                    break "model session ended".to_owned();
-                }
-            },
-            w = resume::wake(&mut call.resume) => call.on_resume_wake(w, &leg),
-            _ = sleep_until_opt(resume_deadline) => {
-                let now = Instant::now();
-                if let Some(r) = call.resume.as_mut() {
-                    r.machine.handle_timeout(now);
-                }
-                call.apply_resume_actions(now, &leg);
+                    Err(e) => Err(OpenFailed {
+                        handle_refused: e.setup_refused_as_invalid(),
+                        reason: e.to_string(),
+                    }),
+                };
+                core.handle_opened(id, opened, Instant::now().into_std());
             }
-            wake = agents::wake(&mut call.agents) => {
-                let now = Instant::now();
-                if let Some(a) = call.agents.as_mut() {
-                    a.on_wake(wake, now, &mut call.session);
-                }
-                call.apply_agent_actions(now);
-                if call.model_lost() {
-                    call.hang_up(&leg);
-                    break "no model session could be reopened after a handoff".to_owned();
-                }
-            }
-            _ = sleep_until_opt(agents_deadline) => {
-                let now = Instant::now();
-                if let Some(a) = call.agents.as_mut() {
-                    a.on_timeout(now);
-                }
-                call.apply_agent_actions(now);
-                if call.model_lost() {
-                    call.hang_up(&leg);
-                    break "no model session could be reopened after a handoff".to_owned();
-                }
-            }
+            Some(input) = tool_rx.recv() => core.handle_tool_result(input, Instant::now().into_std()),
             cmd = tap::recv(&mut commands) => {
-                let now = Instant::now();
-                call.on_command(cmd, now);
-                call.apply_agent_actions(now);
-            }
-            ev = leg.events.recv() => match ev {
-                Some(LegEvent::Frame { frame, received_at }) => call.on_caller_frame(frame, received_at),
-                Some(LegEvent::Dtmf { digit }) => tracing::debug!(%digit, "caller pressed a key"),
-                Some(LegEvent::Heard { .. }) => {}
-                Some(LegEvent::Stop) | None => {
-                    call.hang_up(&leg);
-                    break "caller hung up".to_owned();
-                }
-            },
-            _ = sleep_until(deadline) => call.on_tick(Instant::now(), &leg),
-        }
-    };
-    Ok(call.finish(end_reason))
-}
-
-/// The state of one call between events.
-struct Call {
-    session: Option<ModelSession>,
-    /// The wire protocol of every session of this call (all come from one backend).
-    protocol: Protocol,
-    agents: Option<AgentsDriver>,
-    playout: Playout,
-    leg_rate: u32,
-    up: StreamResampler,
-    down: StreamResampler,
-    down_buf: Vec<i16>,
-    up_buf: Vec<i16>,
-    scratch: Vec<u8>,
-    vad: TurnDetector,
-    report: CallReport,
-    /// Agent index tagged on model audio.
-    agent: u32,
-    turn_no: u64,
-    turn_open: bool,
-    last_voiced_at: Option<Instant>,
-    awaiting_first_audio: Option<(usize, Instant)>,
-    current: Option<usize>,
-    leg_open: bool,
-    /// Session resumption and reconnects (`None`: the call ends with its session).
-    resume: Option<resume::Resume>,
-    /// The reconnect gave up: the call ends with this reason.
-    gave_up: Option<String>,
-    /// Where the last voiced frame played ends (media time).
-    last_voice_end: Duration,
-    /// Media time zero (the leg's start).
-    media_zero: Instant,
-    tap: Option<recording::AudioTap>,
-    /// Voiced frames of model turn `.0` handed to the leg (what the caller heard of it).
-    heard: (u64, u64),
-}
-
-impl Call {
-    fn new(
-        leg: &LegHandle,
-        session: ModelSession,
-        opts: &CallOptions,
-        agents: Option<Agents>,
-    ) -> Result<Call, CallError> {
-        let protocol = session.protocol();
-        let up = resampler(leg.rate, protocol.input_rate())?;
-        let down = downlink_resampler(protocol.output_rate(), leg.rate)?;
-        let report = CallReport {
-            uplink_resampler_delay_ms: ms(up.delay()),
-            downlink_resampler_delay_ms: ms(down.delay()),
-            ..Default::default()
-        };
-        let resume = (opts.model.is_some() || agents.is_some()).then(|| {
-            resume::Resume::new(opts.reconnect.clone(), opts.model.clone(), Instant::now())
-        });
-        let mut call = Call {
-            session: Some(session),
-            protocol,
-            agents: agents.map(AgentsDriver::new),
-            playout: Playout::new(leg.rate, leg.started_at.into_std()),
-            leg_rate: leg.rate,
-            up,
-            down,
-            down_buf: Vec::new(),
-            up_buf: Vec::with_capacity(1024),
-            scratch: Vec::with_capacity(2048),
-            vad: TurnDetector::new(opts.caller_silence),
-            report,
-            agent: 0,
-            turn_no: 0,
-            turn_open: false,
-            last_voiced_at: None,
-            awaiting_first_audio: None,
-            current: None,
-            leg_open: true,
-            resume,
-            gave_up: None,
-            last_voice_end: Duration::ZERO,
-            media_zero: leg.started_at,
-            tap: None,
-            heard: (0, 0),
-        };
-        if let (Some(r), Some(a)) = (call.resume.as_mut(), call.agents.as_ref()) {
-            r.keep_standby(a.backend());
-        }
-        call.apply_agent_actions(Instant::now());
-        Ok(call)
-    }
-
-    /// No session, none being opened and none about to be: the call cannot go on.
-    fn model_lost(&self) -> bool {
-        self.session.is_none()
-            && self.agents.as_ref().is_none_or(|a| !a.reopening())
-            && self.resume.as_ref().is_none_or(|r| !r.machine.switching())
-    }
-
-    fn hang_up(&mut self, leg: &LegHandle) {
-        let _ = leg.commands.send(LegCommand::Hangup);
-        if let Some(s) = &self.session {
-            s.send(Outbound::Close);
-        }
-        if let Some(r) = self.resume.as_mut() {
-            r.abandon();
-        }
-        if let Some(a) = self.agents.as_mut() {
-            a.close_standby();
-        }
-    }
-
-    fn on_caller_frame(&mut self, frame: crate::audio::Frame, received_at: Instant) {
-        if let Some(t) = &self.tap {
-            t.caller(&frame);
-        }
-        let before = self.vad.last_voiced_end();
-        let vad_event = self.vad.push(&frame.samples, frame.ts, frame.duration());
-        if self.vad.last_voiced_end() != before {
-            self.last_voiced_at = Some(received_at);
-        }
-        match vad_event {
-            Some(VadEvent::SpeechStart(ts)) => {
-                self.awaiting_first_audio = None;
-                self.report.turns.push(TurnRecord {
-                    index: self.report.turns.len(),
-                    caller_start_ms: ms(ts),
-                    ..Default::default()
-                });
-            }
-            Some(VadEvent::SpeechEnd(ts)) => {
-                if let Some(t) = self.report.turns.last_mut() {
-                    t.caller_end_ms = ms(ts);
-                    self.awaiting_first_audio = self.last_voiced_at.map(|at| (t.index, at));
+                let tap::CallCommand::Agents { input, reply } = cmd;
+                let result = core.handle_command(input, Instant::now().into_std());
+                if let Some(r) = reply {
+                    let _ = r.send(result);
                 }
             }
-            None => {}
-        }
-        self.up_buf.clear();
-        self.up.process(&frame.samples, &mut self.up_buf);
-        self.uplink(&frame.samples, frame.duration(), received_at);
-    }
-
-    /// A command from outside: fed to the orchestrator (refused when the call has none).
-    fn on_command(&mut self, cmd: tap::CallCommand, now: Instant) {
-        let tap::CallCommand::Agents { input, reply } = cmd;
-        let result = match self.agents.as_mut() {
-            Some(a) => a.command(input, now),
-            None => Err(crate::agents::CommandError::NoAgents),
-        };
-        if let Some(r) = reply {
-            let _ = r.send(result);
+            ev = leg.events.recv() => core.handle_leg(ev, Instant::now().into_std()),
+            () = &mut sleep => core.handle_timeout(Instant::now().into_std()),
         }
     }
-
-    /// Carries out what the orchestrator decided.
-    fn apply_agent_actions(&mut self, now: Instant) {
-        if let Some(a) = self.agents.as_mut()
-            && let Some(agent) =
-                a.apply_actions(now, self.playout.unheard(now.into_std()), &mut self.session)
-        {
-            self.agent = agent;
-        }
-    }
-
-    fn finish(mut self, end_reason: String) -> CallReport {
-        // Late `Written` reports for frames sent just before the end.
-        if let Some(s) = self.session.as_mut() {
+    // Late `Written` reports for frames sent just before the end.
+    if let Some(cur) = core.current_session() {
+        for (id, s) in &mut sessions.0 {
+            if *id != cur {
+                continue;
+            }
             while let Ok(ev) = s.events().try_recv() {
-                if let SessionEvent::Written {
-                    received_at,
-                    written_at,
-                } = ev
-                {
-                    self.report
-                        .uplink_added_ms
-                        .push(ms(written_at.saturating_duration_since(received_at)));
+                if let SessionEvent::Written { .. } = ev {
+                    core.handle_model(cur, Some(ev), Instant::now().into_std());
                 }
             }
         }
-        self.finish_reconnects();
-        let stats = self.playout.stats();
-        self.report.underruns = stats.underruns;
-        self.report.late_ticks = stats.late_ticks;
-        self.report.frames_played = stats.frames;
-        self.report.voice_frames = stats.voice_frames;
-        self.report.playout_flushed_samples = stats.flushed_samples;
-        self.report.end_reason = end_reason;
-        if let Some(a) = self.agents.take() {
-            a.finish(&mut self.report);
+    }
+    Ok(core.finish(None))
+}
+
+/// The call's open model sessions, by id.
+struct Sessions(Vec<(SessionId, ModelSession)>);
+
+impl Sessions {
+    /// The next event of any session (`None`: that session's events have ended); never without
+    /// a session.
+    async fn next(&mut self) -> (SessionId, Option<SessionEvent>) {
+        poll_fn(|cx| {
+            for (id, s) in &mut self.0 {
+                if let Poll::Ready(ev) = s.events().poll_recv(cx) {
+                    return Poll::Ready((*id, ev));
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    fn get(&self, id: SessionId) -> Option<&ModelSession> {
+        self.0.iter().find(|(i, _)| *i == id).map(|(_, s)| s)
+    }
+
+    fn forget(&mut self, id: SessionId) {
+        self.0.retain(|(i, _)| *i != id);
+    }
+
+    fn carry_out(&mut self, cmd: ModelCommand) {
+        match cmd {
+            ModelCommand::Send { to, out } => {
+                if let Some(s) = self.get(to) {
+                    s.send(out);
+                }
+            }
+            ModelCommand::Message { to, msg } => {
+                if let Some(s) = self.get(to) {
+                    s.send_message(&msg);
+                }
+            }
+            ModelCommand::BargeIn { to, heard_ms } => {
+                if let Some(s) = self.get(to) {
+                    s.barge_in(heard_ms);
+                }
+            }
+            ModelCommand::Drop { to } => self.forget(to),
+            ModelCommand::Close { to, watch } => {
+                if let Some(s) = self.get(to) {
+                    s.send(Outbound::Close);
+                }
+                if !watch {
+                    self.forget(to);
+                }
+            }
         }
-        self.report
     }
 }
 
-async fn recv_session(s: &mut Option<ModelSession>) -> Option<SessionEvent> {
-    match s {
-        Some(s) => s.events().recv().await,
-        None => std::future::pending().await,
+/// Opens a session on the standby socket if one is ready (only the setup goes out), else dials.
+/// A standby socket found dead when used (closed before answering) costs a dial, not a try.
+async fn open_session(
+    backend: &ModelBackend,
+    cfg: &SessionConfig,
+    standby: Option<Taker>,
+) -> Result<ModelSession, OpenError> {
+    let dialed = match standby {
+        Some(t) => t.take(backend).await,
+        None => None,
+    };
+    if let Some(d) = dialed {
+        match backend.start(d, cfg).await {
+            Err(e) if e.stale_socket() => {
+                tracing::debug!(error = %e, "standby model socket was stale; dialing");
+            }
+            opened => return opened,
+        }
     }
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => sleep_until(at).await,
-        None => std::future::pending().await,
-    }
+    backend.open(cfg).await
 }
 
 /// Resolves when the watched flag is (or becomes) true; never without a watch.
@@ -445,24 +341,4 @@ async fn wait_true(w: &mut Option<tokio::sync::watch::Receiver<bool>>) {
         }
         None => std::future::pending::<()>().await,
     }
-}
-
-/// Without an agent set, every tool call is answered with an error result so a BLOCKING call
-/// never stalls the session.
-fn no_backend_response(calls: &[ToolCallRequest]) -> ClientMessage {
-    ClientMessage::ToolResponse(ToolResponse {
-        function_responses: Some(
-            calls
-                .iter()
-                .map(|c| FunctionResponse {
-                    id: Some(c.id.clone()),
-                    name: Some(c.name.clone()),
-                    response: Some(serde_json::json!({
-                        "error": format!("no backend is configured for tool '{}'", c.name)
-                    })),
-                    ..Default::default()
-                })
-                .collect(),
-        ),
-    })
 }

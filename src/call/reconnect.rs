@@ -58,7 +58,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 pub use self::types::{Action, Cause, OpenFailure, ReconnectPolicy};
 use super::metrics::{ReconnectRecord, ms, round2};

@@ -14,22 +14,16 @@
 //! only delay a reply that became owed while it was under way, and the gap is the part of the
 //! switch after the caller's turn ended (0 when nobody was waiting).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
-use tokio::time::Instant;
-
-use super::Call;
-use super::backend::ModelBackend;
+use super::core::{CallCore, Live, OpenFailed, OpenRequest, SessionId};
 use super::metrics::{ms, round2};
 use super::reconnect::{Action, Cause, OpenFailure, ReconnectPolicy, Reconnector};
-use super::standby::{Standby, Taker};
 use crate::audio::resample::StreamResampler;
-use crate::leg::LegHandle;
+use crate::backend::ModelBackend;
 use crate::model::ModelEvent;
 use crate::model::gemini::session::SessionConfig;
 use crate::model::gemini::wire::{ClientContent, ClientMessage, Content};
-use crate::model::handle::{ModelSession as Session, OpenError as SessionError};
 use crate::model::session::{Outbound, SessionEvent};
 
 /// Said to a fresh session that continues a call, after its own instruction.
@@ -62,10 +56,12 @@ pub(super) struct Resume {
     /// Keeps each uplink frame's PCM for replay.
     pub(super) machine: Reconnector<Box<[i16]>>,
     source: Option<ModelSource>,
-    opening: Option<oneshot::Receiver<Result<Session, SessionError>>>,
+    /// The session being opened.
+    opening: Option<SessionId>,
     /// Sent first on the session being opened (a fresh session's history).
     history: Option<ClientMessage>,
-    closing: Option<Session>,
+    /// The old session, closing.
+    closing: Option<SessionId>,
     stopped: Option<Stopped>,
     /// Records waiting for the first voiced frame of a turn after `.1`, and the media time the
     /// silence is counted from at the earliest.
@@ -73,18 +69,11 @@ pub(super) struct Resume {
     epoch: u64,
     /// The session opened by the last reconnect has not sent audio yet.
     unheard: bool,
-    /// A socket dialed ahead for the next session.
-    standby: Option<Standby>,
 }
 
 impl Resume {
     pub(super) fn new(policy: ReconnectPolicy, source: Option<ModelSource>, now: Instant) -> Self {
-        let standby = source
-            .as_ref()
-            .filter(|_| policy.standby)
-            .map(|s| Standby::spawn(s.backend.clone()));
         Resume {
-            standby,
             machine: Reconnector::new(policy, now),
             source,
             opening: None,
@@ -97,12 +86,19 @@ impl Resume {
         }
     }
 
-    /// Keeps a standby socket to `backend` (a call whose sessions come from its agent set), if
-    /// the policy wants one.
-    pub(super) fn keep_standby(&mut self, backend: ModelBackend) {
-        if self.machine.policy().standby && self.standby.is_none() {
-            self.standby = Some(Standby::spawn(backend));
-        }
+    /// Where sessions come from without an agent set.
+    pub(super) fn source(&self) -> Option<&ModelSource> {
+        self.source.as_ref()
+    }
+
+    /// The session being opened.
+    pub(super) fn opening(&self) -> Option<SessionId> {
+        self.opening
+    }
+
+    /// The old session being closed.
+    pub(super) fn closing(&self) -> Option<SessionId> {
+        self.closing
     }
 
     /// The session opened by the last reconnect has sent no audio yet: an `interrupted` from it
@@ -121,90 +117,30 @@ impl Resume {
     }
 
     /// The call is ending: stop opening, close what is closing.
-    pub(super) fn abandon(&mut self) {
+    pub(super) fn abandon(&mut self, out: &mut super::core::Outbox) {
         self.opening = None;
-        if let Some(s) = self.closing.take() {
-            s.send(Outbound::Close);
+        if let Some(id) = self.closing.take() {
+            out.close(id, false);
         }
     }
 }
 
-/// Something the reconnect's own tasks produced.
-pub(super) enum ResumeWake {
-    Opened(Result<Session, SessionError>),
-    /// An event of the session being closed (`None`: it has ended).
-    Old(Option<SessionEvent>),
-}
-
-/// Opens a session on the standby socket if one is ready (only the setup goes out), else dials.
-/// A standby socket found dead when used (closed before answering) costs a dial, not a try.
-async fn open_session(
-    backend: &ModelBackend,
-    cfg: &SessionConfig,
-    standby: Option<Taker>,
-) -> Result<Session, SessionError> {
-    let dialed = match standby {
-        Some(t) => t.take(backend).await,
-        None => None,
-    };
-    if let Some(d) = dialed {
-        match backend.start(d, cfg).await {
-            Err(e) if e.stale_socket() => {
-                tracing::debug!(error = %e, "standby model socket was stale; dialing");
-            }
-            opened => return opened,
-        }
-    }
-    backend.open(cfg).await
-}
-
-/// Waits for an opened session or the end of the old one; never without either.
-pub(super) async fn wake(r: &mut Option<Resume>) -> ResumeWake {
-    let Some(r) = r else {
-        return std::future::pending().await;
-    };
-    let Resume {
-        opening, closing, ..
-    } = r;
-    tokio::select! {
-        opened = async {
-            match opening.as_mut() {
-                Some(rx) => rx.await.unwrap_or_else(|_| {
-                    Err(SessionError::Gemini(
-                        crate::model::gemini::session::SessionError::Io(
-                            "the session opener ended".into(),
-                        ),
-                    ))
-                }),
-                None => std::future::pending().await,
-            }
-        } => {
-            *opening = None;
-            ResumeWake::Opened(opened)
-        }
-        ev = async {
-            match closing.as_mut() {
-                Some(s) => s.events().recv().await,
-                None => std::future::pending().await,
-            }
-        } => ResumeWake::Old(ev),
-    }
-}
-
-impl Call {
+impl CallCore {
     /// The current session ended on its own.
-    pub(super) fn session_lost(&mut self, cause: Cause, now: Instant, leg: &LegHandle) {
-        self.session = None;
+    pub(super) fn session_lost(&mut self, cause: Cause, now: Instant) {
+        if let Some(lost) = self.session.take() {
+            self.out.drop_session(lost.id);
+        }
         let Some(r) = self.resume.as_mut() else {
             return;
         };
         r.machine.on_session_lost(cause, now);
-        self.after_stop(now, leg);
-        self.apply_resume_actions(now, leg);
+        self.after_stop(now);
+        self.apply_resume_actions(now);
     }
 
     /// Feeds the machine an event of the current session.
-    pub(super) fn resume_event(&mut self, e: &ModelEvent, at: Instant, leg: &LegHandle) {
+    pub(super) fn resume_event(&mut self, e: &ModelEvent, at: Instant) {
         let Some(r) = self.resume.as_mut() else {
             return;
         };
@@ -216,10 +152,7 @@ impl Call {
         }
         r.machine.on_model_event(e, at);
         if let ModelEvent::InputTranscript { finished: true, .. } = e
-            && self
-                .session
-                .as_ref()
-                .is_some_and(|s| !s.capabilities().resumption)
+            && self.session.is_some_and(|s| !s.caps.resumption)
         {
             r.machine.on_transcribed(at);
         }
@@ -236,7 +169,7 @@ impl Call {
             }
             (None, _) => {}
         }
-        self.apply_resume_actions(at, leg);
+        self.apply_resume_actions(at);
     }
 
     /// A caller frame (`leg_frame`, `dur` long, at the leg's rate; `up_buf` holds what the uplink
@@ -244,8 +177,13 @@ impl Call {
     /// replay until a handle covers it, and `up_buf` is encoded for the session if one is live.
     /// The ring keeps the leg's PCM, not the model's: at 8 kHz half the bytes of 16 kHz, a third
     /// of an encoded message; a replay resamples it again.
-    pub(super) fn uplink(&mut self, leg_frame: &[i16], dur: Duration, received_at: Instant) {
-        let now = Instant::now();
+    pub(super) fn uplink(
+        &mut self,
+        leg_frame: &[i16],
+        dur: Duration,
+        received_at: tokio::time::Instant,
+        now: Instant,
+    ) {
         if let Some(r) = self.resume.as_mut()
             && !r.machine.on_uplink(Box::from(leg_frame), dur, now)
         {
@@ -254,9 +192,16 @@ impl Call {
         if self.up_buf.is_empty() {
             return;
         }
-        match (&self.session, self.agents.as_mut()) {
+        match (self.session, self.agents.as_mut()) {
             (Some(s), _) => {
-                s.send_audio(&self.up_buf, Some(received_at), &mut self.scratch);
+                let json = self.protocol.audio_message(&self.up_buf, &mut self.scratch);
+                self.out.send(
+                    s.id,
+                    Outbound::Text {
+                        json,
+                        received_at: Some(received_at),
+                    },
+                );
             }
             // Between sessions of a cold recreate: kept and delivered to the next session.
             (None, Some(a)) => a.buffer_uplink(Outbound::Text {
@@ -267,18 +212,22 @@ impl Call {
         }
     }
 
-    pub(super) fn on_resume_wake(&mut self, w: ResumeWake, leg: &LegHandle) {
-        let now = Instant::now();
+    /// The session opened by a reconnect is up, or could not be opened.
+    pub(super) fn on_reopened(
+        &mut self,
+        id: SessionId,
+        result: Result<crate::model::Capabilities, OpenFailed>,
+        now: Instant,
+    ) {
         let Some(r) = self.resume.as_mut() else {
             return;
         };
-        match w {
-            ResumeWake::Opened(Ok(s)) => {
-                self.install(s, now);
-            }
-            ResumeWake::Opened(Err(e)) => {
-                tracing::warn!(error = %e, "model session could not be reopened");
-                let why = if e.setup_refused_as_invalid() {
+        r.opening = None;
+        match result {
+            Ok(caps) => self.install(Live { id, caps }, now),
+            Err(e) => {
+                tracing::warn!(error = %e.reason, "model session could not be reopened");
+                let why = if e.handle_refused {
                     OpenFailure::HandleRefused
                 } else {
                     OpenFailure::Other
@@ -286,23 +235,35 @@ impl Call {
                 r.history = None;
                 r.machine.on_open_failed(why, now);
             }
-            ResumeWake::Old(Some(SessionEvent::Model(..) | SessionEvent::Written { .. })) => {}
-            ResumeWake::Old(_) => {
-                r.closing = None;
+        }
+        self.apply_resume_actions(now);
+    }
+
+    /// An event of the old session being closed (`None`: its events have ended).
+    pub(super) fn on_old_session_event(&mut self, ev: Option<SessionEvent>, now: Instant) {
+        let Some(r) = self.resume.as_mut() else {
+            return;
+        };
+        match ev {
+            Some(SessionEvent::Model(..) | SessionEvent::Written { .. }) => return,
+            _ => {
+                if let Some(old) = r.closing.take() {
+                    self.out.drop_session(old);
+                }
                 r.machine.on_old_closed(now);
             }
         }
-        self.apply_resume_actions(now, leg);
+        self.apply_resume_actions(now);
     }
 
     /// The new session is up: history, replayed audio, held messages, in that order.
-    fn install(&mut self, s: Session, now: Instant) {
+    fn install(&mut self, s: Live, now: Instant) {
         let Some(r) = self.resume.as_mut() else {
             return;
         };
         let replay = r.machine.on_opened(now);
         if let Some(h) = r.history.take() {
-            s.send_message(&h);
+            self.out.message(s.id, h);
         }
         if !replay.is_empty() {
             // The kept leg frames through a fresh resampler (the call's own carries on with the
@@ -314,13 +275,27 @@ impl Call {
                         out.clear();
                         rs.process(samples, &mut out);
                         if !out.is_empty() {
-                            s.send_audio(&out, None, &mut self.scratch);
+                            let json = self.protocol.audio_message(&out, &mut self.scratch);
+                            self.out.send(
+                                s.id,
+                                Outbound::Text {
+                                    json,
+                                    received_at: None,
+                                },
+                            );
                         }
                     }
                     out.clear();
                     rs.flush(&mut out);
                     if !out.is_empty() {
-                        s.send_audio(&out, None, &mut self.scratch);
+                        let json = self.protocol.audio_message(&out, &mut self.scratch);
+                        self.out.send(
+                            s.id,
+                            Outbound::Text {
+                                json,
+                                received_at: None,
+                            },
+                        );
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "caller audio kept for replay not resent"),
@@ -329,7 +304,7 @@ impl Call {
         if let Some(a) = self.agents.as_mut() {
             a.set_holding(false);
             for m in a.take_held() {
-                s.send_message(&m);
+                self.out.message(s.id, m);
             }
         }
         self.session = Some(s);
@@ -367,7 +342,7 @@ impl Call {
     }
 
     /// Carries out what the machine decided.
-    pub(super) fn apply_resume_actions(&mut self, now: Instant, leg: &LegHandle) {
+    pub(super) fn apply_resume_actions(&mut self, now: Instant) {
         loop {
             let Some(action) = self.resume.as_mut().and_then(|r| r.machine.poll_action()) else {
                 return;
@@ -375,17 +350,18 @@ impl Call {
             match action {
                 Action::CloseCurrent => {
                     if let Some(old) = self.session.take() {
-                        old.send(Outbound::Close);
+                        self.out.close(old.id, true);
                         if let Some(r) = self.resume.as_mut() {
-                            r.closing = Some(old);
+                            r.closing = Some(old.id);
                         }
                     }
-                    self.after_stop(now, leg);
+                    self.after_stop(now);
                 }
                 Action::Open { handle } => self.open_next(handle),
                 Action::GiveUp { reason } => {
                     tracing::error!(%reason, "giving up on the model session");
-                    self.gave_up = Some(reason);
+                    self.hang_up(reason);
+                    return;
                 }
             }
         }
@@ -393,7 +369,7 @@ impl Call {
 
     /// The old session is no longer used: close its turn, cancel its calls, note what the
     /// caller was hearing.
-    fn after_stop(&mut self, now: Instant, leg: &LegHandle) {
+    fn after_stop(&mut self, now: Instant) {
         let Some(r) = self.resume.as_mut() else {
             return;
         };
@@ -409,12 +385,16 @@ impl Call {
         if let Some(a) = self.agents.as_mut() {
             a.set_holding(true);
             if !abandoned.is_empty() {
-                a.on_model_event(&ModelEvent::ToolCallCancellation(abandoned), now);
+                a.on_model_event(
+                    &ModelEvent::ToolCallCancellation(abandoned),
+                    now,
+                    &mut self.out,
+                );
             }
         }
         if self.turn_open {
             // Nothing more of this turn will come: its tail goes to playout, which keeps playing.
-            self.on_model_event(ModelEvent::TurnComplete, now, leg);
+            self.on_model_event(ModelEvent::TurnComplete, now);
         }
     }
 
@@ -451,14 +431,14 @@ impl Call {
                 }
             }
         }
-        let (tx, rx) = oneshot::channel();
-        let standby = r.standby.as_ref().map(Standby::taker);
-        tokio::spawn(async move {
-            let _ = tx.send(open_session(&backend, &cfg, standby).await);
+        let id = self.out.open(OpenRequest {
+            backend,
+            config: cfg,
+            standby_socket: true,
         });
         if let Some(r) = self.resume.as_mut() {
             r.history = history;
-            r.opening = Some(rx);
+            r.opening = Some(id);
         }
     }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::backend::ModelBackend;
+use crate::backend::ModelBackend;
 use crate::model::handle::OpenError;
 use crate::model::session::{Dialed, sleep_until_opt};
 

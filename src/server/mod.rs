@@ -37,7 +37,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::call::backend::ModelBackend;
+use crate::backend::ModelBackend;
 use crate::config::{BackendKind, Loaded};
 use crate::leg::twilio::signature::AuthToken;
 use crate::mock::{MockOptions, Scenario};

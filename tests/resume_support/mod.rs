@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::call::backend::ModelBackend;
+use baton::backend::ModelBackend;
 use baton::call::{self, CallOptions, CallReport, ModelSource, ReconnectPolicy};
 use baton::leg::fixture::{FixtureCaller, LegCodec};
 use baton::mock::faults::Faults;

@@ -4,21 +4,18 @@
 //! handoff on the caller's timeline: `handoff_gap_ms` is the silence between the last voiced
 //! frame of the announcing agent and the first voiced frame of the next one, as played out.
 
-use std::collections::HashMap;
-use std::time::Duration;
-
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 mod timeline;
 
-use super::backend::ModelBackend;
+use super::core::{Live, OpenFailed, OpenRequest, Outbox, SessionId, Task};
 use super::metrics::{CallReport, HandoffRecord, TurnRecord, ms, round2};
-use crate::agents::{Action, CallEvent, Input, Orchestrator, SessionSetup, runner};
+use crate::agents::{Action, CallEvent, Input, Orchestrator, SessionSetup};
+use crate::backend::ModelBackend;
 use crate::model::ModelEvent;
 use crate::model::gemini::session::SessionConfig;
 use crate::model::gemini::wire::{ClientMessage, ToolResponse};
-use crate::model::handle::ModelSession;
 use crate::model::session::{Outbound, SessionEvent};
 
 /// Caller audio kept while no session is open (a cold recreation): 30 s of 20 ms frames.
@@ -48,7 +45,10 @@ impl Agents {
         backend: ModelBackend,
         cfg: &mut SessionConfig,
     ) -> Agents {
-        let orchestrator = Orchestrator::new(reg, capabilities, Instant::now().into_std());
+        // The runtime's clock (paused and advanced in accelerated runs), as the call's shell
+        // reads it.
+        let now = tokio::time::Instant::now().into_std();
+        let orchestrator = Orchestrator::new(reg, capabilities, now);
         orchestrator.initial_setup().apply(cfg);
         Agents {
             orchestrator,
@@ -60,17 +60,11 @@ impl Agents {
     }
 }
 
-/// Something the driver's own tasks produced.
-pub enum Wake {
-    ToolResult(Input),
-    Opened(Option<Box<Opened>>),
-    StandbyEvent(Option<SessionEvent>),
-}
-
-/// A session opened for a handoff.
-pub struct Opened {
+/// A session being opened for a handoff.
+struct Opening {
+    id: SessionId,
     cold: bool,
-    result: Result<ModelSession, String>,
+    /// Sent first on it (a fresh session's history).
     history: Option<ClientMessage>,
 }
 
@@ -97,10 +91,8 @@ pub struct AgentsDriver {
     deferred_cold: Option<SessionSetup>,
     backend: ModelBackend,
     base: SessionConfig,
-    tool_tx: mpsc::UnboundedSender<Input>,
-    tool_rx: mpsc::UnboundedReceiver<Input>,
-    opening: Option<oneshot::Receiver<Opened>>,
-    standby: Option<ModelSession>,
+    opening: Option<Opening>,
+    standby: Option<Live>,
     pending_uplink: Vec<Outbound>,
     uplink_dropped: u64,
     names: HashMap<u32, String>,
@@ -117,7 +109,9 @@ pub struct AgentsDriver {
     awaiting_wire: Option<(String, Instant)>,
     events: Vec<CallEvent>,
     handoffs: Vec<HandoffRecord>,
-    sink: Option<super::tap::EventSink>,
+    /// The call has listeners: events for them wait in `to_listeners`.
+    listened: bool,
+    to_listeners: VecDeque<CallEvent>,
     /// Bumped whenever a handoff replaces the call's session.
     session_epoch: u64,
     /// A reconnect is under way: messages for the session wait in `held`.
@@ -125,23 +119,18 @@ pub struct AgentsDriver {
     held: Vec<ClientMessage>,
     /// Tool calls answered since the call last asked.
     responded: Vec<String>,
-    /// Tools running for this call (stopped on barge-in, and when the call ends).
-    tools: runner::ToolTasks,
     /// A `generationComplete` arrived since the actions were last carried out.
     generation_done: bool,
 }
 
 impl AgentsDriver {
-    pub fn new(a: Agents) -> AgentsDriver {
-        let (tool_tx, tool_rx) = mpsc::unbounded_channel();
+    pub fn new(a: Agents, now: Instant) -> AgentsDriver {
         AgentsDriver {
             orch: a.orchestrator,
             caps: a.capabilities,
             deferred_cold: None,
             backend: a.backend,
             base: a.base,
-            tool_tx,
-            tool_rx,
             opening: None,
             standby: None,
             pending_uplink: Vec::new(),
@@ -152,16 +141,16 @@ impl AgentsDriver {
             last_pushed_agent: None,
             queued_at_switch: HashMap::new(),
             last_voice: None,
-            input_at: Instant::now(),
+            input_at: now,
             awaiting_wire: None,
             events: Vec::new(),
             handoffs: Vec::new(),
-            sink: a.events,
+            listened: a.events.is_some(),
+            to_listeners: VecDeque::new(),
             session_epoch: 0,
             holding: false,
             held: Vec::new(),
             responded: Vec::new(),
-            tools: runner::ToolTasks::default(),
             generation_done: false,
         }
     }
@@ -207,11 +196,24 @@ impl AgentsDriver {
         std::mem::take(&mut self.responded)
     }
 
-    fn send(&mut self, session: &Option<ModelSession>, msg: ClientMessage) {
+    /// The next event for the call's listeners.
+    pub fn poll_listener_event(&mut self) -> Option<CallEvent> {
+        self.to_listeners.pop_front()
+    }
+
+    /// The handoff session being opened.
+    pub fn opening_id(&self) -> Option<SessionId> {
+        self.opening.as_ref().map(|o| o.id)
+    }
+
+    /// The warm standby session.
+    pub fn standby_id(&self) -> Option<SessionId> {
+        self.standby.map(|s| s.id)
+    }
+
+    fn send(&mut self, session: &Option<Live>, msg: ClientMessage, out: &mut Outbox) {
         match session {
-            Some(s) => {
-                s.send_message(&msg);
-            }
+            Some(s) => out.message(s.id, msg),
             None if self.holding => self.held.push(msg),
             None => {
                 tracing::warn!("no model session to send to (between sessions); message dropped")
@@ -221,29 +223,30 @@ impl AgentsDriver {
 
     /// When the orchestrator wants to be woken.
     pub fn deadline(&self) -> Option<Instant> {
-        self.orch
-            .poll_timeout()
-            .map(|(at, _)| Instant::from_std(at))
+        self.orch.poll_timeout().map(|(at, _)| at)
     }
 
     pub fn expects_own_interruption(&self) -> bool {
         self.orch.expects_own_interruption()
     }
 
-    pub fn on_model_event(&mut self, e: &ModelEvent, at: Instant) {
+    pub fn on_model_event(&mut self, e: &ModelEvent, at: Instant, out: &mut Outbox) {
         self.input_at = at;
         if matches!(e, ModelEvent::GenerationComplete) {
             self.generation_done = true;
         }
         if let ModelEvent::ToolCallCancellation(ids) = e {
-            self.tools.cancel(ids, "the caller interrupted");
+            out.tasks.push_back(Task::CancelTools {
+                ids: ids.clone(),
+                reason: "the caller interrupted".to_owned(),
+            });
         }
-        self.orch.handle_model_event(e, at.into_std());
+        self.orch.handle_model_event(e, at);
     }
 
     pub fn on_timeout(&mut self, now: Instant) {
         self.input_at = now;
-        let _ = self.orch.handle(Input::Timeout, now.into_std());
+        let _ = self.orch.handle(Input::Timeout, now);
     }
 
     /// The service refused `feature` (and closed the session, which the call resumes): the
@@ -251,7 +254,7 @@ impl AgentsDriver {
     pub fn on_refused(&mut self, feature: crate::model::catalog::Feature, now: Instant) {
         self.input_at = now;
         feature.disable(&mut self.caps);
-        let _ = self.orch.handle(Input::Refused { feature }, now.into_std());
+        let _ = self.orch.handle(Input::Refused { feature }, now);
         let note = format!("{feature} refused by the model (1007); the resumed session carried it");
         if let Some(p) = self.announced.last_mut() {
             p.note = Some(note);
@@ -265,7 +268,7 @@ impl AgentsDriver {
         now: Instant,
     ) -> Result<(), crate::agents::CommandError> {
         self.input_at = now;
-        self.orch.handle(input, now.into_std())
+        self.orch.handle(input, now)
     }
 
     /// True while a session is being opened or a cold recreation waits to run.
@@ -289,79 +292,88 @@ impl AgentsDriver {
         }
     }
 
-    pub fn close_standby(&mut self) {
+    pub fn close_standby(&mut self, out: &mut Outbox) {
         if let Some(s) = self.standby.take() {
-            s.send(Outbound::Close);
+            out.close(s.id, false);
         }
         self.opening = None;
     }
 
-    pub fn on_wake(&mut self, wake: Wake, now: Instant, session: &mut Option<ModelSession>) {
+    /// A tool run for the orchestrator finished.
+    pub fn on_tool_result(&mut self, input: Input, now: Instant) {
         self.input_at = now;
-        let now_std = now.into_std();
-        match wake {
-            Wake::ToolResult(input) => {
-                let _ = self.orch.handle(input, now_std);
-            }
-            Wake::Opened(Some(opened)) => {
-                let Opened {
-                    cold,
-                    result,
-                    history,
-                } = *opened;
-                match result {
-                    Ok(s) => {
-                        if let Some(h) = history {
-                            s.send_message(&h);
-                        }
-                        if cold {
-                            for out in self.pending_uplink.drain(..) {
-                                s.send(out);
-                            }
-                            self.session_epoch += 1;
-                            *session = Some(s);
-                        } else {
-                            self.standby = Some(s);
-                        }
-                        let _ = self.orch.handle(Input::StandbyReady, now_std);
-                    }
-                    Err(reason) => {
-                        tracing::warn!(%reason, "handoff session could not be opened");
-                        let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
-                    }
+        let _ = self.orch.handle(input, now);
+    }
+
+    /// The handoff session `id` is up (or could not be opened).
+    pub fn on_opened(
+        &mut self,
+        id: SessionId,
+        result: Result<crate::model::Capabilities, OpenFailed>,
+        now: Instant,
+        session: &mut Option<Live>,
+        out: &mut Outbox,
+    ) {
+        self.input_at = now;
+        let Some(Opening { cold, history, .. }) = self.opening.take() else {
+            return;
+        };
+        match result {
+            Ok(caps) => {
+                let s = Live { id, caps };
+                if let Some(h) = history {
+                    out.message(id, h);
                 }
+                if cold {
+                    for o in self.pending_uplink.drain(..) {
+                        out.send(id, o);
+                    }
+                    self.session_epoch += 1;
+                    *session = Some(s);
+                } else {
+                    self.standby = Some(s);
+                }
+                let _ = self.orch.handle(Input::StandbyReady, now);
             }
-            Wake::Opened(None) => {
-                let reason = "the session opener ended".to_owned();
-                let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
-            }
-            Wake::StandbyEvent(Some(SessionEvent::Model(..) | SessionEvent::Written { .. })) => {}
-            Wake::StandbyEvent(Some(SessionEvent::Dead { silent_for })) => {
-                self.standby = None;
-                let reason = format!("standby session silent for {silent_for:?} (dead socket)");
-                let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
-            }
-            Wake::StandbyEvent(Some(SessionEvent::Closed { code, reason })) => {
-                self.standby = None;
-                let reason = format!("standby session closed ({code:?}): {reason}");
-                let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
-            }
-            Wake::StandbyEvent(None) => {
-                self.standby = None;
-                let reason = "standby session ended".to_owned();
-                let _ = self.orch.handle(Input::StandbyFailed { reason }, now_std);
+            Err(e) => {
+                let reason = e.reason;
+                tracing::warn!(%reason, "handoff session could not be opened");
+                let _ = self.orch.handle(Input::StandbyFailed { reason }, now);
             }
         }
+    }
+
+    /// An event of the warm standby session (`None`: its events have ended).
+    pub fn on_standby_event(&mut self, ev: Option<SessionEvent>, now: Instant, out: &mut Outbox) {
+        self.input_at = now;
+        let reason = match ev {
+            Some(SessionEvent::Model(..) | SessionEvent::Written { .. }) => return,
+            Some(SessionEvent::Dead { silent_for }) => {
+                format!("standby session silent for {silent_for:?} (dead socket)")
+            }
+            Some(SessionEvent::Closed { code, reason }) => {
+                format!("standby session closed ({code:?}): {reason}")
+            }
+            None => "standby session ended".to_owned(),
+        };
+        if let Some(s) = self.standby.take() {
+            out.drop_session(s.id);
+        }
+        let _ = self.orch.handle(Input::StandbyFailed { reason }, now);
     }
 
     /// Carries out every pending action; returns the agent index to tag audio with, if it changed.
     /// `queued`: what the caller will still hear of the current agent from now (queued in
     /// playout, and the rest of the frame on the wire).
+    /// `wall`: when the input being handled was handed to the call (the wire message goes out
+    /// then).
     pub fn apply_actions(
         &mut self,
         now: Instant,
+        wall: Instant,
         queued: Duration,
-        session: &mut Option<ModelSession>,
+        session: &mut Option<Live>,
+        out: &mut Outbox,
     ) -> Option<u32> {
         let mut attributed = None;
         if std::mem::take(&mut self.generation_done)
@@ -394,11 +406,11 @@ impl AgentsDriver {
             ) && let Some((to, since)) = self.awaiting_wire.take()
                 && let Some(p) = self.announced.iter_mut().rev().find(|p| p.to == to)
             {
-                p.trigger_to_wire_ms = Some(ms(Instant::now().saturating_duration_since(since)));
+                p.trigger_to_wire_ms = Some(ms(wall.saturating_duration_since(since)));
             }
             match action {
                 Action::ContextUpdate(cu) => {
-                    self.send(session, ClientMessage::ContextUpdate(cu));
+                    self.send(session, ClientMessage::ContextUpdate(cu), out);
                 }
                 Action::ToolResponse(fr) => {
                     self.responded.extend(fr.id.clone());
@@ -407,27 +419,28 @@ impl AgentsDriver {
                         ClientMessage::ToolResponse(ToolResponse {
                             function_responses: Some(vec![fr]),
                         }),
+                        out,
                     );
                 }
                 Action::ClientContent(cc) => {
                     let msg = self.client_content(cc);
-                    self.send(session, msg);
+                    self.send(session, msg, out);
                 }
-                Action::RunTool(run) => self.tools.spawn(run, self.tool_tx.clone()),
-                Action::PrepareStandby(setup) => self.open(&setup, false),
+                Action::RunTool(run) => out.tasks.push_back(Task::RunTool(run)),
+                Action::PrepareStandby(setup) => self.open(&setup, false, out),
                 Action::SwitchToStandby { .. } => {
                     if let Some(next) = self.standby.take() {
                         self.session_epoch += 1;
                         if let Some(old) = session.replace(next) {
                             // Its audio is all received (the switch waits for a turn boundary)
                             // and keeps playing from the queue; only the socket goes.
-                            old.send(Outbound::Close);
+                            out.close(old.id, false);
                         }
                     }
                 }
                 Action::DiscardStandby { reason } => {
                     tracing::info!(%reason, "standby session discarded");
-                    self.close_standby();
+                    self.close_standby(out);
                 }
                 Action::RecreateCold(setup) => self.deferred_cold = Some(setup),
                 Action::Attribute(tag) => {
@@ -446,12 +459,12 @@ impl AgentsDriver {
     }
 
     /// The announcement has been heard: close the session, then open the next one.
-    pub fn run_cold(&mut self, session: &mut Option<ModelSession>) {
+    pub fn run_cold(&mut self, session: &mut Option<Live>, out: &mut Outbox) {
         if let Some(setup) = self.deferred_cold.take() {
             if let Some(old) = session.take() {
-                old.send(Outbound::Close);
+                out.close(old.id, false);
             }
-            self.open(&setup, true);
+            self.open(&setup, true, out);
         }
     }
 
@@ -472,29 +485,22 @@ impl AgentsDriver {
         ClientMessage::ClientContent(cc)
     }
 
-    fn open(&mut self, setup: &SessionSetup, cold: bool) {
+    fn open(&mut self, setup: &SessionSetup, cold: bool, out: &mut Outbox) {
         let mut cfg = self.base.clone();
         setup.apply(&mut cfg);
         cfg.history_in_client_content = !setup.history.is_empty();
         let history = setup.history_message();
-        let backend = self.backend.clone();
-        let (tx, rx) = oneshot::channel();
-        tokio::spawn(async move {
-            let result = backend.open(&cfg).await.map_err(|e| e.to_string());
-            let _ = tx.send(Opened {
-                cold,
-                result,
-                history,
-            });
+        let id = out.open(OpenRequest {
+            backend: self.backend.clone(),
+            config: cfg,
+            standby_socket: false,
         });
-        self.opening = Some(rx);
+        self.opening = Some(Opening { id, cold, history });
     }
 
     fn on_event(&mut self, ev: CallEvent, _now: Instant) {
-        if let Some(sink) = &self.sink
-            && !matches!(ev, CallEvent::HandoffComplete { .. })
-        {
-            sink.send(&ev);
+        if self.listened && !matches!(ev, CallEvent::HandoffComplete { .. }) {
+            self.to_listeners.push_back(ev.clone());
         }
         match &ev {
             CallEvent::HandoffAnnouncement {
@@ -546,35 +552,4 @@ fn single_user_text(cc: &crate::model::gemini::wire::ClientContent) -> Option<St
     }
     let texts: Option<Vec<&str>> = turn.parts.iter().map(|p| p.text.as_deref()).collect();
     texts.map(|t| t.join(" "))
-}
-
-/// Waits for the driver's next tool result, opened session or standby event; never without one.
-pub async fn wake(d: &mut Option<AgentsDriver>) -> Wake {
-    let Some(d) = d else {
-        return std::future::pending().await;
-    };
-    let AgentsDriver {
-        tool_rx,
-        opening,
-        standby,
-        ..
-    } = d;
-    tokio::select! {
-        Some(input) = tool_rx.recv() => Wake::ToolResult(input),
-        opened = async {
-            match opening.as_mut() {
-                Some(rx) => rx.await.ok().map(Box::new),
-                None => std::future::pending().await,
-            }
-        } => {
-            *opening = None;
-            Wake::Opened(opened)
-        }
-        ev = async {
-            match standby.as_mut() {
-                Some(s) => s.events().recv().await,
-                None => std::future::pending().await,
-            }
-        } => Wake::StandbyEvent(ev),
-    }
 }

@@ -55,8 +55,8 @@ impl AgentsDriver {
                 && gap_ms.is_none()
             {
                 *gap_ms = gap.map(|g| g.round() as u64);
-                if let Some(sink) = &self.sink {
-                    sink.send(e);
+                if self.listened {
+                    self.to_listeners.push_back(e.clone());
                 }
                 break;
             }

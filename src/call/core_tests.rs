@@ -1,0 +1,747 @@
+//! [`CallCore`] on a virtual clock: no runtime, no socket, no timer. Each test plays the leg and
+//! the model by hand, advances time tick by tick and reads what the core decided.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::core::{CallCore, Live, ModelCommand, Reason, SessionId, Task};
+use super::{Agents, CallOptions, ModelSource, ReconnectPolicy};
+use crate::agents::Strategy;
+use crate::audio::Frame;
+use crate::audio::playout::PlayedKind;
+use crate::backend::ModelBackend;
+use crate::leg::{LegCommand, LegEvent};
+use crate::model::gemini::session::SessionConfig;
+use crate::model::gemini::wire::ClientMessage;
+use crate::model::handle::Protocol;
+use crate::model::session::{Outbound, SessionEvent};
+use crate::model::{Capabilities, ModelEvent, ToolCallRequest};
+
+const RATE: u32 = 8000;
+const FRAME: Duration = Duration::from_millis(20);
+const FIRST: SessionId = SessionId(0);
+
+/// The core, a virtual clock and everything the core asked for.
+struct Rig {
+    core: CallCore,
+    now: Instant,
+    /// Media time of the next caller frame.
+    caller_ts: Duration,
+    /// Frames handed to the leg: when, and what kind.
+    played: Vec<(Instant, PlayedKind)>,
+    clears: usize,
+    hangups: usize,
+    model: Vec<ModelCommand>,
+    tasks: Vec<Task>,
+}
+
+fn caps() -> Capabilities {
+    Capabilities {
+        resumption: true,
+        ..Capabilities::default()
+    }
+}
+
+/// 20 ms of a 440 Hz tone (loud: voiced) or digital silence at `rate`.
+fn tone(rate: u32, ms: u32, voiced: bool) -> Vec<i16> {
+    let n = (rate / 1000 * ms) as usize;
+    (0..n)
+        .map(|i| {
+            if voiced {
+                (8000.0 * (i as f64 * 440.0 * std::f64::consts::TAU / f64::from(rate)).sin()) as i16
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+/// A source for reconnects that never opens anything here (the test answers the opens).
+fn source() -> ModelSource {
+    let opts = crate::mock::MockOptions::new(Arc::new(crate::mock::Scenario::builtin()));
+    ModelSource {
+        backend: ModelBackend::in_process(Arc::new(opts)),
+        config: SessionConfig::default(),
+    }
+}
+
+fn resuming() -> CallOptions {
+    CallOptions {
+        caller_silence: Duration::from_millis(200),
+        model: Some(source()),
+        reconnect: ReconnectPolicy {
+            standby: false,
+            ..ReconnectPolicy::default()
+        },
+        ..CallOptions::default()
+    }
+}
+
+/// Everything a model can do in place.
+fn all_caps() -> Capabilities {
+    Capabilities {
+        update_instructions: true,
+        update_tools: true,
+        non_blocking_tools: true,
+        mid_session_client_content: true,
+        resumption: true,
+        history_config: true,
+        calls_pause_speech: false,
+    }
+}
+
+/// Seed 000's advisor and specialist, every handoff carried by `strategy`.
+fn agents(strategy: Strategy) -> Agents {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("config/agents/financial_shared.toml");
+    let mut reg = crate::agents::load(&path).unwrap();
+    for a in &mut reg.agents {
+        a.policy.strategy = strategy;
+    }
+    let mut cfg = SessionConfig::default();
+    Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg)
+}
+
+impl Rig {
+    fn new(protocol: Protocol, opts: CallOptions) -> Rig {
+        Rig::build(protocol, opts, None)
+    }
+
+    fn with_agents(strategy: Strategy) -> Rig {
+        let opts = CallOptions {
+            caller_silence: Duration::from_millis(200),
+            reconnect: ReconnectPolicy {
+                standby: false,
+                ..ReconnectPolicy::default()
+            },
+            ..CallOptions::default()
+        };
+        Rig::build(Protocol::Gemini, opts, Some(agents(strategy)))
+    }
+
+    fn build(protocol: Protocol, opts: CallOptions, agents: Option<Agents>) -> Rig {
+        let t0 = Instant::now();
+        let first = Live {
+            id: FIRST,
+            caps: if agents.is_some() { all_caps() } else { caps() },
+        };
+        let core = CallCore::new(RATE, t0, first, protocol, &opts, agents, t0).unwrap();
+        let mut rig = Rig {
+            core,
+            now: t0,
+            caller_ts: Duration::ZERO,
+            played: Vec::new(),
+            clears: 0,
+            hangups: 0,
+            model: Vec::new(),
+            tasks: Vec::new(),
+        };
+        rig.drain();
+        rig
+    }
+
+    fn gemini() -> Rig {
+        Rig::new(
+            Protocol::Gemini,
+            CallOptions {
+                caller_silence: Duration::from_millis(200),
+                ..CallOptions::default()
+            },
+        )
+    }
+
+    fn drain(&mut self) {
+        while let Some(cmd) = self.core.poll_leg() {
+            match cmd {
+                LegCommand::Play { frame, kind } => {
+                    self.played.push((self.now, kind));
+                    self.core.recycle(frame);
+                }
+                LegCommand::Clear => self.clears += 1,
+                LegCommand::Hangup => self.hangups += 1,
+            }
+        }
+        while let Some(c) = self.core.poll_model() {
+            self.model.push(c);
+        }
+        while let Some(t) = self.core.poll_task() {
+            self.tasks.push(t);
+        }
+    }
+
+    /// Moves the clock to `now + d`, waking the core at every deadline on the way.
+    fn advance(&mut self, d: Duration) {
+        let until = self.now + d;
+        loop {
+            let (at, _) = self.core.poll_timeout();
+            if at > until {
+                break;
+            }
+            self.now = self.now.max(at);
+            self.core.handle_timeout(self.now);
+            self.drain();
+        }
+        self.now = until;
+    }
+
+    /// The caller speaks (or is silent) for `ms`, one frame every 20 ms, each arriving at the
+    /// end of its 20 ms.
+    fn caller(&mut self, ms: u32, voiced: bool) {
+        for _ in 0..ms / 20 {
+            self.advance(FRAME);
+            let frame = Frame {
+                rate: RATE,
+                ts: self.caller_ts,
+                samples: tone(RATE, 20, voiced),
+            };
+            self.caller_ts += FRAME;
+            let received_at = tokio::time::Instant::from_std(self.now);
+            self.core
+                .handle_leg(Some(LegEvent::Frame { frame, received_at }), self.now);
+            self.drain();
+        }
+    }
+
+    fn model_event(&mut self, id: SessionId, e: ModelEvent) {
+        let at = tokio::time::Instant::from_std(self.now);
+        self.core
+            .handle_model(id, Some(SessionEvent::Model(e, at)), self.now);
+        self.drain();
+    }
+
+    /// `ms` of model speech (24 kHz, as Gemini Live sends it).
+    fn model_audio(&mut self, id: SessionId, ms: u32) {
+        let samples = tone(24_000, ms, true);
+        self.model_event(
+            id,
+            ModelEvent::Audio {
+                rate: 24_000,
+                samples,
+            },
+        );
+    }
+
+    fn voiced_since(&self, t: Instant) -> usize {
+        self.played
+            .iter()
+            .filter(|(at, k)| *at >= t && *k == PlayedKind::Voice)
+            .count()
+    }
+
+    /// Caller audio sent to session `id`: (messages, of which replayed).
+    fn uplink_to(&self, id: SessionId) -> (usize, usize) {
+        let mut n = (0, 0);
+        for c in &self.model {
+            if let ModelCommand::Send {
+                to,
+                out: Outbound::Text { received_at, .. },
+            } = c
+                && *to == id
+            {
+                n.0 += 1;
+                if received_at.is_none() {
+                    n.1 += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
+#[test]
+fn one_deadline_and_playout_ticks_every_20_ms() {
+    let mut rig = Rig::gemini();
+    let (at, why) = rig.core.poll_timeout();
+    assert_eq!(why, Reason::Playout);
+    assert_eq!(at, rig.now, "the first tick falls at the leg's start");
+    rig.advance(Duration::from_millis(200));
+    assert_eq!(rig.played.len(), 11, "ticks at 0, 20, … 200 ms");
+    assert!(rig.played.iter().all(|(_, k)| *k == PlayedKind::Silence));
+    let report = rig.core.finish(Some("test".into()));
+    assert_eq!(report.underruns, 0);
+    assert_eq!(report.frames_played, 11);
+}
+
+#[test]
+fn caller_audio_is_resampled_and_encoded_for_the_current_session() {
+    let mut rig = Rig::gemini();
+    rig.caller(100, true);
+    let (sent, replayed) = rig.uplink_to(FIRST);
+    assert!(
+        sent >= 4,
+        "one message per caller frame once the resampler runs ({sent})"
+    );
+    assert_eq!(replayed, 0);
+    let Some(ModelCommand::Send {
+        out: Outbound::Text { json, .. },
+        ..
+    }) = rig
+        .model
+        .iter()
+        .find(|c| matches!(c, ModelCommand::Send { .. }))
+    else {
+        panic!("no audio sent");
+    };
+    assert!(json.contains("realtimeInput"), "{json}");
+}
+
+#[test]
+fn first_audio_is_timed_from_the_callers_last_voiced_frame_to_the_first_played_voice() {
+    let mut rig = Rig::gemini();
+    rig.caller(400, true);
+    let last_voiced = rig.now;
+    rig.caller(300, false);
+    let reply_at = rig.now + Duration::from_millis(7);
+    rig.advance(Duration::from_millis(7));
+    rig.model_audio(FIRST, 400);
+    // The talkspurt starts when its audio arrives, not at the next 20 ms tick.
+    assert_eq!(rig.core.poll_timeout().0, reply_at);
+    rig.advance(Duration::from_millis(100));
+    assert!(rig.voiced_since(reply_at) >= 5);
+    let report = rig.core.finish(Some("test".into()));
+    let expected = super::metrics::ms(reply_at - last_voiced);
+    assert_eq!(report.first_audio_ms, vec![expected]);
+    assert_eq!(report.turns.len(), 1);
+    assert_eq!(report.turns[0].first_audio_ms, Some(expected));
+}
+
+#[test]
+fn barge_in_mid_reply_clears_the_leg_and_flushes_playout() {
+    let mut rig = Rig::gemini();
+    rig.model_audio(FIRST, 1000);
+    let start = rig.now;
+    rig.advance(Duration::from_millis(200));
+    assert_eq!(rig.voiced_since(start), 11);
+    rig.model_event(FIRST, ModelEvent::Interrupted);
+    assert_eq!(rig.clears, 1, "the leg drops what it buffered");
+    let cut = rig.now + Duration::from_millis(1);
+    rig.advance(Duration::from_millis(200));
+    assert_eq!(rig.voiced_since(cut), 0, "nothing of the cut reply plays");
+    assert!(
+        rig.played
+            .iter()
+            .filter(|(at, _)| *at >= cut)
+            .all(|(_, k)| *k == PlayedKind::Silence),
+        "a flushed reply is no underrun"
+    );
+    let report = rig.core.finish(Some("test".into()));
+    assert_eq!(report.interruptions, 1);
+    assert_eq!(report.underruns, 0);
+}
+
+#[test]
+fn barge_in_on_openai_tells_the_model_what_the_caller_heard() {
+    let mut rig = Rig::new(
+        Protocol::OpenAi,
+        CallOptions {
+            caller_silence: Duration::from_millis(200),
+            ..CallOptions::default()
+        },
+    );
+    rig.model_audio(FIRST, 1000);
+    let start = rig.now;
+    rig.advance(Duration::from_millis(300));
+    let heard = rig.voiced_since(start) as u64;
+    rig.model_event(FIRST, ModelEvent::Interrupted);
+    let barge: Vec<_> = rig
+        .model
+        .iter()
+        .filter_map(|c| match c {
+            ModelCommand::BargeIn { to, heard_ms } => Some((*to, *heard_ms)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(barge, vec![(FIRST, heard * 20)]);
+    // Once everything queued has played, OpenAI's late `interrupted` cuts nothing.
+    rig.model_audio(FIRST, 100);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    rig.advance(Duration::from_millis(300));
+    rig.model_event(FIRST, ModelEvent::Interrupted);
+    assert_eq!(rig.clears, 1);
+}
+
+#[test]
+fn a_gap_inside_a_turn_is_an_underrun_and_running_dry_after_its_end_is_not() {
+    let mut rig = Rig::gemini();
+    rig.model_audio(FIRST, 100);
+    let start = rig.now;
+    rig.advance(Duration::from_millis(200));
+    rig.model_audio(FIRST, 100);
+    let resumed = rig.now;
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    rig.advance(Duration::from_millis(400));
+    let underruns: Vec<Instant> = rig
+        .played
+        .iter()
+        .filter(|(_, k)| *k == PlayedKind::Underrun)
+        .map(|(at, _)| *at)
+        .collect();
+    // The first chunk plays whole frames only (its partial last frame waits for the rest of
+    // the turn): from then until the second chunk arrives every tick is an underrun.
+    assert!(
+        underruns.len() >= 5,
+        "at least the 100 ms hole: {underruns:?}"
+    );
+    assert!(underruns.iter().all(|at| *at > start && *at <= resumed));
+    let first_underrun = underruns[0];
+    assert!(
+        rig.played
+            .iter()
+            .filter(|(at, _)| *at >= first_underrun && *at <= resumed)
+            .all(|(_, k)| *k == PlayedKind::Underrun),
+        "one run of underruns, until the audio is back"
+    );
+    let voiced = rig.voiced_since(rig.now - Duration::from_secs(10)) as u64;
+    assert_eq!(voiced, 10, "every sample of both chunks played");
+    let report = rig.core.finish(Some("test".into()));
+    assert_eq!(report.underruns, underruns.len() as u64);
+    assert_eq!(report.voice_frames, voiced);
+}
+
+#[test]
+fn a_planned_reconnect_waits_for_a_quiet_point_and_resumes_with_the_newest_handle() {
+    let mut rig = Rig::new(Protocol::Gemini, resuming());
+    rig.model_event(
+        FIRST,
+        ModelEvent::ResumptionUpdate {
+            handle: Some("h1".into()),
+            resumable: true,
+        },
+    );
+    rig.model_audio(FIRST, 600);
+    rig.model_event(
+        FIRST,
+        ModelEvent::GoAway {
+            time_left: Some(Duration::from_secs(30)),
+        },
+    );
+    rig.caller(100, false);
+    let closes = |rig: &Rig| {
+        rig.model
+            .iter()
+            .filter(|c| matches!(c, ModelCommand::Close { .. }))
+            .count()
+    };
+    assert_eq!(closes(&rig), 0, "not while the model speaks");
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    assert_eq!(closes(&rig), 0, "no handle since the model spoke");
+    rig.model_event(
+        FIRST,
+        ModelEvent::ResumptionUpdate {
+            handle: Some("h2".into()),
+            resumable: true,
+        },
+    );
+    assert!(
+        rig.model.iter().any(|c| matches!(
+            c,
+            ModelCommand::Close {
+                to: FIRST,
+                watch: true
+            }
+        )),
+        "closed at the quiet point, and watched until it ends"
+    );
+    assert!(
+        rig.tasks.is_empty(),
+        "the next one opens once the old socket is gone"
+    );
+    rig.caller(60, false);
+    rig.core.handle_model(FIRST, None, rig.now);
+    rig.drain();
+    let Some(Task::Open { id, request }) = rig.tasks.pop() else {
+        panic!("no open: {:?}", rig.tasks);
+    };
+    assert_eq!(request.config.resume_handle.as_deref(), Some("h2"));
+    let before = rig.uplink_to(id);
+    assert_eq!(before, (0, 0));
+    rig.core.handle_opened(id, Ok(caps()), rig.now);
+    rig.drain();
+    let (_, replayed) = rig.uplink_to(id);
+    assert!(
+        replayed > 0,
+        "the caller audio of the switch goes to the new session"
+    );
+    rig.caller(60, false);
+    let (sent, _) = rig.uplink_to(id);
+    assert!(sent > replayed, "live audio follows on the new session");
+    rig.advance(Duration::from_millis(600));
+    assert_eq!(rig.clears, 0, "a reconnect never flushes playout");
+    let report = rig.core.finish(Some("test".into()));
+    assert_eq!(report.reconnects.len(), 1);
+    assert_eq!(report.reconnects[0].cause, "go_away");
+    assert_eq!(report.underruns, 0);
+}
+
+#[test]
+fn a_drop_mid_tool_call_reopens_at_once_and_the_call_goes_on() {
+    let mut rig = Rig::new(Protocol::Gemini, resuming());
+    rig.model_event(
+        FIRST,
+        ModelEvent::ResumptionUpdate {
+            handle: Some("h1".into()),
+            resumable: true,
+        },
+    );
+    rig.caller(200, true);
+    rig.model_event(
+        FIRST,
+        ModelEvent::ToolCall(vec![ToolCallRequest {
+            id: "call-1".into(),
+            name: "lookup".into(),
+            args: serde_json::json!({}),
+        }]),
+    );
+    assert!(
+        rig.model.iter().any(|c| matches!(
+            c,
+            ModelCommand::Message { to: FIRST, msg } if matches!(**msg, crate::model::gemini::wire::ClientMessage::ToolResponse(_))
+        )),
+        "without an agent set the call is answered at once"
+    );
+    let dropped_at = rig.now;
+    rig.core.handle_model(
+        FIRST,
+        Some(SessionEvent::Closed {
+            code: Some(1011),
+            reason: "internal error".into(),
+        }),
+        rig.now,
+    );
+    rig.drain();
+    assert_eq!(rig.core.current_session(), None);
+    assert!(
+        rig.model
+            .iter()
+            .any(|c| matches!(c, ModelCommand::Drop { to: FIRST })),
+        "the dead socket is let go (a service refuses a resume while it is open)"
+    );
+    let Some(Task::Open { id, .. }) = rig.tasks.pop() else {
+        panic!("a drop opens at once: {:?}", rig.tasks);
+    };
+    assert_eq!(rig.now, dropped_at);
+    rig.caller(100, true);
+    assert_eq!(rig.uplink_to(id), (0, 0), "nothing sent before it is open");
+    rig.core.handle_opened(id, Ok(caps()), rig.now);
+    rig.drain();
+    assert_eq!(rig.core.current_session(), Some(id));
+    assert!(rig.uplink_to(id).1 > 0, "the kept caller audio is replayed");
+    assert_eq!(rig.core.ended(), None);
+    let report = rig.core.finish(Some("test".into()));
+    assert_eq!(report.tool_calls, 1);
+    assert_eq!(report.reconnects.len(), 1);
+    assert_eq!(report.reconnects[0].cause, "closed:1011");
+}
+
+#[test]
+fn without_a_source_a_lost_session_ends_the_call() {
+    let mut rig = Rig::gemini();
+    rig.core.handle_model(
+        FIRST,
+        Some(SessionEvent::Dead {
+            silent_for: Duration::from_secs(10),
+        }),
+        rig.now,
+    );
+    rig.drain();
+    assert_eq!(rig.hangups, 1);
+    assert!(rig.core.ended().is_some_and(|r| r.contains("dead")));
+}
+
+#[test]
+fn the_caller_hanging_up_closes_the_session() {
+    let mut rig = Rig::gemini();
+    rig.core.handle_leg(Some(LegEvent::Stop), rig.now);
+    rig.drain();
+    assert_eq!(rig.core.ended(), Some("caller hung up"));
+    assert!(
+        rig.model
+            .iter()
+            .any(|c| matches!(c, ModelCommand::Close { to: FIRST, .. }))
+    );
+}
+
+/// What a message to a session is, by its wire name.
+fn kind(msg: &ClientMessage) -> &'static str {
+    match msg {
+        ClientMessage::ContextUpdate(_) => "context_update",
+        ClientMessage::ToolResponse(_) => "tool_response",
+        ClientMessage::ClientContent(_) => "client_content",
+        ClientMessage::RealtimeInput(_) => "realtime_input",
+        _ => "other",
+    }
+}
+
+impl Rig {
+    /// Messages (not audio) sent to `id` since command `from`.
+    fn messages_to(&self, id: SessionId, from: usize) -> Vec<&'static str> {
+        self.model[from..]
+            .iter()
+            .filter_map(|c| match c {
+                ModelCommand::Message { to, msg } if *to == id => Some(kind(msg)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The advisor speaks the announcement and calls the transfer (a NON_BLOCKING call).
+    fn announce(&mut self) {
+        self.model_event(
+            FIRST,
+            ModelEvent::OutputTranscript {
+                text: "Let me bring in Ravi, our government schemes specialist.".into(),
+                finished: false,
+            },
+        );
+        self.model_audio(FIRST, 600);
+        self.model_event(
+            FIRST,
+            ModelEvent::ToolCall(vec![ToolCallRequest {
+                id: "transfer-1".into(),
+                name: "transfer_to_schemes".into(),
+                args: serde_json::json!({"summary": "the caller asks about PM-KISAN"}),
+            }]),
+        );
+    }
+}
+
+/// The caller asks, the advisor announces and calls the transfer: what goes on the wire while
+/// the announcement is generated, and what once it is.
+fn handoff(strategy: Strategy) -> (Rig, Vec<&'static str>, Vec<&'static str>) {
+    let mut rig = Rig::with_agents(strategy);
+    rig.caller(400, true);
+    rig.caller(300, false);
+    let mark = rig.model.len();
+    rig.announce();
+    let during = rig.messages_to(FIRST, mark);
+    let mark = rig.model.len();
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    let after = rig.messages_to(FIRST, mark);
+    (rig, during, after)
+}
+
+#[test]
+fn context_update_and_the_transfer_answer_go_out_once_the_announcement_is_generated() {
+    let (_, during, after) = handoff(Strategy::ContextUpdate);
+    assert_eq!(during, Vec::<&str>::new(), "a refusal then cuts nothing");
+    assert_eq!(after, vec!["context_update", "tool_response"]);
+}
+
+#[test]
+fn tool_response_answers_the_transfer_call_at_once() {
+    let (_, during, _) = handoff(Strategy::ToolResponse);
+    assert!(during.contains(&"tool_response"), "{during:?}");
+    assert!(!during.contains(&"context_update"), "{during:?}");
+}
+
+#[test]
+fn inject_turn_waits_for_the_announcement_to_be_generated() {
+    let (_, during, after) = handoff(Strategy::InjectTurn);
+    assert!(!during.contains(&"client_content"), "held: {during:?}");
+    assert!(
+        after.contains(&"client_content"),
+        "at the turn boundary: {after:?}"
+    );
+}
+
+#[test]
+fn recreate_prepares_a_standby_at_once_and_switches_at_the_turn_boundary() {
+    let mut rig = Rig::with_agents(Strategy::Recreate);
+    rig.caller(400, true);
+    rig.caller(300, false);
+    rig.announce();
+    let Some(Task::Open { id, request }) = rig.tasks.pop() else {
+        panic!("no standby opened: {:?}", rig.tasks);
+    };
+    assert!(
+        !request.standby_socket,
+        "a handoff session is its own socket"
+    );
+    rig.core.handle_opened(id, Ok(all_caps()), rig.now);
+    rig.drain();
+    assert_eq!(
+        rig.core.current_session(),
+        Some(FIRST),
+        "not while the advisor speaks"
+    );
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    assert_eq!(
+        rig.core.current_session(),
+        Some(id),
+        "switched at the boundary"
+    );
+    assert!(
+        rig.model.iter().any(|c| matches!(
+            c,
+            ModelCommand::Close {
+                to: FIRST,
+                watch: false
+            }
+        )),
+        "the old socket goes"
+    );
+    assert_eq!(rig.clears, 0, "the announcement keeps playing");
+    // The new agent's first audio joins the announcement's last sample.
+    rig.model_audio(id, 400);
+    rig.model_event(id, ModelEvent::TurnComplete);
+    rig.advance(Duration::from_secs(2));
+    let report = rig.core.finish(Some("test".into()));
+    assert_eq!(report.handoffs.len(), 1);
+    assert_eq!(report.handoffs[0].strategy, "recreate");
+    assert_eq!(report.handoffs[0].gap_ms, Some(0.0));
+    assert_eq!(report.underruns, 0);
+}
+
+#[test]
+fn recreate_cold_closes_once_the_announcement_has_played() {
+    let (mut rig, _, _) = handoff(Strategy::RecreateCold);
+    assert!(
+        rig.tasks.is_empty(),
+        "not while the announcement is queued: {:?}",
+        rig.tasks
+    );
+    rig.advance(Duration::from_millis(700));
+    assert!(
+        rig.model
+            .iter()
+            .any(|c| matches!(c, ModelCommand::Close { to: FIRST, .. })),
+        "closed once heard"
+    );
+    let Some(Task::Open { id, .. }) = rig.tasks.pop() else {
+        panic!("no new session: {:?}", rig.tasks);
+    };
+    // Caller audio meanwhile is kept for the new session.
+    rig.caller(100, true);
+    rig.core.handle_opened(id, Ok(all_caps()), rig.now);
+    rig.drain();
+    assert_eq!(rig.core.current_session(), Some(id));
+    assert!(
+        rig.uplink_to(id).0 >= 4,
+        "the buffered caller audio is delivered"
+    );
+}
+
+#[test]
+fn barge_in_mid_handoff_flushes_the_announcement_and_the_handoff_goes_on() {
+    let mut rig = Rig::with_agents(Strategy::ContextUpdate);
+    rig.caller(400, true);
+    rig.caller(300, false);
+    rig.announce();
+    rig.advance(Duration::from_millis(100));
+    rig.model_event(FIRST, ModelEvent::Interrupted);
+    assert_eq!(rig.clears, 1);
+    let cut = rig.now + Duration::from_millis(1);
+    rig.advance(Duration::from_millis(100));
+    assert_eq!(rig.voiced_since(cut), 0, "the announcement is cut");
+    // The specialist answers in the same session.
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    rig.model_audio(FIRST, 400);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    rig.advance(Duration::from_secs(1));
+    let report = rig.core.finish(Some("test".into()));
+    assert_eq!(report.interruptions, 1);
+    assert_eq!(report.handoffs.len(), 1, "{:?}", report.handoffs);
+    assert_eq!(report.handoffs[0].to, "schemes");
+}
