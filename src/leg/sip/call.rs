@@ -429,10 +429,16 @@ impl CallDialog {
                 return None;
             }
         };
-        // Keep the payload type baton already sends on when it is still offered.
-        if n.codec != self.current.codec && offer.formats.iter().any(|f| f.pt == self.current.pt) {
-            n.codec = self.current.codec;
-            n.pt = self.current.pt;
+        // Keep the codec baton already sends when it is still offered on the same payload
+        // type (with the event payload that goes with it); a re-offer without it changes codec.
+        let still_offered = offer.formats.iter().any(|f| {
+            f.pt == self.current.pt && sdp::Codec::from_name(&f.name) == Some(self.current.codec)
+        });
+        if n.codec != self.current.codec
+            && still_offered
+            && let Ok(kept) = sdp::negotiate(&offer, &[self.current.codec])
+        {
+            n = kept;
         }
         self.local.version += 1;
         let body = sdp::answer(&self.local, &offer, &n);
@@ -598,7 +604,7 @@ pub async fn place(
         Some(Ok(r)) => r,
         Some(Err(e)) => {
             return Err(Outcome::Failed {
-                reason: e.to_string(),
+                reason: ua::explain_tls(&e.to_string()),
             });
         }
         None => {
@@ -619,7 +625,7 @@ pub async fn place(
         }
         Err(e) => {
             return Err(Outcome::Failed {
-                reason: e.to_string(),
+                reason: ua::explain_tls(&e.to_string()),
             });
         }
     };

@@ -2,7 +2,8 @@
 //! digest authentication (the stack answers 401/407), refreshed at three quarters of the expiry
 //! the registrar granted, retried with back-off (1 s doubling to 60 s) while it fails, and
 //! withdrawn (expires 0) when baton stops. Each trunk's state is watched by `/healthz` and the
-//! log.
+//! log. Over TLS the Contact registered is baton's `tls:` listen address, so the calls the
+//! registrar sends come back over TLS too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use rsipstack::sip::StatusCodeKind;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::config::Transport;
 use super::ua::UserAgent;
 
 /// Where a trunk's registration stands.
@@ -34,7 +36,22 @@ pub async fn keep_registered(
     status: watch::Sender<RegState>,
     cancel: CancellationToken,
 ) {
+    let user = credential.username.clone();
+    let tls = server.scheme == Some(rsipstack::sip::Scheme::Sips)
+        || server.params.iter().any(|p| {
+            matches!(
+                p,
+                rsipstack::sip::Param::Transport(rsipstack::sip::Transport::Tls)
+            )
+        });
     let mut reg = Registration::new(ua.inner(), Some(credential));
+    if tls {
+        reg.contact = Some(rsipstack::sip::typed::Contact {
+            display_name: None,
+            uri: ua.contact(&user, Transport::Tls),
+            params: vec![],
+        });
+    }
     let mut failures = 0u32;
     loop {
         let wait = match reg.register(server.clone(), Some(expires)).await {
@@ -60,7 +77,10 @@ pub async fn keep_registered(
             }
             Err(e) => {
                 failures += 1;
-                let reason = format!("no answer from the registrar: {e}");
+                let reason = format!(
+                    "no answer from the registrar: {}",
+                    super::ua::explain_tls(&e.to_string())
+                );
                 tracing::warn!(trunk = %name, %reason, "registration failed");
                 status.send_replace(RegState::Failed { reason });
                 backoff_interval(failures)

@@ -76,10 +76,13 @@ fn host_ip(bound: IpAddr) -> IpAddr {
 
 impl UserAgent {
     /// Binds the configured transports and builds the stack (not yet serving: see
-    /// [`UserAgent::serve`]). `tls` is the certificate chain and key (PEM) of `tls:` addresses.
+    /// [`UserAgent::serve`]). `tls` is the certificate chain and key (PEM) of `tls:` addresses;
+    /// `trusted` the CA certificates (PEM) that connections baton opens over TLS verify the
+    /// peer against (none: baton opens no TLS connection that could succeed).
     pub async fn start(
         cfg: &SipConfig,
         tls: Option<(Vec<u8>, Vec<u8>)>,
+        trusted: Option<Vec<u8>>,
     ) -> Result<(Arc<UserAgent>, TransactionReceiver), UaError> {
         let listens = cfg.listens();
         if listens.is_empty() {
@@ -88,6 +91,14 @@ impl UserAgent {
         let public_ip: Option<IpAddr> = cfg.public_ip.parse().ok();
         let cancel = CancellationToken::new();
         let layer = TransportLayer::new(cancel.child_token());
+        if let Some(ca) = trusted {
+            // The stack verifies the peer's chain and its name (the URI's host, or its IP)
+            // against these roots with rustls; nothing turns the check off.
+            layer.set_tls_config(TlsConfig {
+                ca_certs: Some(ca),
+                ..TlsConfig::default()
+            });
+        }
         let mut bound = Vec::new();
         for (t, addr) in listens {
             let err = |e: &dyn std::fmt::Display| UaError::Bind {
@@ -219,6 +230,52 @@ impl UserAgent {
             params,
             headers: vec![],
         }
+    }
+}
+
+/// The platform's trusted CA certificates (or `SSL_CERT_FILE` / `SSL_CERT_DIR`), as one PEM
+/// bundle for the stack's TLS client.
+pub fn system_roots_pem() -> Vec<u8> {
+    use base64::Engine as _;
+    let loaded = rustls_native_certs::load_native_certs();
+    for e in &loaded.errors {
+        tracing::warn!(error = %e, "some platform CA certificates could not be loaded");
+    }
+    if loaded.certs.is_empty() {
+        tracing::warn!(
+            "no CA certificates in the platform store: SIP over TLS accepts no peer until \
+             sip.tls_ca_file names one"
+        );
+    }
+    let ders: Vec<Vec<u8>> = loaded.certs.iter().map(|c| c.to_vec()).collect();
+    let mut pem = String::new();
+    for der in ders {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+        pem.push_str("-----BEGIN CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+    }
+    pem.into_bytes()
+}
+
+/// Says what went wrong when a TLS connection to a peer failed its certificate check, with the
+/// fix; other errors are passed on as they are.
+pub fn explain_tls(error: &str) -> String {
+    let lower = error.to_ascii_lowercase();
+    if lower.contains("certificate")
+        || lower.contains("unknownissuer")
+        || lower.contains("notvalidforname")
+    {
+        format!(
+            "the peer's TLS certificate was not accepted ({}): set sip.tls_ca_file to the CA \
+             that signed it, and make sure it names the host or IP baton dials",
+            error.trim()
+        )
+    } else {
+        error.to_owned()
     }
 }
 
