@@ -613,6 +613,12 @@ pub async fn place(
             tokio::time::sleep(Duration::from_millis(200)).await;
             abort.abort();
             ua.dialogs.remove_dialog(&dialog.id());
+            if !responded
+                && dial.transport == Transport::Tls
+                && let Some(reason) = ua.tls_problem(&dial.target).await
+            {
+                return Err(Outcome::Failed { reason });
+            }
             return Err(unanswered(responded, dial.ring_timeout));
         }
     };

@@ -77,10 +77,10 @@ pub async fn keep_registered(
             }
             Err(e) => {
                 failures += 1;
-                let reason = format!(
-                    "no answer from the registrar: {}",
-                    super::ua::explain_tls(&e.to_string())
-                );
+                let mut reason = format!("no answer from the registrar: {e}");
+                if tls && let Some(why) = ua.tls_problem(&server).await {
+                    reason = format!("no answer from the registrar: {why}");
+                }
                 tracing::warn!(trunk = %name, %reason, "registration failed");
                 status.send_replace(RegState::Failed { reason });
                 backoff_interval(failures)

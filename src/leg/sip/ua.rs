@@ -53,6 +53,8 @@ pub struct UserAgent {
     pub rtp_bind_ip: IpAddr,
     /// `[sip] public_ip`, when baton is behind NAT.
     pub public_ip: Option<IpAddr>,
+    /// The CA certificates (PEM) TLS connections baton opens are verified against.
+    trusted: Option<Vec<u8>>,
     cancel: CancellationToken,
 }
 
@@ -91,7 +93,7 @@ impl UserAgent {
         let public_ip: Option<IpAddr> = cfg.public_ip.parse().ok();
         let cancel = CancellationToken::new();
         let layer = TransportLayer::new(cancel.child_token());
-        if let Some(ca) = trusted {
+        if let Some(ca) = trusted.clone() {
             // The stack verifies the peer's chain and its name (the URI's host, or its IP)
             // against these roots with rustls; nothing turns the check off.
             layer.set_tls_config(TlsConfig {
@@ -177,6 +179,7 @@ impl UserAgent {
                 media_ip,
                 rtp_bind_ip,
                 public_ip,
+                trusted,
                 cancel,
             }),
             incoming,
@@ -190,6 +193,52 @@ impl UserAgent {
 
     pub fn inner(&self) -> EndpointInnerRef {
         self.endpoint.inner.clone()
+    }
+
+    /// Why a TLS connection to `uri`'s host fails, when it does: a handshake made as the
+    /// stack makes it (the same roots, the URI's host as the name), because the stack itself
+    /// only lets the request go unanswered when the peer's certificate is refused.
+    pub async fn tls_problem(&self, uri: &rsipstack::sip::Uri) -> Option<String> {
+        use rustls::pki_types::pem::PemObject as _;
+        use rustls::pki_types::{CertificateDer, ServerName};
+        let host = match &uri.host_with_port.host {
+            rsipstack::sip::Host::Domain(d) => d.to_string(),
+            rsipstack::sip::Host::IpAddr(ip) => ip.to_string(),
+        };
+        let port = uri.host_with_port.port.as_ref().map_or(5061, |p| p.value());
+        let mut roots = rustls::RootCertStore::empty();
+        if let Some(pem) = &self.trusted {
+            for cert in CertificateDer::pem_slice_iter(pem).flatten() {
+                let _ = roots.add(cert);
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .ok()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = match ServerName::try_from(host.clone()) {
+            Ok(n) => n,
+            Err(e) => return Some(format!("{host:?} is not a TLS server name: {e}")),
+        };
+        let attempt = async {
+            let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+                .await
+                .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+            tokio_rustls::TlsConnector::from(Arc::new(config))
+                .connect(name, tcp)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(std::time::Duration::from_secs(5), attempt).await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(explain_tls(&e)),
+            Err(_) => Some(format!(
+                "the TLS handshake with {host}:{port} did not finish in 5 s"
+            )),
+        }
     }
 
     /// Stops the transports and timers.
