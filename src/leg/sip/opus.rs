@@ -10,6 +10,37 @@ pub use crate::leg::webrtc::codec::{CodecError, OpusOutbound, RTP_CLOCK};
 /// Bits per second baton sends: wideband speech with room for FEC.
 pub const BITRATE: u32 = 32_000;
 
+/// The payload type baton offers Opus on (peers may choose another in their offer).
+pub use super::sdp::OFFERED_OPUS_PT;
+
+/// An RTP payload that is not an Opus packet.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpusPacketError {
+    #[error("the Opus payload is empty")]
+    Empty,
+    #[error(
+        "not an Opus packet: its table of contents (first byte {toc:#04x}) is invalid ({reason})"
+    )]
+    Toc { toc: u8, reason: String },
+}
+
+/// The samples at `rate` an Opus packet holds (RFC 6716 §3: its TOC byte and frame count),
+/// without decoding it.
+pub fn packet_samples(payload: &[u8], rate: u32) -> Result<usize, OpusPacketError> {
+    let toc = *payload.first().ok_or(OpusPacketError::Empty)?;
+    match opus::packet::get_nb_samples(payload, rate) {
+        Ok(0) => Err(OpusPacketError::Toc {
+            toc,
+            reason: "it announces no audio frames".into(),
+        }),
+        Ok(n) => Ok(n),
+        Err(e) => Err(OpusPacketError::Toc {
+            toc,
+            reason: e.to_string(),
+        }),
+    }
+}
+
 /// libopus's decoder, mono at the leg's rate.
 pub struct OpusDecoder {
     dec: opus::Decoder,
@@ -40,10 +71,7 @@ impl OpusDecoder {
 
 impl Decoder for OpusDecoder {
     fn samples(&self, payload: &[u8]) -> Option<usize> {
-        if payload.is_empty() {
-            return None;
-        }
-        opus::packet::get_nb_samples(payload, self.rate).ok()
+        packet_samples(payload, self.rate).ok()
     }
 
     fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> bool {
