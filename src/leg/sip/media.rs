@@ -167,9 +167,9 @@ impl std::fmt::Debug for Path {
     }
 }
 
-/// The codec's path and its jitter buffer for a leg at `rate`. An Opus setup failure (libopus
-/// refusing the rate) falls back to nothing the leg cannot recover from: the rates passed are
-/// always ones Opus runs at.
+/// The codec's path and its jitter buffer for a leg at `rate`. libopus takes every rate a leg
+/// runs at (8 or 16 kHz); were it to refuse one, the call would hear silence and send nothing
+/// on Opus (counted as encode errors) rather than fail.
 fn path_for(codec: Codec, rate: u32, jitter: JitterConfig) -> (Path, JitterBuffer) {
     if codec == Codec::Opus
         && let (Ok(dec), Ok(enc)) = (OpusDecoder::new(rate), opus::encoder(rate))
@@ -481,12 +481,15 @@ impl MediaSession {
 
     fn encode(&mut self, pcm: &[i16]) {
         self.encoded.clear();
-        match &mut self.path {
-            Path::Opus(enc) => match enc.encode(pcm) {
+        match (&mut self.path, self.neg.codec) {
+            (Path::Opus(enc), Codec::Opus) => match enc.encode(pcm) {
                 Ok(bytes) => self.encoded = bytes,
                 Err(_) => self.stats.encode_errors += 1,
             },
-            Path::G711 { down, .. } => {
+            (Path::Opus(_), _) | (Path::G711 { .. }, Codec::Opus) => {
+                self.stats.encode_errors += 1;
+            }
+            (Path::G711 { down, .. }, _) => {
                 let narrow;
                 let pcm = match down {
                     Some(r) => {
