@@ -397,8 +397,7 @@ impl CallDialog {
         if req.body.is_empty() {
             // An offer is asked of baton (a session refresh): the current media, unchanged.
             let body = if req.method == Method::Invite {
-                let list = [self.current.codec];
-                Some(sdp::offer(&self.local, &list, self.current.direction).into_bytes())
+                Some(sdp::offer_current(&self.local, &self.current).into_bytes())
             } else {
                 None
             };

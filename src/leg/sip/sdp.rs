@@ -532,6 +532,20 @@ pub fn offer(local: &Local, codecs: &[Codec], dir: Direction) -> String {
     out
 }
 
+/// An offer of exactly the media now negotiated, payload types included (a re-INVITE without
+/// SDP asks baton for one; the session goes on unchanged).
+pub fn offer_current(local: &Local, n: &Negotiated) -> String {
+    let mut out = String::with_capacity(400);
+    head(local, &mut out);
+    out.push_str(&audio_lines(
+        local,
+        &[(n.codec, n.pt)],
+        n.dtmf_pt.map(|pt| (pt, n.dtmf_rate)),
+        n.direction,
+    ));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -606,6 +620,12 @@ mod tests {
         assert!(a.contains("a=rtpmap:101 telephone-event/8000\r\n"), "{a}");
         let back = parse(a.as_bytes()).unwrap();
         assert_eq!(negotiate(&back, &Codec::ALL).unwrap().codec, Codec::Opus);
+        // A session refresh offers the same payload types again.
+        let again = offer_current(&local(), &n);
+        assert!(
+            again.contains("m=audio 20000 RTP/AVP 96 101\r\n"),
+            "{again}"
+        );
         // An event at Opus's own clock is taken over the 8 kHz one.
         let both = BARESIP.replace("96 8 0 101", "96 8 0 101 102").replace(
             "a=fmtp:101 0-15\r\n",
