@@ -6,8 +6,9 @@
 //! an INVITE without credentials gets 401 with a digest challenge, an answer with the wrong
 //! password 403 with the reason, the right one the call. And registration over TLS with
 //! Kamailio (Debian packages `kamailio`, `kamailio-tls-modules`) as the registrar: its
-//! certificate signed by a private CA baton is told to trust (`tls_ca_file`), a digest
-//! challenge answered, and the Contact registered on baton's `tls:` listen address.
+//! certificate signed by a private CA: refused with the reason by a baton trusting only the
+//! system's roots, taken by one told to trust the CA (`tls_ca_file`), a digest challenge
+//! answered, a Contact over TLS registered, and a call sent back to baton over it.
 
 mod sip_support;
 mod support;
@@ -383,6 +384,32 @@ async fn baton_registers_over_tls_with_kamailio() {
          password_env = \"{var}\"\nregister = true\nexpires_s = 120\n",
         d = dir.display()
     );
+    // Trusting only the system's roots, the registration fails and says why.
+    let strict = sip_support::daemon_on(
+        "audio-fixtures/scenarios/demo.toml",
+        r#"["udp:127.0.0.1:0", "tls:127.0.0.1:0"]"#,
+        &sip.replace(&format!("tls_ca_file = \"{}/ca.pem\"\n", dir.display()), ""),
+        "",
+        50,
+    )
+    .await;
+    let strict_svc = strict.app.sip.get().unwrap().clone();
+    let mut refused = None;
+    for _ in 0..2500 {
+        if let Some(baton::leg::sip::register::RegState::Failed { reason }) =
+            strict_svc.registrations().get("pbx").cloned()
+        {
+            refused = Some(reason);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = refused.expect("the registration never failed");
+    assert!(
+        refused.contains("TLS certificate was not accepted") && refused.contains("tls_ca_file"),
+        "{refused}"
+    );
+    strict.stop().await;
     let d = sip_support::daemon_on(
         "audio-fixtures/scenarios/demo.toml",
         r#"["udp:127.0.0.1:0", "tls:127.0.0.1:0"]"#,

@@ -53,38 +53,58 @@ pub async fn keep_registered(
         });
     }
     let mut failures = 0u32;
+    let mut first = true;
     loop {
-        let wait = match reg.register(server.clone(), Some(expires)).await {
-            Ok(resp) if resp.status_code.kind() == StatusCodeKind::Successful => {
-                failures = 0;
-                let granted = reg.expires();
-                if !matches!(*status.borrow(), RegState::Registered { .. }) {
-                    tracing::info!(trunk = %name, expires_s = granted, "registered");
-                }
-                status.send_replace(RegState::Registered { expires_s: granted });
-                refresh_interval(granted)
-            }
-            Ok(resp) => {
+        // Over TLS, a certificate the stack refuses only shows as a 408 half a minute later:
+        // the first attempt, and each after a failure, checks the handshake first and says
+        // what is wrong at once.
+        let refused = if tls && (first || failures > 0) {
+            ua.tls_problem(&server).await
+        } else {
+            None
+        };
+        first = false;
+        let attempt = match refused {
+            Some(why) => Err(why),
+            None => Ok(reg.register(server.clone(), Some(expires)).await),
+        };
+        let wait = match attempt {
+            Err(why) => {
                 failures += 1;
-                let reason = format!(
-                    "the registrar answered {} {}",
-                    u16::from(resp.status_code.clone()),
-                    super::call::reason_of(&resp)
-                );
-                tracing::warn!(trunk = %name, %reason, "registration refused");
-                status.send_replace(RegState::Failed { reason });
-                backoff_interval(failures)
-            }
-            Err(e) => {
-                failures += 1;
-                let mut reason = format!("no answer from the registrar: {e}");
-                if tls && let Some(why) = ua.tls_problem(&server).await {
-                    reason = format!("no answer from the registrar: {why}");
-                }
+                let reason = format!("cannot register over TLS: {why}");
                 tracing::warn!(trunk = %name, %reason, "registration failed");
                 status.send_replace(RegState::Failed { reason });
                 backoff_interval(failures)
             }
+            Ok(result) => match result {
+                Ok(resp) if resp.status_code.kind() == StatusCodeKind::Successful => {
+                    failures = 0;
+                    let granted = reg.expires();
+                    if !matches!(*status.borrow(), RegState::Registered { .. }) {
+                        tracing::info!(trunk = %name, expires_s = granted, "registered");
+                    }
+                    status.send_replace(RegState::Registered { expires_s: granted });
+                    refresh_interval(granted)
+                }
+                Ok(resp) => {
+                    failures += 1;
+                    let reason = format!(
+                        "the registrar answered {} {}",
+                        u16::from(resp.status_code.clone()),
+                        super::call::reason_of(&resp)
+                    );
+                    tracing::warn!(trunk = %name, %reason, "registration refused");
+                    status.send_replace(RegState::Failed { reason });
+                    backoff_interval(failures)
+                }
+                Err(e) => {
+                    failures += 1;
+                    let reason = format!("no answer from the registrar: {e}");
+                    tracing::warn!(trunk = %name, %reason, "registration failed");
+                    status.send_replace(RegState::Failed { reason });
+                    backoff_interval(failures)
+                }
+            },
         };
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
