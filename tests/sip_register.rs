@@ -234,6 +234,19 @@ async fn baton_registers_with_digest_and_challenges_its_callers() {
     d.stop().await;
 }
 
+/// Ends a process and the children it forked (Kamailio's workers), its own process group, with
+/// SIGTERM when dropped: at the end of the test, or when it fails half way.
+struct ProcessGroup(u32);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", self.0)])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
 /// Kamailio as a registrar on a TLS port: it challenges REGISTER, checks the answer against
 /// `s3cret-pw` for user `baton`, and logs what it saved; and as a proxy on a UDP port, sending
 /// requests for user `baton` to the registered contact (SIPp's built-in caller sends its ACK and
@@ -359,9 +372,11 @@ async fn baton_registers_over_tls_with_kamailio() {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .expect("kamailio did not start");
+    let group = ProcessGroup(kamailio.id().expect("kamailio's pid"));
     let mut up = false;
     for _ in 0..250 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -457,8 +472,8 @@ async fn baton_registers_over_tls_with_kamailio() {
     assert_eq!(r.parties.transport, "tls", "the call came over TLS: {r:?}");
     assert!(r.call_id.is_some(), "an agent took the call: {r:?}");
     d.stop().await;
-    let _ = kamailio.start_kill();
-    let _ = kamailio.wait().await;
+    drop(group);
+    let _ = tokio::time::timeout(Duration::from_secs(5), kamailio.wait()).await;
     let log = read_log();
     assert!(log.contains("CHALLENGED proto=tls"), "{log}");
     let saved = log
