@@ -17,7 +17,8 @@ done
 # haproxy: the load balancer in front of several `baton serve` instances in the cluster tests.
 # sip-tester (SIPp) and baresip-core (baresip without the GTK, GStreamer and FFmpeg front-ends
 # the metapackage recommends): real SIP peers the SIP leg's tests call baton with and from.
-packages=(pkg-config libopus-dev haproxy sip-tester baresip-core)
+# kamailio and kamailio-tls-modules: a registrar over TLS for the SIP registration test.
+packages=(pkg-config libopus-dev haproxy sip-tester baresip-core kamailio kamailio-tls-modules)
 python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3-venv)
 # systemd-analyze checks the shipped unit (deploy/systemd/baton.service).
 command -v systemd-analyze >/dev/null || packages+=(systemd)
@@ -33,5 +34,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  # The tests start their own Kamailio; the packaged service would hold port 5060.
+  if [[ " ${missing[*]} " == *" kamailio "* ]] && command -v systemctl >/dev/null; then
+    $sudo systemctl disable --now kamailio >/dev/null 2>&1 || true
+  fi
 fi
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust (rustup) first" >&2; exit 1; }

@@ -284,10 +284,22 @@ fn sip_sdp(bytes: &[u8], _name: &Path) -> Result<(), String> {
 }
 
 fn rtp_packet(bytes: &[u8], _name: &Path) -> Result<(), String> {
-    use crate::leg::sip::{dtmf, rtp};
+    use crate::leg::sip::{dtmf, opus, rtp};
     let p = rtp::parse(bytes).map_err(|e| e.to_string())?;
     if p.pt == 101 {
         dtmf::parse_event(&p.payload).map_err(|e| e.to_string())?;
+    }
+    if p.pt == opus::OFFERED_OPUS_PT {
+        // As the jitter buffer takes it (its length from the TOC), then through libopus.
+        let n = opus::packet_samples(&p.payload, 16_000).map_err(|e| e.to_string())?;
+        if n == 0 || n > 1920 {
+            return Err(format!("an Opus packet of {n} samples is not 2.5-120 ms"));
+        }
+        let mut dec = opus::OpusDecoder::new(16_000).map_err(|e| e.to_string())?;
+        let mut out = vec![0i16; n];
+        if !crate::leg::sip::jitter::Decoder::decode(&mut dec, &p.payload, &mut out) {
+            return Err("libopus could not decode the Opus packet".into());
+        }
     }
     Ok(())
 }

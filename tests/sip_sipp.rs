@@ -4,7 +4,7 @@
 //! call's recording; a trunk that loses 2 % of its packets and reorders others is heard,
 //! counted and concealed, and the agent's audio reaches it; 486 when baton is full, 503 while
 //! it drains, 488 when no codec matches, CANCEL before the answer ends with 487, re-INVITE
-//! holds and unholds, OPTIONS is answered; calls are routed by the called user to an agent
+//! holds and unholds and moves the call onto Opus and back, OPTIONS is answered; calls are routed by the called user to an agent
 //! set (`[sip.routes]`).
 
 mod sip_support;
@@ -514,7 +514,7 @@ async fn a_cancel_before_the_answer_ends_the_invite_with_487() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_re_invite_holds_and_unholds_the_call_and_options_are_answered() {
+async fn a_re_invite_holds_and_unholds_the_call_changes_its_codec_and_options_are_answered() {
     if !sip_support::require("sipp", "sip-tester") {
         return;
     }
@@ -557,6 +557,54 @@ async fn a_re_invite_holds_and_unholds_the_call_and_options_are_answered() {
     let m = r.media.unwrap();
     assert!(m.packets_out < 95, "{m:?}");
     assert!(m.packets_out > 40, "{m:?}");
+
+    // A re-INVITE offering only Opus (with an 8 kHz event) moves the call onto Opus; the next,
+    // offering PCMU again, moves it back. baton's answers say so, and its media follows.
+    let opus = sdp_body("[media_port]", "sendrecv")
+        .replace("2353687638", "2353687639")
+        .replace(
+            "RTP/AVP 0\na=rtpmap:0 PCMU/8000\n",
+            "RTP/AVP 96 101\na=rtpmap:96 opus/48000/2\na=rtpmap:101 telephone-event/8000\n",
+        );
+    let pcmu = sdp_body("[media_port]", "sendrecv").replace("2353687638", "2353687640");
+    let xml = scenario(
+        "codec change",
+        &[
+            "  <Global variables=\"seen\"/>\n".into(),
+            invite("[media_port]", "0", "a=rtpmap:0 PCMU/8000\n"),
+            recv(100, true),
+            check("m=audio [0-9]+ RTP/AVP 0[^0-9]"),
+            in_dialog("ACK", 1, None),
+            "  <pause milliseconds=\"600\"/>\n".into(),
+            in_dialog("INVITE", 2, Some(&opus)),
+            recv(100, true),
+            check("m=audio [0-9]+ RTP/AVP 96 101[^0-9]"),
+            in_dialog("ACK", 2, None),
+            "  <pause milliseconds=\"600\"/>\n".into(),
+            in_dialog("INVITE", 3, Some(&pcmu)),
+            recv(100, true),
+            check("m=audio [0-9]+ RTP/AVP 0[^0-9]"),
+            in_dialog("ACK", 3, None),
+            "  <pause milliseconds=\"400\"/>\n".into(),
+            in_dialog("BYE", 4, None),
+            recv(200, false),
+        ],
+    );
+    let run = sipp(&dir, Scenario::Xml(xml), addr, &["-m", "1"]).await;
+    run.assert_ok();
+    let r = next_record(&mut rx).await;
+    let m = r.media.unwrap();
+    assert_eq!((r.re_invites, m.codec.as_str()), (2, "PCMU"), "{m:?}");
+    assert!(
+        m.packets_out > 60,
+        "baton kept sending through both changes: {m:?}"
+    );
+    assert!(
+        run.messages.contains("a=rtpmap:96 opus/48000/2")
+            && run.messages.contains("a=rtpmap:101 telephone-event/8000"),
+        "{}",
+        run.messages
+    );
 
     let options = scenario(
         "options",

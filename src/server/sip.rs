@@ -213,10 +213,24 @@ pub async fn start(app: &Arc<AppState>) -> Result<Option<Arc<SipService>>, Serve
     } else {
         None
     };
-    let (ua, incoming) = UserAgent::start(c, tls).await.map_err(|e| match e {
-        ua::UaError::Bind { addr, reason, .. } => ServeError::Bind { addr, reason },
-        other => ServeError::Io(other.to_string()),
-    })?;
+    // Roots for the TLS connections baton opens (trunks reached over TLS): the configured CA
+    // file, else the system's.
+    let trusted = if !c.tls_ca_file.is_empty() {
+        Some(
+            std::fs::read(app.loaded.resolve(&c.tls_ca_file))
+                .map_err(|e| ServeError::Io(format!("sip.tls_ca_file {:?}: {e}", c.tls_ca_file)))?,
+        )
+    } else if c.trunks.values().any(|t| t.transport() == Transport::Tls) {
+        Some(ua::system_roots_pem())
+    } else {
+        None
+    };
+    let (ua, incoming) = UserAgent::start(c, tls, trusted)
+        .await
+        .map_err(|e| match e {
+            ua::UaError::Bind { addr, reason, .. } => ServeError::Bind { addr, reason },
+            other => ServeError::Io(other.to_string()),
+        })?;
     let mut allow: Vec<IpNet> = c
         .allow_from
         .iter()
@@ -644,7 +658,7 @@ pub async fn place(app: &Arc<AppState>, req: PlaceRequest) -> Result<Placed, Pla
         }
     };
     let host = &trunk.uri.host_with_port;
-    let target_text = if req.to.starts_with("sip:") {
+    let target_text = if req.to.starts_with("sip:") || req.to.starts_with("sips:") {
         req.to.clone()
     } else if !req.to.is_empty()
         && req
@@ -658,25 +672,24 @@ pub async fn place(app: &Arc<AppState>, req: PlaceRequest) -> Result<Placed, Pla
     };
     let mut target = rsipstack::sip::Uri::try_from(target_text.as_str())
         .map_err(|_| PlaceError::BadTarget(req.to.clone()))?;
-    let transport = if trunk.uri.params.iter().any(|p| {
-        matches!(
-            p,
-            rsipstack::sip::Param::Transport(rsipstack::sip::Transport::Tcp)
-        )
-    }) {
-        Transport::Tcp
+    // A sips: target is TLS whatever the trunk says; otherwise the trunk's transport.
+    let transport = if target_text.starts_with("sips:") {
+        Transport::Tls
     } else {
-        Transport::Udp
+        trunk.cfg.transport()
     };
-    if transport == Transport::Tcp
+    let stack_transport = match transport {
+        Transport::Tcp => Some(rsipstack::sip::Transport::Tcp),
+        Transport::Tls => Some(rsipstack::sip::Transport::Tls),
+        Transport::Udp => None,
+    };
+    if let Some(t) = stack_transport
         && !target
             .params
             .iter()
             .any(|p| matches!(p, rsipstack::sip::Param::Transport(_)))
     {
-        target.params.push(rsipstack::sip::Param::Transport(
-            rsipstack::sip::Transport::Tcp,
-        ));
+        target.params.push(rsipstack::sip::Param::Transport(t));
     }
     let from_text = match (&req.from, trunk.cfg.from.as_str(), &trunk.credential) {
         (Some(f), _, _) => f.clone(),

@@ -585,17 +585,39 @@ impl Baresip {
 
     /// [`start`](Self::start) with more lines for its config file (`sip_cafile …`).
     pub async fn start_with(dir: &Path, mic: &[i16], run_s: u32, config_extra: &str) -> Baresip {
+        Self::start_opts(dir, mic, run_s, config_extra, "PCMU").await
+    }
+
+    /// [`start_with`](Self::start_with) offering and taking `codecs` (baresip's
+    /// `audio_codecs`, e.g. `"opus/48000/2,PCMU"`). With a `sip_certificate` in `config_extra`
+    /// it also takes TLS, on its SIP port + 1.
+    pub async fn start_opts(
+        dir: &Path,
+        mic: &[i16],
+        run_s: u32,
+        config_extra: &str,
+        codecs: &str,
+    ) -> Baresip {
         let dir = dir.join(format!("baresip-{}", free_udp()));
         std::fs::create_dir_all(&dir).unwrap();
+        // baresip's file source must run at the codec's rate and channels: 48 kHz stereo for
+        // Opus (each 8 kHz sample held six times, on both channels).
+        let (repeat, channels) = if codecs.starts_with("opus") {
+            (6, 2)
+        } else {
+            (1, 1)
+        };
         let spec = hound::WavSpec {
-            channels: 1,
-            sample_rate: 8000,
+            channels,
+            sample_rate: 8000 * repeat,
             bits_per_sample: 16,
             sample_format: hound::SampleFormat::Int,
         };
         let mut w = hound::WavWriter::create(dir.join("mic.wav"), spec).unwrap();
         for s in mic {
-            w.write_sample(*s).unwrap();
+            for _ in 0..repeat * u32::from(channels) {
+                w.write_sample(*s).unwrap();
+            }
         }
         w.finalize().unwrap();
         let port = free_udp();
@@ -609,7 +631,8 @@ impl Baresip {
         let config = format!(
             "poll_method\tepoll\nsip_listen\t127.0.0.1:{port}\naudio_player\talsa,null\n\
              audio_alert\talsa,null\naudio_source\taufile,{mic}\nrtp_ports\t{rtp}-{}\n\
-             module_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\taufile.so\n\
+             module_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\topus.so\n\
+             module\taufile.so\n\
              module\talsa.so\nmodule\tsndfile.so\nmodule_app\taccount.so\nmodule_app\tmenu.so\n\
              module_app\tctrl_tcp.so\nctrl_tcp_listen\t127.0.0.1:{ctrl_port}\nsnd_path\t{dir}\n\
              {config_extra}",
@@ -620,7 +643,9 @@ impl Baresip {
         std::fs::write(dir.join("config"), config).unwrap();
         std::fs::write(
             dir.join("accounts"),
-            format!("<sip:phone@127.0.0.1:{port}>;regint=0;answermode=auto;audio_codecs=PCMU\n"),
+            format!(
+                "<sip:phone@127.0.0.1:{port}>;regint=0;answermode=auto;audio_codecs={codecs}\n"
+            ),
         )
         .unwrap();
         let child = tokio::process::Command::new("baresip")
@@ -727,7 +752,13 @@ impl Baresip {
 
     /// What baresip heard (its decoder's output), once its call has ended.
     pub fn heard(&self) -> Vec<i16> {
+        self.heard_at().0
+    }
+
+    /// What baresip heard and its sample rate (48000 on an Opus call).
+    pub fn heard_at(&self) -> (Vec<i16>, u32) {
         let mut out = Vec::new();
+        let mut rate = 8000;
         if let Ok(rd) = std::fs::read_dir(&self.dir) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
@@ -735,11 +766,17 @@ impl Baresip {
                     && name.ends_with("-dec.wav")
                     && let Ok(mut r) = hound::WavReader::open(e.path())
                 {
-                    out = r.samples::<i16>().map_while(Result::ok).collect();
+                    rate = r.spec().sample_rate;
+                    let channels = usize::from(r.spec().channels.max(1));
+                    out = r
+                        .samples::<i16>()
+                        .map_while(Result::ok)
+                        .step_by(channels)
+                        .collect();
                 }
             }
         }
-        out
+        (out, rate)
     }
 
     /// Its log, for failure messages.

@@ -397,8 +397,7 @@ impl CallDialog {
         if req.body.is_empty() {
             // An offer is asked of baton (a session refresh): the current media, unchanged.
             let body = if req.method == Method::Invite {
-                let list = [self.current.codec];
-                Some(sdp::offer(&self.local, &list, self.current.direction).into_bytes())
+                Some(sdp::offer_current(&self.local, &self.current).into_bytes())
             } else {
                 None
             };
@@ -429,10 +428,16 @@ impl CallDialog {
                 return None;
             }
         };
-        // Keep the payload type baton already sends on when it is still offered.
-        if n.codec != self.current.codec && offer.formats.iter().any(|f| f.pt == self.current.pt) {
-            n.codec = self.current.codec;
-            n.pt = self.current.pt;
+        // Keep the codec baton already sends when it is still offered on the same payload
+        // type (with the event payload that goes with it); a re-offer without it changes codec.
+        let still_offered = offer.formats.iter().any(|f| {
+            f.pt == self.current.pt && sdp::Codec::from_name(&f.name) == Some(self.current.codec)
+        });
+        if n.codec != self.current.codec
+            && still_offered
+            && let Ok(kept) = sdp::negotiate(&offer, &[self.current.codec])
+        {
+            n = kept;
         }
         self.local.version += 1;
         let body = sdp::answer(&self.local, &offer, &n);
@@ -598,7 +603,7 @@ pub async fn place(
         Some(Ok(r)) => r,
         Some(Err(e)) => {
             return Err(Outcome::Failed {
-                reason: e.to_string(),
+                reason: ua::explain_tls(&e.to_string()),
             });
         }
         None => {
@@ -607,6 +612,12 @@ pub async fn place(
             tokio::time::sleep(Duration::from_millis(200)).await;
             abort.abort();
             ua.dialogs.remove_dialog(&dialog.id());
+            if !responded
+                && dial.transport == Transport::Tls
+                && let Some(reason) = ua.tls_problem(&dial.target).await
+            {
+                return Err(Outcome::Failed { reason });
+            }
             return Err(unanswered(responded, dial.ring_timeout));
         }
     };
@@ -619,7 +630,7 @@ pub async fn place(
         }
         Err(e) => {
             return Err(Outcome::Failed {
-                reason: e.to_string(),
+                reason: ua::explain_tls(&e.to_string()),
             });
         }
     };

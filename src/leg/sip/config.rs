@@ -23,6 +23,10 @@ pub struct SipConfig {
     /// `tls:` listen address.
     pub tls_cert: String,
     pub tls_key: String,
+    /// The CA certificates (a PEM file, relative to this config file) trusted for calls and
+    /// registrations baton makes over TLS (a private PBX's own CA); empty: the system's roots.
+    /// The trunk's certificate is always verified against them, host name or IP included.
+    pub tls_ca_file: String,
     /// The IP peers reach baton at (Contact, Via, SDP) when it is behind NAT; empty: the
     /// address SIP is bound to.
     pub public_ip: String,
@@ -31,7 +35,7 @@ pub struct SipConfig {
     /// RTP ports (even ones; RTCP on the odd one above each).
     pub rtp_port_min: u16,
     pub rtp_port_max: u16,
-    /// Codecs answered and offered, in baton's order (`PCMU`, `PCMA`).
+    /// Codecs answered and offered, in baton's order (`PCMU`, `PCMA`, `opus`).
     pub codecs: Vec<String>,
     /// `180 Ringing`, then the answer after this long (0: answer at once).
     pub ring_ms: u64,
@@ -64,11 +68,12 @@ impl Default for SipConfig {
             listen: Vec::new(),
             tls_cert: String::new(),
             tls_key: String::new(),
+            tls_ca_file: String::new(),
             public_ip: String::new(),
             rtp_ip: String::new(),
             rtp_port_min: 20_000,
             rtp_port_max: 29_999,
-            codecs: vec!["PCMU".into(), "PCMA".into()],
+            codecs: vec!["PCMU".into(), "PCMA".into(), "opus".into()],
             ring_ms: 0,
             jitter_min_ms: 40,
             jitter_max_ms: 200,
@@ -88,7 +93,8 @@ impl Default for SipConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrunkConfig {
-    /// Where its SIP is: `"sip:pbx.example.com:5060"` (`;transport=tcp` for TCP).
+    /// Where its SIP is: `"sip:pbx.example.com:5060"` (`;transport=tcp` for TCP;
+    /// `"sips:pbx.example.com:5061"` or `;transport=tls` for TLS).
     pub uri: String,
     /// The account, and the NAME of the variable holding its password (digest auth on
     /// REGISTER and on outbound INVITEs).
@@ -116,6 +122,21 @@ impl Default for TrunkConfig {
             from: String::new(),
             allow_from: Vec::new(),
             ring_timeout_s: 30,
+        }
+    }
+}
+
+impl TrunkConfig {
+    /// The transport calls and registrations toward this trunk use: TLS for a `sips:` URI or
+    /// `;transport=tls`, TCP for `;transport=tcp`, else UDP.
+    pub fn transport(&self) -> Transport {
+        let uri = self.uri.to_ascii_lowercase();
+        if uri.starts_with("sips:") || uri.contains(";transport=tls") {
+            Transport::Tls
+        } else if uri.contains(";transport=tcp") {
+            Transport::Tcp
+        } else {
+            Transport::Udp
         }
     }
 }
@@ -259,7 +280,7 @@ pub fn validate(c: &SipConfig, dir: &Path, problem: &mut impl FnMut(&str, String
         problem(
             "sip.codecs",
             format!("{:?} is not a list of codecs baton speaks", c.codecs),
-            "use \"PCMU\" and/or \"PCMA\"",
+            "use \"PCMU\", \"PCMA\" and/or \"opus\"",
         );
     }
     if c.jitter_min_ms < 20 || c.jitter_min_ms > c.jitter_max_ms || c.jitter_max_ms > 1000 {
@@ -308,21 +329,34 @@ pub fn validate(c: &SipConfig, dir: &Path, problem: &mut impl FnMut(&str, String
             );
         }
     }
+    if !c.tls_ca_file.is_empty() && !dir.join(&c.tls_ca_file).is_file() {
+        problem(
+            "sip.tls_ca_file",
+            format!("{:?} is not a file", c.tls_ca_file),
+            "name the PEM file of the CA that signed the trunk's certificate, relative to this \
+             config, or leave it empty to trust the system's roots",
+        );
+    }
+    let tls_listen = c.listens().iter().any(|(t, _)| *t == Transport::Tls);
     for (name, t) in &c.trunks {
         let key = |k: &str| format!("sip.trunks.{name}.{k}");
-        if rsipstack::sip::Uri::try_from(t.uri.as_str()).is_err() || !t.uri.starts_with("sip:") {
+        let lower = t.uri.to_ascii_lowercase();
+        if rsipstack::sip::Uri::try_from(t.uri.as_str()).is_err()
+            || !(lower.starts_with("sip:") || lower.starts_with("sips:"))
+        {
             problem(
                 &key("uri"),
                 format!("{:?} is not a SIP URI", t.uri),
                 "write where the trunk's SIP is, e.g. \"sip:pbx.example.com:5060\"",
             );
         }
-        if t.uri.to_ascii_lowercase().contains("transport=tls") {
+        if t.transport() == Transport::Tls && !tls_listen {
             problem(
                 &key("uri"),
-                "outbound calls and registration over TLS are not supported yet".into(),
-                "use \";transport=tcp\" or UDP toward the trunk (tls: listen addresses take \
-                 its calls over TLS)",
+                "a trunk reached over TLS needs a tls: listen address".into(),
+                "add e.g. \"tls:0.0.0.0:5061\" to sip.listen (with tls_cert and tls_key): the \
+                 trunk sends its requests in a call (its BYE, a re-INVITE) and the calls to a \
+                 registration to baton's Contact, over TLS",
             );
         }
         if !t.password_env.is_empty() && !is_env_name(&t.password_env) {
@@ -423,6 +457,28 @@ mod tests {
                 "sip.trunks.pbx.ring_timeout_s",
             ]
         );
+    }
+
+    #[test]
+    fn trunks_over_tls_need_a_tls_listener_and_a_real_ca_file() {
+        let p = problems(
+            "[sip]\nlisten = [\"udp:127.0.0.1:5060\"]\ntls_ca_file = \"nowhere.pem\"\n\
+             [sip.trunks.pbx]\nuri = \"sips:pbx.example.com:5061\"\n",
+        );
+        let keys: Vec<_> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["sip.tls_ca_file", "sip.trunks.pbx.uri"]);
+        assert!(p[1].message.contains("tls: listen address"), "{p:?}");
+        let t = |uri: &str| {
+            TrunkConfig {
+                uri: uri.into(),
+                ..TrunkConfig::default()
+            }
+            .transport()
+        };
+        assert_eq!(t("sips:pbx.example.com"), Transport::Tls);
+        assert_eq!(t("sip:10.0.0.1:5061;transport=TLS"), Transport::Tls);
+        assert_eq!(t("sip:10.0.0.1;transport=tcp"), Transport::Tcp);
+        assert_eq!(t("sip:10.0.0.1"), Transport::Udp);
     }
 
     #[test]

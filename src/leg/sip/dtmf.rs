@@ -186,6 +186,12 @@ impl Sender {
         }
     }
 
+    /// The clock durations count in changed (a re-INVITE moved the call to another codec or
+    /// event payload); keys already queued are sent in the new one.
+    pub fn set_rate(&mut self, rate: u32) {
+        self.rate = rate;
+    }
+
     /// Queues `digits` (`0-9 * # A-D`; `,` is a 500 ms pause, `w` a 1 s wait); returns how many
     /// keys were queued, or the first character that is neither a key nor a pause.
     pub fn queue(&mut self, digits: &str, timing: Timing) -> Result<usize, char> {

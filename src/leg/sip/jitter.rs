@@ -14,9 +14,16 @@
 //!   rounded up to whole frames) within `[min, max]`; each late packet raises it one frame, and
 //!   that raise decays one frame per 5 s without late packets. Buffered audio more than three
 //!   frames over the target for half a second is trimmed by one frame, so delay never creeps.
+//! * **Encoded payloads.** A codec with a stateful decoder (Opus) hands its payloads over
+//!   undecoded ([`JitterBuffer::encoded`]): each is decoded when it first plays, so the decoder
+//!   runs in timestamp order whatever order the network used, and a missing frame is concealed
+//!   by the decoder itself — from the next packet's in-band FEC when that packet is already
+//!   here, else its packet-loss concealment — instead of the fade. Timestamps may then run on a
+//!   faster RTP clock than the audio (Opus: 48 kHz), `clock_div` ticks per sample.
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use tokio::time::Instant;
 
 /// Settings of one buffer.
@@ -59,9 +66,30 @@ pub struct JitterStats {
     pub overflow: u64,
     /// Times the timeline was restarted (a jump in timestamps, or a restart after a gap).
     pub restarts: u64,
+    /// Concealed frames rebuilt from the next packet's in-band FEC (encoded payloads only).
+    pub fec_frames: u64,
+    /// Payloads the decoder could not read (their time is concealed).
+    pub bad_payloads: u64,
     /// The target delay now, and its highest value, in ms.
     pub target_ms: u32,
     pub max_target_ms: u32,
+}
+
+impl JitterStats {
+    /// Adds the counts of the buffer an earlier codec of the same call used.
+    pub fn absorb(&mut self, earlier: &JitterStats) {
+        self.packets += earlier.packets;
+        self.duplicates += earlier.duplicates;
+        self.reordered += earlier.reordered;
+        self.late += earlier.late;
+        self.concealed_frames += earlier.concealed_frames;
+        self.trimmed_frames += earlier.trimmed_frames;
+        self.overflow += earlier.overflow;
+        self.restarts += earlier.restarts;
+        self.fec_frames += earlier.fec_frames;
+        self.bad_payloads += earlier.bad_payloads;
+        self.max_target_ms = self.max_target_ms.max(earlier.max_target_ms);
+    }
 }
 
 /// What one frame is made of.
@@ -86,8 +114,22 @@ pub struct Popped {
 
 #[derive(Debug)]
 struct Chunk {
+    /// The audio; silence of the right length while `payload` is still to be decoded.
     samples: Vec<i16>,
+    payload: Option<Bytes>,
     arrived: Instant,
+}
+
+/// A decoder the buffer runs when encoded payloads play (see [`JitterBuffer::encoded`]).
+pub trait Decoder: Send + std::fmt::Debug {
+    /// The samples (at the buffer's rate) `payload` holds; `None` when it is not a packet of
+    /// this codec.
+    fn samples(&self, payload: &[u8]) -> Option<usize>;
+    /// Decodes `payload` into `out` (exactly its length); `false` when the decoder refused it.
+    fn decode(&mut self, payload: &[u8], out: &mut [i16]) -> bool;
+    /// Fills `out` for audio that never came; `next` is the packet right after the gap when it
+    /// is already here. Returns whether `next`'s in-band FEC rebuilt it.
+    fn conceal(&mut self, next: Option<&[u8]>, out: &mut [i16]) -> bool;
 }
 
 /// Timestamps further than this from the play position start a new timeline.
@@ -109,6 +151,9 @@ const DECAY_TICKS: u32 = 250;
 pub struct JitterBuffer {
     cfg: JitterConfig,
     frame: u64,
+    /// RTP timestamp ticks per sample.
+    clock_div: u64,
+    decoder: Option<Box<dyn Decoder>>,
     chunks: BTreeMap<u64, Chunk>,
     /// Last raw and extended timestamps seen (the unwrap reference).
     last_ts: Option<(u32, u64)>,
@@ -136,6 +181,8 @@ impl JitterBuffer {
         let mut b = JitterBuffer {
             cfg,
             frame,
+            clock_div: 1,
+            decoder: None,
             chunks: BTreeMap::new(),
             last_ts: None,
             max_start: None,
@@ -154,6 +201,21 @@ impl JitterBuffer {
         b.stats.target_ms = b.ms(b.target());
         b.stats.max_target_ms = b.stats.target_ms;
         b
+    }
+
+    /// A buffer of encoded payloads (pushed with [`push_encoded`](Self::push_encoded)) that
+    /// `decoder` turns into audio at `cfg.rate` as they play; the RTP clock runs `clock_div`
+    /// ticks per sample.
+    pub fn encoded(cfg: JitterConfig, clock_div: u32, decoder: Box<dyn Decoder>) -> JitterBuffer {
+        let mut b = JitterBuffer::new(cfg);
+        b.clock_div = u64::from(clock_div.max(1));
+        b.decoder = Some(decoder);
+        b
+    }
+
+    /// The audio's rate.
+    pub fn rate(&self) -> u32 {
+        self.cfg.rate
     }
 
     fn ms(&self, samples: u64) -> u32 {
@@ -177,11 +239,16 @@ impl JitterBuffer {
         self.stats.max_target_ms = self.stats.max_target_ms.max(t);
     }
 
-    /// The RFC 3550 jitter estimate changed (in timestamp units).
+    /// The RFC 3550 jitter estimate changed (in RTP timestamp units).
     pub fn set_jitter(&mut self, jitter: u32) {
-        let want = self.frame + 3 * u64::from(jitter);
+        let want = self.frame + 3 * (u64::from(jitter) / self.clock_div);
         self.jitter_target = want.div_ceil(self.frame) * self.frame;
         self.note_target();
+    }
+
+    /// The position, in samples, of RTP timestamp `ts`.
+    fn position(&mut self, ts: u32) -> u64 {
+        self.extend(ts) / self.clock_div
     }
 
     /// Extends a 32-bit timestamp against the last one seen (wraps both ways).
@@ -218,15 +285,33 @@ impl JitterBuffer {
 
     /// Takes a packet's decoded audio, stamped `ts`, arrived at `now`.
     pub fn push(&mut self, ts: u32, samples: Vec<i16>, now: Instant) {
+        self.insert(ts, samples, None, now);
+    }
+
+    /// Takes an encoded payload (a buffer made by [`encoded`](Self::encoded)), stamped `ts`,
+    /// arrived at `now`; it is decoded when it plays.
+    pub fn push_encoded(&mut self, ts: u32, payload: Bytes, now: Instant) {
+        let Some(d) = self.decoder.as_ref() else {
+            return;
+        };
+        // At most 120 ms, Opus's longest packet.
+        let max = self.samples(120) as usize;
+        match d.samples(&payload).filter(|n| (1..=max).contains(n)) {
+            Some(n) => self.insert(ts, vec![0; n], Some(payload), now),
+            None => self.stats.bad_payloads += 1,
+        }
+    }
+
+    fn insert(&mut self, ts: u32, samples: Vec<i16>, payload: Option<Bytes>, now: Instant) {
         if samples.is_empty() {
             return;
         }
-        let mut ext = self.extend(ts);
+        let mut ext = self.position(ts);
         let jump = self.samples(JUMP_S * 1000);
         if let Some(play) = self.play {
             if ext > play + jump || ext + jump < play {
                 self.restart();
-                ext = self.extend(ts);
+                ext = self.position(ts);
             } else if ext + samples.len() as u64 <= play {
                 self.late(now);
                 return;
@@ -249,6 +334,7 @@ impl JitterBuffer {
             ext,
             Chunk {
                 samples,
+                payload,
                 arrived: now,
             },
         );
@@ -261,10 +347,10 @@ impl JitterBuffer {
         self.note_target();
     }
 
-    /// Marks `[ts, ts + len)` as silent on purpose (the peer sends a DTMF event instead of
-    /// audio): no concealment there.
+    /// Marks `len` samples from RTP timestamp `ts` as silent on purpose (the peer sends a DTMF
+    /// event instead of audio): no concealment there.
     pub fn silent(&mut self, ts: u32, len: u32) {
-        let start = self.extend(ts);
+        let start = self.position(ts);
         let end = start + u64::from(len);
         if let Some(last) = self.silent.last_mut()
             && last.0 == start
@@ -330,6 +416,7 @@ impl JitterBuffer {
             self.trimming = false;
         }
         let end = play + self.frame;
+        self.decode_before(end);
         let mut out = vec![0i16; frame];
         let mut have = vec![false; frame];
         let mut covered = 0usize;
@@ -383,7 +470,20 @@ impl JitterBuffer {
             }
         }
         let mut patch = vec![0i16; frame];
-        self.concealer.conceal(&mut patch);
+        match self.decoder.as_mut() {
+            Some(d) => {
+                // The packet right after a wholly missing frame may carry it as FEC.
+                let next = if covered == 0 {
+                    self.chunks.get(&end).and_then(|c| c.payload.as_deref())
+                } else {
+                    None
+                };
+                if d.conceal(next, &mut patch) {
+                    self.stats.fec_frames += 1;
+                }
+            }
+            None => self.concealer.conceal(&mut patch),
+        }
         let mut filled = 0u64;
         for i in 0..frame {
             if !have[i] {
@@ -415,7 +515,26 @@ impl JitterBuffer {
         }
     }
 
+    /// Decodes, in timestamp order, every encoded payload starting before `pos`.
+    fn decode_before(&mut self, pos: u64) {
+        let Some(d) = self.decoder.as_mut() else {
+            return;
+        };
+        for c in self.chunks.range_mut(..pos).map(|(_, c)| c) {
+            if let Some(p) = c.payload.take()
+                && !d.decode(&p, &mut c.samples)
+            {
+                self.stats.bad_payloads += 1;
+                let mut missing = std::mem::take(&mut c.samples);
+                d.conceal(None, &mut missing);
+                c.samples = missing;
+            }
+        }
+    }
+
     fn drop_before(&mut self, pos: u64) {
+        // Trimmed payloads still go through the decoder, which keeps its state in order.
+        self.decode_before(pos);
         let keep = self.chunks.split_off(&pos);
         let older = std::mem::replace(&mut self.chunks, keep);
         // A chunk starting before `pos` but reaching past it keeps its tail.
@@ -427,6 +546,7 @@ impl JitterBuffer {
                 pos,
                 Chunk {
                     samples: tail,
+                    payload: None,
                     arrived: c.arrived,
                 },
             );

@@ -12,9 +12,14 @@
 //!   call sees a continuous timeline whatever the network did. `telephone-event` packets become
 //!   one [`LegEvent::Dtmf`] per press and silence (not loss) in the buffer.
 //! * **Out.** Each frame the call plays is one packet (20 ms), sequence +1 and timestamp +160 at
-//!   8 kHz, the marker on the first packet of a spurt; queued keys replace audio frames with
-//!   RFC 4733 events (or tones). While the peer holds the call nothing is sent, but the
-//!   timestamp keeps running.
+//!   8 kHz (+960 for Opus's 48 kHz clock), the marker on the first packet of a spurt; queued
+//!   keys replace audio frames with RFC 4733 events (or tones). While the peer holds the call
+//!   nothing is sent, but the timestamp keeps running.
+//! * **Codecs and rates.** The leg's PCM rate is fixed when the call starts: 8 kHz on G.711,
+//!   16 kHz on Opus. Opus decodes to and encodes from that rate (its payloads wait encoded in
+//!   the jitter buffer, see [`super::opus`]); G.711 is 8 kHz, resampled when a re-INVITE moved
+//!   a 16 kHz call onto it. Keypad events count their durations in the event payload's own
+//!   clock (8 kHz beside Opus's 48 kHz) and carry the audio stream's timestamp.
 //! * **RTCP.** A compound SR (or RR) with SDES every `rtcp_interval`; the peer's reports give
 //!   its view of baton's stream and the round trip.
 //! * **Timeout.** No packet at all from a peer that should be sending, for `rtp_timeout`, ends
@@ -28,9 +33,11 @@ use tokio::time::Instant;
 
 use super::dtmf::{self, Outgoing, Timing};
 use super::jitter::{JitterBuffer, JitterConfig, JitterStats};
+use super::opus::{self, OpusDecoder, OpusOutbound};
 use super::rtcp;
 use super::rtp::{self, ReceiveStats};
 use super::sdp::{Codec, Negotiated};
+use crate::audio::resample::StreamResampler;
 use crate::audio::{Frame, g711};
 use crate::leg::LegEvent;
 
@@ -116,8 +123,10 @@ pub struct MediaStats {
     /// Interarrival jitter now and at its highest, in ms (RFC 3550 §6.4.1).
     pub jitter_ms: f64,
     pub max_jitter_ms: f64,
-    /// Audio concealed, in ms.
+    /// Audio concealed, in ms (Opus: by the decoder's PLC or FEC).
     pub concealed_ms: f64,
+    /// Frames baton could not encode (sent as nothing; the timestamp still moves on).
+    pub encode_errors: u64,
     /// The jitter buffer's own counts (duplicates, reordered, late, trims, target delay).
     pub buffer: JitterStats,
     /// Datagrams that were not RTP, came from another source, or carried another payload type.
@@ -139,13 +148,66 @@ pub struct MediaStats {
     pub latched: bool,
 }
 
+/// How the current codec's audio becomes the leg's, and back.
+enum Path {
+    /// G.711 at 8 kHz, with resamplers when the leg runs at another rate.
+    G711 {
+        up: Option<Box<StreamResampler>>,
+        down: Option<Box<StreamResampler>>,
+    },
+    Opus(Box<OpusOutbound>),
+}
+
+impl std::fmt::Debug for Path {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::G711 { up, .. } => write!(f, "G711 {{ resampled: {} }}", up.is_some()),
+            Path::Opus(_) => f.write_str("Opus"),
+        }
+    }
+}
+
+/// The codec's path and its jitter buffer for a leg at `rate`. libopus takes every rate a leg
+/// runs at (8 or 16 kHz); were it to refuse one, the call would hear silence and send nothing
+/// on Opus (counted as encode errors) rather than fail.
+fn path_for(codec: Codec, rate: u32, jitter: JitterConfig) -> (Path, JitterBuffer) {
+    if codec == Codec::Opus
+        && let (Ok(dec), Ok(enc)) = (OpusDecoder::new(rate), opus::encoder(rate))
+    {
+        let buf = JitterBuffer::encoded(
+            JitterConfig { rate, ..jitter },
+            opus::RTP_CLOCK / rate,
+            Box::new(dec),
+        );
+        return (Path::Opus(Box::new(enc)), buf);
+    }
+    let buf = JitterBuffer::new(JitterConfig {
+        rate: 8000,
+        ..jitter
+    });
+    let (up, down) = if rate == 8000 {
+        (None, None)
+    } else {
+        (
+            StreamResampler::new(8000, rate).ok().map(Box::new),
+            StreamResampler::new(rate, 8000).ok().map(Box::new),
+        )
+    };
+    (Path::G711 { up, down }, buf)
+}
+
 /// The core.
 #[derive(Debug)]
 pub struct MediaSession {
     cfg: MediaConfig,
     neg: Negotiated,
+    /// The leg's PCM rate (fixed for the call).
     rate: u32,
     frame: usize,
+    path: Path,
+    /// The jitter figures and concealed ms of the buffers of earlier codecs of this call.
+    earlier_buffers: JitterStats,
+    earlier_concealed_ms: f64,
     rtp_to: SocketAddr,
     rtcp_to: SocketAddr,
     rtp_latched: bool,
@@ -175,8 +237,8 @@ pub struct MediaSession {
 impl MediaSession {
     /// A session starting its timeline at `now` (the answer).
     pub fn new(cfg: MediaConfig, neg: Negotiated, start: StreamStart, now: Instant) -> Self {
-        let rate = neg.codec.clock_rate();
-        let jitter = JitterBuffer::new(JitterConfig { rate, ..cfg.jitter });
+        let rate = neg.codec.leg_rate();
+        let (path, jitter) = path_for(neg.codec, rate, cfg.jitter);
         let stats = MediaStats {
             codec: neg.codec.name().to_owned(),
             ..MediaStats::default()
@@ -184,6 +246,9 @@ impl MediaSession {
         MediaSession {
             rate,
             frame: crate::audio::frame::samples_per_frame(rate),
+            path,
+            earlier_buffers: JitterStats::default(),
+            earlier_concealed_ms: 0.0,
             rtp_to: neg.remote_rtp,
             rtcp_to: neg.remote_rtcp,
             rtp_latched: false,
@@ -193,7 +258,7 @@ impl MediaSession {
             jitter,
             dtmf_in: dtmf::Receiver::default(),
             out: rtp::Sender::new(start.ssrc, start.seq, start.ts),
-            dtmf_out: dtmf::Sender::new(rate),
+            dtmf_out: dtmf::Sender::new(dtmf_clock(&neg, rate)),
             started_at: now,
             ticks: 0,
             next_tick: now + TICK,
@@ -232,10 +297,19 @@ impl MediaSession {
             self.rtp_latched = false;
             self.rtcp_latched = false;
         }
-        if neg.codec != self.neg.codec || neg.pt != self.neg.pt {
-            self.jitter.restart();
+        if neg.codec != self.neg.codec {
+            let (path, jitter) = path_for(neg.codec, self.rate, self.cfg.jitter);
+            let old = std::mem::replace(&mut self.jitter, jitter);
+            self.earlier_buffers.absorb(old.stats());
+            self.earlier_concealed_ms += concealed_ms(&old);
+            self.path = path;
+            self.recv.new_clock();
+            self.out.new_spurt();
             self.stats.codec = neg.codec.name().to_owned();
+        } else if neg.pt != self.neg.pt {
+            self.jitter.restart();
         }
+        self.dtmf_out.set_rate(dtmf_clock(&neg, self.rate));
         if neg.sends() && !self.was_sending {
             self.out.new_spurt();
         }
@@ -280,26 +354,36 @@ impl MediaSession {
         self.stats.packets_in += 1;
         self.stats.bytes_in += p.payload.len() as u64;
         if p.pt == self.neg.pt {
-            self.pcm.clear();
-            match self.neg.codec {
-                Codec::Pcmu => g711::decode_ulaw(&p.payload, &mut self.pcm),
-                Codec::Pcma => g711::decode_alaw(&p.payload, &mut self.pcm),
-            }
-            let arrival =
-                (now - self.started_at).as_micros() as i64 * i64::from(self.rate) / 1_000_000;
+            let clock = self.neg.codec.clock_rate();
+            let arrival = (now - self.started_at).as_micros() as i64 * i64::from(clock) / 1_000_000;
             self.recv.on_transit(arrival, p.ts);
             let j = self.recv.jitter();
             self.jitter.set_jitter(j);
-            let ms = f64::from(j) * 1000.0 / f64::from(self.rate);
+            let ms = f64::from(j) * 1000.0 / f64::from(clock);
             self.stats.jitter_ms = ms;
             self.stats.max_jitter_ms = self.stats.max_jitter_ms.max(ms);
-            self.jitter.push(p.ts, std::mem::take(&mut self.pcm), now);
+            match self.neg.codec {
+                Codec::Pcmu | Codec::Pcma => {
+                    self.pcm.clear();
+                    if self.neg.codec == Codec::Pcmu {
+                        g711::decode_ulaw(&p.payload, &mut self.pcm);
+                    } else {
+                        g711::decode_alaw(&p.payload, &mut self.pcm);
+                    }
+                    self.jitter.push(p.ts, std::mem::take(&mut self.pcm), now);
+                }
+                Codec::Opus => self.jitter.push_encoded(p.ts, p.payload, now),
+            }
         } else if Some(p.pt) == self.neg.dtmf_pt {
             match dtmf::parse_event(&p.payload) {
                 Ok(e) => {
-                    let frame = self.frame as u32;
-                    self.jitter
-                        .silent(p.ts, u32::from(e.duration).max(frame) + frame);
+                    // The event's duration is in its own clock; the buffer counts its samples.
+                    let buf_rate = u64::from(self.jitter.rate());
+                    let frame = (buf_rate / 50) as u32;
+                    let held =
+                        u64::from(e.duration) * buf_rate / u64::from(self.neg.dtmf_rate.max(1));
+                    let held = u32::try_from(held).unwrap_or(u32::MAX);
+                    self.jitter.silent(p.ts, held.max(frame) + frame);
                     if let Some(digit) = self.dtmf_in.on_packet(p.ts, &e) {
                         self.stats.dtmf_in += 1;
                         self.events.push_back(LegEvent::Dtmf { digit });
@@ -334,7 +418,8 @@ impl MediaSession {
         }
         if let Some(b) = inc.about_us {
             self.stats.peer_lost = Some(u64::from(b.cumulative_lost));
-            self.stats.peer_jitter_ms = Some(f64::from(b.jitter) * 1000.0 / f64::from(self.rate));
+            self.stats.peer_jitter_ms =
+                Some(f64::from(b.jitter) * 1000.0 / f64::from(self.neg.codec.clock_rate()));
             if let Some(rtt) = rtcp::round_trip(&b, wall) {
                 self.stats.rtt_ms = Some(rtt.as_secs_f64() * 1000.0);
             }
@@ -344,6 +429,12 @@ impl MediaSession {
     /// Plays one of the call's frames to the peer.
     pub fn play(&mut self, frame: &Frame) {
         let events = self.neg.dtmf_pt.is_some();
+        // Event timestamps run on the audio's RTP clock; their offsets come in the event's.
+        let clock = u64::from(self.neg.codec.clock_rate());
+        let event_clock = u64::from(dtmf_clock(&self.neg, self.rate));
+        let to_rtp = |offset: u32| (u64::from(offset) * clock / event_clock.max(1)) as u32;
+        let to_leg =
+            |offset: u32| (u64::from(offset) * u64::from(self.rate) / event_clock.max(1)) as u32;
         let (pt, ts, marker) = match self.dtmf_out.next_frame(events) {
             Outgoing::Audio => {
                 self.encode(&frame.samples);
@@ -356,7 +447,7 @@ impl MediaSession {
             }
             Outgoing::Tone { code, offset } => {
                 let mut pcm = vec![0i16; self.frame];
-                dtmf::tone(code, self.rate, offset, &mut pcm);
+                dtmf::tone(code, self.rate, to_leg(offset), &mut pcm);
                 self.encode(&pcm);
                 (self.neg.pt, self.out.ts, false)
             }
@@ -369,13 +460,13 @@ impl MediaSession {
                 self.encoded.extend_from_slice(&dtmf::event_payload(event));
                 (
                     self.neg.dtmf_pt.unwrap_or(self.neg.pt),
-                    self.out.ts.wrapping_sub(ts_offset),
+                    self.out.ts.wrapping_sub(to_rtp(ts_offset)),
                     start,
                 )
             }
         };
         self.stats.dtmf_out = self.dtmf_out.sent;
-        if self.neg.sends() {
+        if self.neg.sends() && !self.encoded.is_empty() {
             let bytes = self.out.packet(pt, ts, marker, &self.encoded);
             self.stats.packets_out += 1;
             self.stats.bytes_out += self.encoded.len() as u64;
@@ -385,14 +476,37 @@ impl MediaSession {
                 bytes,
             });
         }
-        self.out.ts = self.out.ts.wrapping_add(self.frame as u32);
+        self.out.ts = self.out.ts.wrapping_add(self.neg.codec.clock_rate() / 50);
     }
 
     fn encode(&mut self, pcm: &[i16]) {
         self.encoded.clear();
-        match self.neg.codec {
-            Codec::Pcmu => g711::encode_ulaw(pcm, &mut self.encoded),
-            Codec::Pcma => g711::encode_alaw(pcm, &mut self.encoded),
+        match (&mut self.path, self.neg.codec) {
+            (Path::Opus(enc), Codec::Opus) => match enc.encode(pcm) {
+                Ok(bytes) => self.encoded = bytes,
+                Err(_) => self.stats.encode_errors += 1,
+            },
+            (Path::Opus(_), _) | (Path::G711 { .. }, Codec::Opus) => {
+                self.stats.encode_errors += 1;
+            }
+            (Path::G711 { down, .. }, _) => {
+                let narrow;
+                let pcm = match down {
+                    Some(r) => {
+                        let mut out = Vec::with_capacity(160);
+                        r.process(pcm, &mut out);
+                        out.resize(160, 0);
+                        narrow = out;
+                        &narrow[..]
+                    }
+                    None => pcm,
+                };
+                if self.neg.codec == Codec::Pcma {
+                    g711::encode_alaw(pcm, &mut self.encoded);
+                } else {
+                    g711::encode_ulaw(pcm, &mut self.encoded);
+                }
+            }
         }
     }
 
@@ -464,7 +578,13 @@ impl MediaSession {
     }
 
     fn tick(&mut self) {
-        let p = self.jitter.pop();
+        let mut p = self.jitter.pop();
+        if let Path::G711 { up: Some(r), .. } = &mut self.path {
+            let mut wide = Vec::with_capacity(self.frame);
+            r.process(&p.samples, &mut wide);
+            wide.resize(self.frame, 0);
+            p.samples = wide;
+        }
         let ts = TICK * self.ticks as u32;
         let received_at = p.arrived.unwrap_or(self.next_tick);
         self.ticks += 1;
@@ -543,11 +663,24 @@ impl MediaSession {
         s.expected = self.recv.expected();
         s.lost = self.recv.lost();
         s.buffer = self.jitter.stats().clone();
-        s.concealed_ms =
-            self.jitter.stats().concealed_samples as f64 * 1000.0 / f64::from(self.rate);
+        s.buffer.absorb(&self.earlier_buffers);
+        s.concealed_ms = self.earlier_concealed_ms + concealed_ms(&self.jitter);
         s.sent_to = Some(self.rtp_to);
         s.latched = self.rtp_latched;
         s
+    }
+}
+
+fn concealed_ms(buffer: &JitterBuffer) -> f64 {
+    buffer.stats().concealed_samples as f64 * 1000.0 / f64::from(buffer.rate())
+}
+
+/// The clock keypad durations count in: the event payload's, or the leg's for tones.
+fn dtmf_clock(neg: &Negotiated, leg_rate: u32) -> u32 {
+    if neg.dtmf_pt.is_some() {
+        neg.dtmf_rate
+    } else {
+        leg_rate
     }
 }
 

@@ -17,6 +17,7 @@ fn neg(dtmf: bool) -> Negotiated {
         codec: Codec::Pcmu,
         pt: 0,
         dtmf_pt: dtmf.then_some(101),
+        dtmf_rate: 8000,
         remote_rtp: "127.0.0.1:6000".parse().unwrap(),
         remote_rtcp: "127.0.0.1:6001".parse().unwrap(),
         direction: Direction::SendRecv,
@@ -254,4 +255,144 @@ fn loss_and_reorder_are_counted_and_concealed() {
     assert!(s.buffer.reordered >= 4, "{s:?}");
     assert_eq!(s.buffer.late, 0, "{s:?}");
     assert!(s.concealed_ms >= 100.0 && s.concealed_ms <= 120.0, "{s:?}");
+}
+
+fn opus_neg() -> Negotiated {
+    Negotiated {
+        codec: Codec::Opus,
+        pt: 96,
+        dtmf_pt: Some(101),
+        dtmf_rate: 8000,
+        ..neg(true)
+    }
+}
+
+fn sine(n: usize, rate: u32, from: usize) -> Vec<i16> {
+    (from..from + n)
+        .map(|i| {
+            let t = i as f64 / f64::from(rate);
+            (6000.0 * (2.0 * std::f64::consts::PI * 300.0 * t).sin()) as i16
+        })
+        .collect()
+}
+
+#[test]
+fn an_opus_call_runs_at_16_khz_on_a_48_khz_clock_with_8_khz_keypad_events() {
+    let t0 = Instant::now();
+    let wall = SystemTime::now();
+    let mut m = MediaSession::new(MediaConfig::default(), opus_neg(), START, t0);
+    assert_eq!(m.rate(), 16_000);
+    // The peer's Opus (encoded at 48 kHz, as a softphone does), 20 ms per packet.
+    let mut enc = crate::leg::webrtc::codec::OpusOutbound::new(48_000, 32_000).unwrap();
+    let mut tx = rtp::Sender::new(0xbeef, 1, 0);
+    let from = sa("127.0.0.1:7000");
+    for i in 0..30u32 {
+        let payload = enc.encode(&sine(960, 48_000, 960 * i as usize)).unwrap();
+        if i != 12 {
+            let p = tx.packet(96, i * 960, false, &payload);
+            m.handle_rtp(&p, from, t0 + Duration::from_millis(u64::from(i) * 20 + 5));
+        } else {
+            tx.packet(96, i * 960, false, &payload); // lost on the way
+        }
+        m.handle_timeout(t0 + Duration::from_millis(u64::from(i + 1) * 20), wall);
+    }
+    let f = frames(&mut m);
+    assert_eq!(f.len(), 30);
+    assert!(f.iter().all(|f| f.rate == 16_000 && f.samples.len() == 320));
+    assert!(crate::audio::vad::rms_dbfs(&f[20].samples) > -20.0);
+    // A key: event packets on the 8 kHz event clock.
+    for (k, d) in [(0u32, 160u16), (1, 320), (2, 480)] {
+        let ev = dtmf::event_payload(dtmf::Event {
+            code: 5,
+            end: k == 2,
+            volume: 10,
+            duration: d,
+        });
+        let p = tx.packet(101, 30 * 960, k == 0, &ev);
+        m.handle_rtp(
+            &p,
+            from,
+            t0 + Duration::from_millis(620 + 20 * u64::from(k)),
+        );
+    }
+    let s = m.stats();
+    assert_eq!(
+        (s.codec.as_str(), s.lost, s.dtmf_in),
+        ("opus", 1, 1),
+        "{s:?}"
+    );
+    assert_eq!(
+        s.buffer.fec_frames, 1,
+        "the lost frame came from FEC: {s:?}"
+    );
+    assert!(s.concealed_ms >= 20.0, "{s:?}");
+    assert!(s.jitter_ms < 1.0, "{s:?}");
+    // baton's side: one Opus packet per frame, +960 on the clock; keys as events whose
+    // timestamps stay on that clock.
+    let frame = Frame {
+        rate: 16_000,
+        ts: Duration::ZERO,
+        samples: sine(320, 16_000, 0),
+    };
+    m.play(&frame);
+    m.play(&frame);
+    m.send_dtmf("1", None).unwrap();
+    m.play(&frame);
+    m.play(&frame);
+    let sent: Vec<rtp::Packet> = std::iter::from_fn(|| m.poll_transmit())
+        .map(|t| rtp::parse(&t.bytes).unwrap())
+        .collect();
+    assert_eq!(sent[0].pt, 96);
+    assert_eq!(sent[1].ts.wrapping_sub(sent[0].ts), 960);
+    assert!(sent[0].payload.len() > 10 && sent[0].payload.len() < 200);
+    let ev: Vec<_> = sent.iter().filter(|p| p.pt == 101).collect();
+    assert_eq!(ev.len(), 2);
+    assert_eq!(
+        ev[0].ts,
+        sent[1].ts.wrapping_add(960),
+        "the event starts on the audio clock"
+    );
+    assert_eq!(ev[1].ts, ev[0].ts, "one event, one timestamp");
+    let d = dtmf::parse_event(&ev[1].payload).unwrap().duration;
+    assert_eq!(d, 320, "two frames in the event's 8 kHz clock");
+}
+
+#[test]
+fn a_re_invite_moves_an_opus_call_to_pcmu_and_the_leg_keeps_its_rate() {
+    let t0 = Instant::now();
+    let wall = SystemTime::now();
+    let mut m = MediaSession::new(MediaConfig::default(), opus_neg(), START, t0);
+    m.update(neg(true), t0);
+    assert_eq!(m.rate(), 16_000);
+    let mut peer = Peer::new();
+    let from = sa("127.0.0.1:7000");
+    for i in 0..10u32 {
+        m.handle_rtp(
+            &peer.audio(1000),
+            from,
+            t0 + Duration::from_millis(u64::from(i) * 20 + 5),
+        );
+        m.handle_timeout(t0 + Duration::from_millis(u64::from(i + 1) * 20), wall);
+    }
+    let f = frames(&mut m);
+    assert!(
+        f.iter().all(|f| f.samples.len() == 320),
+        "resampled to the leg's rate"
+    );
+    let heard = &f[8].samples;
+    assert!(heard.iter().all(|s| (850..=1150).contains(s)), "{heard:?}");
+    let frame = Frame {
+        rate: 16_000,
+        ts: Duration::ZERO,
+        samples: vec![0; 320],
+    };
+    m.play(&frame);
+    m.play(&frame);
+    let a = rtp::parse(&m.poll_transmit().unwrap().bytes).unwrap();
+    let b = rtp::parse(&m.poll_transmit().unwrap().bytes).unwrap();
+    assert_eq!(
+        (a.pt, a.payload.len(), b.ts.wrapping_sub(a.ts)),
+        (0, 160, 160)
+    );
+    assert_eq!(m.stats().codec, "PCMU");
 }

@@ -9,6 +9,7 @@
 //! * [`uas`]: what a new INVITE is answered (allow-lists, digest, 486/503/415/488);
 //! * [`rtp`], [`rtcp`]: packets and RFC 3550 statistics and reports;
 //! * [`jitter`]: the adaptive jitter buffer with loss concealment;
+//! * [`opus`]: Opus (RFC 7587) behind the jitter buffer and toward the peer;
 //! * [`dtmf`]: RFC 4733 events both ways, SIP INFO digits, and tones;
 //! * [`media`]: the sans-IO core of one call's media (symmetric RTP, frames both ways, RTCP,
 //!   the RTP timeout, the call's figures);
@@ -23,6 +24,7 @@ pub mod dtmf;
 pub mod jitter;
 pub mod leg;
 pub mod media;
+pub mod opus;
 pub mod register;
 pub mod rtcp;
 pub mod rtp;

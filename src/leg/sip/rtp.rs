@@ -189,6 +189,13 @@ impl ReceiveStats {
         self.last_transit = Some(transit);
     }
 
+    /// The stream moved to a codec with another RTP clock: transit times start again (the
+    /// jitter estimate is not carried across clocks).
+    pub fn new_clock(&mut self) {
+        self.last_transit = None;
+        self.jitter_q4 = 0;
+    }
+
     /// The extended highest sequence number received.
     pub fn extended_max(&self) -> u32 {
         self.cycles.wrapping_add(u32::from(self.max_seq))

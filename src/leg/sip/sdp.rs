@@ -10,6 +10,10 @@ use std::net::{IpAddr, SocketAddr};
 pub const MAX_SDP: usize = 16 * 1024;
 /// The payload type baton offers `telephone-event` on (the de facto standard number).
 pub const OFFERED_DTMF_PT: u8 = 101;
+/// The dynamic payload type baton offers Opus on.
+pub const OFFERED_OPUS_PT: u8 = 111;
+/// The clock of `telephone-event` when nothing else is said (RFC 4733 §7.1.1).
+pub const DTMF_CLOCK: u32 = 8000;
 
 /// An audio codec baton speaks on SIP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,31 +22,57 @@ pub enum Codec {
     Pcmu,
     /// G.711 A-law, static payload type 8.
     Pcma,
+    /// Opus (RFC 7587): a dynamic payload type, `opus/48000/2`, 48 kHz RTP clock whatever the
+    /// audio's own bandwidth; baton sends and takes mono.
+    Opus,
 }
 
 impl Codec {
     /// Every codec, in baton's default order of preference.
-    pub const ALL: [Codec; 2] = [Codec::Pcmu, Codec::Pcma];
+    pub const ALL: [Codec; 3] = [Codec::Pcmu, Codec::Pcma, Codec::Opus];
 
     /// The encoding name in `a=rtpmap`.
     pub fn name(self) -> &'static str {
         match self {
             Codec::Pcmu => "PCMU",
             Codec::Pcma => "PCMA",
+            Codec::Opus => "opus",
         }
     }
 
-    /// RFC 3551's static payload type.
+    /// The payload type baton offers it on: RFC 3551's static type, or a dynamic one for Opus.
     pub fn static_pt(self) -> u8 {
         match self {
             Codec::Pcmu => 0,
             Codec::Pcma => 8,
+            Codec::Opus => OFFERED_OPUS_PT,
         }
     }
 
-    /// The RTP clock rate, which is also the PCM rate of the leg.
+    /// The RTP clock rate.
     pub fn clock_rate(self) -> u32 {
-        8000
+        match self {
+            Codec::Pcmu | Codec::Pcma => 8000,
+            Codec::Opus => 48_000,
+        }
+    }
+
+    /// The `a=rtpmap` encoding parameters after the clock rate (RFC 7587 §7: always two
+    /// channels for Opus, even for mono audio).
+    fn rtpmap_channels(self) -> &'static str {
+        match self {
+            Codec::Opus => "/2",
+            _ => "",
+        }
+    }
+
+    /// The PCM rate of a leg whose call starts on this codec: G.711's own 8 kHz, and wideband
+    /// 16 kHz for Opus (what speech models take in; Opus decodes to it natively).
+    pub fn leg_rate(self) -> u32 {
+        match self {
+            Codec::Pcmu | Codec::Pcma => 8000,
+            Codec::Opus => 16_000,
+        }
     }
 
     /// The codec named `name` (case-insensitive), if baton speaks it.
@@ -304,6 +334,9 @@ pub struct Negotiated {
     pub pt: u8,
     /// The payload type of `telephone-event`, when both sides take it.
     pub dtmf_pt: Option<u8>,
+    /// The clock of that `telephone-event` payload (its durations count in it): 8000, or the
+    /// codec's own rate when the peer offered that.
+    pub dtmf_rate: u32,
     /// Where baton sends RTP and RTCP (until the peer's own packets say otherwise).
     pub remote_rtp: SocketAddr,
     pub remote_rtcp: SocketAddr,
@@ -326,13 +359,27 @@ pub struct NoCommonCodec {
     pub taken: String,
 }
 
-/// Answers an offer: the first offered codec baton takes (the offerer's preference), and
-/// `telephone-event` at the codec's clock rate when offered.
+/// Answers an offer. The codec is the first offered one baton takes (the offerer's
+/// preference), except that Opus wins when it is offered together with any `telephone-event`:
+/// keypad events keep working on it (an 8 kHz event payload beside 48 kHz Opus is legal, each
+/// payload type has its own clock, RFC 4733 §2.1 and RFC 3264 §5.1), so the call gets wideband
+/// audio without losing keys. `telephone-event` is taken at the codec's clock when offered,
+/// else at 8 kHz.
 pub fn negotiate(offer: &RemoteMedia, codecs: &[Codec]) -> Result<Negotiated, NoCommonCodec> {
-    let chosen = offer.formats.iter().find_map(|f| {
+    let taken = |f: &Format| {
         let c = Codec::from_name(&f.name)?;
         (codecs.contains(&c) && f.clock_rate == c.clock_rate()).then_some((c, f.pt))
-    });
+    };
+    let has_events = offer.formats.iter().any(is_event);
+    let opus = offer
+        .formats
+        .iter()
+        .filter_map(taken)
+        .find(|(c, _)| *c == Codec::Opus);
+    let chosen = match opus {
+        Some(o) if has_events => Some(o),
+        _ => offer.formats.iter().find_map(taken),
+    };
     let Some((codec, pt)) = chosen else {
         let offered: Vec<String> = offer
             .formats
@@ -358,21 +405,27 @@ pub fn negotiate(offer: &RemoteMedia, codecs: &[Codec]) -> Result<Negotiated, No
                 .join(", "),
         });
     };
-    let dtmf_pt = offer
-        .formats
-        .iter()
-        .find(|f| {
-            f.name.eq_ignore_ascii_case("telephone-event") && f.clock_rate == codec.clock_rate()
-        })
-        .map(|f| f.pt);
+    let event_at = |rate: u32| {
+        offer
+            .formats
+            .iter()
+            .find(|f| is_event(f) && f.clock_rate == rate)
+            .map(|f| (f.pt, rate))
+    };
+    let dtmf = event_at(codec.clock_rate()).or_else(|| event_at(DTMF_CLOCK));
     Ok(Negotiated {
         codec,
         pt,
-        dtmf_pt,
+        dtmf_pt: dtmf.map(|d| d.0),
+        dtmf_rate: dtmf.map_or(DTMF_CLOCK, |d| d.1),
         remote_rtp: offer.rtp,
         remote_rtcp: offer.rtcp,
         direction: offer.direction.answer(),
     })
+}
+
+fn is_event(f: &Format) -> bool {
+    f.name.eq_ignore_ascii_case("telephone-event")
 }
 
 /// Reads the peer's answer to baton's offer: the codec it picked must be one baton offered.
@@ -405,20 +458,38 @@ fn head(local: &Local, out: &mut String) {
     );
 }
 
-fn audio_lines(local: &Local, codecs: &[(Codec, u8)], dtmf: Option<u8>, dir: Direction) -> String {
+fn audio_lines(
+    local: &Local,
+    codecs: &[(Codec, u8)],
+    dtmf: Option<(u8, u32)>,
+    dir: Direction,
+) -> String {
     let mut out = String::new();
     let mut pts: Vec<String> = codecs.iter().map(|(_, pt)| pt.to_string()).collect();
-    if let Some(d) = dtmf {
+    if let Some((d, _)) = dtmf {
         pts.push(d.to_string());
     }
     let _ = write!(out, "m=audio {} RTP/AVP {}\r\n", local.port, pts.join(" "));
     for (c, pt) in codecs {
-        let _ = write!(out, "a=rtpmap:{pt} {}/{}\r\n", c.name(), c.clock_rate());
-    }
-    if let Some(d) = dtmf {
         let _ = write!(
             out,
-            "a=rtpmap:{d} telephone-event/8000\r\na=fmtp:{d} 0-16\r\n"
+            "a=rtpmap:{pt} {}/{}{}\r\n",
+            c.name(),
+            c.clock_rate(),
+            c.rtpmap_channels()
+        );
+        if *c == Codec::Opus {
+            // Mono both ways, in-band FEC taken and sent (RFC 7587 §6.1).
+            let _ = write!(
+                out,
+                "a=fmtp:{pt} maxplaybackrate=16000;sprop-maxcapturerate=16000;stereo=0;sprop-stereo=0;useinbandfec=1\r\n"
+            );
+        }
+    }
+    if let Some((d, rate)) = dtmf {
+        let _ = write!(
+            out,
+            "a=rtpmap:{d} telephone-event/{rate}\r\na=fmtp:{d} 0-16\r\n"
         );
     }
     let _ = write!(out, "a=ptime:20\r\na={}\r\n", dir.attr());
@@ -435,7 +506,7 @@ pub fn answer(local: &Local, offer: &RemoteMedia, n: &Negotiated) -> String {
             out.push_str(&audio_lines(
                 local,
                 &[(n.codec, n.pt)],
-                n.dtmf_pt,
+                n.dtmf_pt.map(|pt| (pt, n.dtmf_rate)),
                 n.direction,
             ));
         } else {
@@ -446,12 +517,32 @@ pub fn answer(local: &Local, offer: &RemoteMedia, n: &Negotiated) -> String {
     out
 }
 
-/// baton's offer: every codec it takes in its order, and `telephone-event` on 101.
+/// baton's offer: every codec it takes in its order, and `telephone-event/8000` on 101 (the
+/// one event clock every peer takes; it serves Opus too).
 pub fn offer(local: &Local, codecs: &[Codec], dir: Direction) -> String {
     let mut out = String::with_capacity(400);
     head(local, &mut out);
     let list: Vec<(Codec, u8)> = codecs.iter().map(|c| (*c, c.static_pt())).collect();
-    out.push_str(&audio_lines(local, &list, Some(OFFERED_DTMF_PT), dir));
+    out.push_str(&audio_lines(
+        local,
+        &list,
+        Some((OFFERED_DTMF_PT, DTMF_CLOCK)),
+        dir,
+    ));
+    out
+}
+
+/// An offer of exactly the media now negotiated, payload types included (a re-INVITE without
+/// SDP asks baton for one; the session goes on unchanged).
+pub fn offer_current(local: &Local, n: &Negotiated) -> String {
+    let mut out = String::with_capacity(400);
+    head(local, &mut out);
+    out.push_str(&audio_lines(
+        local,
+        &[(n.codec, n.pt)],
+        n.dtmf_pt.map(|pt| (pt, n.dtmf_rate)),
+        n.direction,
+    ));
     out
 }
 
@@ -502,7 +593,8 @@ mod tests {
         let o = parse(BARESIP.as_bytes()).unwrap();
         assert_eq!(o.rtcp, sa("10.0.0.5:10005"));
         assert_eq!(o.ptime, Some(20));
-        let n = negotiate(&o, &Codec::ALL).unwrap();
+        let g711 = [Codec::Pcmu, Codec::Pcma];
+        let n = negotiate(&o, &g711).unwrap();
         assert_eq!((n.codec, n.pt, n.dtmf_pt), (Codec::Pcma, 8, Some(101)));
         let only_mu = negotiate(&o, &[Codec::Pcmu]).unwrap();
         assert_eq!(only_mu.codec, Codec::Pcmu);
@@ -514,6 +606,47 @@ mod tests {
     }
 
     #[test]
+    fn opus_with_an_8k_event_is_preferred_and_keeps_the_event() {
+        let o = parse(BARESIP.as_bytes()).unwrap();
+        let n = negotiate(&o, &Codec::ALL).unwrap();
+        assert_eq!(
+            (n.codec, n.pt, n.dtmf_pt, n.dtmf_rate),
+            (Codec::Opus, 96, Some(101), 8000)
+        );
+        let a = answer(&local(), &o, &n);
+        assert!(a.contains("m=audio 20000 RTP/AVP 96 101\r\n"), "{a}");
+        assert!(a.contains("a=rtpmap:96 opus/48000/2\r\n"), "{a}");
+        assert!(a.contains("a=fmtp:96 "), "{a}");
+        assert!(a.contains("a=rtpmap:101 telephone-event/8000\r\n"), "{a}");
+        let back = parse(a.as_bytes()).unwrap();
+        assert_eq!(negotiate(&back, &Codec::ALL).unwrap().codec, Codec::Opus);
+        // A session refresh offers the same payload types again.
+        let again = offer_current(&local(), &n);
+        assert!(
+            again.contains("m=audio 20000 RTP/AVP 96 101\r\n"),
+            "{again}"
+        );
+        // An event at Opus's own clock is taken over the 8 kHz one.
+        let both = BARESIP.replace("96 8 0 101", "96 8 0 101 102").replace(
+            "a=fmtp:101 0-15\r\n",
+            "a=fmtp:101 0-15\r\na=rtpmap:102 telephone-event/48000\r\n",
+        );
+        let n = negotiate(&parse(both.as_bytes()).unwrap(), &Codec::ALL).unwrap();
+        assert_eq!((n.dtmf_pt, n.dtmf_rate), (Some(102), 48_000));
+        // With no event offered at all, the offerer's order decides.
+        let no_events = BARESIP.replace("96 8 0 101", "8 96 0").replace(
+            "a=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15\r\n",
+            "",
+        );
+        let n = negotiate(&parse(no_events.as_bytes()).unwrap(), &Codec::ALL).unwrap();
+        assert_eq!((n.codec, n.dtmf_pt), (Codec::Pcma, None));
+        // Opus at another clock is not Opus.
+        let wrong = BARESIP.replace("opus/48000/2", "opus/16000/2");
+        let n = negotiate(&parse(wrong.as_bytes()).unwrap(), &Codec::ALL).unwrap();
+        assert_eq!(n.codec, Codec::Pcma);
+    }
+
+    #[test]
     fn no_common_codec_names_both_sides() {
         let g729 = SIPP
             .replace("RTP/AVP 0", "RTP/AVP 18")
@@ -521,7 +654,7 @@ mod tests {
         let e = negotiate(&parse(g729.as_bytes()).unwrap(), &Codec::ALL).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "no codec in common: the peer offers G729/8000; baton takes PCMU, PCMA"
+            "no codec in common: the peer offers G729/8000; baton takes PCMU, PCMA, opus"
         );
     }
 
@@ -575,7 +708,9 @@ mod tests {
     fn an_offer_reads_back_and_an_answer_is_accepted() {
         let o = offer(&local(), &Codec::ALL, Direction::SendRecv);
         let parsed = parse(o.as_bytes()).unwrap();
-        assert_eq!(parsed.formats.len(), 3);
+        assert_eq!(parsed.formats.len(), 4);
+        assert!(o.contains("m=audio 20000 RTP/AVP 0 8 111 101\r\n"), "{o}");
+        assert!(o.contains("a=rtpmap:111 opus/48000/2\r\n"), "{o}");
         // The peer answers PCMA with events, sendrecv.
         let a = "v=0\r\no=- 1 1 IN IP4 10.0.0.9\r\ns=-\r\nc=IN IP4 10.0.0.9\r\nt=0 0\r\n\
                  m=audio 4000 RTP/AVP 8 101\r\na=rtpmap:101 telephone-event/8000\r\n";

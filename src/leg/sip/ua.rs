@@ -53,6 +53,8 @@ pub struct UserAgent {
     pub rtp_bind_ip: IpAddr,
     /// `[sip] public_ip`, when baton is behind NAT.
     pub public_ip: Option<IpAddr>,
+    /// The CA certificates (PEM) TLS connections baton opens are verified against.
+    trusted: Option<Vec<u8>>,
     cancel: CancellationToken,
 }
 
@@ -76,10 +78,13 @@ fn host_ip(bound: IpAddr) -> IpAddr {
 
 impl UserAgent {
     /// Binds the configured transports and builds the stack (not yet serving: see
-    /// [`UserAgent::serve`]). `tls` is the certificate chain and key (PEM) of `tls:` addresses.
+    /// [`UserAgent::serve`]). `tls` is the certificate chain and key (PEM) of `tls:` addresses;
+    /// `trusted` the CA certificates (PEM) that connections baton opens over TLS verify the
+    /// peer against (none: baton opens no TLS connection that could succeed).
     pub async fn start(
         cfg: &SipConfig,
         tls: Option<(Vec<u8>, Vec<u8>)>,
+        trusted: Option<Vec<u8>>,
     ) -> Result<(Arc<UserAgent>, TransactionReceiver), UaError> {
         let listens = cfg.listens();
         if listens.is_empty() {
@@ -88,6 +93,14 @@ impl UserAgent {
         let public_ip: Option<IpAddr> = cfg.public_ip.parse().ok();
         let cancel = CancellationToken::new();
         let layer = TransportLayer::new(cancel.child_token());
+        if let Some(ca) = trusted.clone() {
+            // The stack verifies the peer's chain and its name (the URI's host, or its IP)
+            // against these roots with rustls; nothing turns the check off.
+            layer.set_tls_config(TlsConfig {
+                ca_certs: Some(ca),
+                ..TlsConfig::default()
+            });
+        }
         let mut bound = Vec::new();
         for (t, addr) in listens {
             let err = |e: &dyn std::fmt::Display| UaError::Bind {
@@ -166,6 +179,7 @@ impl UserAgent {
                 media_ip,
                 rtp_bind_ip,
                 public_ip,
+                trusted,
                 cancel,
             }),
             incoming,
@@ -179,6 +193,52 @@ impl UserAgent {
 
     pub fn inner(&self) -> EndpointInnerRef {
         self.endpoint.inner.clone()
+    }
+
+    /// Why a TLS connection to `uri`'s host fails, when it does: a handshake made as the
+    /// stack makes it (the same roots, the URI's host as the name), because the stack itself
+    /// only lets the request go unanswered when the peer's certificate is refused.
+    pub async fn tls_problem(&self, uri: &rsipstack::sip::Uri) -> Option<String> {
+        use rustls::pki_types::pem::PemObject as _;
+        use rustls::pki_types::{CertificateDer, ServerName};
+        let host = match &uri.host_with_port.host {
+            rsipstack::sip::Host::Domain(d) => d.to_string(),
+            rsipstack::sip::Host::IpAddr(ip) => ip.to_string(),
+        };
+        let port = uri.host_with_port.port.as_ref().map_or(5061, |p| p.value());
+        let mut roots = rustls::RootCertStore::empty();
+        if let Some(pem) = &self.trusted {
+            for cert in CertificateDer::pem_slice_iter(pem).flatten() {
+                let _ = roots.add(cert);
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .ok()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = match ServerName::try_from(host.clone()) {
+            Ok(n) => n,
+            Err(e) => return Some(format!("{host:?} is not a TLS server name: {e}")),
+        };
+        let attempt = async {
+            let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+                .await
+                .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+            tokio_rustls::TlsConnector::from(Arc::new(config))
+                .connect(name, tcp)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(std::time::Duration::from_secs(5), attempt).await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(explain_tls(&e)),
+            Err(_) => Some(format!(
+                "the TLS handshake with {host}:{port} did not finish in 5 s"
+            )),
+        }
     }
 
     /// Stops the transports and timers.
@@ -219,6 +279,52 @@ impl UserAgent {
             params,
             headers: vec![],
         }
+    }
+}
+
+/// The platform's trusted CA certificates (or `SSL_CERT_FILE` / `SSL_CERT_DIR`), as one PEM
+/// bundle for the stack's TLS client.
+pub fn system_roots_pem() -> Vec<u8> {
+    use base64::Engine as _;
+    let loaded = rustls_native_certs::load_native_certs();
+    for e in &loaded.errors {
+        tracing::warn!(error = %e, "some platform CA certificates could not be loaded");
+    }
+    if loaded.certs.is_empty() {
+        tracing::warn!(
+            "no CA certificates in the platform store: SIP over TLS accepts no peer until \
+             sip.tls_ca_file names one"
+        );
+    }
+    let ders: Vec<Vec<u8>> = loaded.certs.iter().map(|c| c.to_vec()).collect();
+    let mut pem = String::new();
+    for der in ders {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+        pem.push_str("-----BEGIN CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+    }
+    pem.into_bytes()
+}
+
+/// Says what went wrong when a TLS connection to a peer failed its certificate check, with the
+/// fix; other errors are passed on as they are.
+pub fn explain_tls(error: &str) -> String {
+    let lower = error.to_ascii_lowercase();
+    if lower.contains("certificate")
+        || lower.contains("unknownissuer")
+        || lower.contains("notvalidforname")
+    {
+        format!(
+            "the peer's TLS certificate was not accepted ({}): set sip.tls_ca_file to the CA \
+             that signed it, and make sure it names the host or IP baton dials",
+            error.trim()
+        )
+    } else {
+        error.to_owned()
     }
 }
 
