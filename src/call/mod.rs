@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use crate::agents::runner::ToolTasks;
 use crate::audio::resample::StreamResampler;
 use crate::backend::ModelBackend;
-use crate::leg::{LegCommand, LegHandle};
+use crate::leg::{LegCommand, LegEvent, LegHandle};
 use crate::model::gemini::session::SessionConfig;
 use crate::model::handle::{ModelSession, OpenError};
 use crate::model::session::{Outbound, SessionEvent};
@@ -233,7 +233,12 @@ pub async fn run_with_agents(
                     let _ = r.send(result);
                 }
             }
-            ev = leg.events.recv() => core.handle_leg(ev, Instant::now().into_std()),
+            ev = leg.events.recv() => {
+                if let (Some(t), Some(LegEvent::Frame { frame, .. })) = (&tap, &ev) {
+                    t.caller(frame);
+                }
+                core.handle_leg(ev, Instant::now().into_std());
+            }
             () = &mut sleep => core.handle_timeout(Instant::now().into_std()),
         }
     }
