@@ -18,15 +18,14 @@
 //! closed by a reconnect and a handoff's warm standby. Opening a session and running a tool are
 //! the shell's [`Task`]s; their outcomes come back as `handle_opened` / `handle_tool_result`.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::agents::{Agents, AgentsDriver};
 use super::metrics::{CallReport, TurnRecord, ms};
+pub use super::outbox::{Live, ModelCommand, OpenFailed, OpenRequest, Outbox, SessionId, Task};
 use super::resume::{ModelSource, Resume};
 use super::{CallError, CallOptions, downlink_resampler, resampler};
 use crate::agents::CallEvent;
-use crate::agents::ToolRun;
 use crate::audio::Frame;
 use crate::audio::playout::Playout;
 use crate::audio::resample::StreamResampler;
@@ -34,72 +33,10 @@ use crate::audio::vad::{TurnDetector, VadEvent};
 use crate::backend::ModelBackend;
 use crate::leg::{LegCommand, LegEvent};
 use crate::model::Capabilities;
-use crate::model::gemini::session::SessionConfig;
 use crate::model::gemini::wire::{ClientMessage, FunctionResponse, ToolResponse};
 use crate::model::handle::Protocol;
-use crate::model::session::{Outbound, SessionEvent};
+use crate::model::session::SessionEvent;
 use crate::model::{ModelEvent, ToolCallRequest};
-
-/// One model session of the call, as the shell names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SessionId(pub u64);
-
-/// A session the core sends to: its id and what its model can do.
-#[derive(Clone, Copy, Debug)]
-pub struct Live {
-    pub id: SessionId,
-    pub caps: Capabilities,
-}
-
-/// Something for one of the call's model sessions.
-#[derive(Debug)]
-pub enum ModelCommand {
-    /// Ready text (encoded caller audio) or a ping.
-    Send { to: SessionId, out: Outbound },
-    /// One of baton's messages, carried on the session's own wire.
-    Message {
-        to: SessionId,
-        msg: Box<ClientMessage>,
-    },
-    /// The caller barged in having heard `heard_ms` of the model's current audio item.
-    BargeIn { to: SessionId, heard_ms: u64 },
-    /// Close the session. With `watch` its events are still read until it ends (reported with
-    /// `handle_model(to, None, ..)`); without, the shell forgets it.
-    Close { to: SessionId, watch: bool },
-    /// Let the session go without a word (it died or ended): its socket is dropped.
-    Drop { to: SessionId },
-}
-
-/// What a session to be opened is opened with.
-#[derive(Debug)]
-pub struct OpenRequest {
-    pub backend: ModelBackend,
-    pub config: SessionConfig,
-    /// Take the call's standby socket if one is ready (only the setup goes out).
-    pub standby_socket: bool,
-}
-
-/// Asynchronous work the shell runs for the core.
-#[derive(Debug)]
-pub enum Task {
-    /// Open a session; report with [`CallCore::handle_opened`] under `id`.
-    Open {
-        id: SessionId,
-        request: Box<OpenRequest>,
-    },
-    /// Run a tool; its result comes back through [`CallCore::handle_tool_result`].
-    RunTool(ToolRun),
-    /// Stop these running tools.
-    CancelTools { ids: Vec<String>, reason: String },
-}
-
-/// A session could not be opened.
-#[derive(Debug)]
-pub struct OpenFailed {
-    pub reason: String,
-    /// The service refused the setup as invalid (for a resumption: the handle was refused).
-    pub handle_refused: bool,
-}
 
 /// Why the core wants to be woken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,51 +47,6 @@ pub enum Reason {
     Orchestrator,
     /// The reconnect machine's timer (a `goAway` deadline, a close wait, a back-off).
     Reconnect,
-}
-
-/// Everything the core has decided and the shell has not carried out yet.
-#[derive(Default)]
-pub struct Outbox {
-    pub(super) leg: VecDeque<LegCommand>,
-    pub(super) model: VecDeque<ModelCommand>,
-    pub(super) tasks: VecDeque<Task>,
-    next_id: u64,
-}
-
-impl Outbox {
-    /// A fresh session id (the first session of the call is 0).
-    pub(super) fn new_id(&mut self) -> SessionId {
-        self.next_id += 1;
-        SessionId(self.next_id)
-    }
-
-    pub(super) fn message(&mut self, to: SessionId, msg: ClientMessage) {
-        self.model.push_back(ModelCommand::Message {
-            to,
-            msg: Box::new(msg),
-        });
-    }
-
-    pub(super) fn send(&mut self, to: SessionId, out: Outbound) {
-        self.model.push_back(ModelCommand::Send { to, out });
-    }
-
-    pub(super) fn close(&mut self, to: SessionId, watch: bool) {
-        self.model.push_back(ModelCommand::Close { to, watch });
-    }
-
-    pub(super) fn drop_session(&mut self, to: SessionId) {
-        self.model.push_back(ModelCommand::Drop { to });
-    }
-
-    pub(super) fn open(&mut self, request: OpenRequest) -> SessionId {
-        let id = self.new_id();
-        self.tasks.push_back(Task::Open {
-            id,
-            request: Box::new(request),
-        });
-        id
-    }
 }
 
 /// The state of one call between events.

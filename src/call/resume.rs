@@ -16,8 +16,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::core::{CallCore, Live, OpenFailed, OpenRequest, SessionId};
+use super::core::CallCore;
 use super::metrics::{ms, round2};
+use super::outbox::{Live, OpenFailed, OpenRequest, SessionId};
 use super::reconnect::{Action, Cause, OpenFailure, ReconnectPolicy, Reconnector};
 use crate::audio::resample::StreamResampler;
 use crate::backend::ModelBackend;

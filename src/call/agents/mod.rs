@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 mod timeline;
 
-use super::core::{Live, OpenFailed, OpenRequest, Outbox, SessionId, Task};
 use super::metrics::{CallReport, HandoffRecord, TurnRecord, ms, round2};
+use super::outbox::{Live, OpenFailed, OpenRequest, Outbox, SessionId, Task};
 use crate::agents::{Action, CallEvent, Input, Orchestrator, SessionSetup};
 use crate::backend::ModelBackend;
 use crate::model::ModelEvent;
