@@ -118,7 +118,7 @@ impl Resume {
     }
 
     /// The call is ending: stop opening, close what is closing.
-    pub(super) fn abandon(&mut self, out: &mut super::core::Outbox) {
+    pub(super) fn abandon(&mut self, out: &mut super::outbox::Outbox) {
         self.opening = None;
         if let Some(id) = self.closing.take() {
             out.close(id, false);

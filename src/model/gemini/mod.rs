@@ -6,6 +6,7 @@ pub mod endpoint;
 pub mod keepalive;
 pub mod protocol;
 pub mod session;
+pub mod setup;
 pub mod wire;
 
 /// Audio the model accepts from baton.

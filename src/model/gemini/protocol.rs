@@ -6,7 +6,7 @@
 use tokio::time::Instant;
 
 use super::codec;
-use super::session::SessionConfig;
+use super::setup::SessionConfig;
 use crate::model::ModelEvent;
 use crate::model::protocol::{Frame, Link, ProtocolCore};
 use crate::model::session::Outbound;

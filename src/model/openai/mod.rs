@@ -6,6 +6,7 @@ pub mod codec;
 pub mod endpoint;
 pub mod protocol;
 pub mod session;
+pub mod setup;
 pub mod translate;
 pub mod wire;
 

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::codec::{self, AudioItem, Decoder};
-use super::session::SessionConfig;
+use super::setup::SessionConfig;
 use super::wire::{Api, ClientEvent};
 use crate::model::ModelEvent;
 use crate::model::protocol::{Frame, Link, ProtocolCore, SetupFailure};

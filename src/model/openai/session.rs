@@ -1,5 +1,5 @@
-//! The OpenAI Realtime session client, the same shape as the Gemini one: its settings
-//! ([`SessionConfig`], the `session.update` they make) and the session handle. `connect` performs
+//! The OpenAI Realtime session client, the same shape as the Gemini one: the session handle (its
+//! settings and the `session.update` they make are [`super::setup`]). `connect` performs
 //! the WebSocket handshake, sends `session.update` and waits for `session.updated` (an `error` in
 //! answer refuses the session); the session then runs its [`OpenAiCore`] in the model's one
 //! WebSocket shell ([`crate::model::shell`]), which reports [`SessionEvent`]s stamped with their
@@ -16,125 +16,11 @@ use tokio::time::Instant;
 use super::codec;
 use super::endpoint::{Endpoint, EndpointError};
 use super::protocol::{Command, OpenAiCore};
-use super::wire::{
-    Api, AudioConfig, AudioFormat, AudioInput, AudioOutput, BetaSession, ClientEvent, FunctionTool,
-    Item, Session as WireSession, SessionUpdate, Transcription, TurnDetection,
-};
-use crate::model::gemini::keepalive::KeepaliveConfig;
+pub use super::setup::{SessionConfig, update_event};
+use super::wire::{Api, ClientEvent, FunctionTool, Item};
 use crate::model::protocol::SetupFailure;
 pub use crate::model::session::{Dialed, Outbound, SessionEvent, Transport};
 use crate::model::shell;
-
-/// How the session is configured by its first `session.update`.
-#[derive(Clone, Debug)]
-pub struct SessionConfig {
-    /// `gpt-realtime`, `gpt-realtime-mini`, … (sent in the URL; the session's model never changes).
-    pub model: String,
-    pub instructions: Option<String>,
-    pub tools: Vec<FunctionTool>,
-    /// A built-in voice such as `marin`; fixed once the model has spoken.
-    pub voice: Option<String>,
-    /// What baton sends: `audio/pcm` (24 kHz) or G.711 (8 kHz, straight from a phone leg).
-    pub input_format: AudioFormat,
-    /// What the model speaks.
-    pub output_format: AudioFormat,
-    /// Input transcription model (e.g. `gpt-4o-mini-transcribe`); `None`: no caller transcripts.
-    pub transcription: Option<String>,
-    /// Server VAD; `None`: manual turns (`input_audio_buffer.commit` + `response.create`).
-    pub turn_detection: Option<TurnDetection>,
-    /// How long to wait for `session.updated`.
-    pub setup_timeout: Duration,
-    /// WebSocket pings and dead-socket detection.
-    pub keepalive: KeepaliveConfig,
-}
-
-impl Default for SessionConfig {
-    fn default() -> Self {
-        SessionConfig {
-            model: "gpt-realtime".into(),
-            instructions: None,
-            tools: Vec::new(),
-            voice: None,
-            input_format: AudioFormat::PCM24K,
-            output_format: AudioFormat::PCM24K,
-            transcription: Some("gpt-4o-mini-transcribe".into()),
-            turn_detection: Some(TurnDetection::server_vad(None)),
-            setup_timeout: Duration::from_secs(15),
-            keepalive: KeepaliveConfig::default(),
-        }
-    }
-}
-
-impl SessionConfig {
-    /// The `session.update` that sets the session up, in `api`'s shape.
-    pub fn session_update(&self, api: Api) -> ClientEvent {
-        let transcription = self.transcription.as_ref().map(|m| Transcription {
-            model: Some(m.clone()),
-            ..Default::default()
-        });
-        let session = match api {
-            Api::Ga => SessionUpdate::Ga(WireSession {
-                instructions: self.instructions.clone(),
-                output_modalities: Some(vec!["audio".into()]),
-                audio: Some(AudioConfig {
-                    input: Some(AudioInput {
-                        format: Some(self.input_format.clone()),
-                        transcription,
-                        turn_detection: Some(self.turn_detection.clone()),
-                        ..Default::default()
-                    }),
-                    output: Some(AudioOutput {
-                        format: Some(self.output_format.clone()),
-                        voice: self.voice.clone().map(Value::String),
-                        ..Default::default()
-                    }),
-                }),
-                tools: Some(self.tools.clone()),
-                ..Default::default()
-            }),
-            Api::Beta => SessionUpdate::Beta(BetaSession {
-                instructions: self.instructions.clone(),
-                modalities: Some(vec!["text".into(), "audio".into()]),
-                voice: self.voice.clone().map(Value::String),
-                input_audio_format: Some(self.input_format.beta_name().into()),
-                output_audio_format: Some(self.output_format.beta_name().into()),
-                input_audio_transcription: transcription,
-                turn_detection: Some(self.turn_detection.clone()),
-                tools: Some(self.tools.clone()),
-                ..Default::default()
-            }),
-        };
-        ClientEvent::SessionUpdate {
-            event_id: None,
-            session,
-        }
-    }
-}
-
-/// A partial `session.update` that swaps instructions and/or tools in place (a handoff); the
-/// new settings apply from the next response, the voice stays.
-pub fn update_event(
-    api: Api,
-    instructions: Option<&str>,
-    tools: Option<&[FunctionTool]>,
-) -> ClientEvent {
-    let session = match api {
-        Api::Ga => SessionUpdate::Ga(WireSession {
-            instructions: instructions.map(str::to_owned),
-            tools: tools.map(<[FunctionTool]>::to_vec),
-            ..Default::default()
-        }),
-        Api::Beta => SessionUpdate::Beta(BetaSession {
-            instructions: instructions.map(str::to_owned),
-            tools: tools.map(<[FunctionTool]>::to_vec),
-            ..Default::default()
-        }),
-    };
-    ClientEvent::SessionUpdate {
-        event_id: None,
-        session,
-    }
-}
 
 /// A session could not be established.
 #[derive(Debug, thiserror::Error)]
@@ -328,7 +214,3 @@ impl From<SetupFailure> for SessionError {
         }
     }
 }
-
-#[cfg(test)]
-#[path = "session_tests.rs"]
-mod tests;

@@ -17,7 +17,7 @@
 
 use serde_json::Value;
 
-use super::session::SessionConfig;
+use super::setup::SessionConfig;
 use super::wire::{Api, ClientEvent, ContentPart, FunctionTool, Item, TurnDetection};
 use crate::model::gemini::session::SessionConfig as BatonConfig;
 use crate::model::gemini::wire::{
@@ -60,7 +60,7 @@ impl Translator {
             ClientMessage::Setup(s) => {
                 let instructions = s.system_instruction.as_ref().map(content_text);
                 let tools = s.tools.as_deref().map(function_tools);
-                vec![Step::Send(Box::new(super::session::update_event(
+                vec![Step::Send(Box::new(super::setup::update_event(
                     self.api,
                     instructions.as_deref(),
                     tools.as_deref(),
@@ -72,7 +72,7 @@ impl Translator {
                 if instructions.is_none() && tools.is_none() {
                     return Vec::new();
                 }
-                vec![Step::Send(Box::new(super::session::update_event(
+                vec![Step::Send(Box::new(super::setup::update_event(
                     self.api,
                     instructions.as_deref(),
                     tools.as_deref(),
