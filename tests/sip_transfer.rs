@@ -3,7 +3,9 @@
 //! transfer on its dialog, and SIPp answers the REFER. Accepted (202, NOTIFY 100 then 200): the
 //! outcome is `transferred` with status 200 and baton leaves the call with BYE. Refused (603 to
 //! the REFER, or 202 then NOTIFY 486): the outcome is typed with the status, and the call stays
-//! up with baton until baton hangs up.
+//! up with baton until baton hangs up. And through `baton serve`: `POST /calls/{id}/transfer`
+//! on a call placed to SIPp answers with the typed report, the call's event feed carries the
+//! transfer's steps, and the finished call says baton left it because it was transferred.
 
 mod sip_support;
 mod support;
@@ -308,4 +310,85 @@ async fn a_busy_destination_in_the_notify_keeps_the_caller_with_baton() {
     assert_eq!(report.outcome, Outcome::Busy { status: 486 });
     assert_eq!(report.status, Some(486));
     assert_eq!(by, HungUpBy::Baton);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_transfers_a_running_call_and_reports_it() {
+    if !sip_support::require("sipp", "sip-tester") {
+        return;
+    }
+    let dir = scratch("refer-admin");
+    let sipp_port = free_udp();
+    let trunk = format!(
+        "[sip.trunks.callee]\nuri = \"sip:127.0.0.1:{sipp_port}\"\nfrom = \"sip:+15550100@baton.test\"\nring_timeout_s = 10\n"
+    );
+    let (d, _) = sip_support::daemon("audio-fixtures/scenarios/demo.toml", &trunk, "").await;
+    let mut finished = d.app.sip.get().unwrap().subscribe_finished();
+    let mut steps = answer_then_refer();
+    steps.push(refer_answer("202 Accepted"));
+    steps.push(notify(1, "SIP/2.0 180 Ringing", "active;expires=60"));
+    steps.push(notify(2, "SIP/2.0 200 OK", "terminated;reason=noresource"));
+    steps.push(bye_answered());
+    let xml = scenario("refer-admin", &steps);
+    let peer = tokio::spawn({
+        let dir = dir.to_path_buf();
+        async move { sipp_on(&dir, Scenario::Xml(xml), sipp_port, None, &["-m", "1"]).await }
+    });
+    for _ in 0..100 {
+        if std::net::UdpSocket::bind(("127.0.0.1", sipp_port)).is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, placed) =
+        sip_support::post(d.addr, "/calls", r#"{"to": "100", "trunk": "callee"}"#).await;
+    assert_eq!(status, 201, "{placed}");
+    let id = placed["call_id"].as_str().unwrap().to_owned();
+    let feed = sip_support::follow(&d).await;
+
+    // A destination that is not one is refused with the form that would be.
+    let (status, bad) = sip_support::post(
+        d.addr,
+        &format!("/calls/{id}/transfer"),
+        r#"{"to": "priya"}"#,
+    )
+    .await;
+    assert_eq!(status, 400, "{bad}");
+    // No such call.
+    let (status, _) = sip_support::post(
+        d.addr,
+        "/calls/nope/transfer",
+        &format!(r#"{{"to": "{TARGET}"}}"#),
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    let (status, report) = sip_support::post(
+        d.addr,
+        &format!("/calls/{id}/transfer"),
+        &format!(r#"{{"to": "{TARGET}"}}"#),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["outcome"]["kind"], "transferred", "{report}");
+    assert_eq!(report["status"], 200, "{report}");
+    assert_eq!(report["target"]["sip"], TARGET, "{report}");
+
+    peer.await.unwrap().assert_ok();
+    let record = sip_support::next_record(&mut finished).await;
+    assert_eq!(record.call_id.as_deref(), Some(id.as_str()));
+    assert_eq!(record.hung_up_by, Some(HungUpBy::Transferred), "{record:?}");
+    let events = feed.await.unwrap();
+    let steps: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["type"] == "transfer").collect();
+    assert!(
+        steps
+            .iter()
+            .any(|e| e["event"] == "stage" && e["stage"] == "following"),
+        "{steps:?}"
+    );
+    let last = steps.last().expect("transfer events on the call's feed");
+    assert_eq!(last["event"], "finished", "{steps:?}");
+    assert_eq!(last["outcome"]["kind"], "transferred", "{steps:?}");
+    assert!(events.iter().any(|e| e["type"] == "call_end"), "{events:?}");
 }

@@ -29,6 +29,9 @@ pub struct BlindTransfer {
     pub events: mpsc::UnboundedSender<Event>,
 }
 
+/// Where a call's blind transfers are asked ([`super::call::CallDialog::transfers`]).
+pub type TransferPort = mpsc::UnboundedSender<BlindTransfer>;
+
 /// What the dialog does after a step of the transfer.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Step {
