@@ -70,6 +70,9 @@ struct Trunk {
     registration: watch::Receiver<RegState>,
 }
 
+/// A running call's transfer port and its event feed.
+type Transferable = (TransferPort, Option<Arc<super::live::LiveCall>>);
+
 /// The daemon's SIP side.
 pub struct SipService {
     pub ua: Arc<UserAgent>,
@@ -81,7 +84,7 @@ pub struct SipService {
     /// Running calls by baton's call id: their media's control (keys to press).
     controls: Mutex<HashMap<String, mpsc::UnboundedSender<Signal>>>,
     /// Running calls by baton's call id: where a blind transfer is asked, and the call's feed.
-    transfers: Mutex<HashMap<String, (TransferPort, Option<Arc<super::live::LiveCall>>)>>,
+    transfers: Mutex<HashMap<String, Transferable>>,
     finished: broadcast::Sender<SipCallRecord>,
     cancel: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
