@@ -512,14 +512,19 @@ async fn run(
             "started_unix_ms": l.started_unix_ms, "at_ms": 0,
         }));
     }
-    if let (Some(tx), Some(id)) = (placed, &call_id) {
-        let _ = tx.send(id.clone());
-    }
     if let Some(id) = &call_id {
         svc.controls
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.clone(), leg.control.clone());
+        svc.transfers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), (dialog.transfers(), live.clone()));
+    }
+    // Told once the call takes keys and transfers: a request right after the answer finds it.
+    if let (Some(tx), Some(id)) = (placed, &call_id) {
+        let _ = tx.send(id.clone());
     }
     let info = CallInfo {
         leg: LEG,
@@ -542,12 +547,6 @@ async fn run(
         native: Some(native),
     };
     let handle = super::keypad::tap(&app, leg.handle, hooks);
-    if let Some(id) = &call_id {
-        svc.transfers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), (dialog.transfers(), live.clone()));
-    }
     let dialog_run = dialog.run(leg.control.clone(), leg.task);
     let call_run = attach::run_call_opening(
         &app,

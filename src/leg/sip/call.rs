@@ -333,6 +333,10 @@ impl CallDialog {
                     transfer = Some(t);
                     step
                 }
+                answer = refer_answer(&mut transfer) => match transfer.as_mut() {
+                    Some(t) => t.refer_answered(&self.dialog, answer).await,
+                    None => Step::Continue,
+                },
                 _ = sleep_until_some(wake), if wake.is_some() => match transfer.as_mut() {
                     Some(t) => t.timeout(&self.dialog).await,
                     None => Step::Continue,
@@ -529,6 +533,14 @@ impl CallDialog {
     /// baton's current direction.
     pub fn direction(&self) -> Direction {
         self.current.direction
+    }
+}
+
+/// The final answer of the REFER in flight, if any (pending forever otherwise).
+async fn refer_answer(transfer: &mut Option<Running>) -> Result<u16, String> {
+    match transfer {
+        Some(t) => t.refer_answer().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use rsipstack::dialog::invite_dialog::InviteDialog;
 use rsipstack::sip::ReferTo;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use crate::transfer::{
     Action, BlindVia, Destination, Event, Failure, Input, Plan, Settings, Transfer, figures,
@@ -46,6 +47,9 @@ pub(super) struct Running {
     machine: Transfer,
     events: mpsc::UnboundedSender<Event>,
     finished: bool,
+    /// The REFER in flight: its final status, or why none came. It runs beside the dialog so
+    /// a BYE or the end of the media is taken while the peer decides.
+    refer: Option<JoinHandle<Result<u16, String>>>,
 }
 
 /// The Refer-To of a destination: a SIP URI as written (validated by
@@ -72,6 +76,7 @@ impl Running {
             machine,
             events: req.events,
             finished: false,
+            refer: None,
         }
     }
 
@@ -102,8 +107,40 @@ impl Running {
         self.drive(dialog).await
     }
 
+    /// Waits for the REFER's final answer (pending forever when none is in flight).
+    pub(super) async fn refer_answer(&mut self) -> Result<u16, String> {
+        let Some(task) = self.refer.as_mut() else {
+            return std::future::pending().await;
+        };
+        let answer = task
+            .await
+            .unwrap_or_else(|e| Err(format!("the REFER was not sent: {e}")));
+        self.refer = None;
+        answer
+    }
+
+    /// Feeds the REFER's final answer.
+    pub(super) async fn refer_answered(
+        &mut self,
+        dialog: &InviteDialog,
+        answer: Result<u16, String>,
+    ) -> Step {
+        match answer {
+            Ok(status) => self
+                .machine
+                .handle(Input::ReferAnswered { status }, Instant::now()),
+            Err(message) => self
+                .machine
+                .handle(Input::Failed(Failure::Sip { message }), Instant::now()),
+        }
+        self.drive(dialog).await
+    }
+
     /// The peer hung up while the transfer was under way.
     pub(super) fn caller_hung_up(&mut self) {
+        if let Some(task) = self.refer.take() {
+            task.abort();
+        }
         self.machine.handle(Input::CallerHungUp, Instant::now());
         self.report();
     }
@@ -114,15 +151,7 @@ impl Running {
         while let Some(action) = self.machine.poll_action() {
             match action {
                 Action::Refer { target } => {
-                    let input = self.refer(dialog, &target).await;
-                    match input {
-                        Ok(status) => self
-                            .machine
-                            .handle(Input::ReferAnswered { status }, Instant::now()),
-                        Err(message) => self
-                            .machine
-                            .handle(Input::Failed(Failure::Sip { message }), Instant::now()),
-                    }
+                    self.refer = Some(tokio::spawn(refer(dialog.clone(), target)));
                 }
                 Action::LeaveCall => step = Step::Leave,
                 // The outcome is in the report; the caller stays on this dialog with the agent.
@@ -135,23 +164,6 @@ impl Running {
         }
         self.report();
         step
-    }
-
-    /// Sends the REFER and waits for its final answer; `Err` says why none came.
-    async fn refer(&self, dialog: &InviteDialog, target: &Destination) -> Result<u16, String> {
-        let to = ReferTo::new(refer_to(target));
-        // The subscription's NOTIFYs come in the dialog; a REFER without a final answer within
-        // the transaction's own timeout (64·T1) has failed.
-        let wait = Duration::from_secs(32);
-        match tokio::time::timeout(wait, dialog.refer(to, None, None)).await {
-            Ok(Ok(Some(resp))) => Ok(u16::from(resp.status_code.clone())),
-            Ok(Ok(None)) => Err("the call's dialog is not confirmed; no REFER was sent".into()),
-            Ok(Err(e)) => Err(format!("the REFER failed: {e}")),
-            Err(_) => Err(format!(
-                "the REFER got no final answer in {} s",
-                wait.as_secs()
-            )),
-        }
     }
 
     fn report(&mut self) {
@@ -168,6 +180,23 @@ impl Running {
             }
             let _ = self.events.send(event);
         }
+    }
+}
+
+/// Sends the REFER and waits for its final answer; `Err` says why none came.
+async fn refer(dialog: InviteDialog, target: Destination) -> Result<u16, String> {
+    let to = ReferTo::new(refer_to(&target));
+    // The subscription's NOTIFYs come in the dialog; a REFER without a final answer within
+    // the transaction's own timeout (64·T1) has failed.
+    let wait = Duration::from_secs(32);
+    match tokio::time::timeout(wait, dialog.refer(to, None, None)).await {
+        Ok(Ok(Some(resp))) => Ok(u16::from(resp.status_code.clone())),
+        Ok(Ok(None)) => Err("the call's dialog is not confirmed; no REFER was sent".into()),
+        Ok(Err(e)) => Err(format!("the REFER failed: {e}")),
+        Err(_) => Err(format!(
+            "the REFER got no final answer in {} s",
+            wait.as_secs()
+        )),
     }
 }
 
