@@ -3,7 +3,8 @@
 //! transfer on its dialog, and SIPp answers the REFER. Accepted (202, NOTIFY 100 then 200): the
 //! outcome is `transferred` with status 200 and baton leaves the call with BYE. Refused (603 to
 //! the REFER, or 202 then NOTIFY 486): the outcome is typed with the status, and the call stays
-//! up with baton until baton hangs up. And through `baton serve`: `POST /calls/{id}/transfer`
+//! up with baton until baton hangs up. The callee hanging up instead of answering the REFER
+//! ends the transfer as `caller_hung_up`. And through `baton serve`: `POST /calls/{id}/transfer`
 //! on a call placed to SIPp answers with the typed report, the call's event feed carries the
 //! transfer's steps, and the finished call says baton left it because it was transferred.
 
@@ -310,6 +311,43 @@ async fn a_busy_destination_in_the_notify_keeps_the_caller_with_baton() {
     assert_eq!(report.outcome, Outcome::Busy { status: 486 });
     assert_eq!(report.status, Some(486));
     assert_eq!(by, HungUpBy::Baton);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_hanging_up_before_answering_the_refer_ends_the_transfer() {
+    let mut steps = answer_then_refer();
+    // The REFER is left unanswered; the callee hangs up instead.
+    steps.push(
+        r#"  <send retrans="500">
+    <![CDATA[
+      BYE [$rcontact] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+      From:[$rto]
+      To:[$rfrom]
+      [last_Call-ID:]
+      CSeq: 1 BYE
+      Max-Forwards: 70
+      X-Refer: [$target]
+      Content-Length: 0
+
+    ]]>
+  </send>
+  <recv response="200"/>
+"#
+        .into(),
+    );
+    let Some((report, _, by, sipp)) = transfer("refer-caller-gone", steps, false).await else {
+        return;
+    };
+    sipp.assert_ok();
+    assert_eq!(
+        report.outcome,
+        Outcome::CallerHungUp {
+            stage: baton::transfer::Stage::Referring
+        },
+        "{report:?}"
+    );
+    assert_eq!(by, HungUpBy::Peer);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
