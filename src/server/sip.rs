@@ -5,6 +5,8 @@
 //! model session in tasks of its own, beside its dialog; trunks marked `register` are kept
 //! registered. Every finished SIP call is reported with its media figures.
 
+use crate::leg::sip::transfer::{BlindTransfer, TransferPort};
+use crate::transfer::{Destination, Event as TransferEvent, Report, Settings as TransferSettings};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -68,6 +70,9 @@ struct Trunk {
     registration: watch::Receiver<RegState>,
 }
 
+/// A running call's transfer port and its event feed.
+type Transferable = (TransferPort, Option<Arc<super::live::LiveCall>>);
+
 /// The daemon's SIP side.
 pub struct SipService {
     pub ua: Arc<UserAgent>,
@@ -78,6 +83,8 @@ pub struct SipService {
     trunks: BTreeMap<String, Trunk>,
     /// Running calls by baton's call id: their media's control (keys to press).
     controls: Mutex<HashMap<String, mpsc::UnboundedSender<Signal>>>,
+    /// Running calls by baton's call id: where a blind transfer is asked, and the call's feed.
+    transfers: Mutex<HashMap<String, Transferable>>,
     finished: broadcast::Sender<SipCallRecord>,
     cancel: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -134,6 +141,40 @@ impl SipService {
         rx.await
             .map_err(|_| DtmfError::NoCall)?
             .map_err(DtmfError::NotAKey)
+    }
+
+    /// Hands the peer of a running SIP call to `to` by REFER (blind): waits for the outcome.
+    /// Each event goes to the call's event feed as `{"type": "transfer", ...}`; on success
+    /// baton has left the call, otherwise the call goes on as it was.
+    pub async fn transfer(&self, call_id: &str, to: Destination) -> Result<Report, TransferError> {
+        let (port, live) = self
+            .transfers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(call_id)
+            .cloned()
+            .ok_or(TransferError::NoCall)?;
+        let (events, mut rx) = mpsc::unbounded_channel();
+        port.send(BlindTransfer {
+            target: to,
+            settings: TransferSettings::default(),
+            events,
+        })
+        .map_err(|_| TransferError::NoCall)?;
+        while let Some(event) = rx.recv().await {
+            if let Some(l) = &live {
+                let mut v = serde_json::to_value(&event).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("type".into(), json!("transfer"));
+                    o.insert("call_id".into(), json!(l.id));
+                }
+                l.publish(&v);
+            }
+            if let TransferEvent::Finished(report) = event {
+                return Ok(report);
+            }
+        }
+        Err(TransferError::Ended)
     }
 
     /// Stops registrations (withdrawing them), then the stack.
@@ -323,6 +364,7 @@ pub async fn start(app: &Arc<AppState>) -> Result<Option<Arc<SipService>>, Serve
         routes,
         trunks,
         controls: Mutex::new(HashMap::new()),
+        transfers: Mutex::new(HashMap::new()),
         finished,
         cancel,
         tasks: Mutex::new(Vec::new()),
@@ -470,14 +512,19 @@ async fn run(
             "started_unix_ms": l.started_unix_ms, "at_ms": 0,
         }));
     }
-    if let (Some(tx), Some(id)) = (placed, &call_id) {
-        let _ = tx.send(id.clone());
-    }
     if let Some(id) = &call_id {
         svc.controls
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.clone(), leg.control.clone());
+        svc.transfers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), (dialog.transfers(), live.clone()));
+    }
+    // Told once the call takes keys and transfers: a request right after the answer finds it.
+    if let (Some(tx), Some(id)) = (placed, &call_id) {
+        let _ = tx.send(id.clone());
     }
     let info = CallInfo {
         leg: LEG,
@@ -512,6 +559,10 @@ async fn run(
     let (ran, ended): (Result<attach::Ran, RunError>, Ended) = tokio::join!(call_run, dialog_run);
     if let Some(id) = &call_id {
         svc.controls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        svc.transfers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
@@ -749,11 +800,13 @@ pub async fn place(app: &Arc<AppState>, req: PlaceRequest) -> Result<Placed, Pla
     }
 }
 
-/// `POST /calls` (place an outbound call) and `POST /calls/{id}/dtmf` (press keys on one).
+/// `POST /calls` (place an outbound call), `POST /calls/{id}/dtmf` (press keys on one) and
+/// `POST /calls/{id}/transfer` (hand its peer to a person by REFER).
 pub fn routes() -> axum::Router<Arc<AppState>> {
     axum::Router::new()
         .route("/calls", axum::routing::post(post_call))
         .route("/calls/{call}/dtmf", axum::routing::post(post_dtmf))
+        .route("/calls/{call}/transfer", axum::routing::post(post_transfer))
 }
 
 fn problem(status: Http, message: String) -> Response {
@@ -834,5 +887,49 @@ async fn post_dtmf(
         Ok(n) => (Http::ACCEPTED, Json(json!({ "call_id": id, "keys": n }))).into_response(),
         Err(e @ DtmfError::NoCall) => problem(Http::NOT_FOUND, e.to_string()),
         Err(e) => problem(Http::BAD_REQUEST, e.to_string()),
+    }
+}
+
+/// Why a blind transfer could not be asked.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TransferError {
+    #[error("no running SIP call with that id")]
+    NoCall,
+    #[error("the call ended before the transfer had an outcome")]
+    Ended,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TransferRequest {
+    to: String,
+}
+
+async fn post_transfer(
+    State(app): State<Arc<AppState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(svc) = app.sip.get() else {
+        return problem(Http::NOT_FOUND, PlaceError::NoSip.to_string());
+    };
+    let req: TransferRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return problem(
+                Http::BAD_REQUEST,
+                format!(
+                    "the body is not a transfer request ({e}); send {{\"to\": \"sip:priya@pbx.example.com\" or \"+15550100\"}}"
+                ),
+            );
+        }
+    };
+    let to = match Destination::parse(&req.to) {
+        Ok(d) => d,
+        Err(e) => return problem(Http::BAD_REQUEST, format!("to: {e}")),
+    };
+    match svc.transfer(&id, to).await {
+        Ok(report) => (Http::OK, Json(report)).into_response(),
+        Err(e) => problem(Http::NOT_FOUND, e.to_string()),
     }
 }

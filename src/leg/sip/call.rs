@@ -24,6 +24,7 @@ use super::config::Transport;
 use super::leg::{self, LegEnd, LegOutcome, Signal, SipLeg};
 use super::media::MediaConfig;
 use super::sdp::{self, Codec, Direction, Local, Negotiated};
+use super::transfer::{BlindTransfer, Running, Step};
 use super::ua::{self, UserAgent};
 use super::uas::{self, Capacity, Decision, InviteFacts, Nonces, Policy};
 
@@ -81,6 +82,9 @@ pub struct CallDialog {
     current: Negotiated,
     /// The INVITE's server transaction (inbound calls), run until ACK.
     invite: Option<JoinHandle<()>>,
+    /// Blind transfers asked of this call ([`CallDialog::transfers`]).
+    transfers: mpsc::UnboundedReceiver<BlindTransfer>,
+    transfer_tx: mpsc::UnboundedSender<BlindTransfer>,
 }
 
 /// How a call's signalling ended.
@@ -93,6 +97,8 @@ pub enum HungUpBy {
     Baton,
     /// baton sent BYE because no RTP came.
     MediaTimeout,
+    /// baton sent BYE after the peer was transferred (REFER, NOTIFY 2xx).
+    Transferred,
 }
 
 /// What [`CallDialog::run`] reports.
@@ -275,6 +281,7 @@ pub async fn answer(
         sockets,
         settings.event_queue,
     );
+    let (transfer_tx, transfers) = mpsc::unbounded_channel();
     Ok(Connected {
         leg,
         dialog: CallDialog {
@@ -285,14 +292,22 @@ pub async fn answer(
             codecs: settings.codecs.clone(),
             current: negotiated,
             invite: Some(invite),
+            transfers,
+            transfer_tx,
         },
         parties,
     })
 }
 
 impl CallDialog {
+    /// Where blind transfers of this call are asked for while it runs; one at a time (a
+    /// request while one is under way waits for its outcome).
+    pub fn transfers(&self) -> mpsc::UnboundedSender<BlindTransfer> {
+        self.transfer_tx.clone()
+    }
+
     /// Runs the dialog beside the media until the media ends; sends BYE when baton ends the
-    /// call. Returns how it ended and the media's figures.
+    /// call or has transferred it. Returns how it ended and the media's figures.
     pub async fn run(
         mut self,
         control: mpsc::UnboundedSender<Signal>,
@@ -302,12 +317,34 @@ impl CallDialog {
         let mut states_open = true;
         let mut re_invites = 0;
         let mut holds = 0;
+        let mut transfer: Option<Running> = None;
+        let mut transferred = false;
         let outcome = loop {
-            tokio::select! {
+            let wake = transfer
+                .as_ref()
+                .and_then(Running::deadline)
+                .map(Instant::from_std);
+            let step = tokio::select! {
                 r = &mut media => break r.ok(),
+                req = self.transfers.recv(), if transfer.is_none() && !peer_gone && !transferred => {
+                    let Some(req) = req else { continue };
+                    let mut t = Running::start(req, std::time::Instant::now());
+                    let step = t.begin(&self.dialog).await;
+                    transfer = Some(t);
+                    step
+                }
+                answer = refer_answer(&mut transfer) => match transfer.as_mut() {
+                    Some(t) => t.refer_answered(&self.dialog, answer).await,
+                    None => Step::Continue,
+                },
+                _ = sleep_until_some(wake), if wake.is_some() => match transfer.as_mut() {
+                    Some(t) => t.timeout(&self.dialog).await,
+                    None => Step::Continue,
+                },
                 s = self.states.recv(), if states_open => match s {
                     None => {
                         states_open = false;
+                        Step::Continue
                     }
                     Some(DialogState::Terminated(_, reason)) => {
                         if !peer_gone {
@@ -318,6 +355,10 @@ impl CallDialog {
                         if matches!(reason, TerminatedReason::Timeout) {
                             tracing::warn!("no ACK for baton's answer: the call is dropped");
                         }
+                        if let Some(t) = transfer.as_mut() {
+                            t.caller_hung_up();
+                        }
+                        Step::Continue
                     }
                     Some(DialogState::Updated(_, req, handle)) => {
                         re_invites += 1;
@@ -328,6 +369,7 @@ impl CallDialog {
                             self.current = n.clone();
                             let _ = control.send(Signal::Update(n));
                         }
+                        Step::Continue
                     }
                     Some(DialogState::Info(_, req, handle)) => {
                         let ct = req.header_value("Content-Type").unwrap_or_default();
@@ -340,28 +382,63 @@ impl CallDialog {
                                 let _ = handle.reply(StatusCode::UnsupportedMediaType).await;
                             }
                         }
+                        Step::Continue
                     }
                     Some(DialogState::Options(_, _, handle)) => {
                         let _ = handle.reply(StatusCode::OK).await;
+                        Step::Continue
+                    }
+                    Some(DialogState::Notify(_, req, handle)) => {
+                        let event = req.header_value("Event").unwrap_or_default();
+                        let refer = event.split(';').next().is_some_and(|e| e.trim().eq_ignore_ascii_case("refer"));
+                        match transfer.as_mut() {
+                            Some(t) if refer => {
+                                let _ = handle.reply(StatusCode::OK).await;
+                                t.notify(&self.dialog, &req.body).await
+                            }
+                            // RFC 6665 §4.1.3: a NOTIFY of no subscription of ours.
+                            _ => {
+                                let _ = handle.reply(StatusCode::CallTransactionDoesNotExist).await;
+                                Step::Continue
+                            }
+                        }
                     }
                     Some(
-                        DialogState::Notify(_, _, handle)
-                        | DialogState::Refer(_, _, handle)
+                        DialogState::Refer(_, _, handle)
                         | DialogState::Message(_, _, handle)
                         | DialogState::Publish(_, _, handle),
                     ) => {
                         let _ = handle.reply(StatusCode::NotImplemented).await;
+                        Step::Continue
                     }
-                    Some(_) => {}
+                    Some(_) => Step::Continue,
                 },
+            };
+            if transfer.as_ref().is_some_and(Running::finished) {
+                transfer = None;
+            }
+            if step == Step::Leave && !transferred {
+                // The peer is with the destination now: baton leaves the call, and its media
+                // ends as on the peer's BYE.
+                transferred = true;
+                // The final NOTIFY's 200 goes out from the stack's transaction task; a beat
+                // keeps the BYE from overtaking it (strict peers take that as out of order).
+                tokio::time::sleep(NOTIFY_SETTLE).await;
+                match tokio::time::timeout(Duration::from_secs(5), self.dialog.bye()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::debug!(error = %e, "BYE after the transfer failed"),
+                    Err(_) => tracing::debug!("BYE after the transfer got no answer in 5 s"),
+                }
+                let _ = control.send(Signal::Hangup);
             }
         };
         let by = match outcome.as_ref().map(|o| &o.end) {
+            _ if transferred => HungUpBy::Transferred,
             Some(LegEnd::Media(_)) if !peer_gone => HungUpBy::MediaTimeout,
             Some(LegEnd::Call) if !peer_gone => HungUpBy::Baton,
             _ => HungUpBy::Peer,
         };
-        if by != HungUpBy::Peer {
+        if !matches!(by, HungUpBy::Peer | HungUpBy::Transferred) {
             match tokio::time::timeout(Duration::from_secs(5), self.dialog.bye()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::debug!(error = %e, "BYE failed"),
@@ -456,6 +533,25 @@ impl CallDialog {
     /// baton's current direction.
     pub fn direction(&self) -> Direction {
         self.current.direction
+    }
+}
+
+/// The final answer of the REFER in flight, if any (pending forever otherwise).
+async fn refer_answer(transfer: &mut Option<Running>) -> Result<u16, String> {
+    match transfer {
+        Some(t) => t.refer_answer().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// How long the BYE that ends a transferred call waits for the final NOTIFY's 200 to leave.
+const NOTIFY_SETTLE: Duration = Duration::from_millis(50);
+
+/// Sleeps until `at`, or forever when there is nothing to wait for.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -664,6 +760,7 @@ pub async fn place(
         source: None,
         transport: dial.transport.to_string(),
     };
+    let (transfer_tx, transfers) = mpsc::unbounded_channel();
     Ok(Connected {
         leg,
         dialog: CallDialog {
@@ -674,6 +771,8 @@ pub async fn place(
             codecs: settings.codecs.clone(),
             current: negotiated,
             invite: None,
+            transfers,
+            transfer_tx,
         },
         parties,
     })

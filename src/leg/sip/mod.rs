@@ -16,7 +16,8 @@
 //! * [`leg`]: the async shell over the RTP/RTCP sockets that hands the call a `LegHandle`;
 //! * [`ua`]: the stack's endpoint, transports and the dispatch of new requests;
 //! * [`call`]: one call's dialog, inbound (answer) or outbound (place), run beside its media;
-//! * [`register`]: registrations with trunks, refreshed before they expire.
+//! * [`register`]: registrations with trunks, refreshed before they expire;
+//! * [`transfer`]: a blind transfer of a call by REFER, its NOTIFYs followed.
 
 pub mod call;
 pub mod config;
@@ -29,5 +30,6 @@ pub mod register;
 pub mod rtcp;
 pub mod rtp;
 pub mod sdp;
+pub mod transfer;
 pub mod ua;
 pub mod uas;

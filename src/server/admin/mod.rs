@@ -58,6 +58,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/admin/calls/{call}/hangup"),
     ("post", "/calls"),
     ("post", "/calls/{call}/dtmf"),
+    ("post", "/calls/{call}/transfer"),
     ("get", "/admin/calls/{call}/events"),
     ("get", "/admin/instances"),
     ("post", "/admin/drain"),
