@@ -10,6 +10,7 @@ pub mod backend;
 pub mod bench;
 pub mod call;
 pub mod config;
+pub mod deadlines;
 pub mod demo;
 pub mod dial;
 pub mod mcp;

@@ -246,7 +246,7 @@ impl MockSession {
         if self.closed {
             None
         } else {
-            self.timers.next()
+            self.timers.next().map(|(at, _)| at)
         }
     }
 

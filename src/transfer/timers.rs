@@ -2,7 +2,7 @@
 //! deadline, reported with its reason. Firing early is harmless: each handler re-checks the
 //! stage it acts on.
 
-use std::time::Instant;
+use crate::deadlines::{Deadlines, Reason};
 
 use serde::Serialize;
 
@@ -24,37 +24,18 @@ pub enum Timer {
     DeadAir = 5,
 }
 
-const ALL: [Timer; 6] = [
-    Timer::Announcement,
-    Timer::Refer,
-    Timer::Ring,
-    Timer::Screen,
-    Timer::Decision,
-    Timer::DeadAir,
-];
-
-#[derive(Debug, Default)]
-pub(super) struct Timers([Option<Instant>; 6]);
-
-impl Timers {
-    pub fn set(&mut self, t: Timer, at: Instant) {
-        self.0[t as usize] = Some(at);
-    }
-    pub fn stop(&mut self, t: Timer) {
-        self.0[t as usize] = None;
-    }
-    /// The earliest armed deadline and its reason.
-    pub fn next(&self) -> Option<(Instant, Timer)> {
-        ALL.into_iter()
-            .filter_map(|t| self.0[t as usize].map(|at| (at, t)))
-            .min_by_key(|&(at, _)| at)
-    }
-    /// The earliest timer due at `now`, disarmed.
-    pub fn pop_due(&mut self, now: Instant) -> Option<Timer> {
-        let (at, t) = self.next()?;
-        (at <= now).then(|| {
-            self.stop(t);
-            t
-        })
+impl Reason for Timer {
+    const ALL: &'static [Timer] = &[
+        Timer::Announcement,
+        Timer::Refer,
+        Timer::Ring,
+        Timer::Screen,
+        Timer::Decision,
+        Timer::DeadAir,
+    ];
+    fn slot(self) -> usize {
+        self as usize
     }
 }
+
+pub(super) type Timers = Deadlines<Timer, 6>;

@@ -2,7 +2,7 @@
 //! deadline, reported with its reason. Firing early is harmless: each handler re-checks the state
 //! it acts on.
 
-use std::time::Instant;
+use crate::deadlines::{Deadlines, Reason};
 
 use serde::Serialize;
 
@@ -20,43 +20,24 @@ pub enum Timer {
     Reroute = 3,
 }
 
-const ALL: [Timer; 4] = [
-    Timer::ToolResult,
-    Timer::StandbySetup,
-    Timer::HeldMessage,
-    Timer::Reroute,
-];
-
-#[derive(Debug, Default)]
-pub struct Timers([Option<Instant>; 4]);
-
-impl Timers {
-    pub fn set(&mut self, t: Timer, at: Instant) {
-        self.0[t as usize] = Some(at);
-    }
-    pub fn stop(&mut self, t: Timer) {
-        self.0[t as usize] = None;
-    }
-    /// The earliest armed deadline and its reason.
-    pub fn next(&self) -> Option<(Instant, Timer)> {
-        ALL.into_iter()
-            .filter_map(|t| self.0[t as usize].map(|at| (at, t)))
-            .min_by_key(|&(at, _)| at)
-    }
-    /// The earliest timer due at `now`, disarmed.
-    pub fn pop_due(&mut self, now: Instant) -> Option<Timer> {
-        let (at, t) = self.next()?;
-        (at <= now).then(|| {
-            self.stop(t);
-            t
-        })
+impl Reason for Timer {
+    const ALL: &'static [Timer] = &[
+        Timer::ToolResult,
+        Timer::StandbySetup,
+        Timer::HeldMessage,
+        Timer::Reroute,
+    ];
+    fn slot(self) -> usize {
+        self as usize
     }
 }
+
+pub type Timers = Deadlines<Timer, 4>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn earliest_first_with_its_reason() {
