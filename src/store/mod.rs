@@ -240,8 +240,22 @@ impl Store {
                 reason: e.to_string(),
             })?;
         if kind == Kind::Sqlite && !memory {
-            // Readers (admin API, call start) do not wait for the writer.
-            pool.execute("PRAGMA journal_mode = WAL").await?;
+            // Readers (admin API, call start) do not wait for the writer. Switching the journal
+            // mode needs the file to itself and SQLite answers "locked" at once, without its busy
+            // wait, while another process opens the same new file: try again for up to a second.
+            let mut tries = 0;
+            loop {
+                match pool.execute("PRAGMA journal_mode = WAL").await {
+                    Ok(_) => break,
+                    Err(e) => match StoreError::from(e) {
+                        StoreError::Conflict(_) if tries < 50 => {
+                            tries += 1;
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        e => return Err(e),
+                    },
+                }
+            }
         }
         migrations::run(&pool).await?;
         Ok(Store { pool, kind, shown })
