@@ -215,6 +215,9 @@ pub struct ServerConfig {
     /// every endpoint but `/healthz` and the Twilio-signed ones requires. Empty: no tokens, which
     /// only a loopback `listen` (or `--insecure-no-auth`) allows.
     pub auth_tokens_env: String,
+    /// Threads that run calls, one current-thread runtime each; a call runs entirely on the
+    /// least-loaded one. 0: one per core.
+    pub shards: usize,
 }
 
 impl Default for ServerConfig {
@@ -224,6 +227,7 @@ impl Default for ServerConfig {
             public_url: String::new(),
             drain_timeout_s: 30,
             auth_tokens_env: String::new(),
+            shards: 0,
         }
     }
 }

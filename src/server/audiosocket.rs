@@ -21,7 +21,10 @@ use crate::leg::audiosocket::wire::HANGUP;
 
 /// Binds the configured AudioSocket address (if any), records it in the state and spawns the
 /// accept loop. `None` when no listener is configured.
-pub async fn start(app: &Arc<AppState>) -> Result<Option<JoinHandle<()>>, ServeError> {
+pub async fn start(
+    app: &Arc<AppState>,
+    shards: Arc<super::shards::Shards>,
+) -> Result<Option<JoinHandle<()>>, ServeError> {
     let Some(addr) = app.loaded.audiosocket_listen() else {
         return Ok(None);
     };
@@ -36,10 +39,18 @@ pub async fn start(app: &Arc<AppState>) -> Result<Option<JoinHandle<()>>, ServeE
         .map_err(|e| ServeError::Io(e.to_string()))?;
     let _ = app.audiosocket_addr.set(bound);
     tracing::info!(addr = %bound, "AudioSocket listening");
-    Ok(Some(tokio::spawn(accept_loop(app.clone(), listener))))
+    Ok(Some(tokio::spawn(accept_loop(
+        app.clone(),
+        listener,
+        shards,
+    ))))
 }
 
-async fn accept_loop(app: Arc<AppState>, listener: TcpListener) {
+async fn accept_loop(
+    app: Arc<AppState>,
+    listener: TcpListener,
+    shards: Arc<super::shards::Shards>,
+) {
     loop {
         let (tcp, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -53,7 +64,13 @@ async fn accept_loop(app: Arc<AppState>, listener: TcpListener) {
         // A 20 ms frame must not wait for the previous one's delayed ACK.
         let _ = tcp.set_nodelay(true);
         let span = tracing::info_span!("audiosocket", %peer);
-        tokio::spawn(serve_connection(app.clone(), tcp, peer).instrument(span));
+        let app = app.clone();
+        let moved = super::shards::hand_over(&shards, tcp, move |tcp| async move {
+            serve_connection(app, tcp, peer).instrument(span).await;
+        });
+        if let Err(e) = moved {
+            tracing::warn!(error = %e, "cannot move an AudioSocket connection to a shard; dropped");
+        }
     }
 }
 

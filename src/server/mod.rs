@@ -20,6 +20,7 @@ mod live;
 pub mod memory;
 pub mod metrics;
 pub mod page;
+pub mod shards;
 pub mod sip;
 pub mod stream;
 pub mod transcripts;
@@ -406,21 +407,22 @@ pub async fn serve(
         hub.ready(Duration::from_secs(5)).await;
     }
     let drain = Duration::from_secs(app.loaded.config.server.drain_timeout_s);
-    let audiosocket = audiosocket::start(&app).await?;
+    let shards = Arc::new(
+        shards::Shards::start(app.loaded.config.server.shards)
+            .map_err(|e| ServeError::Io(format!("cannot start the call shards: {e}")))?,
+    );
+    tracing::info!(shards = shards.len(), "calls run on one shard per core");
+    let audiosocket = audiosocket::start(&app, shards.clone()).await?;
     if let Some(s) = sip::start(&app).await? {
         let _ = app.sip.set(s);
     }
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    // Every 20 ms frame goes out at once: without TCP_NODELAY each waits for the previous one's
-    // delayed ACK and reaches the caller ~40 ms late.
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let server = axum::serve(listener, router(app.clone())).with_graceful_shutdown(async move {
-        let _ = stop_rx.await;
-    });
-    let server = tokio::spawn(server.into_future());
+    let stop_http = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(shards::serve_http(
+        listener,
+        router(app.clone()),
+        shards.clone(),
+        stop_http.clone(),
+    ));
     // Histogram samples are folded into buckets here too, so an unscraped daemon keeps none; once
     // the last call has ended, freed memory goes back to the system.
     let upkeep = tokio::spawn({
@@ -477,11 +479,9 @@ pub async fn serve(
     if let Some(s) = app.sip.get() {
         s.stop().await;
     }
-    let _ = stop_tx.send(());
-    match tokio::time::timeout(Duration::from_secs(5), server).await {
-        Ok(Ok(Err(e))) => Err(ServeError::Io(e.to_string())),
-        _ => Ok(()),
-    }
+    stop_http.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    Ok(())
 }
 
 impl AppState {
