@@ -113,7 +113,8 @@ pub async fn talk(
     let (mut session, agents) = match app.open_call().await {
         Ok(x) => x,
         Err(e) => {
-            let _ = leg.handle.commands.send(LegCommand::Hangup);
+            let mut handle = leg.handle;
+            let _ = handle.send(LegCommand::Hangup);
             return Err(TalkError::Session(e.to_string()));
         }
     };

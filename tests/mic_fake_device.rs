@@ -99,7 +99,7 @@ async fn frames_playback_and_barge_in_through_a_fake_device() {
     let mut heard = Vec::new();
     let mut ts = Vec::new();
     while started.elapsed() < Duration::from_secs(1) {
-        match tokio::time::timeout(Duration::from_secs(1), leg.handle.events.recv()).await {
+        match tokio::time::timeout(Duration::from_secs(1), leg.handle.recv()).await {
             Ok(Some(LegEvent::Frame { frame, .. })) => {
                 assert_eq!((frame.rate, frame.samples.len()), (16_000, 320));
                 ts.push(frame.ts.as_millis() as u64);
@@ -125,7 +125,6 @@ async fn frames_playback_and_barge_in_through_a_fake_device() {
             samples: block.iter().map(|&v| (v * 32767.0) as i16).collect(),
         };
         leg.handle
-            .commands
             .send(LegCommand::Play {
                 frame,
                 kind: PlayedKind::Voice,
@@ -163,7 +162,6 @@ async fn frames_playback_and_barge_in_through_a_fake_device() {
             samples: vec![5000; 320],
         };
         leg.handle
-            .commands
             .send(LegCommand::Play {
                 frame,
                 kind: PlayedKind::Voice,
@@ -172,7 +170,7 @@ async fn frames_playback_and_barge_in_through_a_fake_device() {
     }
     // The caller barges in 200 ms into the reply.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    leg.handle.commands.send(LegCommand::Clear).unwrap();
+    leg.handle.send(LegCommand::Clear).unwrap();
     wait_until("the ring emptied", secs, || {
         leg.counters.snapshot(0).cleared > 0
     })
@@ -182,7 +180,7 @@ async fn frames_playback_and_barge_in_through_a_fake_device() {
     assert!(played_ms < 600, "{played_ms} ms of the cut reply played");
     assert!(s.cleared > 48_000, "{s:?}");
 
-    leg.handle.commands.send(LegCommand::Hangup).unwrap();
+    leg.handle.send(LegCommand::Hangup).unwrap();
     let stats = leg.task.await.unwrap();
     assert_eq!(stats.capture_overflow, 0, "{stats:?}");
     // Frames the test stopped reading after the first second are dropped, not queued without end.

@@ -89,29 +89,35 @@ async fn agent(
 ) -> Outcome {
     assert_eq!(leg.rate, 8000);
     let (mut frames, mut heard, mut dtmf) = (0u64, 0u64, Vec::new());
-    let play = |frame, leg: &baton::leg::LegHandle| {
-        let _ = leg.commands.send(LegCommand::Play {
+    let play = |frame, leg: &mut baton::leg::LegHandle| {
+        let _ = leg.send(LegCommand::Play {
             frame,
             kind: PlayedKind::Voice,
         });
     };
-    while let Some(ev) = leg.events.recv().await {
+    while let Some(ev) = leg.recv().await {
         match ev {
             LegEvent::Frame { frame, .. } => {
                 frames += 1;
                 match mode {
-                    Mode::Echo => play(frame, &leg),
+                    Mode::Echo => play(frame, &mut leg),
                     Mode::BurstThenClear => {
                         let base = Duration::from_secs(100);
                         if frames == 10 {
                             for k in 0..50 {
-                                play(tone(base + Duration::from_millis(20 * k as u64), k), &leg);
+                                play(
+                                    tone(base + Duration::from_millis(20 * k as u64), k),
+                                    &mut leg,
+                                );
                             }
                         } else if frames == 15 {
-                            let _ = leg.commands.send(LegCommand::Clear);
+                            let _ = leg.send(LegCommand::Clear);
                         } else if frames == 40 {
                             for k in 50..55 {
-                                play(tone(base + Duration::from_millis(20 * k as u64), k), &leg);
+                                play(
+                                    tone(base + Duration::from_millis(20 * k as u64), k),
+                                    &mut leg,
+                                );
                             }
                         }
                     }
@@ -120,7 +126,7 @@ async fn agent(
             LegEvent::Heard { .. } => heard += 1,
             LegEvent::Dtmf { digit } => dtmf.push(digit),
             LegEvent::Stop => {
-                let _ = leg.commands.send(LegCommand::Hangup);
+                let _ = leg.send(LegCommand::Hangup);
                 break;
             }
         }

@@ -158,12 +158,16 @@ pub async fn run_with_agents(
                 }
                 continue;
             }
-            if let Err(mpsc::error::SendError(cmd)) = leg.commands.send(cmd) {
+            if let Err(cmd) = leg.send(cmd) {
                 leg_open = false;
                 if let LegCommand::Play { frame, .. } = cmd {
                     core.recycle(frame);
                 }
             }
+        }
+        if leg_open {
+            // A leg driven from this task writes now, not on its next poll.
+            leg.flush().await;
         }
         while let Some(cmd) = core.poll_model() {
             sessions.carry_out(cmd);
@@ -234,7 +238,7 @@ pub async fn run_with_agents(
                     let _ = r.send(result);
                 }
             }
-            ev = leg.events.recv() => {
+            ev = leg.recv() => {
                 if let (Some(t), Some(LegEvent::Frame { frame, .. })) = (&tap, &ev) {
                     t.caller(frame);
                 }

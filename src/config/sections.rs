@@ -402,7 +402,8 @@ pub struct ExotelConfig {
 pub struct LimitsConfig {
     /// Calls served at once; more are refused with 503.
     pub max_calls: usize,
-    /// Bound of each per-call queue between a leg and its call, in 20 ms frames.
+    /// Bound of each per-call queue between a leg and its call, in 20 ms frames (legs with a
+    /// task of their own; a bridge leg runs in its call's task).
     pub leg_queue_frames: usize,
 }
 

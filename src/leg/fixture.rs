@@ -155,12 +155,7 @@ impl FixtureCaller {
         let (ev_tx, ev_rx) = mpsc::channel(64);
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let started_at = Instant::now();
-        let handle = LegHandle {
-            rate: self.codec.rate(),
-            started_at,
-            events: ev_rx,
-            commands: cmd_tx,
-        };
+        let handle = LegHandle::new(self.codec.rate(), started_at, ev_rx, cmd_tx);
         let task = tokio::spawn(self.run(started_at, ev_tx, cmd_rx));
         (handle, task)
     }

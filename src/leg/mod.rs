@@ -12,6 +12,8 @@ pub mod stream;
 pub mod twilio;
 pub mod webrtc;
 
+use std::task::{Context, Poll};
+
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -45,12 +47,96 @@ pub enum LegCommand {
     Hangup,
 }
 
+/// What a leg looks like from the call's task: events polled, commands taken at once. A leg
+/// that runs in the call's own task (a bridge socket: reads, the protocol core and writes
+/// driven here, no task or channel of its own) implements it directly; one that needs a task
+/// (a UDP media loop, a sound card callback, a WebRTC stack) is reached through its channels
+/// ([`LegHandle::new`]). A tap between leg and call (keypad) wraps one.
+pub trait LegIo: Send {
+    /// The leg's next event; `None` once the leg is gone (and after). Drives the leg's socket:
+    /// reads what arrived and writes what the commands produced. Cancel-safe.
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>>;
+    /// Takes a command; gives it back when the leg is gone. Never waits: what it writes goes
+    /// out on the next poll.
+    fn command(&mut self, cmd: LegCommand) -> Result<(), LegCommand>;
+    /// Pushes out what the commands wrote so far (one flush); a leg that writes elsewhere has
+    /// nothing to do.
+    fn poll_flush(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
+        Poll::Ready(())
+    }
+}
+
+/// A leg reached through its task's channels.
+struct ChannelLeg {
+    events: mpsc::Receiver<LegEvent>,
+    commands: mpsc::UnboundedSender<LegCommand>,
+}
+
+impl LegIo for ChannelLeg {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
+        self.events.poll_recv(cx)
+    }
+
+    fn command(&mut self, cmd: LegCommand) -> Result<(), LegCommand> {
+        self.commands.send(cmd).map_err(|e| e.0)
+    }
+}
+
 /// The call's end of a leg.
 pub struct LegHandle {
     /// The leg's PCM rate, both directions.
     pub rate: u32,
     /// The instant the leg's media timeline starts (frame `ts` zero).
     pub started_at: Instant,
-    pub events: mpsc::Receiver<LegEvent>,
-    pub commands: mpsc::UnboundedSender<LegCommand>,
+    io: Box<dyn LegIo>,
+}
+
+impl LegHandle {
+    /// A leg whose task delivers events on `events` and takes commands on `commands`.
+    pub fn new(
+        rate: u32,
+        started_at: Instant,
+        events: mpsc::Receiver<LegEvent>,
+        commands: mpsc::UnboundedSender<LegCommand>,
+    ) -> LegHandle {
+        LegHandle::direct(rate, started_at, Box::new(ChannelLeg { events, commands }))
+    }
+
+    /// A leg driven from the call's task.
+    pub fn direct(rate: u32, started_at: Instant, io: Box<dyn LegIo>) -> LegHandle {
+        LegHandle {
+            rate,
+            started_at,
+            io,
+        }
+    }
+
+    /// The leg's next event; `None` once it is gone. Cancel-safe.
+    pub async fn recv(&mut self) -> Option<LegEvent> {
+        std::future::poll_fn(|cx| self.io.poll_event(cx)).await
+    }
+
+    /// Gives the leg a command; `Err` gives it back when the leg is gone.
+    pub fn send(&mut self, cmd: LegCommand) -> Result<(), LegCommand> {
+        self.io.command(cmd)
+    }
+
+    /// Starts writing what the commands so far produced (returns at once; the rest goes out
+    /// as the socket takes it, on later polls).
+    pub async fn flush(&mut self) {
+        std::future::poll_fn(|cx| {
+            let _ = self.io.poll_flush(cx);
+            Poll::Ready(())
+        })
+        .await
+    }
+
+    /// The same leg with `wrap` between it and the call (a tap).
+    pub fn wrap(self, wrap: impl FnOnce(Box<dyn LegIo>) -> Box<dyn LegIo>) -> LegHandle {
+        LegHandle {
+            rate: self.rate,
+            started_at: self.started_at,
+            io: wrap(self.io),
+        }
+    }
 }

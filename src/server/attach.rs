@@ -253,7 +253,7 @@ pub async fn run_attached(
         Ok(x) => x,
         Err(e) => {
             tracing::error!(call = %id, error = %e, "cannot open the model session; hanging up");
-            let _ = leg().commands.send(LegCommand::Hangup);
+            let _ = leg().send(LegCommand::Hangup);
             return Err(RunError::NoSession(e));
         }
     };

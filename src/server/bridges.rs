@@ -133,8 +133,6 @@ pub(super) fn options(app: &AppState, dialect: DialectChoice) -> BridgeLegOption
     let mut opts = BridgeLegOptions::new(dialect);
     opts.stream.expected_account_sid =
         (!c.twilio.account_sid.is_empty()).then(|| c.twilio.account_sid.clone());
-    opts.event_queue = c.limits.leg_queue_frames;
-    opts.outbound_queue = c.limits.leg_queue_frames * 2;
     opts.frames = app.metrics.frames.clone();
     opts
 }

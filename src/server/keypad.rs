@@ -9,12 +9,15 @@
 //!
 //! When keys are marked sensitive no log line carries them.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::{Context, Poll};
 
 use serde_json::json;
-use tokio::sync::mpsc;
-use tokio::time::{Instant, sleep_until};
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::time::{Instant, Sleep, sleep_until};
+use tokio_util::sync::ReusableBoxFuture;
 
 use super::AppState;
 use super::live::LiveCall;
@@ -22,7 +25,7 @@ use crate::agents::orchestrator::{Input, ToolRun};
 use crate::agents::registry::Delivery;
 use crate::leg::keypad::{Collected, Collector, KeypadConfig, Tones, send_args};
 use crate::leg::sip::dtmf::Timing;
-use crate::leg::{LegCommand, LegEvent, LegHandle};
+use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo};
 
 /// Presses keys on a leg that has its own event channel.
 pub type NativeKeys = Arc<dyn Fn(String, Timing) + Send + Sync>;
@@ -38,40 +41,38 @@ pub struct Hooks {
     pub native: Option<NativeKeys>,
 }
 
-/// How long the tap waits for the call to take a non-frame event.
-const SEND_GRACE: Duration = Duration::from_secs(5);
-
 /// Puts the keypad tap between `leg` and its call (when the call is listed: the stream and
-/// the commands are its).
+/// the commands are its). The tap runs in the call's own task, inside the leg's polls: frames
+/// pass through without a task or channel of their own.
 pub fn tap(app: &AppState, leg: LegHandle, hooks: Hooks) -> LegHandle {
     let Some(live) = hooks.live.clone() else {
         return leg;
     };
     let cfg = app.loaded.config.keypad.clone();
-    let LegHandle {
-        rate,
-        started_at,
-        events,
-        commands,
-    } = leg;
-    let (to_call, call_events) = mpsc::channel(events.max_capacity().max(1));
-    let (call_commands, from_call) = mpsc::unbounded_channel();
-    let t = Tap {
-        collector: Collector::new(&cfg),
-        tones: Tones::new(rate),
-        cfg,
-        live,
-        hooks,
-        started: Instant::now(),
-        deliveries: 0,
-    };
-    tokio::spawn(t.run(events, commands, to_call, from_call));
-    LegHandle {
-        rate,
-        started_at,
-        events: call_events,
-        commands: call_commands,
-    }
+    let rate = leg.rate;
+    leg.wrap(move |inner| {
+        let (_, feed) = live.subscribe();
+        let now = Instant::now();
+        Box::new(Tap {
+            collector: Collector::new(&cfg),
+            tones: Tones::new(rate),
+            cfg,
+            live,
+            hooks,
+            started: now,
+            deliveries: 0,
+            inner,
+            feed: Some(ReusableBoxFuture::new(next_line(feed))),
+            timer: Box::pin(sleep_until(now)),
+        })
+    })
+}
+
+type Line = (Result<Arc<str>, RecvError>, broadcast::Receiver<Arc<str>>);
+
+async fn next_line(mut feed: broadcast::Receiver<Arc<str>>) -> Line {
+    let r = feed.recv().await;
+    (r, feed)
 }
 
 struct Tap {
@@ -82,71 +83,71 @@ struct Tap {
     hooks: Hooks,
     started: Instant,
     deliveries: u64,
+    inner: Box<dyn LegIo>,
+    /// The call's event stream (the agent's key presses); `None` once it closed.
+    feed: Option<ReusableBoxFuture<'static, Line>>,
+    /// The collector's deadline.
+    timer: Pin<Box<Sleep>>,
 }
 
-impl Tap {
-    async fn run(
-        mut self,
-        mut leg_events: mpsc::Receiver<LegEvent>,
-        leg_commands: mpsc::UnboundedSender<LegCommand>,
-        to_call: mpsc::Sender<LegEvent>,
-        mut from_call: mpsc::UnboundedReceiver<LegCommand>,
-    ) {
-        let (_, mut feed) = self.live.subscribe();
-        let mut feed_open = true;
-        let mut to_call = Some(to_call);
-        let mut leg_commands = Some(leg_commands);
+impl LegIo for Tap {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
         loop {
-            let deadline = self.collector.poll_timeout();
-            tokio::select! {
-                ev = leg_events.recv(), if to_call.is_some() => match ev {
-                    Some(LegEvent::Dtmf { digit }) => self.key_in(digit),
-                    Some(ev @ LegEvent::Frame { .. }) => {
-                        if let Some(tx) = &to_call {
-                            let _ = tx.try_send(ev);
-                        }
+            while let Some(feed) = self.feed.as_mut() {
+                let Poll::Ready((line, rx)) = feed.poll(cx) else {
+                    break;
+                };
+                match line {
+                    Ok(line) => {
+                        feed.set(next_line(rx));
+                        self.maybe_press(&line);
                     }
-                    Some(ev) => {
-                        if let Some(tx) = &to_call {
-                            let _ = tokio::time::timeout(SEND_GRACE, tx.send(ev)).await;
-                        }
-                    }
-                    // The leg is done: so is the call's side of it.
-                    None => to_call = None,
-                },
-                cmd = from_call.recv(), if leg_commands.is_some() => match cmd {
-                    Some(LegCommand::Play { mut frame, mut kind }) => {
-                        if self.tones.apply(&mut frame.samples) {
-                            kind = crate::leg::PlayedKind::Voice;
-                        }
-                        if let Some(tx) = &leg_commands {
-                            let _ = tx.send(LegCommand::Play { frame, kind });
-                        }
-                    }
-                    Some(other) => {
-                        if let Some(tx) = &leg_commands {
-                            let _ = tx.send(other);
-                        }
-                    }
-                    None => leg_commands = None,
-                },
-                line = feed.recv(), if feed_open => match line {
-                    Ok(line) => self.maybe_press(&line),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(_) => feed_open = false,
-                },
-                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                    Err(RecvError::Lagged(_)) => feed.set(next_line(rx)),
+                    Err(RecvError::Closed) => self.feed = None,
+                }
+            }
+            if let Some(deadline) = self.collector.poll_timeout() {
+                if self.timer.deadline() != deadline {
+                    self.timer.as_mut().reset(deadline);
+                }
+                if self.timer.as_mut().poll(cx).is_ready() {
                     if let Some(c) = self.collector.handle_timeout(Instant::now()) {
                         self.deliver(c);
                     }
+                    continue;
                 }
             }
-            if leg_commands.is_none() && to_call.is_none() {
-                break;
-            }
+            return match self.inner.poll_event(cx) {
+                Poll::Ready(Some(LegEvent::Dtmf { digit })) => {
+                    self.key_in(digit);
+                    continue;
+                }
+                other => other,
+            };
         }
     }
 
+    fn command(&mut self, cmd: LegCommand) -> Result<(), LegCommand> {
+        match cmd {
+            LegCommand::Play {
+                mut frame,
+                mut kind,
+            } => {
+                if self.tones.apply(&mut frame.samples) {
+                    kind = crate::leg::PlayedKind::Voice;
+                }
+                self.inner.command(LegCommand::Play { frame, kind })
+            }
+            other => self.inner.command(other),
+        }
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.inner.poll_flush(cx)
+    }
+}
+
+impl Tap {
     fn at_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }

@@ -177,12 +177,7 @@ where
         start: info.clone(),
     };
     let task = tokio::spawn(driver.run(writer));
-    let handle = LegHandle {
-        rate: info.rate,
-        started_at,
-        events: ev_rx,
-        commands: cmd_tx,
-    };
+    let handle = LegHandle::new(info.rate, started_at, ev_rx, cmd_tx);
     (handle, info, task)
 }
 

@@ -3,19 +3,17 @@
 //! the route, or detected from the first messages).
 //!
 //! [`accept`] waits for the stream's `start` (Vonage: `websocket:connected`), bounded by a
-//! timeout, then spawns two tasks:
-//! * the **driver** owns the core and the socket's read half; it feeds each message from the
-//!   bridge to the core, turns the call's [`LegCommand`]s into outbound messages, and delivers
-//!   events to the call over a bounded queue. Frames that find the queue full are dropped and
-//!   counted (a call that cannot keep up must not stall the socket); DTMF, marks and stop always
-//!   wait for room.
-//! * the **writer** owns the write half and writes each outbound message as soon as it is queued
-//!   (bounded queue): the call already paces playback at 20 ms, so nothing here delays a message
-//!   (beyond the core's own batching for Exotel); messages already queued together (a frame's
-//!   `media` and `mark`) share one write.
+//! timeout, then spawns one task, the **driver**: it owns the core and the socket, feeds each
+//! message from the bridge to the core, turns the call's [`LegCommand`]s into outbound messages,
+//! and delivers events to the call over a bounded queue. Frames that find the queue full are
+//! dropped and counted (a call that cannot keep up must not stall the socket); DTMF, marks and
+//! stop always wait for room. What one wake-up produced (a frame's `media` and `mark`) is
+//! written at once, in one flush: the call already paces playback at 20 ms, so nothing here
+//! delays a message (beyond the core's own batching for Exotel). A bridge that stops reading
+//! for [`WRITE_STALL`] ends the leg rather than holding the call.
 //!
-//! Both tasks log under the caller's span (the server's per-call span), and the driver adds the
-//! frames it moves to live counters ([`FrameCounters`], e.g. the daemon's Prometheus figures).
+//! The driver logs under the caller's span (the server's per-call span) and adds the frames it
+//! moves to live counters ([`FrameCounters`], e.g. the daemon's Prometheus figures).
 //!
 //! The stream ends on the bridge's `stop` (reported as [`LegEvent::Stop`]; the socket closes
 //! next), on the call's [`LegCommand::Hangup`] (baton closes the socket, which is how every one of
@@ -28,12 +26,15 @@
 //! route with `TCP_NODELAY` on accepted connections: with Nagle's algorithm on, a 20 ms frame can
 //! wait for the previous one's delayed ACK and reach the caller 40 ms late.
 
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
-use tokio::sync::mpsc;
+use futures_util::stream::SplitSink;
+use futures_util::{Sink, SinkExt, StreamExt};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout, timeout_at};
 use tracing::Instrument;
@@ -42,15 +43,15 @@ use super::stream::{EndReason, MediaStream, StartInfo, StreamError, StreamOption
 use super::wire::Outgoing;
 use super::{Dialect, DialectChoice};
 use crate::leg::twilio::cadence::Cadence;
-use crate::leg::{LegCommand, LegEvent, LegHandle};
+use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo};
 
 /// Largest WebSocket message the socket layer accepts: above the parser's own 64 KiB limit, so
 /// an oversized message is refused alone (the stream carries on) rather than closing the socket.
 pub const MAX_SOCKET_MESSAGE: usize = 2 * 1024 * 1024;
 /// How long to wait for the peer's close reply after baton closes the socket.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
-/// How long to wait for the call to take the final `Stop`.
-const STOP_GRACE: Duration = Duration::from_secs(5);
+/// The longest a write may wait for the bridge to read before the leg is given up.
+pub const WRITE_STALL: Duration = Duration::from_secs(5);
 /// Refused messages logged at warn level before the log thins out to one in a hundred.
 const LOUD_BAD_MESSAGES: u64 = 10;
 
@@ -62,10 +63,6 @@ pub struct BridgeLegOptions {
     pub stream: StreamOptions,
     /// How long after the socket opens `start` must arrive.
     pub start_timeout: Duration,
-    /// Events (mostly 20 ms frames) queued toward the call at most.
-    pub event_queue: usize,
-    /// Messages queued toward the socket at most (a frame is two: media and mark).
-    pub outbound_queue: usize,
     /// Live counts of 20 ms frames received and sent, per dialect. No-op by default.
     pub frames: FrameCounters,
 }
@@ -119,8 +116,6 @@ impl BridgeLegOptions {
             dialect,
             stream: StreamOptions::default(),
             start_timeout: Duration::from_secs(10),
-            event_queue: 50,
-            outbound_queue: 100,
             frames: FrameCounters::default(),
         }
     }
@@ -236,45 +231,47 @@ pub async fn accept(
         format = %info.format,
         "media stream started"
     );
-    let (ev_tx, ev_rx) = mpsc::channel(opts.event_queue.max(1));
-    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-    let (out_tx, out_rx) = mpsc::channel(opts.outbound_queue.max(1));
-    // Both tasks log under the caller's span (the server's per-call span).
-    let writer = tokio::spawn(write_loop(sink, out_rx).in_current_span());
     let (frames_in, frames_out) = opts.frames.of(info.dialect).clone();
-    let driver = Driver {
+    let (closer, closed) = oneshot::channel();
+    let leg = Leg {
         core,
-        socket: stream,
-        commands: cmd_rx,
-        events: ev_tx,
-        out: out_tx,
+        socket: sink.reunite(stream).map_err(|_| {
+            BridgeLegError::Socket("the socket's halves do not belong together".into())
+        })?,
         log,
-        frames_dropped: 0,
         stop_sent: false,
         start: info.clone(),
         frames_in,
         frames_out,
         counted_in: 0,
         counted_out: 0,
+        end: None,
+        next: None,
+        unflushed: false,
+        blocked_since: None,
     };
-    let task = tokio::spawn(driver.run(writer).in_current_span());
-    let handle = LegHandle {
-        rate: info.format.rate,
-        started_at,
-        events: ev_rx,
-        commands: cmd_tx,
+    // It logs under the caller's span (the server's per-call span).
+    let task = tokio::spawn(close_when_done(closed, info.clone()).in_current_span());
+    let io = BridgeIo {
+        leg: Some(leg),
+        closer: Some(closer),
     };
+    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(io));
     Ok((handle, info, task))
 }
 
-struct Driver {
+/// The call's end of a bridge leg, driven from the call's task: its polls read the socket into
+/// the core and write what the call's commands produced. On `Hangup`, or dropped, it hands the
+/// socket to the task that closes it and reports the stats.
+struct BridgeIo {
+    leg: Option<Leg>,
+    closer: Option<oneshot::Sender<Leg>>,
+}
+
+struct Leg {
     core: MediaStream,
-    socket: SplitStream<WebSocket>,
-    commands: mpsc::UnboundedReceiver<LegCommand>,
-    events: mpsc::Sender<LegEvent>,
-    out: mpsc::Sender<Message>,
+    socket: WebSocket,
     log: BadLog,
-    frames_dropped: u64,
     stop_sent: bool,
     start: StartInfo,
     frames_in: metrics::Counter,
@@ -282,68 +279,187 @@ struct Driver {
     /// Frames already added to the counters.
     counted_in: u64,
     counted_out: u64,
+    /// Why the stream ended, once it has.
+    end: Option<LegEnd>,
+    /// A message the socket could not take yet.
+    next: Option<Message>,
+    /// Messages written since the last flush.
+    unflushed: bool,
+    /// Since when the socket has refused to take more.
+    blocked_since: Option<Instant>,
 }
 
-impl Driver {
-    async fn run(mut self, writer: JoinHandle<Result<(), String>>) -> LegStats {
-        let sid = self.start.stream_sid.clone();
-        let end = loop {
-            let step = tokio::select! {
-                biased;
-                cmd = self.commands.recv() => self.command(cmd),
-                msg = self.socket.next() => self.inbound(msg),
-            };
-            crate::wakeups::note();
-            if let Err(e) = self.flush_transmits().await {
-                break e;
-            }
-            self.deliver_events().await;
-            self.count_frames();
-            if let Some(end) = step {
-                break end;
-            }
+impl LegIo for BridgeIo {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
+        let Some(leg) = self.leg.as_mut() else {
+            return Poll::Ready(None);
         };
-        if matches!(end, LegEnd::Hangup | LegEnd::CallGone) {
-            let frame = CloseFrame {
-                code: close_code::NORMAL,
-                reason: "call ended".into(),
-            };
-            if self.out.send(Message::Close(Some(frame))).await.is_ok() {
-                // Let the peer answer the close before the connection is dropped.
-                let _ = timeout(CLOSE_GRACE, async {
-                    while let Some(Ok(m)) = self.socket.next().await {
-                        if matches!(m, Message::Close(_)) {
-                            break;
-                        }
-                    }
-                })
-                .await;
+        loop {
+            if let Some(ev) = leg.core.poll_event() {
+                if matches!(ev, LegEvent::Stop) {
+                    leg.stop_sent = true;
+                }
+                leg.count_frames();
+                return Poll::Ready(Some(ev));
             }
-        }
-        drop(self.out);
-        let _ = timeout(CLOSE_GRACE, writer).await;
-        if !self.stop_sent && end != LegEnd::CallGone {
-            let _ = timeout(STOP_GRACE, self.events.send(LegEvent::Stop)).await;
-        }
-        let stats = self.core.stats().clone();
-        tracing::info!(
-            stream_sid = %sid,
-            end = ?end,
-            frames_in = stats.frames_in,
-            frames_out = stats.frames_out,
-            bad_messages = stats.bad_messages,
-            "media stream ended"
-        );
-        LegStats {
-            start: self.start,
-            stream: stats,
-            frames_dropped: self.frames_dropped,
-            binary_ignored: self.log.binary,
-            send_intervals_us: self.core.take_send_intervals(),
-            end,
+            if leg.end.is_some() {
+                // Whatever ended it, the call hears `Stop` once, then that the leg is gone.
+                if !std::mem::replace(&mut leg.stop_sent, true) {
+                    return Poll::Ready(Some(LegEvent::Stop));
+                }
+                self.hand_over();
+                return Poll::Ready(None);
+            }
+            if let Err(end) = leg.poll_write(cx) {
+                leg.end = Some(end);
+                continue;
+            }
+            match leg.socket.poll_next_unpin(cx) {
+                Poll::Ready(msg) => {
+                    if let Some(end) = leg.inbound(msg) {
+                        leg.end = Some(end);
+                    }
+                }
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
 
+    fn command(&mut self, cmd: LegCommand) -> Result<(), LegCommand> {
+        if matches!(cmd, LegCommand::Hangup)
+            && let Some(leg) = self.leg.as_mut()
+        {
+            let stopped = leg.core.ended() == Some(&EndReason::Stopped);
+            leg.end.get_or_insert(if stopped {
+                LegEnd::Stopped
+            } else {
+                LegEnd::Hangup
+            });
+            // Nothing more goes through this end: the closing starts now.
+            self.hand_over();
+            return Ok(());
+        }
+        let Some(leg) = self.leg.as_mut().filter(|l| l.end.is_none()) else {
+            return Err(cmd);
+        };
+        let now = Instant::now();
+        let result = match cmd {
+            LegCommand::Play { frame, kind } => leg.core.play(&frame, kind, now),
+            LegCommand::Clear => leg.core.clear(),
+            LegCommand::Hangup => return Ok(()),
+        };
+        if let Err(e) = result {
+            // After `stop` the bridge takes nothing more; that is not worth a warning.
+            if !matches!(e, StreamError::AfterEnd { .. }) {
+                tracing::warn!(stream_sid = %leg.start.stream_sid, error = %e, "cannot send to the bridge");
+            }
+        }
+        if leg
+            .blocked_since
+            .is_some_and(|t| now.saturating_duration_since(t) >= WRITE_STALL)
+        {
+            leg.end = Some(LegEnd::SocketError(format!(
+                "the bridge read nothing for {} s; giving the stream up",
+                WRITE_STALL.as_secs()
+            )));
+        }
+        Ok(())
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(leg) = self.leg.as_mut().filter(|l| l.end.is_none())
+            && let Err(end) = leg.poll_write(cx)
+        {
+            leg.end = Some(end);
+        }
+        Poll::Ready(())
+    }
+}
+
+impl BridgeIo {
+    /// Gives the socket to the task that closes it.
+    fn hand_over(&mut self) {
+        if let (Some(leg), Some(closer)) = (self.leg.take(), self.closer.take()) {
+            let _ = closer.send(leg);
+        }
+    }
+}
+
+impl Drop for BridgeIo {
+    fn drop(&mut self) {
+        self.hand_over();
+    }
+}
+
+/// Takes the leg back once the call is done with it: writes what is still queued, closes the
+/// socket (waiting briefly for the peer's answer when baton ends the stream) and reports.
+async fn close_when_done(closed: oneshot::Receiver<Leg>, start: StartInfo) -> LegStats {
+    let Ok(mut leg) = closed.await else {
+        return LegStats {
+            start,
+            stream: StreamStats::default(),
+            frames_dropped: 0,
+            binary_ignored: 0,
+            send_intervals_us: Vec::new(),
+            end: LegEnd::CallGone,
+        };
+    };
+    let end = leg.end.take().unwrap_or(LegEnd::CallGone);
+    let open = !matches!(end, LegEnd::SocketClosed { .. } | LegEnd::SocketError(_));
+    if open {
+        // The last frames the call played go out before the close.
+        let _ = timeout(
+            CLOSE_GRACE,
+            poll_fn(|cx| match leg.poll_write(cx) {
+                Ok(()) if leg.next.is_none() && !leg.unflushed => Poll::Ready(()),
+                Ok(()) => Poll::Pending,
+                Err(_) => Poll::Ready(()),
+            }),
+        )
+        .await;
+    }
+    if matches!(end, LegEnd::Hangup | LegEnd::CallGone) {
+        let frame = CloseFrame {
+            code: close_code::NORMAL,
+            reason: "call ended".into(),
+        };
+        let sent = timeout(CLOSE_GRACE, leg.socket.send(Message::Close(Some(frame)))).await;
+        if matches!(sent, Ok(Ok(()))) {
+            // Let the peer answer the close before the connection is dropped.
+            let _ = timeout(CLOSE_GRACE, async {
+                while let Some(Ok(m)) = leg.socket.next().await {
+                    if matches!(m, Message::Close(_)) {
+                        break;
+                    }
+                }
+            })
+            .await;
+        }
+    }
+    if open {
+        let _ = timeout(CLOSE_GRACE, leg.socket.close()).await;
+    }
+    leg.count_frames();
+    let stats = leg.core.stats().clone();
+    tracing::info!(
+        stream_sid = %leg.start.stream_sid,
+        end = ?end,
+        frames_in = stats.frames_in,
+        frames_out = stats.frames_out,
+        bad_messages = stats.bad_messages,
+        "media stream ended"
+    );
+    LegStats {
+        start: leg.start,
+        stream: stats,
+        frames_dropped: 0,
+        binary_ignored: leg.log.binary,
+        send_intervals_us: leg.core.take_send_intervals(),
+        end,
+    }
+}
+
+impl Leg {
     /// Adds the frames moved since the last call to the live counters.
     fn count_frames(&mut self) {
         let s = self.core.stats();
@@ -355,28 +471,6 @@ impl Driver {
             self.frames_out.increment(s.frames_out - self.counted_out);
             self.counted_out = s.frames_out;
         }
-    }
-
-    fn command(&mut self, cmd: Option<LegCommand>) -> Option<LegEnd> {
-        let result = match cmd {
-            Some(LegCommand::Play { frame, kind }) => self.core.play(&frame, kind, Instant::now()),
-            Some(LegCommand::Clear) => self.core.clear(),
-            Some(LegCommand::Hangup) => {
-                return Some(if self.core.ended() == Some(&EndReason::Stopped) {
-                    LegEnd::Stopped
-                } else {
-                    LegEnd::Hangup
-                });
-            }
-            None => return Some(LegEnd::CallGone),
-        };
-        if let Err(e) = result {
-            // After `stop` the bridge takes nothing more; that is not worth a warning.
-            if !matches!(e, StreamError::AfterEnd { .. }) {
-                tracing::warn!(stream_sid = %self.start.stream_sid, error = %e, "cannot send to the bridge");
-            }
-        }
-        None
     }
 
     fn inbound(&mut self, msg: Option<Result<Message, axum::Error>>) -> Option<LegEnd> {
@@ -417,74 +511,49 @@ impl Driver {
         }
     }
 
-    async fn flush_transmits(&mut self) -> Result<(), LegEnd> {
-        while let Some(t) = self.core.poll_transmit() {
-            let msg = match self.core.render(&t) {
-                Outgoing::Text(text) => Message::Text(text.into()),
-                Outgoing::Binary(bytes) => Message::Binary(bytes.into()),
-            };
-            if self.out.send(msg).await.is_err() {
-                return Err(LegEnd::SocketError("the socket writer stopped".into()));
+    /// Writes what the core has to send as far as the socket takes it, then flushes once: one
+    /// syscall and one TCP segment for a frame's `media` and `mark` rather than one per
+    /// message. What the socket cannot take yet waits here (and in the core) for the next poll.
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Result<(), LegEnd> {
+        let err = |e: axum::Error| LegEnd::SocketError(e.to_string());
+        loop {
+            if self.next.is_none() {
+                self.next = self
+                    .core
+                    .poll_transmit()
+                    .map(|t| match self.core.render(&t) {
+                        Outgoing::Text(text) => Message::Text(text.into()),
+                        Outgoing::Binary(bytes) => Message::Binary(bytes.into()),
+                    });
             }
+            if self.next.is_none() {
+                break;
+            }
+            match Pin::new(&mut self.socket).poll_ready(cx) {
+                Poll::Ready(Ok(())) => {
+                    if let Some(msg) = self.next.take() {
+                        Pin::new(&mut self.socket).start_send(msg).map_err(err)?;
+                        self.unflushed = true;
+                    }
+                }
+                Poll::Ready(Err(e)) => return Err(err(e)),
+                Poll::Pending => break,
+            }
+        }
+        if self.unflushed {
+            match Pin::new(&mut self.socket).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.unflushed = false,
+                Poll::Ready(Err(e)) => return Err(err(e)),
+                Poll::Pending => {}
+            }
+        }
+        if self.next.is_some() || self.unflushed {
+            self.blocked_since.get_or_insert_with(Instant::now);
+        } else {
+            self.blocked_since = None;
         }
         Ok(())
     }
-
-    async fn deliver_events(&mut self) {
-        while let Some(ev) = self.core.poll_event() {
-            match ev {
-                LegEvent::Frame { .. } => match self.events.try_send(ev) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        self.frames_dropped += 1;
-                        if self.frames_dropped.is_power_of_two() {
-                            tracing::warn!(
-                                stream_sid = %self.start.stream_sid,
-                                dropped = self.frames_dropped,
-                                "call is not taking caller frames; dropping"
-                            );
-                        }
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => {}
-                },
-                other => {
-                    if matches!(other, LegEvent::Stop) {
-                        self.stop_sent = true;
-                    }
-                    let _ = self.events.send(other).await;
-                }
-            }
-        }
-    }
-}
-
-/// Messages written in one go at most.
-const WRITE_BATCH: usize = 32;
-
-async fn write_loop(
-    mut sink: SplitSink<WebSocket, Message>,
-    mut out: mpsc::Receiver<Message>,
-) -> Result<(), String> {
-    let err = |e: axum::Error| e.to_string();
-    while let Some(msg) = out.recv().await {
-        crate::wakeups::note();
-        let mut closing = matches!(msg, Message::Close(_));
-        sink.feed(msg).await.map_err(err)?;
-        // What is already queued (a frame's `media` and its `mark`) leaves in the same write:
-        // one syscall and one TCP segment instead of one per message.
-        let mut n = 1;
-        while !closing && n < WRITE_BATCH {
-            let Ok(m) = out.try_recv() else { break };
-            closing = matches!(m, Message::Close(_));
-            sink.feed(m).await.map_err(err)?;
-            n += 1;
-        }
-        sink.flush().await.map_err(err)?;
-        if closing {
-            return Ok(());
-        }
-    }
-    sink.close().await.map_err(err)
 }
 
 async fn close(sink: &mut SplitSink<WebSocket, Message>, code: u16, reason: &str) {

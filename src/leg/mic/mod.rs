@@ -166,12 +166,7 @@ pub fn start(device: Box<dyn AudioDevice>, opts: MicOptions) -> Result<MicLeg, D
     };
     let task = tokio::spawn(pump.run(cmd_rx, dev_rx));
     Ok(MicLeg {
-        handle: LegHandle {
-            rate: opts.leg_rate,
-            started_at,
-            events: ev_rx,
-            commands: cmd_tx,
-        },
+        handle: LegHandle::new(opts.leg_rate, started_at, ev_rx, cmd_tx),
         task,
         counters,
     })

@@ -135,12 +135,7 @@ pub fn start(cfg: MediaConfig, neg: Negotiated, sockets: Sockets, event_queue: u
     let (ev_tx, ev_rx) = mpsc::channel(event_queue.max(1));
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let (sig_tx, sig_rx) = mpsc::unbounded_channel();
-    let handle = LegHandle {
-        rate: core.rate(),
-        started_at: core.started_at(),
-        events: ev_rx,
-        commands: cmd_tx,
-    };
+    let handle = LegHandle::new(core.rate(), core.started_at(), ev_rx, cmd_tx);
     let driver = Driver {
         core,
         sockets,

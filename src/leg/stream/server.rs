@@ -210,12 +210,7 @@ async fn start(
     };
     let task = tokio::spawn(driver.run(writer, format));
     StreamLeg {
-        handle: LegHandle {
-            rate: format.sample_rate,
-            started_at,
-            events: ev_rx,
-            commands: cmd_tx,
-        },
+        handle: LegHandle::new(format.sample_rate, started_at, ev_rx, cmd_tx),
         format,
         task,
         notices: notice_tx,

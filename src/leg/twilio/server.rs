@@ -1,12 +1,11 @@
 //! baton's side of a Twilio media stream: the bridge leg's async shell
 //! ([`crate::leg::bridge::server`]) with the Twilio dialect fixed.
 //!
-//! [`accept`] waits for `connected` + `start` (bounded by a timeout), then runs a driver task
-//! (the core and the socket's read half; bounded event queue toward the call, frames dropped and
-//! counted when it is full, frames moved added to the live counters) and a writer task (each
-//! outbound message written as soon as it is queued: the call already paces playback at 20 ms;
-//! messages already queued together, a frame's `media` and `mark`, share one write). Both log
-//! under the caller's span.
+//! [`accept`] waits for `connected` + `start` (bounded by a timeout), then runs one driver task
+//! (the core and the socket; bounded event queue toward the call, frames dropped and counted
+//! when it is full, frames moved added to the live counters; what one wake-up produced, a
+//! frame's `media` and `mark`, written at once with one flush: the call already paces playback
+//! at 20 ms). It logs under the caller's span.
 //!
 //! The stream ends on Twilio's `stop`, on the call's [`LegCommand::Hangup`](crate::leg::LegCommand)
 //! (baton closes the socket, which is how a bidirectional stream is ended from the server), when
@@ -40,10 +39,6 @@ pub struct TwilioLegOptions {
     pub stream: StreamOptions,
     /// How long after the socket opens `start` must arrive.
     pub start_timeout: Duration,
-    /// Events (mostly 20 ms frames) queued toward the call at most.
-    pub event_queue: usize,
-    /// Messages queued toward the socket at most (a frame is two: media and mark).
-    pub outbound_queue: usize,
     /// Live counts of 20 ms frames received and sent (e.g. the daemon's Prometheus counters);
     /// each frame is one atomic add. No-op by default.
     pub frames_in: metrics::Counter,
@@ -56,8 +51,6 @@ impl Default for TwilioLegOptions {
         TwilioLegOptions {
             stream: b.stream,
             start_timeout: b.start_timeout,
-            event_queue: b.event_queue,
-            outbound_queue: b.outbound_queue,
             frames_in: metrics::Counter::noop(),
             frames_out: metrics::Counter::noop(),
         }
@@ -70,8 +63,6 @@ impl From<TwilioLegOptions> for BridgeLegOptions {
             dialect: DialectChoice::Fixed(Dialect::Twilio),
             stream: o.stream,
             start_timeout: o.start_timeout,
-            event_queue: o.event_queue,
-            outbound_queue: o.outbound_queue,
             frames: FrameCounters::only(Dialect::Twilio, o.frames_in, o.frames_out),
         }
     }

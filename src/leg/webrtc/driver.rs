@@ -153,12 +153,7 @@ pub async fn start(
         play_to_wire_us: Vec::new(),
     };
     let task = tokio::spawn(driver.run(reader));
-    let handle = LegHandle {
-        rate: opts.rate,
-        started_at,
-        events: ev_rx,
-        commands: cmd_tx,
-    };
+    let handle = LegHandle::new(opts.rate, started_at, ev_rx, cmd_tx);
     Ok((handle, task))
 }
 
