@@ -1,5 +1,6 @@
-//! Counts wake-ups of the tasks on a call's per-frame path: each pass of the leg driver and
-//! writer, the call loop and the model session's shell after an await. It is the
+//! Counts wake-ups of the tasks on a call's per-frame path: each time the call's task resumes
+//! after waiting (it drives a bridge leg's socket and the model session's). Legs with a task of
+//! their own (SIP, WebRTC, AudioSocket, `/stream`) are not counted. It is the
 //! figure `baton bench load` divides by calls and 20 ms frames (`baton_task_wakeups_total` on
 //! `/metrics`). One relaxed atomic add per wake-up; nothing else on the hot path.
 
@@ -16,4 +17,20 @@ pub fn note() {
 /// Wake-ups since the process started.
 pub fn total() -> u64 {
     WAKEUPS.load(Ordering::Relaxed)
+}
+
+/// Awaits `fut`, counting a wake-up each time it is polled again after having had to wait: the
+/// wake-ups of the task that awaits it, and none for a pass that found its input ready.
+pub async fn counted<F: std::future::Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut waited = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::take(&mut waited) {
+            note();
+        }
+        let r = fut.as_mut().poll(cx);
+        waited = r.is_pending();
+        r
+    })
+    .await
 }

@@ -239,7 +239,7 @@ fn record_live_session(record: &Path) {
         let mut s = session::connect(&ep, Transport::Network, &cfg)
             .await
             .unwrap();
-        let say = || {
+        let mut say = || {
             let mut audio = clip::synthetic_utterance();
             audio.extend(vec![0i16; 24_000]);
             for chunk in audio.chunks(480) {
@@ -249,7 +249,7 @@ fn record_live_session(record: &Path) {
         say();
         let mut barged = false;
         loop {
-            let ev = tokio::time::timeout(Duration::from_secs(10), s.events.recv())
+            let ev = tokio::time::timeout(Duration::from_secs(10), s.recv())
                 .await
                 .expect("timed out")
                 .expect("session ended");
@@ -274,7 +274,7 @@ fn record_live_session(record: &Path) {
         s.send(baton::model::session::Outbound::Close);
         // The mock answers the close once it has read (and recorded) everything sent before it.
         let closed = tokio::time::timeout(Duration::from_secs(10), async {
-            while let Some(ev) = s.events.recv().await {
+            while let Some(ev) = s.recv().await {
                 if matches!(ev, SessionEvent::Closed { .. }) {
                     break;
                 }

@@ -89,7 +89,7 @@ async fn open(base: &str, cfg: &SessionConfig) -> Session {
 }
 
 /// One caller utterance then enough silence for the server VAD, as fast as the socket takes it.
-fn say(s: &Session) {
+fn say(s: &mut Session) {
     let mut audio = clip::synthetic_utterance();
     audio.extend(vec![0i16; 24_000]);
     for chunk in audio.chunks(480) {
@@ -101,7 +101,7 @@ fn say(s: &Session) {
 async fn until(s: &mut Session, stop: impl Fn(&ModelEvent) -> bool) -> Vec<ModelEvent> {
     let mut got = vec![];
     loop {
-        let ev = timeout(Duration::from_secs(10), s.events.recv())
+        let ev = timeout(Duration::from_secs(10), s.recv())
             .await
             .unwrap_or_else(|_| panic!("timed out; so far {got:?}"));
         match ev {
@@ -148,7 +148,7 @@ async fn audio_in_audio_out_with_transcripts_and_a_function_call() {
     assert!(errors(&setup).is_empty(), "{setup:?}");
 
     // Turn 1: a spoken reply.
-    say(&s);
+    say(&mut s);
     let turn = until(&mut s, |e| matches!(e, ModelEvent::TurnComplete)).await;
     assert!(errors(&turn).is_empty(), "{:?}", errors(&turn));
     let samples: usize = turn
@@ -173,7 +173,7 @@ async fn audio_in_audio_out_with_transcripts_and_a_function_call() {
     assert!(gc.is_some_and(|i| i + 1 < turn.len()), "{turn:?}");
 
     // Turn 2: the model calls a function; its result makes the reply.
-    say(&s);
+    say(&mut s);
     let call = until(&mut s, |e| matches!(e, ModelEvent::ToolCall(_))).await;
     let Some(ModelEvent::ToolCall(calls)) = call.last() else {
         unreachable!()
@@ -198,7 +198,7 @@ async fn barge_in_sends_cancel_and_truncate_and_the_mock_accepts_them() {
     td.interrupt_response = Some(false);
     let mut s = open(server.base_url(), &config(td)).await;
     until(&mut s, |e| matches!(e, ModelEvent::SetupComplete)).await;
-    say(&s);
+    say(&mut s);
     let first = until(&mut s, |e| matches!(e, ModelEvent::Audio { .. })).await;
     assert!(errors(&first).is_empty(), "{first:?}");
     let item = s.audio_item().await.expect("an audio item is playing");
@@ -224,7 +224,7 @@ async fn barge_in_sends_cancel_and_truncate_and_the_mock_accepts_them() {
     assert!(errors(&end).is_empty(), "{:?}", errors(&end));
     // Nothing is refused afterwards either (the truncate answer arrives after response.done).
     let mut late = vec![];
-    while let Ok(Some(ev)) = timeout(Duration::from_millis(300), s.events.recv()).await {
+    while let Ok(Some(ev)) = timeout(Duration::from_millis(300), s.recv()).await {
         if let SessionEvent::Model(e, _) = ev {
             late.push(e);
         }

@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use crate::agents::runner::ToolTasks;
 use crate::audio::resample::StreamResampler;
 use crate::backend::ModelBackend;
-use crate::leg::{LegCommand, LegEvent, LegHandle};
+use crate::leg::{LegCommand, LegEvent, LegHandle, Refused};
 use crate::model::gemini::session::SessionConfig;
 use crate::model::handle::{ModelSession, OpenError};
 use crate::model::session::{Outbound, SessionEvent};
@@ -158,10 +158,16 @@ pub async fn run_with_agents(
                 }
                 continue;
             }
-            if let Err(cmd) = leg.send(cmd) {
-                leg_open = false;
-                if let LegCommand::Play { frame, .. } = cmd {
-                    core.recycle(frame);
+            match leg.send(cmd) {
+                Ok(()) => {}
+                // A leg task that far behind loses this frame; the call goes on.
+                Err(Refused::Full(LegCommand::Play { frame, .. })) => core.recycle(frame),
+                Err(Refused::Full(_)) => {}
+                Err(Refused::Gone(cmd)) => {
+                    leg_open = false;
+                    if let LegCommand::Play { frame, .. } = cmd {
+                        core.recycle(frame);
+                    }
                 }
             }
         }
@@ -206,46 +212,50 @@ pub async fn run_with_agents(
         if sleep.deadline() != deadline {
             sleep.as_mut().reset(deadline);
         }
-        crate::wakeups::note();
-        tokio::select! {
-            biased;
-            _ = wait_true(&mut hangup) => core.hang_up("server is shutting down"),
-            (id, ev) = sessions.next() => {
-                if ev.is_none() {
-                    sessions.forget(id);
-                }
-                core.handle_model(id, ev, Instant::now().into_std());
-            }
-            Some((id, opened)) = opened_rx.recv() => {
-                let opened = match opened {
-                    Ok(s) => {
-                        let caps = s.capabilities();
-                        sessions.0.push((id, s));
-                        Ok(caps)
+        // Counted only when the task had to wait for it (a pass that finds input ready is not
+        // a wake-up).
+        crate::wakeups::counted(async {
+            tokio::select! {
+                biased;
+                _ = wait_true(&mut hangup) => core.hang_up("server is shutting down"),
+                (id, ev) = sessions.next() => {
+                    if ev.is_none() {
+                        sessions.forget(id);
                     }
-                    Err(e) => Err(OpenFailed {
-                        handle_refused: e.setup_refused_as_invalid(),
-                        reason: e.to_string(),
-                    }),
-                };
-                core.handle_opened(id, opened, Instant::now().into_std());
-            }
-            Some(input) = tool_rx.recv() => core.handle_tool_result(input, Instant::now().into_std()),
-            cmd = tap::recv(&mut commands) => {
-                let tap::CallCommand::Agents { input, reply } = cmd;
-                let result = core.handle_command(input, Instant::now().into_std());
-                if let Some(r) = reply {
-                    let _ = r.send(result);
+                    core.handle_model(id, ev, Instant::now().into_std());
                 }
-            }
-            ev = leg.recv() => {
-                if let (Some(t), Some(LegEvent::Frame { frame, .. })) = (&tap, &ev) {
-                    t.caller(frame);
+                Some((id, opened)) = opened_rx.recv() => {
+                    let opened = match opened {
+                        Ok(s) => {
+                            let caps = s.capabilities();
+                            sessions.0.push((id, s));
+                            Ok(caps)
+                        }
+                        Err(e) => Err(OpenFailed {
+                            handle_refused: e.setup_refused_as_invalid(),
+                            reason: e.to_string(),
+                        }),
+                    };
+                    core.handle_opened(id, opened, Instant::now().into_std());
                 }
-                core.handle_leg(ev, Instant::now().into_std());
+                Some(input) = tool_rx.recv() => core.handle_tool_result(input, Instant::now().into_std()),
+                cmd = tap::recv(&mut commands) => {
+                    let tap::CallCommand::Agents { input, reply } = cmd;
+                    let result = core.handle_command(input, Instant::now().into_std());
+                    if let Some(r) = reply {
+                        let _ = r.send(result);
+                    }
+                }
+                ev = leg.recv() => {
+                    if let (Some(t), Some(LegEvent::Frame { frame, .. })) = (&tap, &ev) {
+                        t.caller(frame);
+                    }
+                    core.handle_leg(ev, Instant::now().into_std());
+                }
+                () = &mut sleep => core.handle_timeout(Instant::now().into_std()),
             }
-            () = &mut sleep => core.handle_timeout(Instant::now().into_std()),
-        }
+        })
+        .await;
     }
     // Late `Written` reports for frames sent just before the end.
     if let Some(cur) = core.current_session() {
@@ -253,7 +263,7 @@ pub async fn run_with_agents(
             if *id != cur {
                 continue;
             }
-            while let Ok(ev) = s.events().try_recv() {
+            while let Some(ev) = s.try_event() {
                 if let SessionEvent::Written { .. } = ev {
                     core.handle_model(cur, Some(ev), Instant::now().into_std());
                 }
@@ -272,7 +282,7 @@ impl Sessions {
     async fn next(&mut self) -> (SessionId, Option<SessionEvent>) {
         poll_fn(|cx| {
             for (id, s) in &mut self.0 {
-                if let Poll::Ready(ev) = s.events().poll_recv(cx) {
+                if let Poll::Ready(ev) = s.poll_event(cx) {
                     return Poll::Ready((*id, ev));
                 }
             }
@@ -281,8 +291,8 @@ impl Sessions {
         .await
     }
 
-    fn get(&self, id: SessionId) -> Option<&ModelSession> {
-        self.0.iter().find(|(i, _)| *i == id).map(|(_, s)| s)
+    fn get(&mut self, id: SessionId) -> Option<&mut ModelSession> {
+        self.0.iter_mut().find(|(i, _)| *i == id).map(|(_, s)| s)
     }
 
     fn forget(&mut self, id: SessionId) {

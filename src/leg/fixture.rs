@@ -153,7 +153,7 @@ impl FixtureCaller {
     /// Returns the call's end of the leg and a task that yields the recording when the call ends.
     pub fn spawn(self) -> (LegHandle, tokio::task::JoinHandle<Recording>) {
         let (ev_tx, ev_rx) = mpsc::channel(64);
-        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (cmd_tx, cmd_rx) = crate::leg::command_channel();
         let started_at = Instant::now();
         let handle = LegHandle::new(self.codec.rate(), started_at, ev_rx, cmd_tx);
         let task = tokio::spawn(self.run(started_at, ev_tx, cmd_rx));
@@ -164,7 +164,7 @@ impl FixtureCaller {
         self,
         start: Instant,
         events: mpsc::Sender<LegEvent>,
-        mut commands: mpsc::UnboundedReceiver<LegCommand>,
+        mut commands: mpsc::Receiver<LegCommand>,
     ) -> Recording {
         let rate = self.codec.rate();
         let spf = samples_per_frame(rate);

@@ -56,9 +56,8 @@ pub trait LegIo: Send {
     /// The leg's next event; `None` once the leg is gone (and after). Drives the leg's socket:
     /// reads what arrived and writes what the commands produced. Cancel-safe.
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>>;
-    /// Takes a command; gives it back when the leg is gone. Never waits: what it writes goes
-    /// out on the next poll.
-    fn command(&mut self, cmd: LegCommand) -> Result<(), LegCommand>;
+    /// Takes a command, or says why not. Never waits: what it writes goes out on the next poll.
+    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused>;
     /// Pushes out what the commands wrote so far (one flush); a leg that writes elsewhere has
     /// nothing to do.
     fn poll_flush(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
@@ -66,19 +65,72 @@ pub trait LegIo: Send {
     }
 }
 
+/// Why a leg did not take a command.
+#[derive(Debug)]
+pub enum Refused {
+    /// The leg is gone.
+    Gone(LegCommand),
+    /// The leg's task is [`COMMAND_QUEUE`] frames behind: this frame is not played.
+    Full(LegCommand),
+}
+
+/// Commands queued toward a leg's task at most (250 frames: 5 s of audio). A task that far
+/// behind loses frames rather than the call holding them.
+pub const COMMAND_QUEUE: usize = 250;
+
+/// The commands channel of a leg with a task of its own.
+pub fn command_channel() -> (mpsc::Sender<LegCommand>, mpsc::Receiver<LegCommand>) {
+    mpsc::channel(COMMAND_QUEUE)
+}
+
 /// A leg reached through its task's channels.
 struct ChannelLeg {
     events: mpsc::Receiver<LegEvent>,
-    commands: mpsc::UnboundedSender<LegCommand>,
+    commands: mpsc::Sender<LegCommand>,
+    /// A clear or hang-up that found the queue full, sent on the next poll.
+    held: std::collections::VecDeque<LegCommand>,
+}
+
+impl ChannelLeg {
+    fn send_held(&mut self) {
+        while let Some(cmd) = self.held.pop_front() {
+            if let Err(mpsc::error::TrySendError::Full(cmd)) = self.commands.try_send(cmd) {
+                self.held.push_front(cmd);
+                return;
+            }
+        }
+    }
 }
 
 impl LegIo for ChannelLeg {
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
+        self.send_held();
         self.events.poll_recv(cx)
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<(), LegCommand> {
-        self.commands.send(cmd).map_err(|e| e.0)
+    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+        self.send_held();
+        if !self.held.is_empty() && !matches!(cmd, LegCommand::Play { .. }) {
+            // Behind a held command: keep the order.
+            self.held.push_back(cmd);
+            return Ok(());
+        }
+        match self.commands.try_send(cmd) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Closed(cmd)) => Err(Refused::Gone(cmd)),
+            Err(mpsc::error::TrySendError::Full(cmd @ LegCommand::Play { .. })) => {
+                Err(Refused::Full(cmd))
+            }
+            Err(mpsc::error::TrySendError::Full(cmd)) => {
+                self.held.push_back(cmd);
+                Ok(())
+            }
+        }
+    }
+
+    fn poll_flush(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
+        self.send_held();
+        Poll::Ready(())
     }
 }
 
@@ -97,9 +149,14 @@ impl LegHandle {
         rate: u32,
         started_at: Instant,
         events: mpsc::Receiver<LegEvent>,
-        commands: mpsc::UnboundedSender<LegCommand>,
+        commands: mpsc::Sender<LegCommand>,
     ) -> LegHandle {
-        LegHandle::direct(rate, started_at, Box::new(ChannelLeg { events, commands }))
+        let leg = ChannelLeg {
+            events,
+            commands,
+            held: Default::default(),
+        };
+        LegHandle::direct(rate, started_at, Box::new(leg))
     }
 
     /// A leg driven from the call's task.
@@ -116,8 +173,8 @@ impl LegHandle {
         std::future::poll_fn(|cx| self.io.poll_event(cx)).await
     }
 
-    /// Gives the leg a command; `Err` gives it back when the leg is gone.
-    pub fn send(&mut self, cmd: LegCommand) -> Result<(), LegCommand> {
+    /// Gives the leg a command, or says why it did not take it.
+    pub fn send(&mut self, cmd: LegCommand) -> Result<(), Refused> {
         self.io.command(cmd)
     }
 

@@ -5,7 +5,8 @@
 //! audio is encoded by the session's [`Protocol`] at its input rate, into buffers the call reuses
 //! (the audio path is hot), and goes through the call's reconnect machinery as ready JSON text.
 
-use tokio::sync::mpsc;
+use std::task::{Context, Poll};
+
 use tokio::time::Instant;
 
 use super::Capabilities;
@@ -104,7 +105,7 @@ impl OpenError {
 pub struct OpenAiSession {
     session: openai::session::Session,
     /// The next `clientContent` is initial history (items only); flipped once.
-    history_pending: std::sync::atomic::AtomicBool,
+    history_pending: bool,
 }
 
 enum Inner {
@@ -112,10 +113,14 @@ enum Inner {
     OpenAi(OpenAiSession),
 }
 
+/// Sees each event of a session as the session hands it out (transcripts for a caller's page).
+pub type Observer = Box<dyn FnMut(&SessionEvent) + Send>;
+
 /// One live model session of a call.
 pub struct ModelSession {
     inner: Inner,
     caps: Capabilities,
+    observer: Option<Observer>,
 }
 
 impl ModelSession {
@@ -123,6 +128,7 @@ impl ModelSession {
         ModelSession {
             inner: Inner::Gemini(s),
             caps,
+            observer: None,
         }
     }
 
@@ -132,9 +138,10 @@ impl ModelSession {
         ModelSession {
             inner: Inner::OpenAi(OpenAiSession {
                 session: s,
-                history_pending: history_pending.into(),
+                history_pending,
             }),
             caps,
+            observer: None,
         }
     }
 
@@ -155,18 +162,46 @@ impl ModelSession {
         self.caps
     }
 
-    /// The session's events (model events, writes, the end).
-    pub fn events(&mut self) -> &mut mpsc::UnboundedReceiver<SessionEvent> {
-        match &mut self.inner {
-            Inner::Gemini(s) => &mut s.events,
-            Inner::OpenAi(s) => &mut s.session.events,
+    /// The session's next event (model events, writes, the end); `None` once it is over.
+    /// Polling drives the session's socket. Cancel-safe.
+    pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
+        let ev = match &mut self.inner {
+            Inner::Gemini(s) => s.poll_event(cx),
+            Inner::OpenAi(s) => s.session.poll_event(cx),
+        };
+        if let (Poll::Ready(Some(ev)), Some(o)) = (&ev, self.observer.as_mut()) {
+            o(ev);
         }
+        ev
+    }
+
+    /// Shows `observer` every event from now on, before the call sees it (on the call's task:
+    /// it must not wait).
+    pub fn observe(&mut self, observer: Observer) {
+        self.observer = Some(observer);
+    }
+
+    /// The session's next event; `None` once it is over.
+    pub async fn recv(&mut self) -> Option<SessionEvent> {
+        std::future::poll_fn(|cx| self.poll_event(cx)).await
+    }
+
+    /// An event that is ready now, if any.
+    pub fn try_event(&mut self) -> Option<SessionEvent> {
+        let ev = match &mut self.inner {
+            Inner::Gemini(s) => s.try_event(),
+            Inner::OpenAi(s) => s.session.try_event(),
+        };
+        if let (Some(ev), Some(o)) = (&ev, self.observer.as_mut()) {
+            o(ev);
+        }
+        ev
     }
 
     /// Queues ready text (caller audio encoded by [`Protocol::encode_audio`]), a close or a
     /// ping; never waits. False if the session is gone.
-    pub fn send(&self, out: Outbound) -> bool {
-        match &self.inner {
+    pub fn send(&mut self, out: Outbound) -> bool {
+        match &mut self.inner {
             Inner::Gemini(s) => s.send(out),
             Inner::OpenAi(s) => s.session.send(out),
         }
@@ -174,7 +209,7 @@ impl ModelSession {
 
     /// Caller audio at the session's input rate; `received_at` measures `uplink_added_ms`.
     pub fn send_audio(
-        &self,
+        &mut self,
         samples: &[i16],
         received_at: Option<Instant>,
         scratch: &mut Vec<u8>,
@@ -184,11 +219,12 @@ impl ModelSession {
     }
 
     /// Carries one of baton's messages on this session's wire.
-    pub fn send_message(&self, msg: &ClientMessage) -> bool {
-        match &self.inner {
+    pub fn send_message(&mut self, msg: &ClientMessage) -> bool {
+        let non_blocking = self.caps.non_blocking_tools;
+        match &mut self.inner {
             // A model whose calls all block resumes on any answer: `scheduling` means nothing
             // there and is not sent.
-            Inner::Gemini(s) if !self.caps.non_blocking_tools => match msg {
+            Inner::Gemini(s) if !non_blocking => match msg {
                 ClientMessage::ToolResponse(tr) if has_scheduling(tr) => {
                     s.send_message(&ClientMessage::ToolResponse(without_scheduling(tr)))
                 }
@@ -196,9 +232,8 @@ impl ModelSession {
             },
             Inner::Gemini(s) => s.send_message(msg),
             Inner::OpenAi(s) => {
-                use std::sync::atomic::Ordering;
                 let history = matches!(msg, ClientMessage::ClientContent(_))
-                    && s.history_pending.swap(false, Ordering::Relaxed);
+                    && std::mem::take(&mut s.history_pending);
                 let mut t = Translator::new(s.session.api(), history);
                 s.session.send_steps(&t.translate(msg))
             }
@@ -209,8 +244,8 @@ impl ModelSession {
     /// OpenAI Realtime: `response.cancel` (while a response is in progress) and
     /// `conversation.item.truncate` at what was heard, so the conversation holds only that.
     /// Gemini Live truncates by itself: nothing to send.
-    pub fn barge_in(&self, heard_ms: u64) {
-        if let Inner::OpenAi(s) = &self.inner {
+    pub fn barge_in(&mut self, heard_ms: u64) {
+        if let Inner::OpenAi(s) = &mut self.inner {
             s.session.queue_barge_in(heard_ms);
         }
     }

@@ -1,10 +1,12 @@
-//! The one WebSocket shell every model session runs in, whatever its protocol: one task per
-//! session that reads frames, takes the session handle's messages and keeps the core's clock,
-//! feeds all of it to the [`ProtocolCore`], and writes what the core has to send as one batch per
-//! wake-up (one flush), reporting when each caller frame reached the socket. Reads go on while a
-//! write waits for the socket. The call's per-frame path only ever does a non-blocking channel
-//! send to it.
+//! The one WebSocket shell every model session runs in, whatever its protocol. It has no task
+//! of its own: whoever polls the session's handle (the call's task) drives it — each poll
+//! writes what the [`ProtocolCore`] has to send as one batch (one flush), reads the frames that
+//! arrived, keeps the core's one timer, feeds all of it to the core and returns the core's
+//! events, reporting when each caller frame reached the socket. Commands go straight into the
+//! core. Reads go on while a write waits for the socket. Once the handle is dropped a task of
+//! its own closes the session.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -12,7 +14,6 @@ use std::time::Duration;
 
 use futures_util::{Sink, Stream};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, Sleep};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -22,131 +23,236 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use super::protocol::{Frame, ProtocolCore, SetupFailure, SocketEnd};
 use super::session::{Dialed, DialedWs, Outbound, SessionEvent};
 
-/// A session running in its shell: what its handle keeps.
-pub(crate) struct Started<C> {
-    pub commands: mpsc::UnboundedSender<C>,
-    pub events: mpsc::UnboundedReceiver<SessionEvent>,
+/// A running session as its handle holds it: the shell with its socket and core, driven by
+/// whoever polls the handle (the call's task), or by a task of its own once the handle is
+/// dropped, to close the session.
+pub(crate) struct Handle<Cmd> {
+    shell: Option<Box<dyn Driven<Cmd>>>,
 }
 
-/// Starts `core` on `dialed` in a task of its own and waits until the service accepted the
-/// setup (or the core gave up on it: the core keeps the setup deadline).
-pub(crate) async fn start<C>(dialed: Dialed, core: C) -> Result<Started<C::Command>, SetupFailure>
+/// A shell whatever its socket's transport.
+trait Driven<Cmd>: Send {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>>;
+    fn poll_setup(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), SetupFailure>>;
+    fn command(&mut self, cmd: Cmd) -> bool;
+    /// The handle is gone: close the session in a task of its own.
+    fn abandon(self: Box<Self>);
+}
+
+impl<Cmd> Handle<Cmd> {
+    /// Gives the core a command (what it writes goes out on the next poll); false if the
+    /// session is over.
+    pub fn send(&mut self, cmd: Cmd) -> bool {
+        self.shell.as_mut().is_some_and(|s| s.command(cmd))
+    }
+
+    /// The session's next event; `None` once it is over. Drives the socket: writes what the
+    /// commands produced, reads, keeps the core's timer. Cancel-safe.
+    pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
+        match self.shell.as_mut() {
+            Some(s) => s.poll_event(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    /// The session's next event.
+    pub async fn recv(&mut self) -> Option<SessionEvent> {
+        std::future::poll_fn(|cx| self.poll_event(cx)).await
+    }
+
+    /// An event that is ready now, if any (the socket is read but nothing is waited for).
+    pub fn try_event(&mut self) -> Option<SessionEvent> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.poll_event(&mut cx) {
+            Poll::Ready(ev) => ev,
+            Poll::Pending => None,
+        }
+    }
+}
+
+impl<Cmd> Drop for Handle<Cmd> {
+    fn drop(&mut self) {
+        if let Some(s) = self.shell.take() {
+            s.abandon();
+        }
+    }
+}
+
+/// Runs `core` on `dialed` and waits until the service accepted the setup (or the core gave up
+/// on it: the core keeps the setup deadline). No task is spawned: the session is driven by
+/// the polls of the handle it returns.
+pub(crate) async fn start<C>(dialed: Dialed, core: C) -> Result<Handle<C::Command>, SetupFailure>
 where
     C: ProtocolCore + Send + 'static,
     C::Command: Send + 'static,
 {
-    let (commands, commands_rx) = mpsc::unbounded_channel();
-    let (events_tx, events) = mpsc::unbounded_channel();
-    let (ready_tx, ready) = oneshot::channel();
     let Dialed { ws, early } = dialed;
-    match ws {
-        DialedWs::Network(ws) => {
-            tokio::spawn(run(*ws, early, core, commands_rx, events_tx, ready_tx));
+    let mut shell: Box<dyn Driven<C::Command>> = match ws {
+        DialedWs::Network(ws) => Box::new(Shell::new(*ws, early, core)),
+        DialedWs::InMemory(ws) => Box::new(Shell::new(*ws, early, core)),
+    };
+    match std::future::poll_fn(|cx| shell.poll_setup(cx)).await {
+        Ok(()) => Ok(Handle { shell: Some(shell) }),
+        Err(e) => {
+            shell.abandon();
+            Err(e)
         }
-        DialedWs::InMemory(ws) => {
-            tokio::spawn(run(*ws, early, core, commands_rx, events_tx, ready_tx));
-        }
-    }
-    match ready.await {
-        Ok(Ok(())) => Ok(Started { commands, events }),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(SetupFailure::Io("the session ended during setup".into())),
     }
 }
 
 /// How long a session that is over may take to close its socket.
 const LINGER: Duration = Duration::from_secs(1);
-/// Inbound frames taken in one wake-up at most (the rest in the next).
+/// Inbound frames taken in one pass at most (the rest in the next).
 const READ_BATCH: usize = 16;
 
-/// What one wake-up brought besides frames and commands (those wait in [`Io`]).
+/// What one pass brought besides frames (those wait in [`Io`]).
 #[derive(Default)]
-struct Wakeup {
+struct Pass {
     /// The stream ended (after the frames).
     ended: bool,
-    /// The session handle is gone (after the commands).
-    abandoned: bool,
     timer: bool,
     /// The batch was flushed: the caller frames in it reached the socket.
     flushed: bool,
     write_failed: Option<WsError>,
 }
 
-/// The session's task: runs `core` on `ws` until it is over.
-async fn run<S, C>(
-    mut ws: WebSocketStream<S>,
-    early: Vec<Message>,
-    mut core: C,
-    mut commands: mpsc::UnboundedReceiver<C::Command>,
-    events: mpsc::UnboundedSender<SessionEvent>,
-    ready: oneshot::Sender<Result<(), SetupFailure>>,
-) where
+/// The socket, the core and what lies between them.
+struct Shell<S, C> {
+    ws: WebSocketStream<S>,
+    core: C,
+    io: Io,
+    /// Reports of the shell's own (caller frames written), ahead of the core's events.
+    written: VecDeque<SessionEvent>,
+}
+
+impl<S, C> Shell<S, C>
+where
     S: AsyncRead + AsyncWrite + Unpin,
     C: ProtocolCore,
 {
-    let mut ready = Some(ready);
-    let now = Instant::now();
-    for m in early {
-        feed(&mut core, Ok(m), now);
-    }
-    let mut io = Io {
-        frames: Vec::new(),
-        commands: Vec::new(),
-        pending: None,
-        unflushed: Vec::new(),
-        flushing: false,
-        abandoned: false,
-        timer: Box::pin(tokio::time::sleep_until(now)),
-        timer_at: None,
-        slept: false,
-    };
-    loop {
-        while let Some(ev) = core.poll_event() {
-            let _ = events.send(ev);
-        }
-        if let Some(r) = core.poll_setup()
-            && let Some(tx) = ready.take()
-        {
-            let _ = tx.send(r);
-        }
-        if core.is_over() {
-            break;
-        }
-        let wake = std::future::poll_fn(|cx| io.poll(cx, &mut ws, &mut core, &mut commands)).await;
-        // A pass that found its input (or its flush done) without sleeping is not a wake-up.
-        if std::mem::take(&mut io.slept) {
-            crate::wakeups::note();
-        }
+    fn new(ws: WebSocketStream<S>, early: Vec<Message>, mut core: C) -> Self {
         let now = Instant::now();
-        if wake.flushed {
-            for received_at in io.unflushed.drain(..) {
-                let _ = events.send(SessionEvent::Written {
+        for m in early {
+            feed(&mut core, Ok(m), now);
+        }
+        Shell {
+            ws,
+            core,
+            io: Io {
+                frames: Vec::new(),
+                pending: None,
+                unflushed: Vec::new(),
+                flushing: false,
+                timer: Box::pin(tokio::time::sleep_until(now)),
+                timer_at: None,
+            },
+            written: VecDeque::new(),
+        }
+    }
+
+    /// One pass over the socket and the timer, fed to the core. Ready when anything happened
+    /// (the core may have something to report), pending when nothing did.
+    fn step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Poll::Ready(pass) = self.io.poll(cx, &mut self.ws, &mut self.core) else {
+            return Poll::Pending;
+        };
+        let now = Instant::now();
+        if pass.flushed {
+            for received_at in self.io.unflushed.drain(..) {
+                self.written.push_back(SessionEvent::Written {
                     received_at,
                     written_at: now,
                 });
             }
         }
-        if let Some(e) = wake.write_failed {
-            core.handle_end(SocketEnd::Failed(e.to_string()), now);
+        if let Some(e) = pass.write_failed {
+            self.core.handle_end(SocketEnd::Failed(e.to_string()), now);
         }
-        for m in io.frames.drain(..) {
-            feed(&mut core, m, now);
+        for m in self.io.frames.drain(..) {
+            feed(&mut self.core, m, now);
         }
-        if wake.ended {
-            core.handle_end(SocketEnd::Ended, now);
+        if pass.ended {
+            self.core.handle_end(SocketEnd::Ended, now);
         }
-        for c in io.commands.drain(..) {
-            core.handle_outbound(c, now);
+        if pass.timer {
+            self.core.handle_timeout(now);
         }
-        if wake.abandoned {
-            core.handle_abandoned(now);
-        }
-        if wake.timer {
-            core.handle_timeout(now);
+        Poll::Ready(())
+    }
+}
+
+impl<S, C> Driven<C::Command> for Shell<S, C>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    C: ProtocolCore + Send + 'static,
+{
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
+        loop {
+            if let Some(ev) = self.written.pop_front() {
+                return Poll::Ready(Some(ev));
+            }
+            if let Some(ev) = self.core.poll_event() {
+                return Poll::Ready(Some(ev));
+            }
+            if self.core.is_over() {
+                return Poll::Ready(None);
+            }
+            if self.step(cx).is_pending() {
+                return Poll::Pending;
+            }
         }
     }
-    // Let go of the socket: answer or send the close (bounded: the socket may be dead).
-    let _ = tokio::time::timeout(LINGER, futures_util::SinkExt::close(&mut ws)).await;
+
+    fn poll_setup(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), SetupFailure>> {
+        loop {
+            if let Some(r) = self.core.poll_setup() {
+                return Poll::Ready(r);
+            }
+            if self.core.is_over() {
+                return Poll::Ready(Err(SetupFailure::Io(
+                    "the session ended during setup".into(),
+                )));
+            }
+            if self.step(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    fn command(&mut self, cmd: C::Command) -> bool {
+        if self.core.is_over() {
+            return false;
+        }
+        self.core.handle_outbound(cmd, Instant::now());
+        true
+    }
+
+    fn abandon(self: Box<Self>) {
+        // Outside a runtime (the process is ending) the socket is simply dropped.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut shell = self;
+        rt.spawn(async move {
+            shell.core.handle_abandoned(Instant::now());
+            // Until the core is done (its close answered, or its close wait over).
+            std::future::poll_fn(|cx| {
+                loop {
+                    while shell.core.poll_event().is_some() {}
+                    shell.written.clear();
+                    if shell.core.is_over() {
+                        return Poll::Ready(());
+                    }
+                    if shell.step(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+            })
+            .await;
+            // Let go of the socket: answer or send the close (bounded: the socket may be dead).
+            let _ = tokio::time::timeout(LINGER, futures_util::SinkExt::close(&mut shell.ws)).await;
+        });
+    }
 }
 
 /// One inbound frame (or read failure) into the core.
@@ -168,57 +274,51 @@ fn feed<C: ProtocolCore>(core: &mut C, m: Result<Message, WsError>, now: Instant
     }
 }
 
-/// The shell's side of the socket between wake-ups.
-struct Io<C> {
-    /// Frames read in this wake-up (the buffer is kept).
+/// The shell's side of the socket between passes.
+struct Io {
+    /// Frames read in this pass (the buffer is kept).
     frames: Vec<Result<Message, WsError>>,
-    /// Commands taken in this wake-up (the buffer is kept).
-    commands: Vec<C>,
     /// A frame the sink had no room for yet.
     pending: Option<Outbound>,
     /// `received_at` of the caller frames written since the last flush.
     unflushed: Vec<Instant>,
     /// Frames were written and not flushed yet.
     flushing: bool,
-    abandoned: bool,
     /// One timer, re-armed only when the core's deadline moves.
     timer: Pin<Box<Sleep>>,
     timer_at: Option<Instant>,
-    /// The task slept since the last pass (the next pass is a wake-up).
-    slept: bool,
 }
 
-impl<Cmd> Io<Cmd> {
-    /// Writes what the core has (one batch, one flush) and waits for the next input.
+impl Io {
+    /// Writes what the core has (one batch, one flush) and looks for the next input.
     fn poll<S, C>(
         &mut self,
         cx: &mut Context<'_>,
         ws: &mut WebSocketStream<S>,
         core: &mut C,
-        commands: &mut mpsc::UnboundedReceiver<Cmd>,
-    ) -> Poll<Wakeup>
+    ) -> Poll<Pass>
     where
         S: AsyncRead + AsyncWrite + Unpin,
-        C: ProtocolCore<Command = Cmd>,
+        C: ProtocolCore,
     {
-        let mut wake = Wakeup::default();
+        let mut pass = Pass::default();
         let mut ready = false;
         if let Err(e) = self.write(cx, ws, core) {
-            wake.write_failed = Some(e);
-            return Poll::Ready(wake);
+            pass.write_failed = Some(e);
+            return Poll::Ready(pass);
         }
         if self.flushing {
             match Pin::new(&mut *ws).poll_flush(cx) {
                 Poll::Ready(Ok(())) => {
                     self.flushing = false;
                     if !self.unflushed.is_empty() {
-                        wake.flushed = true;
+                        pass.flushed = true;
                         ready = true;
                     }
                 }
                 Poll::Ready(Err(e)) => {
-                    wake.write_failed = Some(e);
-                    return Poll::Ready(wake);
+                    pass.write_failed = Some(e);
+                    return Poll::Ready(pass);
                 }
                 Poll::Pending => {}
             }
@@ -227,24 +327,13 @@ impl<Cmd> Io<Cmd> {
             match Pin::new(&mut *ws).poll_next(cx) {
                 Poll::Ready(Some(m)) => self.frames.push(m),
                 Poll::Ready(None) => {
-                    wake.ended = true;
+                    pass.ended = true;
                     break;
                 }
                 Poll::Pending => break,
             }
         }
-        ready |= !self.frames.is_empty() || wake.ended;
-        while !self.abandoned {
-            match commands.poll_recv(cx) {
-                Poll::Ready(Some(c)) => self.commands.push(c),
-                Poll::Ready(None) => {
-                    self.abandoned = true;
-                    wake.abandoned = true;
-                }
-                Poll::Pending => break,
-            }
-        }
-        ready |= !self.commands.is_empty() || wake.abandoned;
+        ready |= !self.frames.is_empty() || pass.ended;
         if let Some((at, _reason)) = core.poll_timeout() {
             if self.timer_at != Some(at) {
                 self.timer.as_mut().reset(at);
@@ -252,14 +341,13 @@ impl<Cmd> Io<Cmd> {
             }
             if self.timer.as_mut().poll(cx).is_ready() {
                 self.timer_at = None;
-                wake.timer = true;
+                pass.timer = true;
                 ready = true;
             }
         }
         if ready {
-            Poll::Ready(wake)
+            Poll::Ready(pass)
         } else {
-            self.slept = true;
             Poll::Pending
         }
     }

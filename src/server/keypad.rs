@@ -25,7 +25,7 @@ use crate::agents::orchestrator::{Input, ToolRun};
 use crate::agents::registry::Delivery;
 use crate::leg::keypad::{Collected, Collector, KeypadConfig, Tones, send_args};
 use crate::leg::sip::dtmf::Timing;
-use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo};
+use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
 /// Presses keys on a leg that has its own event channel.
 pub type NativeKeys = Arc<dyn Fn(String, Timing) + Send + Sync>;
@@ -127,7 +127,7 @@ impl LegIo for Tap {
         }
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<(), LegCommand> {
+    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
         match cmd {
             LegCommand::Play {
                 mut frame,

@@ -1,8 +1,7 @@
-//! Live transcripts of a call, without changing the call: the session's event queue is passed
-//! through a task that copies each transcript fragment out before handing the event on, in order
-//! and with its original receive instant (so the call's figures are unchanged but for one task
-//! hop). Sessions the orchestrator opens later (a `recreate` handoff) are not tapped; the call's
-//! report still has every turn.
+//! Live transcripts of a call, without changing the call: an observer on the session copies each
+//! transcript fragment out as the call takes the event, in order (the call's figures are
+//! unchanged: nothing stands between the session and the call). Sessions the orchestrator opens
+//! later (a `recreate` handoff) are not tapped; the call's report still has every turn.
 
 use tokio::sync::mpsc;
 
@@ -21,34 +20,22 @@ pub struct Fragment {
 
 /// Taps `session`: returns the fragments as they arrive. The tap ends with the session.
 pub fn tap(session: &mut ModelSession) -> mpsc::UnboundedReceiver<Fragment> {
-    let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-    let mut inner = std::mem::replace(session.events(), ev_rx);
     let (frag_tx, frag_rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Some(ev) = inner.recv().await {
-            if let SessionEvent::Model(m, _) = &ev {
-                let frag = match m {
-                    ModelEvent::InputTranscript { text, finished } => {
-                        Some(("caller", text, finished))
-                    }
-                    ModelEvent::OutputTranscript { text, finished } => {
-                        Some(("agent", text, finished))
-                    }
-                    _ => None,
-                };
-                if let Some((role, text, finished)) = frag {
-                    let _ = frag_tx.send(Fragment {
-                        role,
-                        text: text.clone(),
-                        finished: *finished,
-                    });
-                }
-            }
-            if ev_tx.send(ev).is_err() {
-                break;
-            }
-        }
-    });
+    session.observe(Box::new(move |ev| {
+        let SessionEvent::Model(m, _) = ev else {
+            return;
+        };
+        let (role, text, finished) = match m {
+            ModelEvent::InputTranscript { text, finished } => ("caller", text, finished),
+            ModelEvent::OutputTranscript { text, finished } => ("agent", text, finished),
+            _ => return,
+        };
+        let _ = frag_tx.send(Fragment {
+            role,
+            text: text.clone(),
+            finished: *finished,
+        });
+    }));
     frag_rx
 }
 

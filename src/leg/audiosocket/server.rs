@@ -161,7 +161,7 @@ where
 {
     tracing::info!(uuid = %info.uuid, rate = info.rate, "AudioSocket call started");
     let (ev_tx, ev_rx) = mpsc::channel(opts.event_queue.max(1));
-    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let (cmd_tx, cmd_rx) = crate::leg::command_channel();
     let (out_tx, out_rx) = mpsc::channel(opts.outbound_queue.max(1));
     let writer = tokio::spawn(write_loop(writer, out_rx));
     let driver = Driver {
@@ -184,7 +184,7 @@ where
 struct Driver<S> {
     core: AudioSocketSession,
     reader: ReadHalf<S>,
-    commands: mpsc::UnboundedReceiver<LegCommand>,
+    commands: mpsc::Receiver<LegCommand>,
     events: mpsc::Sender<LegEvent>,
     out: mpsc::Sender<Bytes>,
     frames_dropped: u64,

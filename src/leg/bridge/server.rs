@@ -43,7 +43,7 @@ use super::stream::{EndReason, MediaStream, StartInfo, StreamError, StreamOption
 use super::wire::Outgoing;
 use super::{Dialect, DialectChoice};
 use crate::leg::twilio::cadence::Cadence;
-use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo};
+use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
 /// Largest WebSocket message the socket layer accepts: above the parser's own 64 KiB limit, so
 /// an oversized message is refused alone (the stream carries on) rather than closing the socket.
@@ -325,7 +325,7 @@ impl LegIo for BridgeIo {
         }
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<(), LegCommand> {
+    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
         if matches!(cmd, LegCommand::Hangup)
             && let Some(leg) = self.leg.as_mut()
         {
@@ -340,7 +340,7 @@ impl LegIo for BridgeIo {
             return Ok(());
         }
         let Some(leg) = self.leg.as_mut().filter(|l| l.end.is_none()) else {
-            return Err(cmd);
+            return Err(Refused::Gone(cmd));
         };
         let now = Instant::now();
         let result = match cmd {

@@ -147,7 +147,7 @@ pub fn start(device: Box<dyn AudioDevice>, opts: MicOptions) -> Result<MicLeg, D
             reason: e.to_string(),
         })?;
     let (ev_tx, ev_rx) = mpsc::channel(opts.event_queue.max(1));
-    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let (cmd_tx, cmd_rx) = crate::leg::command_channel();
     let started_at = Instant::now();
     let pump = Pump {
         capture: cap_rx,
@@ -191,7 +191,7 @@ struct Pump {
 impl Pump {
     async fn run(
         mut self,
-        mut commands: mpsc::UnboundedReceiver<LegCommand>,
+        mut commands: mpsc::Receiver<LegCommand>,
         mut device: tokio::sync::oneshot::Receiver<Result<(), DeviceError>>,
     ) -> MicStats {
         let mut tick = tokio::time::interval(POLL);

@@ -133,7 +133,7 @@ pub fn random_start() -> StreamStart {
 pub fn start(cfg: MediaConfig, neg: Negotiated, sockets: Sockets, event_queue: usize) -> SipLeg {
     let core = MediaSession::new(cfg, neg, random_start(), Instant::now());
     let (ev_tx, ev_rx) = mpsc::channel(event_queue.max(1));
-    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let (cmd_tx, cmd_rx) = crate::leg::command_channel();
     let (sig_tx, sig_rx) = mpsc::unbounded_channel();
     let handle = LegHandle::new(core.rate(), core.started_at(), ev_rx, cmd_tx);
     let driver = Driver {
@@ -157,7 +157,7 @@ pub fn start(cfg: MediaConfig, neg: Negotiated, sockets: Sockets, event_queue: u
 struct Driver {
     core: MediaSession,
     sockets: Sockets,
-    commands: mpsc::UnboundedReceiver<LegCommand>,
+    commands: mpsc::Receiver<LegCommand>,
     signals: mpsc::UnboundedReceiver<Signal>,
     events: mpsc::Sender<LegEvent>,
     frames_dropped: u64,

@@ -192,7 +192,7 @@ async fn start(
         let _ = timeout(CLOSE_GRACE, sink.send(to_message(t))).await;
     }
     let (ev_tx, ev_rx) = mpsc::channel(opts.event_queue.max(1));
-    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let (cmd_tx, cmd_rx) = crate::leg::command_channel();
     let (out_tx, out_rx) = mpsc::channel(opts.outbound_queue.max(1));
     let (notice_tx, notice_rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(sink, out_rx));
@@ -227,7 +227,7 @@ fn to_message(t: Transmit) -> Message {
 struct Driver {
     core: StreamCore,
     socket: SplitStream<WebSocket>,
-    commands: mpsc::UnboundedReceiver<LegCommand>,
+    commands: mpsc::Receiver<LegCommand>,
     notices: mpsc::UnboundedReceiver<Notice>,
     events: mpsc::Sender<LegEvent>,
     out: mpsc::Sender<Message>,

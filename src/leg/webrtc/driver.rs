@@ -125,7 +125,7 @@ pub async fn start(
     let mut inbound = OpusInbound::new(opts.rate)?;
     let outbound = OpusOutbound::new(opts.rate, opts.bitrate)?;
     let (ev_tx, ev_rx) = mpsc::channel(opts.event_queue.max(1));
-    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let (cmd_tx, cmd_rx) = crate::leg::command_channel();
     let mut frames = Vec::new();
     inbound.push(
         packet.header.sequence_number,
@@ -254,7 +254,7 @@ struct Driver {
     grace: Duration,
     peer: Peer,
     encoder: OpusOutbound,
-    commands: mpsc::UnboundedReceiver<LegCommand>,
+    commands: mpsc::Receiver<LegCommand>,
     events: mpsc::Sender<LegEvent>,
     hangup: watch::Receiver<bool>,
     packets_out: u64,

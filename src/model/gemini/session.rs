@@ -3,11 +3,12 @@
 //! waits for `setupComplete` ([`start_dialed`] does the second half on a socket dialed ahead);
 //! the session then runs its [`GeminiCore`] in the model's one WebSocket shell
 //! ([`crate::model::shell`]), which reports [`SessionEvent`]s stamped with their arrival time.
-//! The call's per-frame path only ever does a non-blocking channel send.
+//! The call's task drives the session by polling it; sending never waits.
 
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use std::task::{Context, Poll};
+
 use tokio::time::Instant;
 
 use super::codec;
@@ -34,19 +35,35 @@ pub enum SessionError {
     Io(String),
 }
 
-/// A live session: send with [`Session::send`], receive from [`Session::events`].
+/// A live session: send with [`Session::send`], receive with [`Session::recv`] (or
+/// [`Session::poll_event`]); its polls drive the socket.
 pub struct Session {
-    tx: mpsc::UnboundedSender<Outbound>,
-    pub events: mpsc::UnboundedReceiver<SessionEvent>,
+    shell: shell::Handle<Outbound>,
 }
 
 impl Session {
-    /// Queues a message for the socket; never waits. Returns false if the session is gone.
-    pub fn send(&self, out: Outbound) -> bool {
-        self.tx.send(out).is_ok()
+    /// Queues a message for the socket (written on the next poll); never waits. Returns false
+    /// if the session is gone.
+    pub fn send(&mut self, out: Outbound) -> bool {
+        self.shell.send(out)
     }
 
-    pub fn send_message(&self, msg: &ClientMessage) -> bool {
+    /// The next event; `None` once the session is over. Cancel-safe.
+    pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
+        self.shell.poll_event(cx)
+    }
+
+    /// The next event; `None` once the session is over.
+    pub async fn recv(&mut self) -> Option<SessionEvent> {
+        self.shell.recv().await
+    }
+
+    /// An event that is ready now, if any.
+    pub fn try_event(&mut self) -> Option<SessionEvent> {
+        self.shell.try_event()
+    }
+
+    pub fn send_message(&mut self, msg: &ClientMessage) -> bool {
         self.send(Outbound::Text {
             json: codec::encode(msg),
             received_at: None,
@@ -89,11 +106,8 @@ pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, S
 /// for `setupComplete` within `config.setup_timeout` (the core keeps that deadline).
 pub async fn start_dialed(dialed: Dialed, config: &SessionConfig) -> Result<Session, SessionError> {
     let core = GeminiCore::new(config, Instant::now());
-    let started = shell::start(dialed, core).await?;
-    Ok(Session {
-        tx: started.commands,
-        events: started.events,
-    })
+    let shell = shell::start(dialed, core).await?;
+    Ok(Session { shell })
 }
 
 impl From<SetupFailure> for SessionError {

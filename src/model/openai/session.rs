@@ -5,12 +5,14 @@
 //! WebSocket shell ([`crate::model::shell`]), which reports [`SessionEvent`]s stamped with their
 //! arrival time. The handle only sends the core [`Command`]s: the response gate and what a
 //! barge-in sends are the core's decisions, taken where the frames arrive, with no shared state.
-//! The call's per-frame path only ever does a non-blocking channel send.
+//! The call's task drives the session by polling it; sending never waits.
 
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use std::task::{Context, Poll};
+
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::codec;
@@ -39,21 +41,20 @@ pub enum SessionError {
     Io(String),
 }
 
-/// A live session: send with [`Session::send`] and the helpers, receive from
-/// [`Session::events`].
+/// A live session: send with [`Session::send`] and the helpers, receive with
+/// [`Session::recv`] (or [`Session::poll_event`]); its polls drive the socket.
 pub struct Session {
-    tx: mpsc::UnboundedSender<Command>,
-    pub events: mpsc::UnboundedReceiver<SessionEvent>,
+    shell: shell::Handle<Command>,
     api: Api,
 }
 
 impl Session {
     /// Queues a message for the socket; never waits. Returns false if the session is gone.
-    pub fn send(&self, out: Outbound) -> bool {
-        self.tx.send(Command::Out(out)).is_ok()
+    pub fn send(&mut self, out: Outbound) -> bool {
+        self.shell.send(Command::Out(out))
     }
 
-    pub fn send_event(&self, ev: &ClientEvent) -> bool {
+    pub fn send_event(&mut self, ev: &ClientEvent) -> bool {
         self.send(Outbound::Text {
             json: codec::encode(ev),
             received_at: None,
@@ -62,19 +63,19 @@ impl Session {
 
     /// Caller audio, PCM16 in the session's input format (24 kHz for `audio/pcm`);
     /// `received_at` measures `uplink_added_ms`.
-    pub fn append_pcm16(&self, samples: &[i16], received_at: Option<Instant>) -> bool {
+    pub fn append_pcm16(&mut self, samples: &[i16], received_at: Option<Instant>) -> bool {
         let (mut scratch, mut json) = (Vec::new(), String::new());
         codec::encode_append_pcm16(samples, &mut scratch, &mut json);
         self.send(Outbound::Text { json, received_at })
     }
 
     /// Swaps instructions and/or tools in place.
-    pub fn update(&self, instructions: Option<&str>, tools: Option<&[FunctionTool]>) -> bool {
+    pub fn update(&mut self, instructions: Option<&str>, tools: Option<&[FunctionTool]>) -> bool {
         self.send_event(&update_event(self.api, instructions, tools))
     }
 
     /// Adds a `system` message to the conversation (context for later responses; starts none).
-    pub fn add_system_message(&self, text: &str) -> bool {
+    pub fn add_system_message(&mut self, text: &str) -> bool {
         self.send_event(&ClientEvent::ConversationItemCreate {
             event_id: None,
             previous_item_id: None,
@@ -84,7 +85,7 @@ impl Session {
 
     /// Answers function call `call_id` and asks for the response that uses the result (see
     /// [`Session::request_response`]).
-    pub fn tool_response(&self, call_id: &str, output: &Value) -> bool {
+    pub fn tool_response(&mut self, call_id: &str, output: &Value) -> bool {
         let output = match output {
             Value::String(s) => s.clone(),
             v => v.to_string(),
@@ -100,12 +101,12 @@ impl Session {
     /// else it goes out when the response in progress is done (the service refuses one during
     /// another with `conversation_already_has_active_response`). Any number of requests made
     /// meanwhile are served by that one response.
-    pub fn request_response(&self) -> bool {
-        self.tx.send(Command::Respond).is_ok()
+    pub fn request_response(&mut self) -> bool {
+        self.shell.send(Command::Respond)
     }
 
     /// Carries out translated steps in order.
-    pub fn send_steps(&self, steps: &[super::translate::Step]) -> bool {
+    pub fn send_steps(&mut self, steps: &[super::translate::Step]) -> bool {
         let mut ok = true;
         for s in steps {
             ok &= match s {
@@ -124,24 +125,22 @@ impl Session {
     /// The caller barged in having heard `heard_ms` of the item being played: the core sends
     /// `response.cancel` (if a response is in progress) and `conversation.item.truncate`.
     /// Never waits; false if the session is gone.
-    pub fn queue_barge_in(&self, heard_ms: u64) -> bool {
-        self.tx
-            .send(Command::BargeIn {
-                heard_ms,
-                reply: None,
-            })
-            .is_ok()
+    pub fn queue_barge_in(&mut self, heard_ms: u64) -> bool {
+        self.shell.send(Command::BargeIn {
+            heard_ms,
+            reply: None,
+        })
     }
 
     /// [`Session::queue_barge_in`], returning what the core sent once it took it (nothing if
     /// the session is gone).
-    pub async fn barge_in(&self, heard_ms: u64) -> Vec<ClientEvent> {
+    pub async fn barge_in(&mut self, heard_ms: u64) -> Vec<ClientEvent> {
         let (reply, sent) = oneshot::channel();
         let cmd = Command::BargeIn {
             heard_ms,
             reply: Some(reply),
         };
-        if self.tx.send(cmd).is_err() {
+        if !self.shell.send(cmd) {
             return Vec::new();
         }
         sent.await.unwrap_or_default()
@@ -149,10 +148,27 @@ impl Session {
 
     /// The assistant item that carried the latest audio and how much of it arrived, as the
     /// core has it once the messages sent before this are taken.
-    pub async fn audio_item(&self) -> Option<codec::AudioItem> {
+    pub async fn audio_item(&mut self) -> Option<codec::AudioItem> {
         let (reply, item) = oneshot::channel();
-        self.tx.send(Command::AudioItem(reply)).ok()?;
+        if !self.shell.send(Command::AudioItem(reply)) {
+            return None;
+        }
         item.await.ok().flatten()
+    }
+
+    /// The next event; `None` once the session is over. Cancel-safe.
+    pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
+        self.shell.poll_event(cx)
+    }
+
+    /// The next event; `None` once the session is over.
+    pub async fn recv(&mut self) -> Option<SessionEvent> {
+        self.shell.recv().await
+    }
+
+    /// An event that is ready now, if any.
+    pub fn try_event(&mut self) -> Option<SessionEvent> {
+        self.shell.try_event()
     }
 }
 
@@ -196,12 +212,8 @@ pub async fn start_dialed(
     config: &SessionConfig,
 ) -> Result<Session, SessionError> {
     let core = OpenAiCore::new(config, api, Instant::now());
-    let started = shell::start(dialed, core).await?;
-    Ok(Session {
-        tx: started.commands,
-        events: started.events,
-        api,
-    })
+    let shell = shell::start(dialed, core).await?;
+    Ok(Session { shell, api })
 }
 
 impl From<SetupFailure> for SessionError {
