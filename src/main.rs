@@ -327,14 +327,23 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
             );
         }
         for (user, set) in &c.sip.routes {
-            println!(
-                "  SIP calls to {user} run {}",
-                loaded.resolve(set).display()
-            );
+            let path = loaded.resolve(set);
+            println!("  SIP calls to {user} run {}", path.display());
+            if let Ok(set) = baton::agents::load(&path) {
+                for line in set.describe_people(true) {
+                    println!("    {line}");
+                }
+            }
         }
     }
     if !c.agents.set.is_empty() {
-        println!("  agent set {}", loaded.resolve(&c.agents.set).display());
+        let path = loaded.resolve(&c.agents.set);
+        println!("  agent set {}", path.display());
+        if let Ok(set) = baton::agents::load(&path) {
+            for line in set.describe_people(!c.sip.listen.is_empty()) {
+                println!("    {line}");
+            }
+        }
     }
     if let Ok(Some(e)) = baton::traces::Exporter::new(&c.traces) {
         println!("  call traces to {} (OTLP/HTTP, JSON)", e.endpoint());

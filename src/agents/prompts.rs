@@ -71,6 +71,26 @@ pub fn system_instruction_for(
             format!("{}{about}", tools::transfer_name(a))
         })
         .collect();
+    let people: Vec<String> = tools::reachable_people(reg, members)
+        .into_iter()
+        .filter_map(|i| reg.people.get(i as usize))
+        .filter(|p| p.transfer_tool)
+        .map(|p| {
+            let about = if p.expertise.is_empty() {
+                String::new()
+            } else {
+                format!(" for {}", p.expertise.join(", "))
+            };
+            format!("{} ({}{about})", tools::person_transfer_name(p), p.name)
+        })
+        .collect();
+    if !by_words && !people.is_empty() {
+        s.push_str(&format!(
+            "\n\nPEOPLE: to put the caller through to a person, call {} with a short summary; \
+             say one sentence announcing it first, then stop talking.",
+            people.join("; ")
+        ));
+    }
     if by_words {
         let names: Vec<String> = tools::reachable(reg, members)
             .into_iter()

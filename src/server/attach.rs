@@ -162,6 +162,27 @@ pub async fn run_call_opening(
     live: Option<Arc<LiveCall>>,
     hangup: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Ran, RunError> {
+    run_call_transferable(app, open, leg, info, live, hangup, None).await
+}
+
+/// [`run_call_opening`] on a leg that takes blind transfers to a person (a SIP call's REFER).
+pub async fn run_call_transferable(
+    app: &AppState,
+    open: impl Future<
+        Output = Result<
+            (
+                crate::model::handle::ModelSession,
+                Option<crate::call::Agents>,
+            ),
+            crate::model::handle::OpenError,
+        >,
+    >,
+    leg: LegHandle,
+    info: CallInfo,
+    live: Option<Arc<LiveCall>>,
+    hangup: tokio::sync::watch::Receiver<bool>,
+    transfer: Option<crate::leg::sip::transfer::TransferPort>,
+) -> Result<Ran, RunError> {
     // The call ends when the server hangs every call up (a drain ran out) or an operator hangs
     // this one up (the admin API).
     let hangup = match &live {
@@ -173,6 +194,7 @@ pub async fn run_call_opening(
         live,
         opts: CallOptions {
             hangup: Some(hangup),
+            transfer,
             ..app.call_options()
         },
     };
