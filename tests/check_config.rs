@@ -163,7 +163,7 @@ fn human_agents_are_listed_with_the_calls_that_can_reach_them() {
     .unwrap();
     let (_, out, err) = baton(&["check-config", path.to_str().unwrap()]);
     assert!(
-        out.contains("human agent ravi (Ravi): blind transfer by SIP REFER to sip:ravi@127.0.0.1:5999, but this daemon takes no SIP calls"),
+        out.contains("human agent ravi (Ravi): blind transfer to sip:ravi@127.0.0.1:5999, but no call of this daemon can be handed on"),
         "{out}{err}"
     );
     std::fs::write(
@@ -175,7 +175,7 @@ fn human_agents_are_listed_with_the_calls_that_can_reach_them() {
     .unwrap();
     let (_, out, err) = baton(&["check-config", path.to_str().unwrap()]);
     assert!(
-        out.contains("human agent ravi (Ravi): blind transfer by SIP REFER to sip:ravi@127.0.0.1:5999, on SIP calls; a call on any other leg keeps the agent (outcome unavailable)"),
+        out.contains("human agent ravi (Ravi): blind transfer to sip:ravi@127.0.0.1:5999, on SIP calls (REFER); a call on any other leg keeps the agent (outcome unavailable)"),
         "{out}{err}"
     );
 }

@@ -332,7 +332,7 @@ async fn a_leg_that_cannot_hand_the_caller_on_refuses_with_a_typed_outcome() {
         steps[0]["outcome"]["reason"]
             .as_str()
             .unwrap()
-            .contains("needs a SIP call"),
+            .contains("need a SIP call (REFER)"),
         "{steps:#?}"
     );
     let done = events.iter().position(|e| e["type"] == "transfer").unwrap();

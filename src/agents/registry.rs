@@ -284,20 +284,26 @@ impl Registry {
     }
 
     /// One line per human agent for `check-config`: whom the model can hand the caller to, how,
-    /// and on which calls it can happen (`sip`: the daemon takes SIP calls).
-    pub fn describe_people(&self, sip: bool) -> Vec<String> {
+    /// and on which calls it can happen (`legs`: the calls of this daemon that can be handed on,
+    /// e.g. "SIP calls (REFER)").
+    pub fn describe_people(&self, legs: &[&str]) -> Vec<String> {
         self.people
             .iter()
             .map(|p| {
                 let how = match p.human.handover {
-                    crate::transfer::Handover::Blind => "blind transfer by SIP REFER",
+                    crate::transfer::Handover::Blind => "blind transfer",
                     crate::transfer::Handover::Warm => "warm transfer",
                 };
-                let calls = if sip {
-                    "on SIP calls; a call on any other leg keeps the agent (outcome unavailable)"
+                let calls = if legs.is_empty() {
+                    "but no call of this daemon can be handed on (no [sip] listen, no \
+                     twilio.auth_token_env): every transfer ends unavailable and the caller stays \
+                     with the agent"
+                        .to_owned()
                 } else {
-                    "but this daemon takes no SIP calls, so every transfer ends unavailable and \
-                     the caller stays with the agent (add [sip] listen)"
+                    format!(
+                        "on {}; a call on any other leg keeps the agent (outcome unavailable)",
+                        legs.join(" and ")
+                    )
                 };
                 format!(
                     "human agent {} ({}): {how} to {}, {calls}",

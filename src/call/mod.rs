@@ -60,8 +60,9 @@ pub struct CallOptions {
     pub commands: Option<tap::Inbox>,
     /// A recording of both directions, written off the audio path.
     pub recording: Option<recording::AudioTap>,
-    /// Where the caller's leg takes blind transfers to a person (a SIP call's REFER); without
-    /// one, a transfer an agent asks for ends `unavailable` and the caller stays.
+    /// Where the caller's leg takes blind transfers to a person (a SIP call's REFER, a Twilio
+    /// call's REST redirect); without one, a transfer an agent asks for ends `unavailable` and
+    /// the caller stays.
     pub transfer: Option<crate::leg::sip::transfer::TransferPort>,
 }
 
@@ -371,7 +372,8 @@ fn ask_transfer(
     let Some(port) = port else {
         return Err(refuse(
             req.target.clone(),
-            "the caller's leg cannot be handed on: a blind transfer needs a SIP call (REFER)",
+            "the caller's leg cannot be handed on: blind transfers need a SIP call (REFER) or a \
+             Twilio call with twilio.auth_token_env set (REST redirect)",
         ));
     };
     let (tx, rx) = mpsc::unbounded_channel();

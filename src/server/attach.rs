@@ -145,6 +145,24 @@ pub async fn run_call(
     run_call_opening(app, app.open_call(), leg, info, live, hangup).await
 }
 
+/// [`run_call`] on a leg that takes blind transfers to a person on `transfer`.
+pub async fn run_call_with_transfer(
+    app: &AppState,
+    leg: LegHandle,
+    info: CallInfo,
+    live: Option<Arc<LiveCall>>,
+    hangup: tokio::sync::watch::Receiver<bool>,
+    transfer: Option<crate::leg::sip::transfer::TransferPort>,
+) -> Result<Ran, RunError> {
+    let hooks = super::keypad::Hooks {
+        live: live.clone(),
+        agents: app.agents.clone(),
+        native: None,
+    };
+    let leg = super::keypad::tap(app, leg, hooks);
+    run_call_transferable(app, app.open_call(), leg, info, live, hangup, transfer).await
+}
+
 /// [`run_call`] with the model session opened by `open` (which may tap the session first).
 pub async fn run_call_opening(
     app: &AppState,
