@@ -84,7 +84,21 @@ pub fn system_instruction_for(
             format!("{} ({}{about})", tools::person_transfer_name(p), p.name)
         })
         .collect();
-    if !by_words && !people.is_empty() {
+    if by_words {
+        let names: Vec<String> = tools::reachable_people(reg, members)
+            .into_iter()
+            .filter_map(|i| reg.people.get(i as usize))
+            .map(|p| p.name.clone())
+            .collect();
+        if !names.is_empty() {
+            s.push_str(&format!(
+                "\n\nPEOPLE: to put the caller through to a person, say so with their name, e.g. \
+                 \"Let me put you through to {}.\" ({}), then stop talking.",
+                names[0],
+                names.join(", ")
+            ));
+        }
+    } else if !people.is_empty() {
         s.push_str(&format!(
             "\n\nPEOPLE: to put the caller through to a person, call {} with a short summary; \
              say one sentence announcing it first, then stop talking.",
