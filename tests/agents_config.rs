@@ -324,3 +324,20 @@ fn a_human_agents_problems_are_named_by_key_with_a_fix() {
     ));
     assert_eq!(p[0].0, "agents.p.destination.ring", "{p:?}");
 }
+
+#[test]
+fn the_readmes_human_agent_example_loads() {
+    let readme = include_str!("../README.md");
+    let section = readme
+        .split("### A person in the agent set")
+        .nth(1)
+        .expect("the README section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("its TOML block");
+    let text = format!("[set]\nname = \"readme\"\n{block}");
+    let r = agents::parse(&text, Path::new("README.md")).unwrap();
+    assert_eq!(r.people[0].id, "ravi");
+}

@@ -126,6 +126,8 @@ fn clip_blocks(name: &str) -> usize {
 }
 
 struct Run {
+    /// The daemon's `/metrics` once the call had ended.
+    metrics: String,
     sipp: sip_support::SippRun,
     heard: sip_support::Heard,
     events: Vec<Value>,
@@ -150,7 +152,13 @@ async fn run(name: &str, steps: impl FnOnce(u16) -> Vec<String>, listen_s: u64) 
         events,
     );
     let record = sip_support::next_record(&mut finished).await;
+    let metrics = support::http(
+        &d.addr,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
     Some(Run {
+        metrics,
         sipp,
         heard,
         events,
@@ -231,6 +239,8 @@ async fn a_refused_transfer_leaves_the_caller_with_the_agent_who_says_why() {
     assert_eq!(last["outcome"]["kind"], "rejected", "{steps:#?}");
     assert_eq!(last["status"], 603, "{steps:#?}");
     assert_eq!(r.record.hung_up_by, Some(HungUpBy::Peer), "{:?}", r.record);
+    let counted = "baton_transfers_total{plan=\"blind_refer\",kind=\"rejected\"} 1";
+    assert!(r.metrics.contains(counted), "{counted} in\n{}", r.metrics);
     // The model was told and spoke again, after the outcome.
     let done = r
         .events

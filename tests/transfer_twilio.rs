@@ -593,4 +593,20 @@ async fn a_twilio_callers_agent_hands_them_to_a_person_by_a_rest_redirect() {
     assert_eq!(last["plan"]["blind"], "twilio_redirect", "{last}");
     assert_eq!(last["outcome"]["kind"], "transferred", "{last}");
     assert!(lines.iter().all(|l| !l.contains(TOKEN)));
+    // Counted once the call's end is recorded.
+    let counted = "baton_transfers_total{plan=\"blind_twilio\",kind=\"transferred\"} 1";
+    let mut metrics = String::new();
+    for _ in 0..100 {
+        metrics = support::http(
+            &d.addr,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        if metrics.contains(counted) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(metrics.contains(counted), "{counted} in\n{metrics}");
+    assert!(!metrics.contains(TOKEN));
 }

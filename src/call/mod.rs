@@ -361,11 +361,10 @@ fn ask_transfer(
     req: TransferRequest,
     port: Option<&crate::leg::sip::transfer::TransferPort>,
 ) -> Result<mpsc::UnboundedReceiver<crate::transfer::Event>, crate::transfer::Event> {
-    use crate::transfer::{BlindVia, Event, Plan, Report, figures};
+    use crate::transfer::{BlindVia, Event, Plan, Report};
     let plan = Plan::Blind(BlindVia::SipRefer);
     let refuse = |target, reason: &str| {
         let e = Event::Finished(Report::unavailable(plan, target, reason));
-        figures::record(plan, &e);
         tracing::warn!(to = %req.to, reason, "transfer to a person not attempted");
         e
     };

@@ -932,7 +932,10 @@ async fn post_transfer(
         Err(e) => return problem(Http::BAD_REQUEST, format!("to: {e}")),
     };
     match svc.transfer(&id, to).await {
-        Ok(report) => (Http::OK, Json(report)).into_response(),
+        Ok(report) => {
+            app.metrics.transfer(&report);
+            (Http::OK, Json(report)).into_response()
+        }
         Err(e) => problem(Http::NOT_FOUND, e.to_string()),
     }
 }

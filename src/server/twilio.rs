@@ -49,7 +49,7 @@ pub async fn upgrade(
 /// The port a Twilio call's transfers to a person are asked on: each blind transfer redirects
 /// the live call to `<Dial>` through Twilio's REST API ([`crate::transfer::twilio`]), driven by
 /// a [`Transfer`] machine (plan `Blind(TwilioRedirect)`) whose every event goes back to the
-/// call and into the metrics. `Err` says why this call cannot be redirected (the call then
+/// call (counted in the daemon's metrics when the call ends). `Err` says why this call cannot be redirected (the call then
 /// answers a transfer with `unavailable`).
 pub(super) fn transfer_port(
     app: &AppState,
@@ -101,7 +101,7 @@ async fn redirect(
     req: crate::leg::sip::transfer::BlindTransfer,
 ) {
     use crate::transfer::twilio::DialOptions;
-    use crate::transfer::{Action, BlindVia, Event, Input, Plan, figures};
+    use crate::transfer::{Action, BlindVia, Event, Input, Plan};
     use tokio::time::Instant;
     let plan = Plan::Blind(BlindVia::TwilioRedirect);
     let ring_timeout = Some(req.settings.ring_timeout);
@@ -127,7 +127,6 @@ async fn redirect(
         }
         let mut finished = false;
         while let Some(ev) = m.poll_event() {
-            figures::record(plan, &ev);
             finished |= matches!(ev, Event::Finished(_));
             let _ = req.events.send(ev);
         }
