@@ -122,6 +122,9 @@ pub fn end_label(reason: &str) -> &'static str {
         "model_ended"
     } else if reason.starts_with("no model session could be reopened") {
         "model_reopen_failed"
+    } else if reason.starts_with("transferred to ") {
+        // An agent handed the caller to a person (`call::CallCore::handle_transfer`).
+        "transferred"
     } else {
         "other"
     }
@@ -370,6 +373,7 @@ mod tests {
     fn labels_are_a_fixed_vocabulary() {
         assert_eq!(end_label("caller hung up"), "caller_hung_up");
         assert_eq!(end_label("hung up by an operator"), "operator");
+        assert_eq!(end_label("transferred to ravi"), "transferred");
         assert_eq!(
             end_label("model closed the session (code 1011): overloaded"),
             "model_closed"
