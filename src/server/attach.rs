@@ -135,14 +135,7 @@ pub async fn run_call(
     live: Option<Arc<LiveCall>>,
     hangup: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Ran, RunError> {
-    // Keypad tones between the leg and the call (`[keypad]`).
-    let hooks = super::keypad::Hooks {
-        live: live.clone(),
-        agents: app.agents.clone(),
-        native: None,
-    };
-    let leg = super::keypad::tap(app, leg, hooks);
-    run_call_opening(app, app.open_call(), leg, info, live, hangup).await
+    run_call_with_transfer(app, leg, info, live, hangup, None).await
 }
 
 /// [`run_call`] on a leg that takes blind transfers to a person on `transfer`.
@@ -154,6 +147,7 @@ pub async fn run_call_with_transfer(
     hangup: tokio::sync::watch::Receiver<bool>,
     transfer: Option<crate::leg::sip::transfer::TransferPort>,
 ) -> Result<Ran, RunError> {
+    // Keypad tones between the leg and the call (`[keypad]`).
     let hooks = super::keypad::Hooks {
         live: live.clone(),
         agents: app.agents.clone(),

@@ -123,8 +123,8 @@ pub struct AgentsDriver {
     generation_done: bool,
     /// A transfer to a person waiting for the announcement to play to its end (asked at `.1`).
     handover: Option<(crate::agents::PersonHandover, Instant)>,
-    /// The person a transfer is under way to (asked of the leg), and when it was asked.
-    transferring: Option<(String, Instant)>,
+    /// The person a transfer is under way to (asked of the leg).
+    transferring: Option<String>,
     /// When the orchestrator started (event times are relative to it).
     started: Instant,
 }
@@ -473,17 +473,12 @@ impl AgentsDriver {
             return None;
         }
         let (h, _) = self.handover.take()?;
-        self.transferring = Some((h.person.clone(), now));
+        self.transferring = Some(h.person.clone());
         Some(Task::Transfer(Box::new(super::outbox::TransferRequest {
             to: h.person,
             target: h.human.destination,
             settings,
         })))
-    }
-
-    /// A transfer waits for the announcement: the core wakes on every tick until it goes.
-    pub fn transfer_waiting(&self) -> bool {
-        self.handover.is_some()
     }
 
     /// An event of the transfer under way: on the call's event feed, and its outcome to the
@@ -494,11 +489,7 @@ impl AgentsDriver {
         now: Instant,
     ) -> Option<String> {
         self.input_at = now;
-        let to = self
-            .transferring
-            .as_ref()
-            .map(|(to, _)| to.clone())
-            .unwrap_or_default();
+        let to = self.transferring.clone().unwrap_or_default();
         let finished = match &ev {
             crate::transfer::Event::Finished(r) => Some(r.outcome.clone()),
             _ => None,
