@@ -201,6 +201,10 @@ async fn the_agent_hands_the_caller_to_a_person_after_its_announcement() {
     assert_eq!(last["to"], "ravi");
     assert_eq!(last["outcome"]["kind"], "transferred", "{steps:#?}");
     assert_eq!(last["status"], 200, "{steps:#?}");
+    eprintln!(
+        "blind transfer over loopback: total_ms {} (REFER to the final NOTIFY), setup_ms {}",
+        last["total_ms"], last["setup_ms"]
+    );
     assert_eq!(
         r.record.hung_up_by,
         Some(HungUpBy::Transferred),
