@@ -287,6 +287,18 @@ fn init_logging_with(default_level: &str, format: LogFormat, capture: bool) {
 
 /// Every problem of the file and of what it needs here (variables, ports), and what the rest
 /// of it says (the model endpoint first); non-zero with the problems on stderr.
+/// The calls of a daemon with config `c` that can be handed to a person.
+fn transfer_legs(c: &config::Config) -> Vec<&'static str> {
+    let mut legs = Vec::new();
+    if !c.sip.listen.is_empty() {
+        legs.push("SIP calls (REFER)");
+    }
+    if !c.twilio.auth_token_env.is_empty() {
+        legs.push("Twilio calls (REST redirect)");
+    }
+    legs
+}
+
 fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
     let checked = config::check(file, None)?;
     let loaded = checked.loaded();
@@ -327,14 +339,23 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
             );
         }
         for (user, set) in &c.sip.routes {
-            println!(
-                "  SIP calls to {user} run {}",
-                loaded.resolve(set).display()
-            );
+            let path = loaded.resolve(set);
+            println!("  SIP calls to {user} run {}", path.display());
+            if let Ok(set) = baton::agents::load(&path) {
+                for line in set.describe_people(&["SIP calls (REFER)"]) {
+                    println!("    {line}");
+                }
+            }
         }
     }
     if !c.agents.set.is_empty() {
-        println!("  agent set {}", loaded.resolve(&c.agents.set).display());
+        let path = loaded.resolve(&c.agents.set);
+        println!("  agent set {}", path.display());
+        if let Ok(set) = baton::agents::load(&path) {
+            for line in set.describe_people(&transfer_legs(c)) {
+                println!("    {line}");
+            }
+        }
     }
     if let Ok(Some(e)) = baton::traces::Exporter::new(&c.traces) {
         println!("  call traces to {} (OTLP/HTTP, JSON)", e.endpoint());

@@ -20,6 +20,7 @@ fn every_shipped_set_loads() {
         [
             "financial",
             "financial_shared",
+            "front_desk",
             "realty",
             "router",
             "sidecars",
@@ -230,4 +231,113 @@ fn a_set_without_agents_or_primary_is_refused() {
             .any(|(k, m, _)| k == "agents" && m.contains("primary")),
         "{p:?}"
     );
+}
+
+#[test]
+fn a_human_agent_is_a_person_reached_by_a_transfer() {
+    use baton::transfer::{Destination, Handover, OnNoAnswer};
+    let r = agents::load(&shipped("front_desk.toml")).unwrap();
+    assert_eq!(r.agents.len(), 1, "a person is no model agent");
+    assert_eq!(r.agent(r.primary).id, "advisor");
+    let ravi = r.person("schemes desk").expect("found by alias");
+    assert_eq!(ravi.id, "ravi");
+    assert_eq!(ravi.name, "Ravi");
+    assert_eq!(
+        ravi.human.destination,
+        Destination::Sip("sip:ravi@127.0.0.1:5999".into())
+    );
+    assert_eq!(ravi.human.handover, Handover::Blind);
+    assert_eq!(ravi.human.on_no_answer, OnNoAnswer::Return);
+    assert_eq!(ravi.human.ring_timeout.as_secs(), 25);
+    assert_eq!(r.agent(r.primary).people, vec![0]);
+    // The model sees the person's transfer tool and is told when to use it.
+    let caps = baton::model::catalog::lookup(
+        baton::model::handle::Protocol::Gemini,
+        "models/gemini-2.5-flash-native-audio-preview-09-2025",
+    )
+    .capabilities;
+    let tools = agents::tools::declarations(&r, &[r.primary], &caps);
+    let names: Vec<&str> = tools[0]["functionDeclarations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["transfer_to_ravi"]);
+    let instruction = agents::prompts::system_instruction_for(&r, &[r.primary], None, false);
+    assert!(
+        instruction.contains("transfer_to_ravi (Ravi for government savings schemes)"),
+        "{instruction}"
+    );
+    assert!(matches!(
+        agents::tools::resolve(&r, &[r.primary], "transfer_to_ravi"),
+        agents::tools::Resolved::Person(0)
+    ));
+}
+
+#[test]
+fn a_human_agents_problems_are_named_by_key_with_a_fix() {
+    let head =
+        "[set]\nname = \"x\"\n[agents.a]\nname = \"A\"\nrole = \"primary\"\ninstruction = \"i\"\n";
+    let keys = |p: &[(String, String, String)]| p.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+    // No destination.
+    let p = problems(&format!(
+        "{head}[agents.p]\nkind = \"human\"\nname = \"P\"\n"
+    ));
+    assert_eq!(keys(&p), ["agents.p.destination"], "{p:?}");
+    assert!(p[0].2.contains("[agents.p.destination]"), "{p:?}");
+    // A destination that is none, named by its full key with the accepted form.
+    let p = problems(&format!(
+        "{head}[agents.p]\nkind = \"human\"\nname = \"P\"\n[agents.p.destination]\nto = \"4471\"\ntransfer = \"blind\"\n"
+    ));
+    assert_eq!(keys(&p), ["agents.p.destination.to"], "{p:?}");
+    assert!(p[0].1.contains("sip:4471@pbx.example.com"), "{p:?}");
+    // Warm transfers are refused until calls carry them out.
+    let p = problems(&format!(
+        "{head}[agents.p]\nkind = \"human\"\nname = \"P\"\n[agents.p.destination]\nto = \"+442079460018\"\n"
+    ));
+    assert_eq!(keys(&p), ["agents.p.destination.transfer"], "{p:?}");
+    assert!(p[0].2.contains("transfer = \"blind\""), "{p:?}");
+    // What a person cannot have, and a person as primary.
+    let p = problems(&format!(
+        "{head}[agents.p]\nkind = \"human\"\nname = \"P\"\nrole = \"primary\"\ninstruction = \"be nice\"\ntools = [\"t\"]\n[agents.p.destination]\nto = \"sip:p@pbx.example.com\"\ntransfer = \"blind\"\non_no_answer = \"agent:nobody\"\n"
+    ));
+    let k = keys(&p);
+    for key in [
+        "agents.p.role",
+        "agents.p.instruction",
+        "agents.p.tools",
+        "agents.p.destination.on_no_answer",
+    ] {
+        assert!(k.contains(&key.to_owned()), "{key} missing from {p:?}");
+    }
+    // A destination on a model agent, and a model agent without a role.
+    let p = problems(
+        "[set]\nname = \"x\"\n[agents.a]\nname = \"A\"\nrole = \"primary\"\ninstruction = \"i\"\n[agents.a.destination]\nto = \"sip:a@b.c\"\n[agents.b]\nname = \"B\"\ninstruction = \"i\"\n",
+    );
+    let k = keys(&p);
+    assert!(k.contains(&"agents.a.destination".to_owned()), "{p:?}");
+    assert!(k.contains(&"agents.b.role".to_owned()), "{p:?}");
+    // An unknown key in the destination table is refused with its line.
+    let p = problems(&format!(
+        "{head}[agents.p]\nkind = \"human\"\nname = \"P\"\n[agents.p.destination]\nto = \"sip:p@pbx.example.com\"\nring = 5\n"
+    ));
+    assert_eq!(p[0].0, "agents.p.destination.ring", "{p:?}");
+}
+
+#[test]
+fn the_readmes_human_agent_example_loads() {
+    let readme = include_str!("../README.md");
+    let section = readme
+        .split("### A person in the agent set")
+        .nth(1)
+        .expect("the README section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("its TOML block");
+    let text = format!("[set]\nname = \"readme\"\n{block}");
+    let r = agents::parse(&text, Path::new("README.md")).unwrap();
+    assert_eq!(r.people[0].id, "ravi");
 }

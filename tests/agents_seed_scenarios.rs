@@ -546,6 +546,7 @@ impl Call {
                     input = Some(Input::StandbyReady);
                 }
                 Action::Attribute(t) => self.tag = t.id,
+                Action::HandToPerson(h) => panic!("the seed sets name no person: {h:?}"),
                 Action::Event(_) => {}
             }
             // The previous session's words end where the new one's begin.

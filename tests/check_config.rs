@@ -150,3 +150,32 @@ impl Found for Option<usize> {
         self.unwrap_or_else(|| panic!("no problem for {key} in\n{text}"))
     }
 }
+
+#[test]
+fn human_agents_are_listed_with_the_calls_that_can_reach_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.toml");
+    let set = format!("{ROOT}/config/agents/front_desk.toml");
+    std::fs::write(
+        &path,
+        format!("[server]\nlisten = \"127.0.0.1:0\"\n[agents]\nset = \"{set}\"\n"),
+    )
+    .unwrap();
+    let (_, out, err) = baton(&["check-config", path.to_str().unwrap()]);
+    assert!(
+        out.contains("human agent ravi (Ravi): blind transfer to sip:ravi@127.0.0.1:5999, but no call of this daemon can be handed on"),
+        "{out}{err}"
+    );
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[agents]\nset = \"{set}\"\n[sip]\nlisten = [\"udp:127.0.0.1:0\"]\n"
+        ),
+    )
+    .unwrap();
+    let (_, out, err) = baton(&["check-config", path.to_str().unwrap()]);
+    assert!(
+        out.contains("human agent ravi (Ravi): blind transfer to sip:ravi@127.0.0.1:5999, on SIP calls (REFER); a call on any other leg keeps the agent (outcome unavailable)"),
+        "{out}{err}"
+    );
+}

@@ -429,4 +429,11 @@ async fn the_admin_api_transfers_a_running_call_and_reports_it() {
     assert_eq!(last["event"], "finished", "{steps:?}");
     assert_eq!(last["outcome"]["kind"], "transferred", "{steps:?}");
     assert!(events.iter().any(|e| e["type"] == "call_end"), "{events:?}");
+    let metrics = support::http(
+        &d.addr,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let counted = "baton_transfers_total{plan=\"blind_refer\",kind=\"transferred\"} 1";
+    assert!(metrics.contains(counted), "{counted} in\n{metrics}");
 }

@@ -4,7 +4,11 @@
 //! and auth token, JSON accepted), Twilio's error bodies become typed errors, garbage answers
 //! clear ones, and the auth token appears in no error, `Debug` output or log line, even at
 //! trace level. The request is also checked against the one Twilio's official Python library
-//! sends, recorded in `tests/data/twilio/call_update_vector.json`.
+//! sends, recorded in `tests/data/twilio/call_update_vector.json`. And end to end: a Twilio
+//! caller's agent (`config/agents/front_desk.toml`) hands them to a person; once the
+//! announcement has played, `baton serve` redirects the call through this endpoint.
+
+mod support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -502,4 +506,164 @@ async fn the_same_request_as_the_official_sdk() {
         })
         .collect();
     assert_eq!(seen.form, form);
+}
+
+/// A Twilio caller (call `call_sid`) asking the front-desk agent for a person through
+/// `baton serve`, the REST API answered by [`endpoint`]: the caller's report, the call's feed,
+/// the requests the endpoint saw, and the daemon.
+async fn twilio_agent_call(
+    call_sid: &str,
+) -> (
+    baton::leg::twilio::caller::CallerReport,
+    Vec<String>,
+    Vec<Seen>,
+    support::Daemon,
+) {
+    use baton::leg::twilio::caller::{self, CallerOptions};
+    const VAR: &str = "BATON_TEST_TWILIO_TRANSFER_TOKEN";
+    // SAFETY: set (to the same value) before a daemon reads it; no other test of this binary
+    // reads this variable.
+    unsafe { std::env::set_var(VAR, TOKEN) };
+    let (base, log) = endpoint().await;
+    let config = format!(
+        "{}\n[agents]\nset = \"agents/front_desk.toml\"\n[twilio]\nauth_token_env = \"{VAR}\"\ndisable_signature_check = true\nrest_base_url = \"{base}\"\n",
+        support::mock_config("tests/data/transfer/human_blind.toml", "")
+    );
+    let d = support::Daemon::start(&config).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let clip = baton::audio::wav::read(&root.join("audio-fixtures/clips/caller_01.wav")).unwrap();
+    let mut pcm = vec![0i16; 8000];
+    pcm.extend_from_slice(&clip.samples);
+    pcm.extend(std::iter::repeat_n(0, 16000 * 10));
+    let mut opts = CallerOptions::from_pcm(&pcm, 16000, "asks for a person").unwrap();
+    opts.account_sid = ACCOUNT.into();
+    opts.call_sid = call_sid.into();
+    opts.max_tail = Duration::from_secs(5);
+    let feed = async {
+        let mut live = None;
+        for _ in 0..500 {
+            if let Some(c) = d.app.calls.list().first() {
+                live = Some(c.clone());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (history, mut rx) = live.expect("the call is listed").subscribe();
+        let mut out: Vec<String> = history.iter().map(|l| l.to_string()).collect();
+        while !out.iter().any(|l| l.contains("\"call_end\"")) {
+            match tokio::time::timeout(Duration::from_secs(30), rx.recv()).await {
+                Ok(Ok(l)) => out.push(l.to_string()),
+                _ => break,
+            }
+        }
+        out
+    };
+    let url = d.twilio_url();
+    let (report, lines) = tokio::join!(caller::dial(&url, opts), feed);
+    let seen = log.lock().unwrap().clone();
+    (report.unwrap(), lines, seen, d)
+}
+
+/// The daemon's `/metrics` once it holds `line` (polled up to 5 s: a call is counted once its
+/// end is recorded).
+async fn metrics_with(d: &support::Daemon, line: &str) -> String {
+    let mut metrics = String::new();
+    for _ in 0..100 {
+        metrics = support::http(
+            &d.addr,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        if metrics.contains(line) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    metrics
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_twilio_callers_agent_hands_them_to_a_person_by_a_rest_redirect() {
+    use baton::leg::twilio::caller::CallerEnd;
+    let (report, lines, seen, d) = twilio_agent_call(CALL_OK).await;
+
+    // One redirect, as Twilio documents it, for the caller's call.
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].account, ACCOUNT);
+    assert_eq!(seen[0].resource, format!("{CALL_OK}.json"));
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{ACCOUNT}:{TOKEN}"))
+    );
+    assert_eq!(seen[0].authorization.as_deref(), Some(expected.as_str()));
+    let twiml = &seen[0].form.iter().find(|(k, _)| k == "Twiml").unwrap().1;
+    assert!(
+        twiml.ends_with(
+            "<Response><Dial timeout=\"25\"><Sip>sip:ravi@127.0.0.1:5999</Sip></Dial></Response>"
+        ),
+        "{twiml}"
+    );
+    // The redirect went once the announcement (2.96 s) had played: baton then left the call.
+    assert!(
+        matches!(report.end, CallerEnd::ServerClosed { .. }),
+        "{:?}",
+        report.end
+    );
+    assert!(
+        report.played_ms + 40 >= 2960,
+        "the caller heard {} ms of the announcement",
+        report.played_ms
+    );
+    // Typed on the call's feed; the token nowhere in it.
+    let events: Vec<serde_json::Value> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let last = events
+        .iter()
+        .rfind(|e| e["type"] == "transfer")
+        .unwrap_or_else(|| panic!("no transfer on the feed: {events:#?}"));
+    assert_eq!(last["event"], "finished", "{last}");
+    assert_eq!(last["plan"]["blind"], "twilio_redirect", "{last}");
+    assert_eq!(last["outcome"]["kind"], "transferred", "{last}");
+    assert!(lines.iter().all(|l| !l.contains(TOKEN)));
+    // Counted once the call's end is recorded.
+    let counted = "baton_transfers_total{plan=\"blind_twilio\",kind=\"transferred\"} 1";
+    let metrics = metrics_with(&d, counted).await;
+    assert!(metrics.contains(counted), "{counted} in\n{metrics}");
+    assert!(!metrics.contains(TOKEN));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_twilio_redirect_leaves_the_caller_with_the_agent() {
+    use baton::leg::twilio::caller::CallerEnd;
+    // Twilio answers 404 / 20404 (the call is not one of the account's).
+    let (report, lines, seen, d) = twilio_agent_call(CALL_GONE).await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    // baton did not leave: the caller hung up at the end of their audio.
+    assert_eq!(report.end, CallerEnd::HungUp, "{:?}", report.end);
+    let events: Vec<serde_json::Value> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let finished = events
+        .iter()
+        .position(|e| e["type"] == "transfer" && e["event"] == "finished")
+        .unwrap_or_else(|| panic!("no transfer outcome: {events:#?}"));
+    let last = &events[finished];
+    assert_eq!(last["outcome"]["kind"], "failed", "{last}");
+    assert_eq!(last["outcome"]["failure"]["via"], "rest", "{last}");
+    assert_eq!(last["outcome"]["failure"]["http_status"], 404, "{last}");
+    assert_eq!(last["outcome"]["failure"]["code"], 20404, "{last}");
+    // Told why, the agent speaks again.
+    assert!(
+        events[finished..].iter().any(|e| e["type"] == "transcript"
+            && e["role"] == "agent"
+            && e["text"] == "Hello, I'm Asha. Start with an emergency fund."),
+        "the agent carried on: {events:#?}"
+    );
+    assert!(lines.iter().all(|l| !l.contains(TOKEN)));
+    let counted = "baton_transfers_total{plan=\"blind_twilio\",kind=\"failed\"} 1";
+    let metrics = metrics_with(&d, counted).await;
+    assert!(metrics.contains(counted), "{counted} in\n{metrics}");
 }

@@ -130,12 +130,32 @@ pub enum RoleName {
     Specialist,
 }
 
+/// Who an agent of the set is: a persona of the live model, or a person the caller is handed to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KindName {
+    #[default]
+    Model,
+    /// A person reached by a transfer (`[agents.<id>.destination]`).
+    Human,
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSection {
+    /// `"model"` (the default) or `"human"`.
+    #[serde(default)]
+    pub kind: KindName,
     pub name: String,
-    pub role: RoleName,
+    /// Required for model agents; a human agent is always brought in, never primary.
+    #[serde(default)]
+    pub role: Option<RoleName>,
+    /// Required for model agents; a human agent has none.
+    #[serde(default)]
     pub instruction: String,
+    /// A human agent's destination and transfer settings ([`crate::transfer::destination`]).
+    #[serde(default)]
+    pub destination: Option<crate::transfer::destination::HumanAgentConfig>,
     #[serde(default)]
     pub expertise: Vec<String>,
     /// First words when the agent takes over.

@@ -149,6 +149,25 @@ pub enum CallEvent {
         reason: String,
         at_ms: u64,
     },
+    /// A transfer of the caller to a person (a human agent) was decided; the call hands the
+    /// caller on once the announcement has played.
+    TransferRequested {
+        from: String,
+        to: String,
+        destination: String,
+        plan: crate::transfer::Handover,
+        trigger: TriggerKind,
+        summary: String,
+        at_ms: u64,
+    },
+    /// A step of a transfer to a person: its stages, then one `finished` with the typed report
+    /// (`outcome.kind`, the SIP status, `setup_ms`, …).
+    Transfer {
+        to: String,
+        #[serde(flatten)]
+        step: crate::transfer::Event,
+        at_ms: u64,
+    },
     /// Something worth knowing that changed nothing (e.g. a routing argument of the wrong type).
     Notice { message: String, at_ms: u64 },
 }

@@ -40,7 +40,9 @@ pub mod tools;
 
 pub use events::{AgentActivation, CallEvent, Speaker, TranscriptLine, TriggerKind};
 pub use load::{SetError, load, load_dir, parse};
-pub use orchestrator::{Action, AgentTag, CommandError, Input, Orchestrator, Timer, ToolRun};
+pub use orchestrator::{
+    Action, AgentTag, CommandError, Input, Orchestrator, PersonHandover, Timer, ToolRun,
+};
 pub use registry::Registry;
 pub use setup::SessionSetup;
 pub use strategy::Strategy;

@@ -71,6 +71,40 @@ pub fn system_instruction_for(
             format!("{}{about}", tools::transfer_name(a))
         })
         .collect();
+    let people: Vec<String> = tools::reachable_people(reg, members)
+        .into_iter()
+        .filter_map(|i| reg.people.get(i as usize))
+        .filter(|p| p.transfer_tool)
+        .map(|p| {
+            let about = if p.expertise.is_empty() {
+                String::new()
+            } else {
+                format!(" for {}", p.expertise.join(", "))
+            };
+            format!("{} ({}{about})", tools::person_transfer_name(p), p.name)
+        })
+        .collect();
+    if by_words {
+        let names: Vec<String> = tools::reachable_people(reg, members)
+            .into_iter()
+            .filter_map(|i| reg.people.get(i as usize))
+            .map(|p| p.name.clone())
+            .collect();
+        if !names.is_empty() {
+            s.push_str(&format!(
+                "\n\nPEOPLE: to put the caller through to a person, say so with their name, e.g. \
+                 \"Let me put you through to {}.\" ({}), then stop talking.",
+                names[0],
+                names.join(", ")
+            ));
+        }
+    } else if !people.is_empty() {
+        s.push_str(&format!(
+            "\n\nPEOPLE: to put the caller through to a person, call {} with a short summary; \
+             say one sentence announcing it first, then stop talking.",
+            people.join("; ")
+        ));
+    }
     if by_words {
         let names: Vec<String> = tools::reachable(reg, members)
             .into_iter()

@@ -91,6 +91,8 @@ pub struct Agent {
     pub mcp: Vec<McpGrant>,
     /// Agents this one may hand the caller to (indexes).
     pub handoffs: Vec<u32>,
+    /// People this one may hand the caller to (indexes into [`Registry::people`]).
+    pub people: Vec<u32>,
     pub priority: i32,
     pub activation: Triggers,
     pub handback: Triggers,
@@ -223,12 +225,30 @@ pub struct Timing {
     pub reroute_window: Duration,
 }
 
+/// A human agent of the set (`kind = "human"`): a person the caller is handed to by a transfer.
+/// The model never speaks as one; the call hands the caller's leg on (see [`crate::transfer`]).
+#[derive(Clone, Debug)]
+pub struct Person {
+    /// Position in [`Registry::people`].
+    pub index: u32,
+    pub id: String,
+    pub name: String,
+    pub expertise: Vec<String>,
+    pub aliases: Vec<String>,
+    /// Where they are reached and how.
+    pub human: crate::transfer::HumanAgent,
+    /// Generate `transfer_to_<id>` for the agents that may hand the caller to this person.
+    pub transfer_tool: bool,
+}
+
 /// A validated agent set.
 #[derive(Clone, Debug)]
 pub struct Registry {
     pub name: String,
     pub description: String,
     pub agents: Vec<Agent>,
+    /// The set's human agents, reached by a transfer.
+    pub people: Vec<Person>,
     pub tools: BTreeMap<String, Arc<Tool>>,
     pub primary: u32,
     pub guards: Guards,
@@ -248,6 +268,49 @@ impl Registry {
             .get(index as usize)
             .or_else(|| self.agents.get(self.primary as usize))
             .unwrap_or_else(|| unreachable_empty())
+    }
+
+    /// The human agent with this id, name or alias (case and punctuation ignored).
+    pub fn person(&self, name: &str) -> Option<&Person> {
+        let key = super::matching::normalize(name);
+        self.people.iter().find(|p| p.id == name).or_else(|| {
+            self.people.iter().find(|p| {
+                std::iter::once(&p.id)
+                    .chain(std::iter::once(&p.name))
+                    .chain(p.aliases.iter())
+                    .any(|n| super::matching::normalize(n) == key)
+            })
+        })
+    }
+
+    /// One line per human agent for `check-config`: whom the model can hand the caller to, how,
+    /// and on which calls it can happen (`legs`: the calls of this daemon that can be handed on,
+    /// e.g. "SIP calls (REFER)").
+    pub fn describe_people(&self, legs: &[&str]) -> Vec<String> {
+        self.people
+            .iter()
+            .map(|p| {
+                let how = match p.human.handover {
+                    crate::transfer::Handover::Blind => "blind transfer",
+                    crate::transfer::Handover::Warm => "warm transfer",
+                };
+                let calls = if legs.is_empty() {
+                    "but no call of this daemon can be handed on (no [sip] listen, no \
+                     twilio.auth_token_env): every transfer ends unavailable and the caller stays \
+                     with the agent"
+                        .to_owned()
+                } else {
+                    format!(
+                        "on {}; a call on any other leg keeps the agent (outcome unavailable)",
+                        legs.join(" and ")
+                    )
+                };
+                format!(
+                    "human agent {} ({}): {how} to {}, {calls}",
+                    p.id, p.name, p.human.destination
+                )
+            })
+            .collect()
     }
 
     /// The agent with this id, or whose name or alias is this (case and punctuation ignored).

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::registry::{Agent, Behavior, Registry, Scheduling, Tool};
+use super::registry::{Agent, Behavior, Person, Registry, Scheduling, Tool};
 use crate::model::Capabilities;
 use crate::model::gemini::wire::{FunctionResponse, FunctionResponseScheduling};
 
@@ -26,6 +26,36 @@ pub const TRANSFER_PREFIX: &str = crate::mcp::hub::RESERVED_PREFIX;
 /// The handoff tool for `agent`.
 pub fn transfer_name(agent: &Agent) -> String {
     format!("{TRANSFER_PREFIX}{}", agent.id)
+}
+
+/// The transfer tool for a human agent.
+pub fn person_transfer_name(person: &Person) -> String {
+    format!("{TRANSFER_PREFIX}{}", person.id)
+}
+
+/// People the active set may hand the caller to.
+pub fn reachable_people(reg: &Registry, members: &[u32]) -> Vec<u32> {
+    let mut out: Vec<u32> = members
+        .iter()
+        .flat_map(|&m| reg.agent(m).people.iter().copied())
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// People whose transfer tool the model sees: every person of the set with a transfer tool (the
+/// same for every active set, so a handoff between model agents never changes them); a call to
+/// one the active agent may not use is refused at call time. None when handoffs go by words.
+pub fn person_targets(reg: &Registry, caps: &Capabilities) -> Vec<u32> {
+    if handoffs_by_words(caps) {
+        return Vec::new();
+    }
+    reg.people
+        .iter()
+        .filter(|p| p.transfer_tool)
+        .map(|p| p.index)
+        .collect()
 }
 
 /// Agents the active set (`members[0]` leads) may hand the caller to.
@@ -122,6 +152,12 @@ pub fn declarations(reg: &Registry, members: &[u32], caps: &Capabilities) -> Vec
             .into_iter()
             .map(|t| transfer_declaration(reg.agent(t), caps)),
     );
+    decls.extend(
+        person_targets(reg, caps)
+            .into_iter()
+            .filter_map(|i| reg.people.get(i as usize))
+            .map(|p| person_declaration(p, caps)),
+    );
     if decls.is_empty() {
         Vec::new()
     } else {
@@ -173,6 +209,38 @@ fn transfer_declaration(target: &Agent, caps: &Capabilities) -> Value {
     d
 }
 
+fn person_declaration(person: &Person, caps: &Capabilities) -> Value {
+    let about = if person.expertise.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", person.expertise.join(", "))
+    };
+    let mut d = json!({
+        "name": person_transfer_name(person),
+        "description": format!(
+            "Put the caller through to {}{about}, a person. Say one short sentence announcing it first; the call goes to them when you have finished speaking.",
+            person.name
+        ),
+        "parametersJsonSchema": {
+            "type": "object",
+            "properties": {
+                "summary": {
+                    "type": "string",
+                    "description": format!(
+                        "One or two sentences for {}: what the caller needs and what is known.",
+                        person.name
+                    )
+                }
+            },
+            "required": ["summary"]
+        }
+    });
+    if caps.non_blocking_tools {
+        d["behavior"] = json!("NON_BLOCKING");
+    }
+    d
+}
+
 /// Whether the model treats calls of `t` as NON_BLOCKING.
 pub fn declared_non_blocking(t: &Tool, caps: &Capabilities) -> bool {
     caps.non_blocking_tools && t.behavior == Behavior::NonBlocking
@@ -185,6 +253,8 @@ pub enum Resolved {
     Tool(Arc<Tool>),
     /// A handoff to this agent.
     Transfer(u32),
+    /// A transfer of the caller to this person ([`Registry::people`]).
+    Person(u32),
     /// Anything else, with the reason told to the model.
     Refused(String),
 }
@@ -205,6 +275,17 @@ pub fn resolve(reg: &Registry, members: &[u32], name: &str) -> Resolved {
             ));
         }
         return Resolved::Transfer(target.index);
+    }
+    if let Some(id) = name.strip_prefix(TRANSFER_PREFIX)
+        && let Some(person) = reg.people.iter().find(|p| p.id == id)
+    {
+        if !person.transfer_tool || !reachable_people(reg, members).contains(&person.index) {
+            return Resolved::Refused(format!(
+                "{} cannot put the caller through to {} with a tool",
+                lead.name, person.name
+            ));
+        }
+        return Resolved::Person(person.index);
     }
     match agent_tools(reg, members)
         .into_iter()

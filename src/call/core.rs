@@ -346,6 +346,20 @@ impl CallCore {
         result
     }
 
+    /// An event of the transfer to a person the shell asked of the leg: on the call's feed and
+    /// to the orchestrator; once the caller is with the person, baton's part of the call ends.
+    pub fn handle_transfer(&mut self, ev: crate::transfer::Event, now: Instant) {
+        let now = self.advance(now);
+        let handed = self
+            .agents
+            .as_mut()
+            .and_then(|a| a.on_transfer_event(ev, now));
+        self.apply_agent_actions(now);
+        if let Some(person) = handed {
+            self.hang_up(format!("transferred to {person}"));
+        }
+    }
+
     /// The earliest instant the core must be woken at, and why.
     pub fn poll_timeout(&self) -> (Instant, Reason) {
         let mut next = (self.playout.poll_timeout(), Reason::Playout);

@@ -175,6 +175,11 @@ impl CallCore {
         {
             a.run_cold(&mut self.session, &mut self.out);
         }
+        if let Some(a) = self.agents.as_mut()
+            && let Some(task) = a.due_transfer(self.playout.unheard(now).is_zero(), now)
+        {
+            self.out.tasks.push_back(task);
+        }
         while let Some(played) = self.playout.poll_frame(now) {
             if let Some(cs) = played.chunk_start {
                 let waited = now.saturating_duration_since(cs.received_at);

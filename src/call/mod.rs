@@ -39,7 +39,7 @@ use crate::model::session::{Outbound, SessionEvent};
 pub use agents::Agents;
 pub use core::CallCore;
 pub use metrics::{CallReport, HandoffRecord, ReconnectRecord, TurnRecord};
-use outbox::{Live, ModelCommand, OpenFailed, OpenRequest, SessionId, Task};
+use outbox::{Live, ModelCommand, OpenFailed, OpenRequest, SessionId, Task, TransferRequest};
 pub use reconnect::ReconnectPolicy;
 pub use resume::ModelSource;
 use standby::{Standby, Taker};
@@ -60,6 +60,10 @@ pub struct CallOptions {
     pub commands: Option<tap::Inbox>,
     /// A recording of both directions, written off the audio path.
     pub recording: Option<recording::AudioTap>,
+    /// Where the caller's leg takes blind transfers to a person (a SIP call's REFER, a Twilio
+    /// call's REST redirect); without one, a transfer an agent asks for ends `unavailable` and
+    /// the caller stays.
+    pub transfer: Option<crate::leg::sip::transfer::TransferPort>,
 }
 
 impl Default for CallOptions {
@@ -71,6 +75,7 @@ impl Default for CallOptions {
             reconnect: ReconnectPolicy::default(),
             commands: None,
             recording: None,
+            transfer: None,
         }
     }
 }
@@ -140,6 +145,8 @@ pub async fn run_with_agents(
     let mut hangup = opts.hangup.take();
     let mut commands = opts.commands.take().and_then(|i| i.take());
     let tap = opts.recording.take();
+    let transfer_port = opts.transfer.take();
+    let mut transfer_events: Option<mpsc::UnboundedReceiver<crate::transfer::Event>> = None;
     let (opened_tx, mut opened_rx) = mpsc::channel(4);
     let (tool_tx, mut tool_rx) = mpsc::unbounded_channel();
     let mut tools = ToolTasks::default();
@@ -197,6 +204,12 @@ pub async fn run_with_agents(
                 }
                 Task::RunTool(run) => tools.spawn(run, tool_tx.clone()),
                 Task::CancelTools { ids, reason } => tools.cancel(&ids, &reason),
+                Task::Transfer(req) => match ask_transfer(*req, transfer_port.as_ref()) {
+                    Ok(rx) => transfer_events = Some(rx),
+                    Err(refusal) => {
+                        core.handle_transfer(refusal, Instant::now().into_std());
+                    }
+                },
             }
         }
         while let Some(ev) = core.poll_event() {
@@ -239,6 +252,10 @@ pub async fn run_with_agents(
                     core.handle_opened(id, opened, Instant::now().into_std());
                 }
                 Some(input) = tool_rx.recv() => core.handle_tool_result(input, Instant::now().into_std()),
+                ev = next_transfer_event(&mut transfer_events) => match ev {
+                    Some(ev) => core.handle_transfer(ev, Instant::now().into_std()),
+                    None => transfer_events = None,
+                },
                 cmd = tap::recv(&mut commands) => {
                     let tap::CallCommand::Agents { input, reply } = cmd;
                     let result = core.handle_command(input, Instant::now().into_std());
@@ -349,6 +366,52 @@ async fn open_session(
         }
     }
     backend.open(cfg).await
+}
+
+/// Asks the leg's transfer port for a blind transfer; the events come back on the receiver.
+/// Without a port (the leg cannot hand the caller on) or with its dialog gone, the refusal is
+/// the transfer's one typed event.
+fn ask_transfer(
+    req: TransferRequest,
+    port: Option<&crate::leg::sip::transfer::TransferPort>,
+) -> Result<mpsc::UnboundedReceiver<crate::transfer::Event>, crate::transfer::Event> {
+    use crate::transfer::{BlindVia, Event, Plan, Report};
+    let plan = Plan::Blind(BlindVia::SipRefer);
+    let refuse = |target, reason: &str| {
+        let e = Event::Finished(Report::unavailable(plan, target, reason));
+        tracing::warn!(to = %req.to, reason, "transfer to a person not attempted");
+        e
+    };
+    let Some(port) = port else {
+        return Err(refuse(
+            req.target.clone(),
+            "the caller's leg cannot be handed on: blind transfers need a SIP call (REFER) or a \
+             Twilio call with twilio.auth_token_env set (REST redirect)",
+        ));
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    let ask = crate::leg::sip::transfer::BlindTransfer {
+        target: req.target.clone(),
+        settings: req.settings.clone(),
+        events: tx,
+    };
+    match port.send(ask) {
+        Ok(()) => Ok(rx),
+        Err(_) => Err(refuse(
+            req.target.clone(),
+            "the caller's SIP dialog has ended",
+        )),
+    }
+}
+
+/// The next event of the transfer under way; never without one.
+async fn next_transfer_event(
+    rx: &mut Option<mpsc::UnboundedReceiver<crate::transfer::Event>>,
+) -> Option<crate::transfer::Event> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Resolves when the watched flag is (or becomes) true; never without a watch.

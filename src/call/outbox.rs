@@ -65,6 +65,18 @@ pub enum Task {
     RunTool(ToolRun),
     /// Stop these running tools.
     CancelTools { ids: Vec<String>, reason: String },
+    /// Hand the caller's leg to a person (the announcement has played to its end); every event
+    /// of the transfer comes back through `CallCore::handle_transfer`.
+    Transfer(Box<TransferRequest>),
+}
+
+/// A transfer to a person for the shell to ask of the caller's leg.
+#[derive(Debug)]
+pub struct TransferRequest {
+    /// The person's agent id.
+    pub to: String,
+    pub target: crate::transfer::Destination,
+    pub settings: crate::transfer::Settings,
 }
 
 /// A session could not be opened.

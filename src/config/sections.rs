@@ -378,6 +378,10 @@ pub struct TwilioConfig {
     /// The stream `<Parameter>` naming the caller (their agent contexts follow them across
     /// calls); empty: `From`.
     pub caller_parameter: String,
+    /// Twilio's REST API, where a call is redirected to `<Dial>` when an agent hands the caller
+    /// to a person (a blind transfer; basic auth with the account SID and the auth token of
+    /// `auth_token_env`); empty: `https://api.twilio.com`.
+    pub rest_base_url: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

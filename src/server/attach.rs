@@ -135,6 +135,18 @@ pub async fn run_call(
     live: Option<Arc<LiveCall>>,
     hangup: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Ran, RunError> {
+    run_call_with_transfer(app, leg, info, live, hangup, None).await
+}
+
+/// [`run_call`] on a leg that takes blind transfers to a person on `transfer`.
+pub async fn run_call_with_transfer(
+    app: &AppState,
+    leg: LegHandle,
+    info: CallInfo,
+    live: Option<Arc<LiveCall>>,
+    hangup: tokio::sync::watch::Receiver<bool>,
+    transfer: Option<crate::leg::sip::transfer::TransferPort>,
+) -> Result<Ran, RunError> {
     // Keypad tones between the leg and the call (`[keypad]`).
     let hooks = super::keypad::Hooks {
         live: live.clone(),
@@ -142,7 +154,7 @@ pub async fn run_call(
         native: None,
     };
     let leg = super::keypad::tap(app, leg, hooks);
-    run_call_opening(app, app.open_call(), leg, info, live, hangup).await
+    run_call_transferable(app, app.open_call(), leg, info, live, hangup, transfer).await
 }
 
 /// [`run_call`] with the model session opened by `open` (which may tap the session first).
@@ -162,6 +174,27 @@ pub async fn run_call_opening(
     live: Option<Arc<LiveCall>>,
     hangup: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Ran, RunError> {
+    run_call_transferable(app, open, leg, info, live, hangup, None).await
+}
+
+/// [`run_call_opening`] on a leg that takes blind transfers to a person (a SIP call's REFER).
+pub async fn run_call_transferable(
+    app: &AppState,
+    open: impl Future<
+        Output = Result<
+            (
+                crate::model::handle::ModelSession,
+                Option<crate::call::Agents>,
+            ),
+            crate::model::handle::OpenError,
+        >,
+    >,
+    leg: LegHandle,
+    info: CallInfo,
+    live: Option<Arc<LiveCall>>,
+    hangup: tokio::sync::watch::Receiver<bool>,
+    transfer: Option<crate::leg::sip::transfer::TransferPort>,
+) -> Result<Ran, RunError> {
     // The call ends when the server hangs every call up (a drain ran out) or an operator hangs
     // this one up (the admin API).
     let hangup = match &live {
@@ -173,6 +206,7 @@ pub async fn run_call_opening(
         live,
         opts: CallOptions {
             hangup: Some(hangup),
+            transfer,
             ..app.call_options()
         },
     };

@@ -244,7 +244,23 @@ pub(super) async fn run_call(
         leg: leg_label,
         caller: caller(&app, &start),
     };
-    match attach::run_call(&app, leg, info, live.clone(), slot.hangup.clone()).await {
+    // A Twilio call's agents can hand the caller to a person (a REST redirect).
+    let transfer = match dialect {
+        Dialect::Twilio => super::twilio::transfer_port(&app, &start)
+            .inspect_err(|why| tracing::debug!(%why, "this call takes no transfers to a person"))
+            .ok(),
+        _ => None,
+    };
+    match attach::run_call_with_transfer(
+        &app,
+        leg,
+        info,
+        live.clone(),
+        slot.hangup.clone(),
+        transfer,
+    )
+    .await
+    {
         Err(RunError::NoSession(e)) => {
             app.metrics.session_open_failed(leg_label);
             let _ = leg_stats(leg_task).await;

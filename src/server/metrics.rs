@@ -122,6 +122,9 @@ pub fn end_label(reason: &str) -> &'static str {
         "model_ended"
     } else if reason.starts_with("no model session could be reopened") {
         "model_reopen_failed"
+    } else if reason.starts_with("transferred to ") {
+        // An agent handed the caller to a person (`call::CallCore::handle_transfer`).
+        "transferred"
     } else {
         "other"
     }
@@ -204,6 +207,14 @@ impl Metrics {
         });
     }
 
+    /// The outcome of a transfer asked from outside a call's agents (`POST /calls/{id}/transfer`).
+    pub fn transfer(&self, report: &crate::transfer::Report) {
+        let finished = crate::transfer::Event::Finished(report.clone());
+        metrics::with_local_recorder(&self.recorder, || {
+            crate::transfer::figures::record(report.plan, &finished);
+        });
+    }
+
     /// Everything one finished call measured; `send_intervals_us` are the leg's outbound frame
     /// intervals (empty when the leg's stats were lost).
     pub fn call_ended(&self, leg: &'static str, r: &CallReport, send_intervals_us: &[u32]) {
@@ -222,6 +233,15 @@ impl Metrics {
                 if let Some(gap) = hd.gap_ms {
                     let strategy = strategy_label(&hd.strategy);
                     metrics::histogram!("baton_handoff_gap_ms", "strategy" => strategy).record(gap);
+                }
+            }
+            // Transfers to a person the call's agents asked for (the SIP or Twilio leg's steps
+            // came back into the call): outcomes by plan and kind, setup times.
+            for ev in &r.events {
+                if let crate::agents::CallEvent::Transfer { step, .. } = ev
+                    && let crate::transfer::Event::Finished(rep) = step
+                {
+                    crate::transfer::figures::record(rep.plan, step);
                 }
             }
             let h = metrics::histogram!("baton_reconnect_gap_ms");
@@ -353,6 +373,7 @@ mod tests {
     fn labels_are_a_fixed_vocabulary() {
         assert_eq!(end_label("caller hung up"), "caller_hung_up");
         assert_eq!(end_label("hung up by an operator"), "operator");
+        assert_eq!(end_label("transferred to ravi"), "transferred");
         assert_eq!(
             end_label("model closed the session (code 1011): overloaded"),
             "model_closed"

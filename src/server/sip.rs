@@ -547,14 +547,17 @@ async fn run(
         native: Some(native),
     };
     let handle = super::keypad::tap(&app, leg.handle, hooks);
+    // The agents' transfers to a person go out on this call's own dialog.
+    let transfers = dialog.transfers();
     let dialog_run = dialog.run(leg.control.clone(), leg.task);
-    let call_run = attach::run_call_opening(
+    let call_run = attach::run_call_transferable(
         &app,
         open_for(&app, set),
         handle,
         info,
         live.clone(),
         slot.hangup.clone(),
+        Some(transfers),
     );
     let (ran, ended): (Result<attach::Ran, RunError>, Ended) = tokio::join!(call_run, dialog_run);
     if let Some(id) = &call_id {
@@ -929,7 +932,10 @@ async fn post_transfer(
         Err(e) => return problem(Http::BAD_REQUEST, format!("to: {e}")),
     };
     match svc.transfer(&id, to).await {
-        Ok(report) => (Http::OK, Json(report)).into_response(),
+        Ok(report) => {
+            app.metrics.transfer(&report);
+            (Http::OK, Json(report)).into_response()
+        }
         Err(e) => problem(Http::NOT_FOUND, e.to_string()),
     }
 }

@@ -231,7 +231,10 @@ impl Recorder {
                     .push(serde_json::to_value(ev).unwrap_or(Value::Null));
             }
             CallEvent::SidecarDelivered { .. } => v.sidecar_deliveries += 1,
-            CallEvent::SidecarUndelivered { .. } | CallEvent::Notice { .. } => {}
+            CallEvent::SidecarUndelivered { .. }
+            | CallEvent::Notice { .. }
+            | CallEvent::TransferRequested { .. }
+            | CallEvent::Transfer { .. } => {}
         }
     }
 

@@ -411,11 +411,13 @@ mod tests {
             .split("## Handing the caller to a person")
             .nth(1)
             .expect("the README section");
+        // The block of a human agent's settings (the section shows an agent set first).
         let toml = section
             .split("```toml\n")
-            .nth(1)
-            .and_then(|b| b.split("```").next())
-            .expect("its TOML block");
+            .skip(1)
+            .filter_map(|b| b.split("```").next())
+            .find(|b| b.starts_with("to = "))
+            .expect("its TOML block of settings");
         let h = parse(toml, "agents.priya").unwrap();
         assert_eq!(h.destination, Destination::Number("+442079460018".into()));
         assert!(h.screen);

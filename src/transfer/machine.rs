@@ -172,6 +172,9 @@ pub enum Outcome {
     CallerHungUp { stage: Stage },
     /// The person hung up before accepting.
     PersonHungUp { stage: Stage },
+    /// Nothing was attempted: the caller's leg cannot be handed on this way (a fixture, WebRTC
+    /// or AudioSocket call; a blind transfer on a leg with no REFER or redirect).
+    Unavailable { reason: String },
 }
 
 impl Outcome {
@@ -189,6 +192,35 @@ impl Outcome {
             Outcome::Failed { .. } => "failed",
             Outcome::CallerHungUp { .. } => "caller_hung_up",
             Outcome::PersonHungUp { .. } => "person_hung_up",
+            Outcome::Unavailable { .. } => "unavailable",
+        }
+    }
+
+    /// Why the caller is not with the person, in words an agent can say (or a log can carry).
+    pub fn describe(&self) -> String {
+        match self {
+            Outcome::Connected | Outcome::Transferred => "they were put through".into(),
+            Outcome::Declined => "the person declined the call".into(),
+            Outcome::Busy { .. } => "the line was busy".into(),
+            Outcome::NoAnswer { .. } => "nobody answered".into(),
+            Outcome::NoDecision => "the person did not say whether they would take the call".into(),
+            Outcome::Machine => "an answering machine picked up".into(),
+            Outcome::Rejected { status, reason } => {
+                format!("the call was refused ({status} {reason})")
+            }
+            Outcome::Failed { failure } => match failure {
+                Failure::Rest { message, .. } | Failure::Sip { message } => {
+                    format!("the transfer failed ({message})")
+                }
+                Failure::Timeout { waited_for } => {
+                    format!("the transfer failed (no {waited_for} in time)")
+                }
+            },
+            Outcome::CallerHungUp { .. } => "the caller hung up".into(),
+            Outcome::PersonHungUp { .. } => "the person hung up".into(),
+            Outcome::Unavailable { reason } => {
+                format!("this call cannot be transferred ({reason})")
+            }
         }
     }
 
@@ -209,6 +241,23 @@ impl Outcome {
                 status,
                 reason: reason.to_owned(),
             },
+        }
+    }
+}
+
+impl Report {
+    /// The report of a transfer that was never attempted ([`Outcome::Unavailable`]).
+    pub fn unavailable(plan: Plan, target: Destination, reason: impl Into<String>) -> Report {
+        Report {
+            plan,
+            target,
+            outcome: Outcome::Unavailable {
+                reason: reason.into(),
+            },
+            status: None,
+            setup_ms: None,
+            ring_ms: None,
+            total_ms: 0,
         }
     }
 }

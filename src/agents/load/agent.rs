@@ -18,7 +18,10 @@ pub(super) struct AgentCtx<'a> {
     pub id: &'a str,
     pub key: String,
     pub index_of: &'a dyn Fn(&str) -> Option<u32>,
+    /// A human agent's index by id.
+    pub person_of: &'a dyn Fn(&str) -> Option<u32>,
     pub count: u32,
+    pub people: u32,
     pub tools: &'a BTreeMap<String, ToolSection>,
 }
 
@@ -77,10 +80,15 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
     let mcp = mcp_grants(a, k, p);
     ok &= mcp.is_some();
     let mut handoffs = Vec::new();
+    let mut people = Vec::new();
     match &a.handoffs {
         None => {}
         Some(list) => {
             for (i, h) in list.iter().enumerate() {
+                if let Some(x) = (c.person_of)(h) {
+                    people.push(x);
+                    continue;
+                }
                 match (c.index_of)(h) {
                     Some(_) if h == c.id => p.add(
                         format!("{k}.handoffs[{i}]"),
@@ -101,9 +109,24 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
         }
     }
     let role = match a.role {
-        RoleName::Primary => Role::Primary,
-        RoleName::Specialist => Role::Specialist,
+        Some(RoleName::Primary) => Role::Primary,
+        Some(RoleName::Specialist) => Role::Specialist,
+        None => {
+            p.add(
+                format!("{k}.role"),
+                "is missing",
+                "give role = \"primary\" (the agent a call starts with) or \"specialist\"",
+            );
+            Role::Specialist
+        }
     };
+    if a.destination.is_some() {
+        p.add(
+            format!("{k}.destination"),
+            "only a human agent has a destination",
+            "add kind = \"human\" to hand the caller to a person, or remove the table",
+        );
+    }
     let policy = policy(a, role, &format!("{k}.policy"), p);
     if a.policy.mode == ModeName::Joint && !a.voice.is_empty() {
         p.add(
@@ -125,6 +148,7 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
     let trimmed = |v: &[String]| v.iter().map(|s| s.trim().to_owned()).collect::<Vec<_>>();
     if a.handoffs.is_none() {
         handoffs = (0..c.count).filter(|&i| i != index).collect();
+        people = (0..c.people).collect();
     }
     (ok).then_some(())?;
     Some(Agent {
@@ -142,6 +166,7 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
         tools: a.tools.clone(),
         mcp: mcp?,
         handoffs,
+        people,
         priority: a.priority,
         activation: activation?,
         handback: handback?,

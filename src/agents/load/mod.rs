@@ -4,6 +4,7 @@
 //! agent or one tool each.
 
 mod agent;
+mod person;
 mod sidecar;
 mod tool;
 
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::config::{PhrasesSection, RoleName, SetFile};
+use super::config::{AgentSection, KindName, PhrasesSection, RoleName, SetFile};
 use super::matching::compile;
 use super::phrases::{PhraseRules, group_regex};
 use super::registry::{Guards, Registry, Timing};
@@ -149,8 +150,29 @@ fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
         );
     }
     let phrases = phrase_rules(&f.phrases, p);
-    let ids: Vec<&String> = f.agents.keys().collect();
+    // Model agents are indexed in their own order (the index tags model audio); human agents
+    // in theirs.
+    let models: Vec<(&String, &AgentSection)> = f
+        .agents
+        .iter()
+        .filter(|(_, a)| a.kind == KindName::Model)
+        .collect();
+    let humans: Vec<(&String, &AgentSection)> = f
+        .agents
+        .iter()
+        .filter(|(_, a)| a.kind == KindName::Human)
+        .collect();
+    let ids: Vec<&String> = models.iter().map(|(id, _)| *id).collect();
     let index_of = |id: &str| ids.iter().position(|x| *x == id).map(|i| i as u32);
+    let person_ids: Vec<&String> = humans.iter().map(|(id, _)| *id).collect();
+    let person_of = |id: &str| person_ids.iter().position(|x| *x == id).map(|i| i as u32);
+    if models.is_empty() && !f.agents.is_empty() {
+        p.add(
+            "agents",
+            "the set has only human agents; a model agent answers the call",
+            "add an [agents.<id>] table with role = \"primary\" and an instruction",
+        );
+    }
     if f.agents.is_empty() {
         p.add(
             "agents",
@@ -158,14 +180,13 @@ fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
             "add at least one [agents.<id>] table with role = \"primary\"",
         );
     }
-    let primaries: Vec<&String> = f
-        .agents
+    let primaries: Vec<&String> = models
         .iter()
-        .filter(|(_, a)| a.role == RoleName::Primary)
-        .map(|(id, _)| id)
+        .filter(|(_, a)| a.role == Some(RoleName::Primary))
+        .map(|(id, _)| *id)
         .collect();
     match primaries.as_slice() {
-        [] if !f.agents.is_empty() => p.add(
+        [] if !models.is_empty() => p.add(
             "agents",
             "no agent has role = \"primary\"",
             "mark the agent a call starts with as role = \"primary\"",
@@ -183,14 +204,8 @@ fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
     }
     let mut names: BTreeMap<String, String> = BTreeMap::new();
     let mut agents = Vec::new();
-    for (i, (id, a)) in f.agents.iter().enumerate() {
-        let ctx = agent::AgentCtx {
-            id,
-            key: format!("agents.{id}"),
-            index_of: &index_of,
-            count: f.agents.len() as u32,
-            tools: &f.tools,
-        };
+    let mut people = Vec::new();
+    for (id, a) in &f.agents {
         for n in std::iter::once(id)
             .chain(std::iter::once(&a.name))
             .chain(&a.aliases)
@@ -207,7 +222,21 @@ fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
                 }
             }
         }
+    }
+    for (i, (id, a)) in models.iter().enumerate() {
+        let ctx = agent::AgentCtx {
+            id,
+            key: format!("agents.{id}"),
+            index_of: &index_of,
+            person_of: &person_of,
+            count: models.len() as u32,
+            people: humans.len() as u32,
+            tools: &f.tools,
+        };
         agents.push(agent::agent(i as u32, a, &ctx, p));
+    }
+    for (i, (id, a)) in humans.iter().enumerate() {
+        people.push(person::person(i as u32, id, a, &index_of, p));
     }
     let mut tools = BTreeMap::new();
     for (name, t) in &f.tools {
@@ -228,6 +257,7 @@ fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
         name: f.set.name.clone(),
         description: f.set.description.clone(),
         agents: agents.into_iter().collect::<Option<Vec<_>>>()?,
+        people: people.into_iter().collect::<Option<Vec<_>>>()?,
         tools,
         primary,
         guards: Guards {

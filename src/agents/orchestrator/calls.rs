@@ -98,6 +98,24 @@ impl Orchestrator {
                     now,
                 );
             }
+            Resolved::Person(index) => {
+                let e = called(true, None);
+                self.event(e);
+                let ctx = CallCtx {
+                    id: req.id.clone(),
+                    name: req.name.clone(),
+                    non_blocking: self.caps.non_blocking_tools,
+                    transfer: true,
+                };
+                let summary = req
+                    .args
+                    .get("summary")
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    .unwrap_or_default()
+                    .to_owned();
+                self.begin_person(index, TriggerKind::TransferTool, Some((ctx, summary)), now);
+            }
             Resolved::Tool(tool) => {
                 let e = called(true, None);
                 self.event(e);

@@ -164,6 +164,14 @@ impl Orchestrator {
             })
             .map(|&a| (a, 1))
             .collect();
+        if named.is_empty()
+            && let Some(person) = self.person_named_in(&norm)
+        {
+            // Handoff language naming a person: the transfer rides on the announcing words.
+            self.agent_fired = true;
+            self.begin_person(person, TriggerKind::AgentPhrase, None, now);
+            return;
+        }
         if builtin && named.is_empty() {
             // Handoff language without an agent's name (yet): the name may follow.
             return;

@@ -408,7 +408,7 @@ impl Orchestrator {
     }
 
     /// Queues a turn-completing `clientContent` for the turn boundary.
-    fn hold(&mut self, text: String, switch: Option<Switch>) {
+    pub(super) fn hold(&mut self, text: String, switch: Option<Switch>) {
         self.held.push_back(Held {
             content: ClientContent {
                 turns: Some(vec![Content::text(Some("user"), text)]),
@@ -529,6 +529,13 @@ impl Orchestrator {
     }
 
     pub(super) fn on_activate(&mut self, agent: &str, now: Instant) -> Result<(), CommandError> {
+        if self.reg.find(agent).is_none()
+            && let Some(person) = self.reg.person(agent)
+        {
+            let index = person.index;
+            self.begin_person(index, TriggerKind::Manual, None, now);
+            return Ok(());
+        }
         let a = self
             .reg
             .find(agent)

@@ -28,6 +28,7 @@
 mod calls;
 mod decide;
 mod handoff;
+mod people;
 mod sidecars;
 mod standby;
 mod timers;
@@ -39,6 +40,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+pub use self::people::PersonHandover;
 pub use self::timers::Timer;
 use self::timers::Timers;
 use super::contexts::Resumable;
@@ -110,6 +112,10 @@ pub enum Input {
         text: String,
         deliver: super::registry::Delivery,
     },
+    /// The transfer of an [`Action::HandToPerson`] ended with this outcome.
+    PersonTransferEnded {
+        outcome: crate::transfer::Outcome,
+    },
     /// The deadline of [`Orchestrator::poll_timeout`] passed.
     Timeout,
     /// The service refused `feature` (closing the session; the call resumes it without): plan
@@ -145,6 +151,9 @@ pub enum Action {
     RecreateCold(SessionSetup),
     /// Tag model audio from now on (until the next `Attribute`) with this agent.
     Attribute(AgentTag),
+    /// Hand the caller to a person once the announcement now playing has played to its end,
+    /// then feed [`Input::PersonTransferEnded`].
+    HandToPerson(PersonHandover),
     /// A per-call event (serialise with [`CallEvent::to_json_line`]).
     Event(CallEvent),
 }
@@ -251,6 +260,8 @@ pub struct Orchestrator {
     /// for the announcing turn's generation to complete, so that a service refusing one cuts no
     /// speech being generated.
     deferred: VecDeque<Action>,
+    /// A transfer to a person under way.
+    person: Option<people::PersonRun>,
 }
 
 impl Orchestrator {
@@ -302,6 +313,7 @@ impl Orchestrator {
             sidecar_out: VecDeque::new(),
             pending: None,
             deferred: VecDeque::new(),
+            person: None,
         };
         o.start_agent(primary, false, String::new());
         let tag = o.tag(primary);
@@ -385,6 +397,7 @@ impl Orchestrator {
                 text,
                 deliver,
             } => self.on_sidecar(sidecar, text, deliver, now),
+            Input::PersonTransferEnded { outcome } => self.on_person_outcome(&outcome),
             Input::Timeout => self.on_timeout(now),
             Input::Refused { feature } => self.on_refused(feature, now),
         }
@@ -436,6 +449,11 @@ impl Orchestrator {
     /// layer keeps playout then.
     pub fn expects_own_interruption(&self) -> bool {
         self.own_interrupt
+    }
+
+    /// A model turn is being generated (no `generationComplete` yet).
+    pub fn generating(&self) -> bool {
+        self.phase == Phase::Generating
     }
 
     /// The active agents, the lead first.

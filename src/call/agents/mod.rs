@@ -121,6 +121,12 @@ pub struct AgentsDriver {
     responded: Vec<String>,
     /// A `generationComplete` arrived since the actions were last carried out.
     generation_done: bool,
+    /// A transfer to a person waiting for the announcement to play to its end (asked at `.1`).
+    handover: Option<(crate::agents::PersonHandover, Instant)>,
+    /// The person a transfer is under way to (asked of the leg).
+    transferring: Option<String>,
+    /// When the orchestrator started (event times are relative to it).
+    started: Instant,
 }
 
 impl AgentsDriver {
@@ -152,6 +158,9 @@ impl AgentsDriver {
             held: Vec::new(),
             responded: Vec::new(),
             generation_done: false,
+            handover: None,
+            transferring: None,
+            started: now,
         }
     }
 
@@ -447,10 +456,59 @@ impl AgentsDriver {
                     self.names.insert(tag.index, tag.id);
                     attributed = Some(tag.index);
                 }
+                Action::HandToPerson(h) => self.handover = Some((h, now)),
                 Action::Event(ev) => self.on_event(ev, now),
             }
         }
         attributed
+    }
+
+    /// The transfer to a person that is due now, if one waits: the announcing turn is generated
+    /// and nothing of it is left to play (`drained`), or the wait passed its guard.
+    pub fn due_transfer(&mut self, drained: bool, now: Instant) -> Option<Task> {
+        let (h, since) = self.handover.as_ref()?;
+        let settings = crate::transfer::Settings::for_agent(&h.human);
+        let announced = drained && !self.orch.generating();
+        if !announced && now < *since + settings.announcement_guard {
+            return None;
+        }
+        let (h, _) = self.handover.take()?;
+        self.transferring = Some(h.person.clone());
+        Some(Task::Transfer(Box::new(super::outbox::TransferRequest {
+            to: h.person,
+            target: h.human.destination,
+            settings,
+        })))
+    }
+
+    /// An event of the transfer under way: on the call's event feed, and its outcome to the
+    /// orchestrator. Returns the person when the caller has been handed to them.
+    pub fn on_transfer_event(
+        &mut self,
+        ev: crate::transfer::Event,
+        now: Instant,
+    ) -> Option<String> {
+        self.input_at = now;
+        let to = self.transferring.clone().unwrap_or_default();
+        let finished = match &ev {
+            crate::transfer::Event::Finished(r) => Some(r.outcome.clone()),
+            _ => None,
+        };
+        let e = CallEvent::Transfer {
+            to: to.clone(),
+            step: ev,
+            at_ms: ms(now.saturating_duration_since(self.started)).round() as u64,
+        };
+        self.on_event(e, now);
+        let outcome = finished?;
+        self.transferring = None;
+        let _ = self.orch.handle(
+            Input::PersonTransferEnded {
+                outcome: outcome.clone(),
+            },
+            now,
+        );
+        outcome.succeeded().then_some(to)
     }
 
     /// True while a cold recreation waits for the announcement to finish playing.

@@ -3,8 +3,8 @@
 //! its final answer and every NOTIFY sipfrag of the implicit `refer` subscription are fed to the
 //! machine, and its actions come back to [`super::call::CallDialog::run`]: leave the call (BYE)
 //! once the destination answered, or keep it (the caller stays with the agent) with the typed
-//! outcome. Every event of the machine goes to the requester and into the metrics
-//! ([`crate::transfer::figures`]).
+//! outcome. Every event of the machine goes to the requester, which counts the outcome
+//! ([`crate::transfer::figures`], in the daemon's own recorder).
 //!
 //! rsipstack sends the REFER (`InviteDialog::refer`) and hands the NOTIFYs of the dialog to
 //! the call as `DialogState::Notify`; nothing of the SIP exchange is written by hand here.
@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::transfer::{
-    Action, BlindVia, Destination, Event, Failure, Input, Plan, Settings, Transfer, figures,
+    Action, BlindVia, Destination, Event, Failure, Input, Plan, Settings, Transfer,
 };
 
 /// A request to hand the call's peer to `target` by REFER. Send it once the agent's
@@ -168,7 +168,6 @@ impl Running {
 
     fn report(&mut self) {
         while let Some(event) = self.machine.poll_event() {
-            figures::record(Plan::Blind(BlindVia::SipRefer), &event);
             if let Event::Finished(report) = &event {
                 self.finished = true;
                 tracing::info!(

@@ -1,0 +1,115 @@
+//! Checking one human agent of a set (`kind = "human"`): its destination table through
+//! [`crate::transfer::destination::validate`] (every problem named by its full key), the keys a
+//! person cannot have (an instruction, tools, a voice: the model never speaks as one), and the
+//! transfer plans calls carry out.
+
+use super::Problems;
+use crate::agents::config::{AgentSection, RoleName};
+use crate::agents::registry::Person;
+use crate::transfer::destination::{self, Handover, OnNoAnswer};
+
+/// The checked person at `index`, or `None` (with the problems added) when it cannot be used.
+pub(super) fn person(
+    index: u32,
+    id: &str,
+    a: &AgentSection,
+    index_of: &dyn Fn(&str) -> Option<u32>,
+    p: &mut Problems,
+) -> Option<Person> {
+    let k = format!("agents.{id}");
+    let before = p.0.len();
+    let id_ok = id.len() <= 50
+        && id.starts_with(|ch: char| ch.is_ascii_lowercase())
+        && id
+            .chars()
+            .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_');
+    if !id_ok {
+        p.add(
+            k.clone(),
+            format!("{id:?} cannot be an agent id (it names the transfer_to_<id> tool)"),
+            "use lowercase letters, digits and _ (at most 50), starting with a letter",
+        );
+    }
+    if a.name.trim().is_empty() {
+        p.add(
+            format!("{k}.name"),
+            "is empty",
+            "give the person's name as the agent says it, e.g. \"Priya at the front desk\"",
+        );
+    }
+    if a.role == Some(RoleName::Primary) {
+        p.add(
+            format!("{k}.role"),
+            "a human agent cannot start the call: the model answers it and hands the caller on",
+            "remove role (a person is always brought in), or make a model agent the primary",
+        );
+    }
+    let not_for_people: [(&str, bool); 8] = [
+        ("instruction", !a.instruction.trim().is_empty()),
+        ("greeting", !a.greeting.trim().is_empty()),
+        ("handback_phrase", !a.handback_phrase.trim().is_empty()),
+        ("summary_template", !a.summary_template.trim().is_empty()),
+        ("voice", !a.voice.trim().is_empty()),
+        ("tools", !a.tools.is_empty()),
+        ("mcp", !a.mcp.is_empty()),
+        ("handoffs", a.handoffs.is_some()),
+    ];
+    for (key, set) in not_for_people {
+        if set {
+            p.add(
+                format!("{k}.{key}"),
+                "does not apply to a human agent: the model never speaks as a person",
+                "remove it (the person's own phone is what the caller reaches)",
+            );
+        }
+    }
+    let Some(raw) = &a.destination else {
+        p.add(
+            format!("{k}.destination"),
+            "is missing: a human agent needs to be reached somewhere",
+            format!(
+                "add [{k}.destination] with to = \"sip:priya@pbx.example.com\" (or an E.164 number) and transfer = \"blind\""
+            ),
+        );
+        return None;
+    };
+    let human = match destination::validate(raw, &format!("{k}.destination")) {
+        Ok(h) => h,
+        Err(e) => {
+            p.add(
+                e.key,
+                e.message,
+                "see \"Handing the caller to a person\" in the README for the accepted forms",
+            );
+            return None;
+        }
+    };
+    if human.handover == Handover::Warm {
+        p.add(
+            format!("{k}.destination.transfer"),
+            "a warm transfer (the default) is not carried out by calls yet: baton would never dial the person",
+            "set transfer = \"blind\" (the caller's leg is handed on by SIP REFER after the announcement)",
+        );
+    }
+    if let OnNoAnswer::Agent(name) = &human.on_no_answer
+        && index_of(name).is_none()
+    {
+        p.add(
+            format!("{k}.destination.on_no_answer"),
+            format!("names {name:?}, which is not a model agent of this set"),
+            "name a model agent by its id (\"agent:front_desk\"), or use \"return\"",
+        );
+    }
+    if p.0.len() != before {
+        return None;
+    }
+    Some(Person {
+        index,
+        id: id.to_owned(),
+        name: a.name.trim().to_owned(),
+        expertise: a.expertise.iter().map(|s| s.trim().to_owned()).collect(),
+        aliases: a.aliases.iter().map(|s| s.trim().to_owned()).collect(),
+        human,
+        transfer_tool: a.policy.transfer_tool,
+    })
+}
