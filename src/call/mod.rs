@@ -13,7 +13,6 @@ pub mod agents;
 pub mod core;
 #[cfg(test)]
 mod core_tests;
-mod downlink;
 pub mod metrics;
 pub mod outbox;
 pub mod reconnect;

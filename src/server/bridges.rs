@@ -246,7 +246,7 @@ pub(super) async fn run_call(
     };
     // A Twilio call's agents can hand the caller to a person (a REST redirect).
     let transfer = match dialect {
-        Dialect::Twilio => super::twilio::transfer_port(&app, &start)
+        Dialect::Twilio => super::twilio_transfer::transfer_port(&app, &start)
             .inspect_err(|why| tracing::debug!(%why, "this call takes no transfers to a person"))
             .ok(),
         _ => None,

@@ -25,6 +25,7 @@ pub mod sip;
 pub mod stream;
 pub mod transcripts;
 pub mod twilio;
+mod twilio_transfer;
 pub mod twiml;
 pub mod whip;
 
