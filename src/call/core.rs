@@ -21,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use super::agents::{Agents, AgentsDriver};
-use super::metrics::{CallReport, TurnRecord, ms, round2};
+use super::metrics::{CallReport, Reservoir, TurnRecord, ms, round2};
 pub use super::outbox::{Live, ModelCommand, OpenFailed, OpenRequest, Outbox, SessionId, Task};
 use super::reconnect::{Action, Cause, OpenFailure};
 use super::resume::{CONTINUE_NOTE, ModelSource, Resume, Stopped};
@@ -55,6 +55,9 @@ pub enum Reason {
 /// The state of one call between events.
 pub struct CallCore {
     pub(super) session: Option<Live>,
+    /// Bound what the per-frame figures keep (`uplink_added_ms`, `downlink_added_ms`).
+    uplink_sample: Reservoir,
+    downlink_sample: Reservoir,
     /// The wire protocol of every session of this call (all come from one backend).
     pub(super) protocol: Protocol,
     pub(super) agents: Option<AgentsDriver>,
@@ -111,6 +114,8 @@ impl CallCore {
         let resume = (opts.model.is_some() || agents.is_some())
             .then(|| Resume::new(opts.reconnect.clone(), opts.model.clone(), now));
         let mut call = CallCore {
+            uplink_sample: Reservoir::default(),
+            downlink_sample: Reservoir::default(),
             session: Some(first),
             protocol,
             agents: agents.map(|a| AgentsDriver::new(a, now)),
@@ -251,9 +256,10 @@ impl CallCore {
                 received_at,
                 written_at,
             }) => {
-                self.report
-                    .uplink_added_ms
-                    .push(ms(written_at.saturating_duration_since(received_at)));
+                self.uplink_sample.push(
+                    &mut self.report.uplink_added_ms,
+                    ms(written_at.saturating_duration_since(received_at)),
+                );
             }
             Some(SessionEvent::Closed { code, reason }) if resumes => {
                 tracing::warn!(?code, %reason, "model session closed; reconnecting");
@@ -713,9 +719,10 @@ impl CallCore {
         while let Some(played) = self.playout.poll_frame(now) {
             if let Some(cs) = played.chunk_start {
                 let waited = now.saturating_duration_since(cs.received_at);
-                self.report
-                    .downlink_added_ms
-                    .push(ms(waited.saturating_sub(cs.ahead)));
+                self.downlink_sample.push(
+                    &mut self.report.downlink_added_ms,
+                    ms(waited.saturating_sub(cs.ahead)),
+                );
             }
             if played.kind == PlayedKind::Voice {
                 let ts_ms = ms(played.frame.ts);

@@ -60,12 +60,12 @@ const HISTOGRAMS: &[(&str, &[f64], &str)] = &[
     (
         "baton_uplink_added_ms",
         FRAME_MS_BUCKETS,
-        "A caller frame fully received to its audio written to the model socket.",
+        "A caller frame fully received to its audio written to the model socket (per call: every frame of its first minute, then a uniform sample of 3000).",
     ),
     (
         "baton_downlink_added_ms",
         FRAME_MS_BUCKETS,
-        "A model audio chunk received to its first frame handed to the leg, minus queueing.",
+        "A model audio chunk received to its first frame handed to the leg, minus queueing (per call: at most 3000, a uniform sample).",
     ),
     (
         "baton_handoff_gap_ms",
