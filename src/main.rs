@@ -265,7 +265,8 @@ fn init_logging_with(default_level: &str, format: LogFormat, capture: bool) {
         }
     }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let printed = capture.then(|| Printed::upto(filter.max_level_hint()));
+    let hint = filter.max_level_hint();
+    let printed = capture.then(|| Printed::upto(hint));
     let human = (format == LogFormat::Human).then(|| {
         tracing_subscriber::fmt::layer()
             .with_ansi(ansi)
@@ -282,7 +283,7 @@ fn init_logging_with(default_level: &str, format: LogFormat, capture: bool) {
         .with(filter)
         .with(human)
         .with(json)
-        .with(capture.then_some(Capture))
+        .with(capture.then(|| Capture::upto(hint)))
         .init();
 }
 

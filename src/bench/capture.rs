@@ -34,12 +34,23 @@ fn kept(meta: &Metadata<'_>) -> bool {
     meta.is_event() && *meta.level() <= Level::WARN
 }
 
-/// The layer that keeps the WARN and ERROR events of marked threads.
-pub struct Capture;
+/// The layer that keeps the WARN and ERROR events of marked threads. Like [`Printed`], it
+/// carries the log filter's level hint (it sees nothing that filter drops).
+#[derive(Clone, Copy, Debug)]
+pub struct Capture {
+    upto: Option<LevelFilter>,
+}
+
+impl Capture {
+    /// `upto`: the log filter's `max_level_hint` (`None`: it did not say).
+    pub fn upto(upto: Option<LevelFilter>) -> Self {
+        Capture { upto }
+    }
+}
 
 impl<S: Subscriber> Layer<S> for Capture {
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(LevelFilter::WARN)
+        self.upto
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
@@ -143,7 +154,7 @@ mod tests {
         }
         let subscriber = tracing_subscriber::registry()
             .with(Count(p).with_filter(Printed::upto(None)))
-            .with(Capture);
+            .with(Capture::upto(None));
         let sink: Warnings = Arc::default();
         tracing::subscriber::with_default(subscriber, || {
             tracing::warn!(code = 1011, "model session closed");
@@ -166,16 +177,16 @@ mod tests {
     #[test]
     fn the_subscriber_keeps_the_log_filters_level_hint() {
         let filter = tracing_subscriber::EnvFilter::new("warn");
-        let printed = Printed::upto(filter.max_level_hint());
+        let hint = filter.max_level_hint();
         let subscriber = tracing_subscriber::registry()
             .with(filter)
-            .with(tracing_subscriber::fmt::layer().with_filter(printed))
-            .with(Capture);
+            .with(tracing_subscriber::fmt::layer().with_filter(Printed::upto(hint)))
+            .with(Capture::upto(hint));
         assert_eq!(subscriber.max_level_hint(), Some(LevelFilter::WARN));
         let unhinted = tracing_subscriber::registry()
             .with(tracing_subscriber::EnvFilter::new("warn"))
             .with(tracing_subscriber::fmt::layer().with_filter(Printed::upto(None)))
-            .with(Capture);
+            .with(Capture::upto(None));
         assert_eq!(unhinted.max_level_hint(), None);
     }
 }
