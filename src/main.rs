@@ -265,23 +265,25 @@ fn init_logging_with(default_level: &str, format: LogFormat, capture: bool) {
         }
     }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let hint = filter.max_level_hint();
+    let printed = capture.then(|| Printed::upto(hint));
     let human = (format == LogFormat::Human).then(|| {
         tracing_subscriber::fmt::layer()
             .with_ansi(ansi)
             .with_writer(std::io::stderr)
-            .with_filter(capture.then_some(Printed))
+            .with_filter(printed)
     });
     let json = (format == LogFormat::Json).then(|| {
         tracing_subscriber::fmt::layer()
             .json()
             .with_writer(std::io::stderr)
-            .with_filter(capture.then_some(Printed))
+            .with_filter(printed)
     });
     tracing_subscriber::registry()
         .with(filter)
         .with(human)
         .with(json)
-        .with(capture.then_some(Capture))
+        .with(capture.then(|| Capture::upto(hint)))
         .init();
 }
 
@@ -565,9 +567,7 @@ fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
 }
 
 fn run_mock(args: MockModelArgs) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = args.runtime()?;
     rt.block_on(baton::mock::cli::run(args))?;
     Ok(())
 }

@@ -31,6 +31,9 @@ const STEP_FIELDS: &[&str] = &[
     "rss_per_call_kib",
     "mock_cpu_pct",
     "client_cpu_pct",
+    "mock_cpu_ms_per_call_s",
+    "client_cpu_ms_per_call_s",
+    "busiest",
     "other_cpu_pct",
     "loadavg_before",
     "client_tick_late_ms.p99",
@@ -85,6 +88,20 @@ fn a_two_step_sweep_reports_every_figure() {
         );
         assert!(step["baton"]["rss_steady_kib"].as_u64().unwrap() > 1024);
         assert!(step["baton"]["cpu_pct"].as_f64().unwrap() > 0.0);
+        // The rig's own CPU per call-second is worked out like baton's.
+        for (pct, per_call) in [
+            ("mock_cpu_pct", "mock_cpu_ms_per_call_s"),
+            ("client_cpu_pct", "client_cpu_ms_per_call_s"),
+        ] {
+            let pct = step[pct].as_f64().unwrap();
+            let per_call = step[per_call].as_f64().unwrap();
+            // `pct` is rounded to 0.1 %, `per_call` to 0.001 ms.
+            let expected = pct * 10.0 / calls as f64;
+            assert!(
+                (per_call - expected).abs() <= 0.5 / calls as f64 + 0.001,
+                "{per_call} vs {expected}: {step:#}"
+            );
+        }
     }
     assert!(report["rss_slope_kib_per_call"].is_number(), "{report:#}");
     assert!(report.get("largest_held").is_some());

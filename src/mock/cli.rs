@@ -91,8 +91,49 @@ pub struct MockModelArgs {
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
 
+    /// Threads serving the connections (default: one per core). 1 serves them all from one
+    /// thread with no hand-offs between threads, the cheapest per connection (`baton bench load`
+    /// runs its mock so, beside the server under test).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+
+    /// Before each wait for the network, a serving thread pauses this long, so that the
+    /// messages arriving meanwhile are read in one wake-up rather than one each: far fewer
+    /// context switches under many connections, for the model's timing quantised to US µs (the
+    /// real service's own timing varies by tens of ms). Default 0: every message read at once.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub batch_us: u64,
+
     #[command(flatten)]
     pub faults: FaultArgs,
+}
+
+impl MockModelArgs {
+    /// The runtime `baton mock-model` serves on (see [`MockModelArgs::threads`]).
+    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut b = match self.threads {
+            Some(1) => tokio::runtime::Builder::new_current_thread(),
+            n => {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                if let Some(n) = n {
+                    b.worker_threads(usize::from(n));
+                }
+                b
+            }
+        };
+        batched(&mut b, Duration::from_micros(self.batch_us));
+        b.enable_all().build()
+    }
+}
+
+/// Makes every worker of `b` pause `pause` before it waits for I/O or a timer (nothing when
+/// zero): what arrives during the pause is then read in the same wake-up. The pause is a sleep,
+/// not CPU, and it delays timers by at most `pause`. For the measuring rig's processes (the mock
+/// model, the load client), whose per-message wake-ups would otherwise cost more than their work.
+pub fn batched(b: &mut tokio::runtime::Builder, pause: Duration) {
+    if !pause.is_zero() {
+        b.on_thread_park(move || std::thread::sleep(pause));
+    }
 }
 
 /// Fault modes (each overrides the scenario's `[faults]` key; see src/mock/faults.rs).

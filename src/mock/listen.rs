@@ -165,13 +165,17 @@ impl Listener {
 pub fn decode_audio(blob: &Blob, at: &str) -> Result<Audio, Rejection> {
     let mime = blob.mime_type.as_deref().unwrap_or("");
     let mut params = mime.split(';').map(str::trim);
-    let essence = params.next().unwrap_or("").to_ascii_lowercase();
-    if !essence.starts_with("audio/") {
+    let essence = params.next().unwrap_or("");
+    let is = |want: &str| essence.eq_ignore_ascii_case(want);
+    if !essence
+        .get(..6)
+        .is_some_and(|t| t.eq_ignore_ascii_case("audio/"))
+    {
         return Err(Rejection::invalid(format!(
             "{at}.mimeType {mime:?} is not an audio MIME type (expected audio/pcm;rate=16000)"
         )));
     }
-    if essence != "audio/pcm" && essence != "audio/l16" {
+    if !is("audio/pcm") && !is("audio/l16") {
         return Err(Rejection::invalid(format!(
             "{at}.mimeType {mime:?}: only raw PCM16 (audio/pcm) is supported for streaming"
         )));
@@ -209,10 +213,11 @@ pub fn decode_audio(blob: &Blob, at: &str) -> Result<Audio, Rejection> {
 
 /// Standard or URL-safe alphabet, padding optional.
 pub fn decode_base64(data: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    if data.contains(['-', '_']) {
-        URL_SAFE_PAD_INDIFFERENT.decode(data)
-    } else {
-        STANDARD_PAD_INDIFFERENT.decode(data)
+    // The standard alphabet first: what clients send 50 times a second decodes without a scan
+    // of the text for the URL-safe letters.
+    match STANDARD_PAD_INDIFFERENT.decode(data) {
+        Err(_) if data.contains(['-', '_']) => URL_SAFE_PAD_INDIFFERENT.decode(data),
+        decoded => decoded,
     }
 }
 

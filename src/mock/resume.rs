@@ -65,7 +65,6 @@ struct Store {
     origin: Option<Instant>,
     /// Once-per-server drop rules that fired.
     fired: HashSet<usize>,
-    capture: bool,
     lineages: Vec<LineageAudio>,
     conns: Vec<ConnectionLog>,
 }
@@ -74,6 +73,9 @@ struct Store {
 #[derive(Default)]
 pub struct Resumption {
     inner: Mutex<Store>,
+    /// Lineages' caller audio is recorded (fixed at creation, so the 50-a-second caller frames of
+    /// a server that does not record take no lock).
+    capture: bool,
 }
 
 impl std::fmt::Debug for Resumption {
@@ -91,9 +93,10 @@ impl Resumption {
     /// A store that also records every lineage's caller audio (for tests: it grows without
     /// bound).
     pub fn capturing() -> Arc<Self> {
-        let r = Resumption::default();
-        r.lock().capture = true;
-        Arc::new(r)
+        Arc::new(Resumption {
+            capture: true,
+            ..Resumption::default()
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Store> {
@@ -166,10 +169,10 @@ impl Resumption {
 
     /// Caller audio the connection consumed.
     pub fn capture(&self, conn: u64, samples: &[i16]) {
-        let mut s = self.lock();
-        if !s.capture {
+        if !self.capture {
             return;
         }
+        let mut s = self.lock();
         let lineage = s.lineage_of(conn);
         if let Some(l) = s.lineages.get_mut(lineage) {
             l.samples.extend_from_slice(samples);

@@ -335,6 +335,11 @@ async fn run_session<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    // One timer for the connection's life, moved only when the engine's deadline moves (a
+    // fresh one per message would add and remove a timer entry 50 times a second).
+    let timer = tokio::time::sleep(HANG_FOR);
+    tokio::pin!(timer);
+    let mut armed: Option<std::time::Instant> = None;
     loop {
         // Drain everything the engine produced.
         let mut wrote = false;
@@ -387,6 +392,12 @@ async fn run_session<S>(
             return;
         }
         let deadline = session.poll_timeout();
+        if deadline != armed {
+            if let Some(d) = deadline {
+                timer.as_mut().reset(tokio::time::Instant::from_std(d));
+            }
+            armed = deadline;
+        }
         tokio::select! {
             incoming = ws.next() => {
                 let now = tokio::time::Instant::now().into_std();
@@ -411,17 +422,12 @@ async fn run_session<S>(
                     }
                 }
             }
-            () = sleep_until(deadline) => {
+            () = &mut timer, if armed.is_some() => {
+                // Fired: the next deadline re-arms it, even one equal to this.
+                armed = None;
                 session.handle_timeout(tokio::time::Instant::now().into_std());
             }
         }
-    }
-}
-
-async fn sleep_until(deadline: Option<std::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -51,9 +51,15 @@ pub struct LoadClientArgs {
     /// the previous one.
     #[arg(long, value_name = "MS", default_value_t = 5.0)]
     pub late_ms: f64,
-    /// Worker threads of the client's runtime (default: one per core).
+    /// Worker threads of the client's runtime (default: one per core; 1: a single-threaded
+    /// runtime).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Before each wait for the network or a timer, the client's threads pause this long, so
+    /// that what arrives meanwhile is handled in one wake-up (see `baton mock-model --batch-us`).
+    /// Receive times and send ticks are then late by up to US µs. Default 0: no pause.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub batch_us: u64,
 }
 
 /// p50/p99/max in ms.
@@ -175,10 +181,17 @@ pub fn run(args: &LoadClientArgs) -> Result<(), LoadError> {
         .clone()
         .unwrap_or_else(|| crate::demo::bundled("audio-fixtures/clips/caller_conversation.wav"));
     let base = CallerOptions::from_wav(&fixture).map_err(|e| LoadError::Args(e.to_string()))?;
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(t) = args.threads {
-        rt.worker_threads(t.max(1));
-    }
+    // One thread: every call on one current-thread runtime, with no hand-offs between workers.
+    let mut rt = match args.threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(t) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(t.max(1));
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    crate::mock::cli::batched(&mut rt, Duration::from_micros(args.batch_us));
     let rt = rt
         .enable_all()
         .build()

@@ -87,9 +87,24 @@ pub struct LoadArgs {
     /// The jitter budget: a step holds if its p99 is at most this.
     #[arg(long, value_name = "MS", default_value_t = 5.0)]
     pub max_jitter_ms: f64,
-    /// Worker threads of the load client (default: one per core).
+    /// Worker threads of the load client (default: one per core; 1: a single-threaded runtime).
     #[arg(long)]
     pub client_threads: Option<usize>,
+    /// The load client's pause before each wait, in µs (`baton bench load-client --batch-us`).
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub client_batch_us: u64,
+    /// Threads of the spawned mock model (`baton mock-model --threads`).
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "target")]
+    pub mock_threads: u16,
+    /// The spawned mock model's pause before each wait, in µs (`baton mock-model --batch-us`):
+    /// the caller audio of many calls is read in one wake-up.
+    #[arg(
+        long,
+        value_name = "US",
+        default_value_t = 1000,
+        conflicts_with = "target"
+    )]
+    pub mock_batch_us: u64,
     /// The spawned `baton serve` keeps every call in this store (`[store] url`, e.g.
     /// `sqlite://out/bench/load.db`), to measure its cost on playout.
     #[arg(long, value_name = "URL", conflicts_with = "target")]
@@ -176,6 +191,14 @@ pub struct Step {
     pub rss_per_call_kib: Option<f64>,
     pub mock_cpu_pct: Option<f64>,
     pub client_cpu_pct: Option<f64>,
+    /// The mock model's CPU ms over the steady window ÷ (calls × window seconds): the rig's
+    /// model side, per call, in the same unit as baton's.
+    pub mock_cpu_ms_per_call_s: Option<f64>,
+    /// The load client's CPU ms per call-second (the rig's caller side).
+    pub client_cpu_ms_per_call_s: Option<f64>,
+    /// The process that used the most CPU over the steady window (`baton`, `mock` or `client`):
+    /// when it is not `baton`, the rig, not baton, is what limits the step.
+    pub busiest: Option<&'static str>,
     /// CPU used by everything else on the machine over the steady window (% of one core): the
     /// whole machine's busy time (`/proc/stat`) minus baton, the mock and the client.
     pub other_cpu_pct: Option<f64>,

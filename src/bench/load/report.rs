@@ -42,12 +42,12 @@ pub fn summary(r: &LoadReport, dir: &Path) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "calls  jitter p50/p99/max ms  underruns  late  baton CPU%  CPU ms/call·s  RSS steady/peak/after MiB  KiB/call  held"
+        "calls  jitter p50/p99/max ms  underruns  late  baton CPU%  CPU ms/call·s baton/mock/client  RSS steady/peak/after MiB  KiB/call  busiest  held"
     );
     for st in &r.steps {
         let _ = writeln!(
             s,
-            "{:>5}  {:>6.2} {:>6.2} {:>7.2}  {:>9}  {:>4}  {:>10}  {:>13}  {:>8} {:>5} {:>5}  {:>8}  {}",
+            "{:>5}  {:>6.2} {:>6.2} {:>7.2}  {:>9}  {:>4}  {:>10}  {:>11} {:>5} {:>6}  {:>8} {:>5} {:>5}  {:>8}  {:>7}  {}",
             st.calls,
             st.jitter_ms.p50,
             st.jitter_ms.p99,
@@ -56,10 +56,13 @@ pub fn summary(r: &LoadReport, dir: &Path) -> String {
             st.late_frames,
             opt(st.baton.cpu_pct),
             opt(st.baton.cpu_ms_per_call_s),
+            opt(st.mock_cpu_ms_per_call_s),
+            opt(st.client_cpu_ms_per_call_s),
             mib(st.baton.rss_steady_kib),
             mib(st.baton.rss_peak_kib),
             mib(st.baton.rss_after_kib),
             opt(st.rss_per_call_kib),
+            st.busiest.unwrap_or("n/a"),
             if st.held { "yes" } else { "no" }
         );
     }
@@ -109,16 +112,16 @@ fn markdown(r: &LoadReport) -> String {
     }
     let _ = writeln!(
         s,
-        "| calls | started | jitter p50 / p99 / max ms | worst call p99 ms | underruns | late ticks | late frames | baton send p99 ≤ ms | wake-ups per call per 20 ms | baton CPU % | CPU ms per call-s | RSS idle / steady / peak / after MiB | KiB per call | mock CPU % | client CPU % | other CPU % | client tick late p99 ms | held |"
+        "| calls | started | jitter p50 / p99 / max ms | worst call p99 ms | underruns | late ticks | late frames | baton send p99 ≤ ms | wake-ups per call per 20 ms | baton CPU % | CPU ms per call-s | RSS idle / steady / peak / after MiB | KiB per call | mock CPU % | client CPU % | mock / client CPU ms per call-s | busiest | other CPU % | client tick late p99 ms | held |"
     );
     let _ = writeln!(
         s,
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|---:|---|"
     );
     for st in &r.steps {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.2} / {:.2} / {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} | {} | {} | {} | {} | {:.2} | {} |",
+            "| {} | {} | {:.2} / {:.2} / {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} | {} | {} | {} | {} / {} | {} | {} | {:.2} | {} |",
             st.calls,
             st.started,
             st.jitter_ms.p50,
@@ -139,6 +142,9 @@ fn markdown(r: &LoadReport) -> String {
             opt(st.rss_per_call_kib),
             opt(st.mock_cpu_pct),
             opt(st.client_cpu_pct),
+            opt(st.mock_cpu_ms_per_call_s),
+            opt(st.client_cpu_ms_per_call_s),
+            st.busiest.unwrap_or("n/a"),
             opt(st.other_cpu_pct),
             st.client_tick_late_ms.p99,
             if st.held {
@@ -166,7 +172,10 @@ call loop, model session shell) in the steady window, counted by baton \
 (`baton_task_wakeups_total`), ÷ (calls × 20 ms frames in the window).\n\
 - **CPU %**: user + system time of the process over the steady window (all calls up: from the \
 last start to the first end) ÷ wall time, in % of one core (`/proc/<pid>/stat`). **CPU ms per \
-call-s**: the same CPU time ÷ (calls × window seconds).\n\
+call-s**: the same CPU time ÷ (calls × window seconds); the mock's and the client's are worked \
+out the same way, so the three read side by side.\n\
+- **busiest**: the process with the most CPU over the window. The mock and the client are the \
+measuring rig; when one of them is the busiest, the rig, not baton, is what limits the step.\n\
 - **RSS**: `VmRSS` from `/proc/<pid>/status`, read every 100 ms: before the first call (idle), \
 median over the steady window (steady), the largest reading or `VmHWM` (peak), and 10 s after the \
 step's last call ended (after: what the daemon gave back). **KiB per \
@@ -479,6 +488,9 @@ mod tests {
             rss_per_call_kib: with_proc.then_some(300.0),
             mock_cpu_pct: with_proc.then_some(calls as f64 * 0.12),
             client_cpu_pct: Some(calls as f64 * 0.1),
+            mock_cpu_ms_per_call_s: with_proc.then_some(1.2),
+            client_cpu_ms_per_call_s: Some(1.0),
+            busiest: Some(if with_proc { "baton" } else { "client" }),
             other_cpu_pct: Some(20.0),
             loadavg_before: Some(0.5),
             client_tick_late_ms: Pct::default(),

@@ -86,6 +86,10 @@ pub(super) fn run_step(
         cargs.push("--threads".into());
         cargs.push(t.to_string());
     }
+    if args.client_batch_us > 0 {
+        cargs.push("--batch-us".into());
+        cargs.push(args.client_batch_us.to_string());
+    }
     let log = args.report.join("logs").join(format!("client-{n}.log"));
     let mut client = ChildGuard::spawn("baton bench load-client", exe, &cargs, &log)?;
     let rx = procs::lines(client.take_stdout().expect("piped"));
@@ -169,9 +173,11 @@ pub(super) fn run_step(
     let mock_cpu = cpu_pct(&trace.mock, from, to);
     let client_cpu = cpu_pct(&trace.client, from, to);
     let calls_up = r.started.max(1) as f64;
+    // % of a core → ms per second, per call.
+    let per_call_s = |c: Option<f64>| c.map(|c| round(c * 10.0 / calls_up, 3));
     let baton = ProcFigures {
         cpu_pct: cpu.map(|c| round(c, 1)),
-        cpu_ms_per_call_s: cpu.map(|c| round(c * 10.0 / calls_up, 3)),
+        cpu_ms_per_call_s: per_call_s(cpu),
         rss_idle_kib: idle.map(|s| s.rss_kib),
         rss_steady_kib: rss_steady,
         rss_peak_kib: rss_peak,
@@ -247,6 +253,9 @@ pub(super) fn run_step(
         rss_per_call_kib: rss_per_call,
         mock_cpu_pct: mock_cpu.map(|c| round(c, 1)),
         client_cpu_pct: client_cpu.map(|c| round(c, 1)),
+        mock_cpu_ms_per_call_s: per_call_s(mock_cpu),
+        client_cpu_ms_per_call_s: per_call_s(client_cpu),
+        busiest: busiest(cpu, mock_cpu, client_cpu),
         other_cpu_pct: cpu_pct(&trace.system, from, to).map(|all| {
             let ours = cpu.unwrap_or(0.0) + mock_cpu.unwrap_or(0.0) + client_cpu.unwrap_or(0.0);
             round((all - ours).max(0.0), 1)
@@ -256,6 +265,19 @@ pub(super) fn run_step(
         held: why.is_empty(),
         failed_because: why,
     })
+}
+
+/// Which of the three processes used the most CPU (`None` when none was measured).
+pub(super) fn busiest(
+    baton: Option<f64>,
+    mock: Option<f64>,
+    client: Option<f64>,
+) -> Option<&'static str> {
+    [("baton", baton), ("mock", mock), ("client", client)]
+        .into_iter()
+        .filter_map(|(name, c)| Some((name, c?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(name, _)| name)
 }
 
 /// The upper bound of the bucket holding the 99th percentile of `after − before`.

@@ -44,6 +44,12 @@ pub(super) fn spawn_baton(args: &LoadArgs, exe: &Path, n: usize) -> Result<Under
     let logs = args.report.join("logs");
     let mut mock_args: Vec<String> =
         vec!["mock-model".into(), "--listen".into(), "127.0.0.1:0".into()];
+    mock_args.extend([
+        "--threads".into(),
+        args.mock_threads.to_string(),
+        "--batch-us".into(),
+        args.mock_batch_us.to_string(),
+    ]);
     if let Some(sc) = &args.scenario {
         mock_args.extend(["--scenario".into(), absolute(sc)?]);
     }

@@ -30,7 +30,8 @@
 //! session); one that names a persona is an instruction and takes no scripted turn.
 //!
 //! This file holds the state, the input dispatch and caller audio; `items.rs` the conversation
-//! items and truncation; `respond.rs` the responses.
+//! items and truncation; `respond.rs` runs the responses, whose plan and speech stream are
+//! `response.rs`'s.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -41,7 +42,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
 use super::config::{Refusal, SessionState};
-use super::respond::Response;
+use super::response::Response;
 use crate::mock::listen::{Audio, Heard, Listener};
 use crate::mock::scenario::Scenario;
 use crate::model::openai::wire::{Api, AudioFormat, ClientEvent, EventKind};

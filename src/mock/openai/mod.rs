@@ -4,7 +4,7 @@
 //!
 //! - [`engine`]: the sans-IO session core ([`RealtimeSession`]): session config, caller audio and
 //!   turns, conversation items, truncation, errors; `respond.rs`: responses, function calls,
-//!   cancellation.
+//!   cancellation; `response.rs`: what a response is (its plan, its speech cut into deltas).
 //! - [`config`]: the effective session, partial `session.update` merges and their checks.
 //! - [`server`]: the tokio/WebSocket shell serving `GET /v1/realtime?model=…`.
 //!
@@ -16,6 +16,7 @@ pub mod config;
 pub mod engine;
 mod items;
 mod respond;
+mod response;
 pub mod server;
 
 use std::time::Duration;

@@ -11,97 +11,15 @@
 
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
 use super::config::Refusal;
 use super::engine::{RealtimeSession, Timer};
+use super::response::{Plan, Response, Speech, Stage};
 use crate::audio::resample::resample_all;
 use crate::mock::clip::OUTPUT_RATE;
-use crate::mock::scenario::Reply;
 use crate::mock::speak::{self, split_words};
 use crate::model::openai::wire::{Api, AudioFormat, EventKind};
-
-/// The response in progress.
-#[derive(Debug)]
-pub struct Response {
-    pub id: String,
-    stage: Stage,
-    /// `conversation: "none"`: nothing is written to the conversation.
-    oob: bool,
-}
-
-#[derive(Debug)]
-enum Stage {
-    /// Waiting for [`Timer::Reply`].
-    Pending(Plan),
-    Speaking(Speech),
-}
-
-#[derive(Clone, Debug)]
-enum Plan {
-    /// Speak `reply` as `persona`, then (a handoff) make `then` call.
-    Speak {
-        reply: Reply,
-        persona: Option<usize>,
-        then: Option<(String, Value, usize)>,
-    },
-    Call {
-        name: String,
-        args: Value,
-        turn: usize,
-    },
-    /// Nothing to say.
-    Nothing,
-}
-
-impl Plan {
-    fn speak(reply: &Reply, persona: Option<usize>) -> Plan {
-        Plan::Speak {
-            reply: reply.clone(),
-            persona,
-            then: None,
-        }
-    }
-}
-
-/// An assistant audio item being streamed.
-#[derive(Debug)]
-struct Speech {
-    item_id: String,
-    /// Mono PCM at `rate` (24 kHz, or 8 kHz for G.711 output).
-    audio: Vec<i16>,
-    rate: u32,
-    format: AudioFormat,
-    chunk: usize,
-    next: usize,
-    fragments: Vec<String>,
-    sent_samples: usize,
-    sent_text: String,
-    /// The transfer call made once the speech is complete.
-    then: Option<(String, Value, usize)>,
-}
-
-impl Speech {
-    fn chunks(&self) -> usize {
-        self.audio.len().div_ceil(self.chunk).max(1)
-    }
-
-    fn produced_ms(&self) -> u64 {
-        self.sent_samples as u64 * 1000 / u64::from(self.rate)
-    }
-
-    fn encode(&self, samples: &[i16]) -> String {
-        let mut bytes = Vec::with_capacity(samples.len() * 2);
-        match self.format {
-            AudioFormat::Pcmu => crate::audio::g711::encode_ulaw(samples, &mut bytes),
-            AudioFormat::Pcma => crate::audio::g711::encode_alaw(samples, &mut bytes),
-            _ => bytes.extend(samples.iter().flat_map(|s| s.to_le_bytes())),
-        }
-        STANDARD.encode(bytes)
-    }
-}
 
 impl RealtimeSession {
     pub(super) fn on_response_create(&mut self, oob: bool, now: Instant) -> Result<(), Refusal> {
@@ -352,25 +270,17 @@ impl RealtimeSession {
         };
         let mut sent = Duration::ZERO;
         for _ in 0..self.scenario.timing.burst.max(1) {
-            if s.next >= s.chunks() {
+            let Some(delta) = s.next_delta() else {
                 break;
-            }
-            let i = s.next;
-            s.next += 1;
-            let start = (i * s.chunk).min(s.audio.len());
-            let end = (start + s.chunk).min(s.audio.len());
+            };
             let at = json!({"response_id": id, "item_id": s.item_id, "output_index": 0, "content_index": 0});
-            if end > start {
+            if let Some(audio) = delta.audio {
                 let mut ev = at.clone();
-                ev["delta"] = Value::String(s.encode(&s.audio[start..end]));
+                ev["delta"] = Value::String(audio);
                 self.emit(EventKind::AudioDelta, ev);
-                s.sent_samples += end - start;
-                sent += Duration::from_secs_f64((end - start) as f64 / f64::from(s.rate));
+                sent += Duration::from_secs_f64(delta.samples as f64 / f64::from(s.rate));
             }
-            // Fragments carry their own separating spaces.
-            if let Some(f) = s.fragments.get(i).filter(|f| !f.is_empty()) {
-                let text = f.clone();
-                s.sent_text.push_str(&text);
+            if let Some(text) = delta.text {
                 let mut ev = at;
                 ev["delta"] = Value::String(text);
                 self.emit(EventKind::TranscriptDelta, ev);
@@ -380,7 +290,7 @@ impl RealtimeSession {
         if let Some(rec) = self.items.iter_mut().find(|r| r.id == s.item_id) {
             rec.audio_ms = Some(produced);
         }
-        let done = s.next >= s.chunks();
+        let done = s.done();
         self.response = Some(Response {
             id,
             stage: Stage::Speaking(s),
