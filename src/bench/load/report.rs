@@ -167,8 +167,8 @@ ends. An underrun reaches the caller as a silent `media` frame, so the client ca
 - **late frames**: received intervals longer than 20 ms + 5 ms (client view).\n\
 - **baton send p99 ≤**: baton's own view of its send intervals (`baton_egress_jitter_ms`), the \
 upper bound of the histogram bucket holding the 99th percentile.\n\
-- **wake-ups per call per 20 ms**: every wake-up of baton's per-call tasks (leg driver and writer, \
-call loop, model session shell) in the steady window, counted by baton \
+- **wake-ups per call per 20 ms**: every time a call's task resumed after waiting (it drives the \
+bridge socket and the model session's socket itself) in the steady window, counted by baton \
 (`baton_task_wakeups_total`), ÷ (calls × 20 ms frames in the window).\n\
 - **CPU %**: user + system time of the process over the steady window (all calls up: from the \
 last start to the first end) ÷ wall time, in % of one core (`/proc/<pid>/stat`). **CPU ms per \
