@@ -256,6 +256,7 @@ impl CallCore {
                 received_at,
                 written_at,
             }) => {
+                self.report.uplink_added_seen += 1;
                 self.uplink_sample.push(
                     &mut self.report.uplink_added_ms,
                     ms(written_at.saturating_duration_since(received_at)),
@@ -719,6 +720,7 @@ impl CallCore {
         while let Some(played) = self.playout.poll_frame(now) {
             if let Some(cs) = played.chunk_start {
                 let waited = now.saturating_duration_since(cs.received_at);
+                self.report.downlink_added_seen += 1;
                 self.downlink_sample.push(
                     &mut self.report.downlink_added_ms,
                     ms(waited.saturating_sub(cs.ahead)),

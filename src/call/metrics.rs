@@ -84,8 +84,12 @@ pub struct ReconnectRecord {
 pub struct CallReport {
     pub turns: Vec<TurnRecord>,
     pub first_audio_ms: Vec<f64>,
+    /// A bounded sample (see [`Reservoir`]); `uplink_added_seen` counts every frame.
     pub uplink_added_ms: Vec<f64>,
+    /// A bounded sample; `downlink_added_seen` counts every chunk.
     pub downlink_added_ms: Vec<f64>,
+    pub uplink_added_seen: u64,
+    pub downlink_added_seen: u64,
     pub underruns: u64,
     pub late_ticks: u64,
     pub frames_played: u64,

@@ -102,6 +102,27 @@ impl ChannelLeg {
     }
 }
 
+impl Drop for ChannelLeg {
+    /// A clear or hang-up still held is delivered once the leg's task makes room.
+    fn drop(&mut self) {
+        self.send_held();
+        if self.held.is_empty() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (held, commands) = (std::mem::take(&mut self.held), self.commands.clone());
+        rt.spawn(async move {
+            for cmd in held {
+                if commands.send(cmd).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
 impl LegIo for ChannelLeg {
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
         self.send_held();
@@ -110,10 +131,15 @@ impl LegIo for ChannelLeg {
 
     fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
         self.send_held();
-        if !self.held.is_empty() && !matches!(cmd, LegCommand::Play { .. }) {
-            // Behind a held command: keep the order.
-            self.held.push_back(cmd);
-            return Ok(());
+        if !self.held.is_empty() {
+            // Behind a held command: keep the order (a frame would overtake a held clear).
+            return match cmd {
+                LegCommand::Play { .. } => Err(Refused::Full(cmd)),
+                cmd => {
+                    self.held.push_back(cmd);
+                    Ok(())
+                }
+            };
         }
         match self.commands.try_send(cmd) {
             Ok(()) => Ok(()),

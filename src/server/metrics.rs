@@ -60,12 +60,12 @@ const HISTOGRAMS: &[(&str, &[f64], &str)] = &[
     (
         "baton_uplink_added_ms",
         FRAME_MS_BUCKETS,
-        "A caller frame fully received to its audio written to the model socket (per call: every frame of its first minute, then a uniform sample of 3000).",
+        "A caller frame fully received to its audio written to the model socket (per call: a sample of at most 3000 values, weighted to count every frame).",
     ),
     (
         "baton_downlink_added_ms",
         FRAME_MS_BUCKETS,
-        "A model audio chunk received to its first frame handed to the leg, minus queueing (per call: at most 3000, a uniform sample).",
+        "A model audio chunk received to its first frame handed to the leg, minus queueing (per call: a sample of at most 3000 values, weighted to count every chunk).",
     ),
     (
         "baton_handoff_gap_ms",
@@ -226,9 +226,9 @@ impl Metrics {
             let h = metrics::histogram!("baton_first_audio_ms");
             r.first_audio_ms.iter().for_each(|&v| h.record(v));
             let h = metrics::histogram!("baton_uplink_added_ms");
-            r.uplink_added_ms.iter().for_each(|&v| h.record(v));
+            record_sample(&h, &r.uplink_added_ms, r.uplink_added_seen);
             let h = metrics::histogram!("baton_downlink_added_ms");
-            r.downlink_added_ms.iter().for_each(|&v| h.record(v));
+            record_sample(&h, &r.downlink_added_ms, r.downlink_added_seen);
             for hd in &r.handoffs {
                 if let Some(gap) = hd.gap_ms {
                     let strategy = strategy_label(&hd.strategy);
@@ -365,6 +365,20 @@ fn describe() {
     }
 }
 
+/// Records a call's bounded sample of a per-frame figure as `seen` observations (each kept
+/// value standing for its share of the frames), so the histogram counts every frame of a long
+/// call and weighs calls by their length.
+fn record_sample(h: &metrics::Histogram, values: &[f64], seen: u64) {
+    if values.is_empty() {
+        return;
+    }
+    let n = seen.max(values.len() as u64);
+    let len = values.len() as u64;
+    for i in 0..n {
+        h.record(values[(i % len) as usize]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,7 +408,10 @@ mod tests {
         let r = CallReport {
             first_audio_ms: vec![640.0],
             uplink_added_ms: vec![0.2, 0.3],
+            uplink_added_seen: 2,
+            // A long call's sample: 1 value kept of 7 chunks seen.
             downlink_added_ms: vec![12.0],
+            downlink_added_seen: 7,
             underruns: 3,
             end_reason: "caller hung up".into(),
             ..Default::default()
@@ -414,6 +431,7 @@ mod tests {
         assert!(text.contains("baton_underruns_total 3"));
         assert!(text.contains("baton_first_audio_ms_count 1"));
         assert!(text.contains("baton_uplink_added_ms_count 2"));
+        assert!(text.contains("baton_downlink_added_ms_count 7"), "{text}");
         assert!(text.contains("baton_egress_jitter_ms_bucket{le=\"0.25\"} 2"));
         assert!(text.contains("baton_frames_in_total{leg=\"twilio\"} 5"));
         assert!(text.contains("baton_frames_out_total{leg=\"telnyx\"} 2"));
