@@ -160,6 +160,29 @@ impl LegIo for ChannelLeg {
     }
 }
 
+/// A leg whose first events were read ahead ([`LegHandle::listen_while`]).
+struct Prefixed {
+    early: std::collections::VecDeque<LegEvent>,
+    inner: Box<dyn LegIo>,
+}
+
+impl LegIo for Prefixed {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
+        match self.early.pop_front() {
+            Some(ev) => Poll::Ready(Some(ev)),
+            None => self.inner.poll_event(cx),
+        }
+    }
+
+    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+        self.inner.command(cmd)
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.inner.poll_flush(cx)
+    }
+}
+
 /// The call's end of a leg.
 pub struct LegHandle {
     /// The leg's PCM rate, both directions.
@@ -214,6 +237,48 @@ impl LegHandle {
         .await
     }
 
+    /// Reads the leg while `fut` runs — a leg driven from the call's task is read only when
+    /// polled — keeping at most `cap` frames (the oldest dropped first, counted in the third
+    /// value); what was read comes first afterwards, each event with its own arrival time.
+    pub async fn listen_while<F: std::future::Future>(
+        mut self,
+        fut: F,
+        cap: usize,
+    ) -> (F::Output, LegHandle, u64) {
+        let mut fut = std::pin::pin!(fut);
+        let mut early = std::collections::VecDeque::new();
+        let (mut frames, mut dropped, mut done) = (0usize, 0u64, false);
+        let out = loop {
+            tokio::select! {
+                biased;
+                out = &mut fut => break out,
+                ev = self.recv(), if !done => match ev {
+                    Some(ev @ LegEvent::Frame { .. }) => {
+                        if frames >= cap.max(1) {
+                            if let Some(i) = early.iter().position(|e| matches!(e, LegEvent::Frame { .. })) {
+                                early.remove(i);
+                                frames -= 1;
+                                dropped += 1;
+                            }
+                        }
+                        frames += 1;
+                        early.push_back(ev);
+                    }
+                    Some(ev) => {
+                        done = matches!(ev, LegEvent::Stop);
+                        early.push_back(ev);
+                    }
+                    None => done = true,
+                },
+            }
+        };
+        if early.is_empty() {
+            return (out, self, dropped);
+        }
+        let leg = self.wrap(|inner| Box::new(Prefixed { early, inner }));
+        (out, leg, dropped)
+    }
+
     /// The same leg with `wrap` between it and the call (a tap).
     pub fn wrap(self, wrap: impl FnOnce(Box<dyn LegIo>) -> Box<dyn LegIo>) -> LegHandle {
         LegHandle {
@@ -221,5 +286,50 @@ impl LegHandle {
             started_at: self.started_at,
             io: wrap(self.io),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn frame(n: u64) -> LegEvent {
+        LegEvent::Frame {
+            frame: Frame::silence(8000, Duration::from_millis(20 * n)),
+            received_at: Instant::now(),
+        }
+    }
+
+    fn ts(ev: &LegEvent) -> Option<u64> {
+        match ev {
+            LegEvent::Frame { frame, .. } => Some(frame.ts.as_millis() as u64 / 20),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_leg_read_while_the_session_opens_keeps_the_newest_frames_in_order() {
+        let (ev_tx, ev_rx) = mpsc::channel(16);
+        let (cmd_tx, _cmd_rx) = command_channel();
+        let leg = LegHandle::new(8000, Instant::now(), ev_rx, cmd_tx);
+        for n in 0..5 {
+            ev_tx.send(frame(n)).await.unwrap();
+        }
+        ev_tx.send(LegEvent::Dtmf { digit: '5' }).await.unwrap();
+        let opening = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            "opened"
+        };
+        let (out, mut leg, dropped) = leg.listen_while(opening, 3).await;
+        assert_eq!((out, dropped), ("opened", 2));
+        ev_tx.send(frame(5)).await.unwrap();
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            let ev = leg.recv().await.unwrap();
+            got.push(ts(&ev).map_or("key".to_owned(), |n| n.to_string()));
+        }
+        assert_eq!(got, ["2", "3", "4", "key", "5"]);
     }
 }

@@ -210,7 +210,31 @@ pub async fn run_call_transferable(
             ..app.call_options()
         },
     };
-    run_attached(open, move || leg, info, attach).await
+    // The leg is read while the session opens (its frames keep their arrival; a long setup
+    // drops the oldest beyond `limits.leg_queue_frames`), and handed to the call afterwards.
+    let cap = app.loaded.config.limits.leg_queue_frames;
+    let slot = Arc::new(std::sync::Mutex::new(None));
+    let filled = slot.clone();
+    let open = async move {
+        let (opened, leg, dropped) = leg.listen_while(open, cap).await;
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "caller frames dropped while the model session opened"
+            );
+        }
+        if let Ok(mut s) = filled.lock() {
+            *s = Some(leg);
+        }
+        opened
+    };
+    let leg = move || {
+        slot.lock()
+            .ok()
+            .and_then(|mut s| s.take())
+            .unwrap_or_else(|| unreachable!("the leg is put back before the session is used"))
+    };
+    run_attached(open, leg, info, attach).await
 }
 
 /// A signal that turns true when `a` or `b` does.
