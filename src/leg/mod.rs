@@ -254,12 +254,12 @@ impl LegHandle {
                 out = &mut fut => break out,
                 ev = self.recv(), if !done => match ev {
                     Some(ev @ LegEvent::Frame { .. }) => {
-                        if frames >= cap.max(1) {
-                            if let Some(i) = early.iter().position(|e| matches!(e, LegEvent::Frame { .. })) {
-                                early.remove(i);
-                                frames -= 1;
-                                dropped += 1;
-                            }
+                        if frames >= cap.max(1)
+                            && let Some(i) = early.iter().position(|e| matches!(e, LegEvent::Frame { .. }))
+                        {
+                            early.remove(i);
+                            frames -= 1;
+                            dropped += 1;
                         }
                         frames += 1;
                         early.push_back(ev);
