@@ -2,7 +2,9 @@
 //! connection (HTTP/WebSocket or AudioSocket) is handed to the shard with the fewest live tasks,
 //! and every task the call spawns (leg, call loop, model session) then runs on that one thread:
 //! a frame's wake-ups never cross a core, no task is stolen mid-frame, and a wake-up costs no
-//! futex. The multi-thread runtime keeps what is not per call (admin, store, cluster, MCP).
+//! futex. Every HTTP connection is placed this way, the admin API's and `/metrics`' too (their
+//! handlers do not block); the daemon's background work (store writer, cluster, MCP sessions,
+//! upkeep) and SIP stay on the multi-thread runtime.
 
 use std::future::Future;
 use std::io;
