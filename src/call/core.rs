@@ -925,6 +925,21 @@ impl CallCore {
         self.apply_resume_actions(now);
     }
 
+    /// Replayed caller audio (already at the session's rate) to session `id`; nothing when empty.
+    fn send_replayed(&mut self, id: SessionId, samples: &[i16]) {
+        if samples.is_empty() {
+            return;
+        }
+        let json = self.protocol.audio_message(samples, &mut self.scratch);
+        self.out.send(
+            id,
+            Outbound::Text {
+                json,
+                received_at: None,
+            },
+        );
+    }
+
     /// The new session is up: history, replayed audio, held messages, in that order.
     fn install(&mut self, s: Live, now: Instant) {
         let Some(r) = self.resume.as_mut() else {
@@ -943,29 +958,11 @@ impl CallCore {
                     for samples in &replay {
                         out.clear();
                         rs.process(samples, &mut out);
-                        if !out.is_empty() {
-                            let json = self.protocol.audio_message(&out, &mut self.scratch);
-                            self.out.send(
-                                s.id,
-                                Outbound::Text {
-                                    json,
-                                    received_at: None,
-                                },
-                            );
-                        }
+                        self.send_replayed(s.id, &out);
                     }
                     out.clear();
                     rs.flush(&mut out);
-                    if !out.is_empty() {
-                        let json = self.protocol.audio_message(&out, &mut self.scratch);
-                        self.out.send(
-                            s.id,
-                            Outbound::Text {
-                                json,
-                                received_at: None,
-                            },
-                        );
-                    }
+                    self.send_replayed(s.id, &out);
                 }
                 Err(e) => tracing::warn!(error = %e, "caller audio kept for replay not resent"),
             }
@@ -977,6 +974,9 @@ impl CallCore {
             }
         }
         self.session = Some(s);
+        let Some(r) = self.resume.as_mut() else {
+            return;
+        };
         r.unheard = true;
         let index = r.machine.records().len().saturating_sub(1);
         if let (Some(st), Some(rec)) = (r.stopped.take(), r.machine.records_mut().get_mut(index)) {

@@ -309,7 +309,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_leg_read_while_the_session_opens_keeps_the_newest_frames_in_order() {
         let (ev_tx, ev_rx) = mpsc::channel(16);
         let (cmd_tx, _cmd_rx) = command_channel();

@@ -103,6 +103,15 @@ pub struct CallInfo {
     pub caller: Option<String>,
 }
 
+/// A call's model session opened (with the agent set's driver), or why not.
+pub type Opened = Result<
+    (
+        crate::model::handle::ModelSession,
+        Option<crate::call::Agents>,
+    ),
+    crate::model::handle::OpenError,
+>;
+
 /// Why a call did not run to its end.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -160,15 +169,7 @@ pub async fn run_call_with_transfer(
 /// [`run_call`] with the model session opened by `open` (which may tap the session first).
 pub async fn run_call_opening(
     app: &AppState,
-    open: impl Future<
-        Output = Result<
-            (
-                crate::model::handle::ModelSession,
-                Option<crate::call::Agents>,
-            ),
-            crate::model::handle::OpenError,
-        >,
-    >,
+    open: impl Future<Output = Opened>,
     leg: LegHandle,
     info: CallInfo,
     live: Option<Arc<LiveCall>>,
@@ -180,15 +181,7 @@ pub async fn run_call_opening(
 /// [`run_call_opening`] on a leg that takes blind transfers to a person (a SIP call's REFER).
 pub async fn run_call_transferable(
     app: &AppState,
-    open: impl Future<
-        Output = Result<
-            (
-                crate::model::handle::ModelSession,
-                Option<crate::call::Agents>,
-            ),
-            crate::model::handle::OpenError,
-        >,
-    >,
+    open: impl Future<Output = Opened>,
     leg: LegHandle,
     info: CallInfo,
     live: Option<Arc<LiveCall>>,
@@ -270,15 +263,7 @@ pub struct Attach {
 /// while the caller's contexts load; then `leg` gives the caller's leg (a leg already live waits
 /// that long; a fixture starts then) and the call runs with its listeners attached.
 pub async fn run_attached(
-    open: impl Future<
-        Output = Result<
-            (
-                crate::model::handle::ModelSession,
-                Option<crate::call::Agents>,
-            ),
-            crate::model::handle::OpenError,
-        >,
-    >,
+    open: impl Future<Output = Opened>,
     leg: impl FnOnce() -> LegHandle,
     info: CallInfo,
     attach: Attach,
