@@ -292,12 +292,18 @@ fn a_human_agents_problems_are_named_by_key_with_a_fix() {
     ));
     assert_eq!(keys(&p), ["agents.p.destination.to"], "{p:?}");
     assert!(p[0].1.contains("sip:4471@pbx.example.com"), "{p:?}");
-    // Warm transfers are refused until calls carry them out.
-    let p = problems(&format!(
-        "{head}[agents.p]\nkind = \"human\"\nname = \"P\"\n[agents.p.destination]\nto = \"+442079460018\"\n"
-    ));
-    assert_eq!(keys(&p), ["agents.p.destination.transfer"], "{p:?}");
-    assert!(p[0].2.contains("transfer = \"blind\""), "{p:?}");
+    // A warm transfer is the default: the person is dialled, briefed and bridged.
+    let set = agents::parse(
+        &format!(
+            "{head}[agents.p]\nkind = \"human\"\nname = \"P\"\n[agents.p.destination]\nto = \"+442079460018\"\n"
+        ),
+        Path::new("/tmp/sets/warm.toml"),
+    )
+    .expect("a warm person loads");
+    assert_eq!(
+        set.people[0].human.handover,
+        baton::transfer::Handover::Warm
+    );
     // What a person cannot have, and a person as primary.
     let p = problems(&format!(
         "{head}[agents.p]\nkind = \"human\"\nname = \"P\"\nrole = \"primary\"\ninstruction = \"be nice\"\ntools = [\"t\"]\n[agents.p.destination]\nto = \"sip:p@pbx.example.com\"\ntransfer = \"blind\"\non_no_answer = \"agent:nobody\"\n"

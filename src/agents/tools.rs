@@ -165,6 +165,36 @@ pub fn declarations(reg: &Registry, members: &[u32], caps: &Capabilities) -> Vec
     }
 }
 
+/// What a warm transfer's brief session says yes or no with: `accept_transfer` and
+/// `decline_transfer` (`reason`), for the person being briefed (`name`).
+pub const ACCEPT_TRANSFER: &str = "accept_transfer";
+/// See [`ACCEPT_TRANSFER`].
+pub const DECLINE_TRANSFER: &str = "decline_transfer";
+
+/// The `tools` of a brief session: the person accepts or declines the call.
+pub fn brief_declarations(name: &str) -> Vec<Value> {
+    vec![json!({ "functionDeclarations": [
+        {
+            "name": ACCEPT_TRANSFER,
+            "description": format!("{name} will take the call: connect the caller to them now."),
+            "parametersJsonSchema": { "type": "object", "properties": {} }
+        },
+        {
+            "name": DECLINE_TRANSFER,
+            "description": format!("{name} will not or cannot take the call; the caller stays with the agent."),
+            "parametersJsonSchema": {
+                "type": "object",
+                "properties": {
+                    "reason": {
+                        "type": "string",
+                        "description": format!("Why, in {name}'s words, for the caller to hear.")
+                    }
+                }
+            }
+        }
+    ]})]
+}
+
 fn tool_declaration(t: &Tool, caps: &Capabilities) -> Value {
     let mut d = json!({
         "name": t.name,

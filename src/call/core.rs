@@ -90,6 +90,18 @@ pub struct CallCore {
     pub(super) now: Instant,
     /// The call is over, for this reason.
     ended: Option<String>,
+    /// Caller and a person are bridged (a warm transfer connected): no model; the caller's
+    /// frames go out through `poll_bridge`, the person's audio plays through this playout.
+    bridged: Option<Bridged>,
+}
+
+/// The state of a bridge to a person.
+#[derive(Debug, Default)]
+struct Bridged {
+    /// Caller frames for the person's leg, oldest first.
+    out: std::collections::VecDeque<Frame>,
+    /// Chunks of the person's audio queued.
+    chunks: u64,
 }
 
 impl CallCore {
@@ -141,6 +153,7 @@ impl CallCore {
             out: Outbox::default(),
             now,
             ended: None,
+            bridged: None,
         };
         call.apply_agent_actions(now);
         Ok(call)
@@ -189,7 +202,8 @@ impl CallCore {
 
     /// No session, none being opened and none about to be: the call cannot go on.
     fn model_lost(&self) -> bool {
-        self.session.is_none()
+        self.bridged.is_none()
+            && self.session.is_none()
             && self.agents.as_ref().is_none_or(|a| !a.reopening())
             && self.resume.as_ref().is_none_or(|r| !r.machine.switching())
     }
@@ -375,7 +389,10 @@ impl CallCore {
         let mut next = (self.playout.poll_timeout(), Reason::Playout);
         let others = [
             (
-                self.agents.as_ref().and_then(AgentsDriver::deadline),
+                self.agents
+                    .as_ref()
+                    .filter(|_| self.bridged.is_none())
+                    .and_then(AgentsDriver::deadline),
                 Reason::Orchestrator,
             ),
             (
@@ -412,11 +429,12 @@ impl CallCore {
         if self.ended.is_some() {
             return;
         }
-        if self
-            .agents
-            .as_ref()
-            .and_then(AgentsDriver::deadline)
-            .is_some_and(|at| at <= now)
+        if self.bridged.is_none()
+            && self
+                .agents
+                .as_ref()
+                .and_then(AgentsDriver::deadline)
+                .is_some_and(|at| at <= now)
         {
             if let Some(a) = self.agents.as_mut() {
                 a.on_timeout(now);
@@ -468,6 +486,14 @@ impl CallCore {
     }
 
     fn on_caller_frame(&mut self, frame: Frame, received_at: tokio::time::Instant, now: Instant) {
+        if let Some(b) = self.bridged.as_mut() {
+            // Bounded: a person's leg that takes nothing for a second loses the oldest.
+            if b.out.len() >= 50 {
+                b.out.pop_front();
+            }
+            b.out.push_back(frame);
+            return;
+        }
         let received = received_at.into_std();
         let before = self.vad.last_voiced_end();
         let vad_event = self.vad.push(&frame.samples, frame.ts, frame.duration());
@@ -544,6 +570,71 @@ pub(super) fn no_backend_response(calls: &[ToolCallRequest]) -> ClientMessage {
                 .collect(),
         ),
     })
+}
+
+// Bridged to a person: once a warm transfer connects, the model leaves and the call carries
+// the two people's audio — the caller's frames out to the person's leg, the person's audio
+// through the caller's playout on the same 20 ms clock, so the caller's leg, its recording and
+// its figures go on as before.
+impl CallCore {
+    /// Caller and person are bridged from `now`: every session closes (none is reopened) and
+    /// the orchestrator stops deciding; the caller's frames go to [`CallCore::poll_bridge`].
+    pub fn bridge(&mut self, now: Instant) {
+        self.advance(now);
+        if self.ended.is_some() || self.bridged.is_some() {
+            return;
+        }
+        self.bridged = Some(Bridged::default());
+        if let Some(s) = self.session.take() {
+            self.out.close(s.id, false);
+        }
+        if let Some(r) = self.resume.as_mut() {
+            r.abandon(&mut self.out);
+        }
+        self.resume = None;
+        if let Some(a) = self.agents.as_mut() {
+            a.close_standby(&mut self.out);
+        }
+        // Whatever the agent had left to say is not said over the person.
+        self.playout.flush();
+        self.turn_open = false;
+        self.awaiting_first_audio = None;
+    }
+
+    /// True once [`CallCore::bridge`] was called.
+    pub fn is_bridged(&self) -> bool {
+        self.bridged.is_some()
+    }
+
+    /// The person's audio, already at the leg's rate, received at `received_at`: played to the
+    /// caller from the next tick (running dry between packets is idle silence, not an underrun).
+    pub fn handle_bridged_audio(&mut self, samples: &[i16], received_at: Instant) {
+        let Some(b) = self.bridged.as_mut() else {
+            return;
+        };
+        b.chunks += 1;
+        let tag = TurnTag {
+            agent: u32::MAX,
+            turn: u64::MAX,
+        };
+        self.playout.push(samples, tag, received_at);
+        self.playout.end_turn(tag);
+    }
+
+    /// The next caller frame for the person's leg.
+    pub fn poll_bridge(&mut self) -> Option<Frame> {
+        self.bridged.as_mut()?.out.pop_front()
+    }
+
+    /// The latest instant the shell has handed in.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Audio queued and not yet played to the leg.
+    pub fn queued_audio(&self) -> Duration {
+        self.playout.queued()
+    }
 }
 
 // The call's downlink half: what the model sends (audio, transcripts, tool calls, turn and
@@ -726,7 +817,7 @@ impl CallCore {
                     ms(waited.saturating_sub(cs.ahead)),
                 );
             }
-            if played.kind == PlayedKind::Voice {
+            if played.kind == PlayedKind::Voice && self.bridged.is_none() {
                 let ts_ms = ms(played.frame.ts);
                 if let Some(tag) = played.tag {
                     self.reconnect_voice(tag.turn, played.frame.ts, self.last_voice_end);

@@ -20,6 +20,7 @@ pub mod recording;
 pub mod resume;
 mod standby;
 pub mod tap;
+pub mod warm;
 
 use std::future::poll_fn;
 use std::task::Poll;
@@ -63,6 +64,9 @@ pub struct CallOptions {
     /// call's REST redirect); without one, a transfer an agent asks for ends `unavailable` and
     /// the caller stays.
     pub transfer: Option<crate::leg::sip::transfer::TransferPort>,
+    /// Where a warm transfer dials the person (the daemon's SIP trunks); without one, a warm
+    /// transfer ends `unavailable` and the caller stays.
+    pub dialer: Option<std::sync::Arc<dyn warm::Dialer>>,
 }
 
 impl Default for CallOptions {
@@ -75,6 +79,7 @@ impl Default for CallOptions {
             commands: None,
             recording: None,
             transfer: None,
+            dialer: None,
         }
     }
 }
@@ -145,6 +150,8 @@ pub async fn run_with_agents(
     let mut commands = opts.commands.take().and_then(|i| i.take());
     let tap = opts.recording.take();
     let transfer_port = opts.transfer.take();
+    let dialer = opts.dialer.take();
+    let mut warm: Option<warm::Warm> = None;
     let mut transfer_events: Option<mpsc::UnboundedReceiver<crate::transfer::Event>> = None;
     let (opened_tx, mut opened_rx) = mpsc::channel(4);
     let (tool_tx, mut tool_rx) = mpsc::unbounded_channel();
@@ -157,6 +164,9 @@ pub async fn run_with_agents(
         while let Some(cmd) = core.poll_leg() {
             if let (Some(t), LegCommand::Play { frame, .. }) = (&tap, &cmd) {
                 t.agent(frame);
+            }
+            if let (Some(w), LegCommand::Play { frame, kind }) = (warm.as_mut(), &cmd) {
+                w.caller_played(frame, *kind, core.now());
             }
             if !leg_open {
                 if let LegCommand::Play { frame, .. } = cmd {
@@ -181,6 +191,10 @@ pub async fn run_with_agents(
             // A leg driven from this task writes now, not on its next poll.
             leg.flush().await;
         }
+        if let Some(w) = warm.as_mut() {
+            w.bridge_out(&mut core);
+            w.flush().await;
+        }
         while let Some(cmd) = core.poll_model() {
             sessions.carry_out(cmd);
         }
@@ -203,6 +217,29 @@ pub async fn run_with_agents(
                 }
                 Task::RunTool(run) => tools.spawn(run, tool_tx.clone()),
                 Task::CancelTools { ids, reason } => tools.cancel(&ids, &reason),
+                Task::Transfer(req) if req.plan == crate::transfer::Handover::Warm => {
+                    let now = Instant::now().into_std();
+                    match (dialer.as_ref(), warm.is_some()) {
+                        (Some(d), false) => {
+                            let mut w = warm::Warm::start(*req, d.clone(), leg.rate, now);
+                            w.handle_timeout(&mut core, now);
+                            warm = Some(w);
+                        }
+                        (None, _) => core.handle_transfer(
+                            warm::unavailable(
+                                &req,
+                                "warm transfers dial the person over SIP: configure [sip] \
+                                 listen and a trunk ([sip.trunks.<name>]) or give the person a \
+                                 SIP URI",
+                            ),
+                            now,
+                        ),
+                        (Some(_), true) => core.handle_transfer(
+                            warm::unavailable(&req, "another warm transfer is under way"),
+                            now,
+                        ),
+                    }
+                }
                 Task::Transfer(req) => match ask_transfer(*req, transfer_port.as_ref()) {
                     Ok(rx) => transfer_events = Some(rx),
                     Err(refusal) => {
@@ -216,10 +253,24 @@ pub async fn run_with_agents(
                 s.send(&ev);
             }
         }
+        if warm.as_ref().is_some_and(warm::Warm::is_over) {
+            warm = None;
+        }
         if core.ended().is_some() {
+            if let Some(mut w) = warm.take() {
+                w.caller_gone(&mut core, Instant::now().into_std());
+                while let Some(ev) = core.poll_event() {
+                    if let Some(s) = &sink {
+                        s.send(&ev);
+                    }
+                }
+            }
             break;
         }
-        let (deadline, _) = core.poll_timeout();
+        let (mut deadline, _) = core.poll_timeout();
+        if let Some(at) = warm.as_ref().and_then(warm::Warm::poll_timeout) {
+            deadline = deadline.min(at);
+        }
         let deadline = Instant::from_std(deadline);
         if sleep.deadline() != deadline {
             sleep.as_mut().reset(deadline);
@@ -268,7 +319,18 @@ pub async fn run_with_agents(
                     }
                     core.handle_leg(ev, Instant::now().into_std());
                 }
-                () = &mut sleep => core.handle_timeout(Instant::now().into_std()),
+                wake = next_warm(&mut warm) => {
+                    if let Some(w) = warm.as_mut() {
+                        w.handle(wake, &mut core, Instant::now().into_std());
+                    }
+                }
+                () = &mut sleep => {
+                    let now = Instant::now().into_std();
+                    core.handle_timeout(now);
+                    if let Some(w) = warm.as_mut() {
+                        w.handle_timeout(&mut core, now);
+                    }
+                }
             }
         })
         .await;
@@ -290,7 +352,7 @@ pub async fn run_with_agents(
 }
 
 /// The call's open model sessions, by id.
-struct Sessions(Vec<(SessionId, ModelSession)>);
+struct Sessions(pub(super) Vec<(SessionId, ModelSession)>);
 
 impl Sessions {
     /// The next event of any session (`None`: that session's events have ended); never without
@@ -400,6 +462,14 @@ fn ask_transfer(
             req.target.clone(),
             "the caller's SIP dialog has ended",
         )),
+    }
+}
+
+/// What woke the warm transfer under way; never without one.
+async fn next_warm(warm: &mut Option<warm::Warm>) -> warm::Wake {
+    match warm {
+        Some(w) => w.next().await,
+        None => std::future::pending().await,
     }
 }
 

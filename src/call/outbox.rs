@@ -70,13 +70,31 @@ pub enum Task {
     Transfer(Box<TransferRequest>),
 }
 
-/// A transfer to a person for the shell to ask of the caller's leg.
+/// A transfer to a person for the shell to carry out: asked of the caller's leg (blind), or
+/// dialled and briefed by the call itself (warm).
 #[derive(Debug)]
 pub struct TransferRequest {
     /// The person's agent id.
     pub to: String,
     pub target: crate::transfer::Destination,
+    /// The trunk a number is dialled on (warm).
+    pub trunk: Option<String>,
     pub settings: crate::transfer::Settings,
+    pub plan: crate::transfer::Handover,
+    /// Warm: the session that briefs the person once they answer.
+    pub brief: Option<Box<BriefRequest>>,
+}
+
+/// The brief session of a warm transfer: opened when the person answers, it speaks to them
+/// only, and its `accept_transfer` / `decline_transfer` calls are their answer.
+#[derive(Debug)]
+pub struct BriefRequest {
+    /// The person's name, as the brief addresses them.
+    pub name: String,
+    pub backend: crate::backend::ModelBackend,
+    pub config: crate::model::gemini::session::SessionConfig,
+    /// The text turn that starts the brief, sent right after setup.
+    pub start: String,
 }
 
 /// A session could not be opened.

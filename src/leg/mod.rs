@@ -222,6 +222,11 @@ impl LegHandle {
         std::future::poll_fn(|cx| self.io.poll_event(cx)).await
     }
 
+    /// Polls for the leg's next event (see [`LegHandle::recv`]).
+    pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
+        self.io.poll_event(cx)
+    }
+
     /// Gives the leg a command, or says why it did not take it.
     pub fn send(&mut self, cmd: LegCommand) -> Result<(), Refused> {
         self.io.command(cmd)

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod page;
 pub mod shards;
 pub mod sip;
+mod sip_person;
 pub mod stream;
 pub mod transcripts;
 pub mod twilio;
@@ -499,6 +500,9 @@ impl AppState {
                 config: self.session.clone(),
             }),
             reconnect: self.loaded.config.resume.policy(),
+            dialer: self.sip.get().map(|svc| {
+                Arc::new(sip_person::SipDialer(svc.clone())) as Arc<dyn crate::call::warm::Dialer>
+            }),
             ..Default::default()
         }
     }

@@ -76,7 +76,7 @@ type Transferable = (TransferPort, Option<Arc<super::live::LiveCall>>);
 /// The daemon's SIP side.
 pub struct SipService {
     pub ua: Arc<UserAgent>,
-    settings: CallSettings,
+    pub(super) settings: CallSettings,
     policy: Policy,
     nonces: Mutex<Nonces>,
     routes: BTreeMap<String, Arc<crate::agents::Registry>>,
@@ -175,6 +175,90 @@ impl SipService {
             }
         }
         Err(TransferError::Ended)
+    }
+
+    /// The INVITE of a call to `to` (a SIP URI, or a number or extension at the trunk's host) on
+    /// trunk `trunk` (may be left out when only one is configured): the trunk's name, the
+    /// target as text, and the dial.
+    pub(super) fn trunk_dial(
+        &self,
+        to: &str,
+        trunk: Option<&str>,
+        from: Option<&str>,
+        ring_timeout_s: Option<u64>,
+    ) -> Result<(String, String, Dial), PlaceError> {
+        let svc = self;
+        let (name, trunk) = match trunk {
+            Some(n) => (
+                n.to_owned(),
+                svc.trunks
+                    .get(n)
+                    .ok_or_else(|| PlaceError::NoTrunk(n.to_owned()))?,
+            ),
+            None if svc.trunks.len() == 1 => {
+                let (n, t) = svc.trunks.iter().next().ok_or(PlaceError::NoSip)?;
+                (n.clone(), t)
+            }
+            None => {
+                return Err(PlaceError::NeedTrunk(format!(
+                    "name the trunk: {} are configured",
+                    if svc.trunks.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        svc.trunks.keys().cloned().collect::<Vec<_>>().join(", ")
+                    }
+                )));
+            }
+        };
+        let host = &trunk.uri.host_with_port;
+        let target_text = if to.starts_with("sip:") || to.starts_with("sips:") {
+            to.to_owned()
+        } else if !to.is_empty()
+            && to
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+*#-_.".contains(c))
+        {
+            format!("sip:{}@{host}", to)
+        } else {
+            return Err(PlaceError::BadTarget(to.to_owned()));
+        };
+        let mut target = rsipstack::sip::Uri::try_from(target_text.as_str())
+            .map_err(|_| PlaceError::BadTarget(to.to_owned()))?;
+        // A sips: target is TLS whatever the trunk says; otherwise the trunk's transport.
+        let transport = if target_text.starts_with("sips:") {
+            Transport::Tls
+        } else {
+            trunk.cfg.transport()
+        };
+        let stack_transport = match transport {
+            Transport::Tcp => Some(rsipstack::sip::Transport::Tcp),
+            Transport::Tls => Some(rsipstack::sip::Transport::Tls),
+            Transport::Udp => None,
+        };
+        if let Some(t) = stack_transport
+            && !target
+                .params
+                .iter()
+                .any(|p| matches!(p, rsipstack::sip::Param::Transport(_)))
+        {
+            target.params.push(rsipstack::sip::Param::Transport(t));
+        }
+        let from_text = match (from, trunk.cfg.from.as_str(), &trunk.credential) {
+            (Some(f), _, _) => f.to_owned(),
+            (None, f, _) if !f.is_empty() => f.to_owned(),
+            (None, _, Some(c)) => format!("sip:{}@{host}", c.username),
+            (None, _, None) => format!("sip:baton@{host}"),
+        };
+        let from = rsipstack::sip::Uri::try_from(from_text.as_str())
+            .map_err(|_| PlaceError::BadTarget(from_text.clone()))?;
+        let dial = Dial {
+            target,
+            from,
+            credential: trunk.credential.clone(),
+            ring_timeout: Duration::from_secs(ring_timeout_s.unwrap_or(trunk.cfg.ring_timeout_s)),
+            transport,
+        };
+        Ok((name, target_text, dial))
     }
 
     /// Stops registrations (withdrawing them), then the stack.
@@ -689,80 +773,15 @@ pub struct Placed {
 /// call is answered or has failed.
 pub async fn place(app: &Arc<AppState>, req: PlaceRequest) -> Result<Placed, PlaceError> {
     let svc = app.sip.get().cloned().ok_or(PlaceError::NoSip)?;
-    let (name, trunk) = match &req.trunk {
-        Some(n) => (
-            n.clone(),
-            svc.trunks
-                .get(n)
-                .ok_or_else(|| PlaceError::NoTrunk(n.clone()))?,
-        ),
-        None if svc.trunks.len() == 1 => {
-            let (n, t) = svc.trunks.iter().next().ok_or(PlaceError::NoSip)?;
-            (n.clone(), t)
-        }
-        None => {
-            return Err(PlaceError::NeedTrunk(format!(
-                "name the trunk: {} are configured",
-                if svc.trunks.is_empty() {
-                    "none".to_owned()
-                } else {
-                    svc.trunks.keys().cloned().collect::<Vec<_>>().join(", ")
-                }
-            )));
-        }
-    };
-    let host = &trunk.uri.host_with_port;
-    let target_text = if req.to.starts_with("sip:") || req.to.starts_with("sips:") {
-        req.to.clone()
-    } else if !req.to.is_empty()
-        && req
-            .to
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "+*#-_.".contains(c))
-    {
-        format!("sip:{}@{host}", req.to)
-    } else {
-        return Err(PlaceError::BadTarget(req.to.clone()));
-    };
-    let mut target = rsipstack::sip::Uri::try_from(target_text.as_str())
-        .map_err(|_| PlaceError::BadTarget(req.to.clone()))?;
-    // A sips: target is TLS whatever the trunk says; otherwise the trunk's transport.
-    let transport = if target_text.starts_with("sips:") {
-        Transport::Tls
-    } else {
-        trunk.cfg.transport()
-    };
-    let stack_transport = match transport {
-        Transport::Tcp => Some(rsipstack::sip::Transport::Tcp),
-        Transport::Tls => Some(rsipstack::sip::Transport::Tls),
-        Transport::Udp => None,
-    };
-    if let Some(t) = stack_transport
-        && !target
-            .params
-            .iter()
-            .any(|p| matches!(p, rsipstack::sip::Param::Transport(_)))
-    {
-        target.params.push(rsipstack::sip::Param::Transport(t));
-    }
-    let from_text = match (&req.from, trunk.cfg.from.as_str(), &trunk.credential) {
-        (Some(f), _, _) => f.clone(),
-        (None, f, _) if !f.is_empty() => f.to_owned(),
-        (None, _, Some(c)) => format!("sip:{}@{host}", c.username),
-        (None, _, None) => format!("sip:baton@{host}"),
-    };
-    let from = rsipstack::sip::Uri::try_from(from_text.as_str())
-        .map_err(|_| PlaceError::BadTarget(from_text.clone()))?;
+    let (name, target_text, dial) = svc.trunk_dial(
+        &req.to,
+        req.trunk.as_deref(),
+        req.from.as_deref(),
+        req.ring_timeout_s,
+    )?;
     let Some(slot) = app.calls.try_admit() else {
         let why = super::admission::count_refusal(app, LEG);
         return Err(PlaceError::Unavailable(why));
-    };
-    let dial = Dial {
-        target,
-        from,
-        credential: trunk.credential.clone(),
-        ring_timeout: Duration::from_secs(req.ring_timeout_s.unwrap_or(trunk.cfg.ring_timeout_s)),
-        transport,
     };
     tracing::info!(trunk = %name, to = %target_text, "placing a SIP call");
     match call::place(svc.ua.clone(), dial, &svc.settings).await {

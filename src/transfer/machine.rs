@@ -541,6 +541,13 @@ impl Transfer {
         }
     }
 
+    /// A switch of what the caller hears is waiting for its first sound: the shell reports
+    /// each played frame through [`Transfer::handle_caller_frame`] (and may skip the check
+    /// otherwise).
+    pub fn awaits_sound(&self) -> bool {
+        self.gap_since.is_some()
+    }
+
     /// Fires the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.tick(now);

@@ -361,9 +361,9 @@ impl MediaPeer {
         let mut buf = [0u8; 2048];
         let mut heard = Heard::default();
         let (n, from) =
-            tokio::time::timeout(Duration::from_secs(10), self.sock.recv_from(&mut buf))
+            tokio::time::timeout(Duration::from_secs(20), self.sock.recv_from(&mut buf))
                 .await
-                .expect("baton sent no RTP within 10 s")
+                .expect("baton sent no RTP within 20 s")
                 .unwrap();
         heard.from = Some(from);
         let start = Instant::now();

@@ -6,7 +6,7 @@
 use super::Problems;
 use crate::agents::config::{AgentSection, RoleName};
 use crate::agents::registry::Person;
-use crate::transfer::destination::{self, Handover, OnNoAnswer};
+use crate::transfer::destination::{self, OnNoAnswer};
 
 /// The checked person at `index`, or `None` (with the problems added) when it cannot be used.
 pub(super) fn person(
@@ -84,13 +84,6 @@ pub(super) fn person(
             return None;
         }
     };
-    if human.handover == Handover::Warm {
-        p.add(
-            format!("{k}.destination.transfer"),
-            "a warm transfer (the default) is not carried out by calls yet: baton would never dial the person",
-            "set transfer = \"blind\" (the caller's leg is handed on by SIP REFER after the announcement)",
-        );
-    }
     if let OnNoAnswer::Agent(name) = &human.on_no_answer
         && index_of(name).is_none()
     {

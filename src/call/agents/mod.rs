@@ -468,17 +468,53 @@ impl AgentsDriver {
     pub fn due_transfer(&mut self, drained: bool, now: Instant) -> Option<Task> {
         let (h, since) = self.handover.as_ref()?;
         let settings = crate::transfer::Settings::for_agent(&h.human);
-        let announced = drained && !self.orch.generating();
+        let warm = h.human.handover == crate::transfer::Handover::Warm;
+        // A warm transfer dials at once: the caller stays with the agent while the phone rings.
+        let announced = warm || (drained && !self.orch.generating());
         if !announced && now < *since + settings.announcement_guard {
             return None;
         }
         let (h, _) = self.handover.take()?;
         self.transferring = Some(h.person.clone());
+        let brief = warm.then(|| Box::new(self.brief_request(&h)));
         Some(Task::Transfer(Box::new(super::outbox::TransferRequest {
             to: h.person,
             target: h.human.destination,
+            trunk: h.human.trunk,
             settings,
+            plan: h.human.handover,
+            brief,
         })))
+    }
+
+    /// The brief session for a warm transfer to `h`: the call's model and voice, told whom it
+    /// briefs and what the agent learned, with the two answers as its only tools.
+    fn brief_request(&self, h: &crate::agents::PersonHandover) -> super::outbox::BriefRequest {
+        let name = &h.name;
+        let summary = if h.summary.trim().is_empty() {
+            "the agent noted nothing beyond the request for you".to_owned()
+        } else {
+            h.summary.trim().to_owned()
+        };
+        let mut config = self.base.clone();
+        config.system_instruction = Some(format!(
+            "You are briefing {name}, who is about to take a transferred call. You speak to \
+             {name} only; the caller cannot hear you and is waiting with the agent {from}. What \
+             {from} learned from the caller: {summary}\n\nSay in one or two short sentences who \
+             is calling and what they need, then ask {name} whether they will take the call. \
+             When {name} says yes, call accept_transfer. When {name} says no or cannot, call \
+             decline_transfer with their reason. Do not help with the request yourself.",
+            from = h.from,
+        ));
+        config.tools = crate::agents::tools::brief_declarations(name);
+        config.resume_handle = None;
+        config.history_in_client_content = false;
+        super::outbox::BriefRequest {
+            name: name.clone(),
+            backend: self.backend.clone(),
+            config,
+            start: format!("The person has answered. Brief {name} now."),
+        }
     }
 
     /// An event of the transfer under way: on the call's event feed, and its outcome to the
@@ -508,7 +544,8 @@ impl AgentsDriver {
             },
             now,
         );
-        outcome.succeeded().then_some(to)
+        // A blind transfer hands the caller's leg away; a warm one keeps it (bridged).
+        matches!(outcome, crate::transfer::Outcome::Transferred).then_some(to)
     }
 
     /// True while a cold recreation waits for the announcement to finish playing.

@@ -641,6 +641,24 @@ impl std::fmt::Debug for Dial {
     }
 }
 
+/// What an outbound INVITE has heard so far, before its final answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// 180: the phone rings.
+    Ringing,
+    /// 183 (or a 18x with a body): early media — ringback, an announcement, music.
+    EarlyMedia,
+}
+
+/// Who is told how an outbound INVITE progresses, and what cancels it.
+#[derive(Default)]
+pub struct Watch {
+    /// Every provisional answer, as it comes.
+    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    /// The INVITE is cancelled (CANCEL) when this fires or its sender is dropped.
+    pub cancel: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
 /// Places a call: INVITE with baton's offer, digest answered when challenged, CANCEL after
 /// `ring_timeout`; on 2xx the media starts. Early media is ignored.
 pub async fn place(
@@ -648,6 +666,20 @@ pub async fn place(
     dial: Dial,
     settings: &CallSettings,
 ) -> Result<Connected, Outcome> {
+    place_watched(ua, dial, settings, Watch::default()).await
+}
+
+/// [`place`], telling `watch.progress` of every provisional answer and sending CANCEL as soon
+/// as `watch.cancel` fires (the outcome is then no answer, or the final status that crossed
+/// the CANCEL). Early media is reported, never played.
+pub async fn place_watched(
+    ua: Arc<UserAgent>,
+    dial: Dial,
+    settings: &CallSettings,
+    watch: Watch,
+) -> Result<Connected, Outcome> {
+    let Watch { progress, cancel } = watch;
+    let mut cancel = cancel;
     let sockets = leg::bind_pair(ua.rtp_bind_ip, settings.rtp_ports.0, settings.rtp_ports.1)
         .await
         .map_err(|e| Outcome::Failed {
@@ -688,11 +720,20 @@ pub async fn place(
         tokio::select! {
             r = &mut task => break Some(r),
             s = states.recv(), if states_open => match s {
-                Some(DialogState::Trying(_) | DialogState::Early(..)) => responded = true,
+                Some(DialogState::Trying(_)) => responded = true,
+                Some(DialogState::Early(_, resp)) => {
+                    responded = true;
+                    if let Some(tx) = &progress {
+                        let early = u16::from(resp.status_code.clone()) == 183
+                            || !resp.body.is_empty();
+                        let _ = tx.send(if early { Progress::EarlyMedia } else { Progress::Ringing });
+                    }
+                }
                 Some(_) => {}
                 None => states_open = false,
             },
             _ = &mut deadline => break None,
+            _ = cancelled(&mut cancel) => break None,
         }
     };
     let result = match finished {
@@ -704,9 +745,18 @@ pub async fn place(
         }
         None => {
             let _ = dialog.cancel().await;
-            // The INVITE ends with 487 once the CANCEL lands; don't wait long for it.
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            abort.abort();
+            // The INVITE ends with 487 once the CANCEL lands. A 200 that crossed the CANCEL
+            // is answered with BYE: the phone never stays up with nobody on the line.
+            match tokio::time::timeout(Duration::from_secs(2), &mut task).await {
+                Ok(Ok(Ok((_, Some(resp)))))
+                    if resp.status_code.kind() == StatusCodeKind::Successful =>
+                {
+                    tracing::info!("the callee answered as the INVITE was cancelled; hanging up");
+                    let _ = tokio::time::timeout(Duration::from_secs(5), dialog.bye()).await;
+                }
+                Ok(_) => {}
+                Err(_) => abort.abort(),
+            }
             ua.dialogs.remove_dialog(&dialog.id());
             if !responded
                 && dial.transport == Transport::Tls
@@ -776,6 +826,16 @@ pub async fn place(
         },
         parties,
     })
+}
+
+/// Resolves when `cancel` fires or its sender goes; never without one.
+async fn cancelled(cancel: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
+    match cancel.as_mut() {
+        Some(rx) => {
+            let _ = rx.await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

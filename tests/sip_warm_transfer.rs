@@ -1,0 +1,438 @@
+//! A warm transfer to a person, end to end on loopback: SIPp (Debian package `sip-tester`) is
+//! the caller and, as a second instance, the person's phone; the test plays both parties' media
+//! (their RTP). Asha (the embedded mock, `tests/data/transfer/human_blind.toml`) announces Ravi
+//! and calls `transfer_to_ravi`; Ravi is a `kind = "human"` agent with `transfer = "warm"`
+//! (`config/agents/front_desk.toml` with its destination pointed at the person's SIPp). baton
+//! dials Ravi while the caller stays with Asha, briefs him on his leg only, and:
+//! - accepted (key 1): caller and person are bridged — each hears the other through baton;
+//! - declined (603 on the phone, or key 2 after the brief), busy (486): the caller is back with
+//!   Asha, told why, and the person's leg is released;
+//! - the caller hangs up while the person's phone rings: the INVITE is cancelled;
+//! - the person hangs up during the brief: the caller is back with Asha.
+//!
+//! Every outcome is one typed `transfer` event on the call's feed and counted on `/metrics`.
+
+mod sip_support;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use sip_support::{MediaPeer, Scenario, daemon, in_dialog, invite, recv, scenario, scratch};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const SCENARIO: &str = "tests/data/transfer/human_blind.toml";
+
+/// The front-desk set with Ravi reached warm at the person's SIPp on `port`.
+fn warm_set(dir: &Path, port: u16, ring_s: u64) -> PathBuf {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("config/agents/front_desk.toml"))
+        .unwrap()
+        .replace(
+            "to = \"sip:ravi@127.0.0.1:5999\"",
+            &format!("to = \"sip:ravi@127.0.0.1:{port}\""),
+        )
+        .replace("transfer = \"blind\"", "transfer = \"warm\"")
+        .replace("ring_timeout_s = 25", &format!("ring_timeout_s = {ring_s}"));
+    assert!(text.contains("transfer = \"warm\""), "{text}");
+    let path = dir.join("front_desk_warm.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The caller: calls baton, stays `stay_ms` after the answer, then hangs up.
+fn caller_steps(media_port: u16, stay_ms: u64) -> Vec<String> {
+    vec![
+        invite(&media_port.to_string(), "0", "a=rtpmap:0 PCMU/8000\n"),
+        recv(100, true),
+        recv(200, false),
+        in_dialog("ACK", 1, None),
+        format!("  <pause milliseconds=\"{stay_ms}\"/>\n"),
+        in_dialog("BYE", 2, None),
+        recv(200, false),
+    ]
+}
+
+/// A response of the person's phone to the INVITE (or another request) just received.
+fn respond(status: &str, sdp_port: Option<u16>) -> String {
+    let (ct, body) = match sdp_port {
+        Some(p) => (
+            "Content-Type: application/sdp\n      ",
+            format!(
+                "v=0\no=ravi 1 1 IN IP[local_ip_type] [local_ip]\ns=-\nc=IN IP[media_ip_type] [media_ip]\nt=0 0\nm=audio {p} RTP/AVP 0 101\na=rtpmap:0 PCMU/8000\na=rtpmap:101 telephone-event/8000\na=fmtp:101 0-15\n"
+            ),
+        ),
+        None => ("", String::new()),
+    };
+    let retrans = if status.starts_with("200") && sdp_port.is_some() {
+        r#" retrans="500""#
+    } else {
+        ""
+    };
+    format!(
+        r#"  <send{retrans}>
+    <![CDATA[
+      SIP/2.0 {status}
+      [last_Via:]
+      [last_From:]
+      [last_To:];tag=[pid]SIPpTag01[call_number]
+      [last_Call-ID:]
+      [last_CSeq:]
+      Contact: <sip:ravi@[local_ip]:[local_port]>
+      {ct}Content-Length: [len]
+
+{body}
+    ]]>
+  </send>
+"#
+    )
+}
+
+fn recv_request(method: &str, timeout_ms: u64) -> String {
+    format!("  <recv request=\"{method}\" timeout=\"{timeout_ms}\"/>\n")
+}
+
+/// The person's phone: rings `ring_ms`, then answers with media at `media_port`; baton ends it.
+fn person_answers(media_port: u16, ring_ms: u64) -> Vec<String> {
+    vec![
+        recv_request("INVITE", 30000),
+        respond("180 Ringing", None),
+        format!("  <pause milliseconds=\"{ring_ms}\"/>\n"),
+        respond("200 OK", Some(media_port)),
+        recv_request("ACK", 5000),
+        recv_request("BYE", 30000),
+        respond("200 OK", None),
+    ]
+}
+
+/// The person's phone: rings, then refuses with `status`.
+fn person_refuses(status: &str) -> Vec<String> {
+    vec![
+        recv_request("INVITE", 30000),
+        respond("180 Ringing", None),
+        "  <pause milliseconds=\"600\"/>\n".into(),
+        respond(status, None),
+        recv_request("ACK", 5000),
+    ]
+}
+
+/// The person's phone rings until the INVITE is cancelled.
+fn person_rings_until_cancelled() -> Vec<String> {
+    vec![
+        recv_request("INVITE", 30000),
+        respond("180 Ringing", None),
+        recv_request("CANCEL", 30000),
+        respond("200 OK", None),
+        r#"  <send>
+    <![CDATA[
+      SIP/2.0 487 Request Terminated
+      [last_Via:]
+      [last_From:]
+      [last_To:];tag=[pid]SIPpTag01[call_number]
+      [last_Call-ID:]
+      CSeq: [last_cseq_number] INVITE
+      Content-Length: 0
+
+    ]]>
+  </send>
+"#
+        .into(),
+        recv_request("ACK", 5000),
+    ]
+}
+
+/// The person's phone answers, then hangs up after `after_ms` (during the brief).
+fn person_hangs_up(media_port: u16, after_ms: u64) -> Vec<String> {
+    vec![
+        r#"  <recv request="INVITE" timeout="30000">
+    <action>
+      <ereg regexp=".*" search_in="hdr" header="From:" check_it="true" assign_to="baton"/>
+      <ereg regexp="sip:[^>;]*" search_in="hdr" header="Contact:" check_it="true" assign_to="contact"/>
+    </action>
+  </recv>
+"#
+        .into(),
+        respond("180 Ringing", None),
+        "  <pause milliseconds=\"300\"/>\n".into(),
+        respond("200 OK", Some(media_port)),
+        recv_request("ACK", 5000),
+        format!("  <pause milliseconds=\"{after_ms}\"/>\n"),
+        r#"  <send retrans="500">
+    <![CDATA[
+      BYE [$contact] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+      From: <sip:ravi@[local_ip]:[local_port]>;tag=[pid]SIPpTag01[call_number]
+      To: [$baton]
+      [last_Call-ID:]
+      CSeq: 2 BYE
+      Contact: <sip:ravi@[local_ip]:[local_port]>
+      Max-Forwards: 70
+      Content-Length: 0
+
+    ]]>
+  </send>
+"#
+        .into(),
+        recv(200, false),
+    ]
+}
+
+/// 20 ms blocks above −45 dBFS in 8 kHz audio.
+fn voiced_blocks(pcm: &[i16]) -> usize {
+    pcm.chunks(160)
+        .filter(|b| baton::audio::vad::rms_dbfs(b) > -45.0)
+        .count()
+}
+
+/// The person's words at 8 kHz: a second of silence, then a bundled person's answer clip.
+fn person_words() -> Vec<i16> {
+    let clip =
+        baton::audio::wav::read(&Path::new(ROOT).join("audio-fixtures/answering/h_priya.wav"))
+            .unwrap();
+    let mut pcm = vec![0i16; 8000];
+    pcm.extend(baton::audio::resample::resample_all(&clip.samples, clip.rate, 8000).unwrap());
+    pcm.extend(vec![0i16; 8000 * 3]);
+    pcm
+}
+
+struct Run {
+    events: Vec<Value>,
+    caller_heard: sip_support::Heard,
+    person_heard: Option<sip_support::Heard>,
+    caller_sipp: sip_support::SippRun,
+    person_sipp: sip_support::SippRun,
+    metrics: String,
+}
+
+/// How the person's side behaves.
+enum Person {
+    /// Answers after `ring_ms`; their media peer presses these keys (after baton's first packet).
+    Answers {
+        ring_ms: u64,
+        keys: Vec<(Duration, char)>,
+    },
+    Refuses(&'static str),
+    RingsOut,
+    HangsUp {
+        after_ms: u64,
+    },
+}
+
+async fn run(name: &str, person: Person, caller_stay_ms: u64, ring_s: u64) -> Option<Run> {
+    if std::env::var_os("WARM_TRACE").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("baton=debug")
+            .with_test_writer()
+            .try_init();
+    }
+    if !sip_support::require("sipp", "sip-tester") {
+        return None;
+    }
+    let dir = scratch(name);
+    let person_port = sip_support::free_udp();
+    let set = warm_set(&dir, person_port, ring_s);
+    let extra = format!("[agents]\nset = \"{}\"\n", set.display());
+    let (d, addr) = daemon(SCENARIO, "", &extra).await;
+    let caller_peer = MediaPeer::bind().await;
+    let person_peer = MediaPeer::bind().await;
+    let person_xml = match &person {
+        Person::Answers { ring_ms, .. } => person_answers(person_peer.port(), *ring_ms),
+        Person::Refuses(status) => person_refuses(status),
+        Person::RingsOut => person_rings_until_cancelled(),
+        Person::HangsUp { after_ms } => person_hangs_up(person_peer.port(), *after_ms),
+    };
+    let person_xml = scenario(&format!("{name}-person"), &person_xml);
+    let caller_xml = scenario(name, &caller_steps(caller_peer.port(), caller_stay_ms));
+    let listen = Duration::from_millis(caller_stay_ms + 500);
+    let person_listens = matches!(person, Person::Answers { .. } | Person::HangsUp { .. });
+    let keys = match &person {
+        Person::Answers { keys, .. } => keys.clone(),
+        _ => Vec::new(),
+    };
+    let events = async { sip_support::follow(&d).await.await.unwrap() };
+    let caller_words = sip_support::caller_turn_8k();
+    let person_media = async {
+        if person_listens {
+            Some(
+                person_peer
+                    .converse_keys(&person_words(), 0, Default::default(), listen, &keys)
+                    .await,
+            )
+        } else {
+            None
+        }
+    };
+    let (caller_sipp, person_sipp, caller_heard, person_heard, events) = tokio::join!(
+        sip_support::sipp(&dir, Scenario::Xml(caller_xml), addr, &["-m", "1"]),
+        sip_support::sipp_on(
+            &dir,
+            Scenario::Xml(person_xml),
+            person_port,
+            None,
+            &["-m", "1"]
+        ),
+        caller_peer.converse(&caller_words, 0, Default::default(), listen),
+        person_media,
+        events,
+    );
+    let metrics = support::http(
+        &d.addr,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    Some(Run {
+        events,
+        caller_heard,
+        person_heard,
+        caller_sipp,
+        person_sipp,
+        metrics,
+    })
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// The transfer's stages in order, and its one finished report.
+fn transfer_of(events: &[Value]) -> (Vec<String>, Value) {
+    let steps = of_type(events, "transfer");
+    let stages = steps
+        .iter()
+        .filter(|e| e["event"] == "stage")
+        .map(|e| e["stage"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let finished: Vec<_> = steps.iter().filter(|e| e["event"] == "finished").collect();
+    assert_eq!(finished.len(), 1, "one typed outcome: {steps:#?}");
+    (stages, (*finished[0]).clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_person_is_briefed_accepts_with_a_key_and_both_hear_each_other() {
+    let person = Person::Answers {
+        ring_ms: 800,
+        keys: vec![(Duration::from_millis(3000), '1')],
+    };
+    let Some(r) = run("warm-accepted", person, 14_000, 20).await else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let asked = of_type(&r.events, "transfer_requested");
+    assert_eq!(asked.len(), 1, "{:#?}", r.events);
+    assert_eq!(asked[0]["plan"], "warm");
+    let (stages, finished) = transfer_of(&r.events);
+    for s in ["dialing", "ringing", "briefing", "bridged"] {
+        assert!(stages.iter().any(|x| x == s), "{s} in {stages:?}");
+    }
+    assert_eq!(finished["outcome"]["kind"], "connected", "{finished:#}");
+    assert!(finished["setup_ms"].is_u64(), "{finished:#}");
+    assert!(
+        finished["ring_ms"].as_u64().unwrap_or(0) >= 500,
+        "{finished:#}"
+    );
+    // The person heard the brief (baton's audio on their leg before they pressed 1).
+    let person = r.person_heard.expect("the person's media");
+    assert!(
+        voiced_blocks(&person.pcm) >= 10,
+        "the person heard the brief: {} voiced blocks",
+        voiced_blocks(&person.pcm)
+    );
+    // The caller heard the person's words through the bridge: the person's clip starts a
+    // second after their first packet, well after the answer.
+    let words = voiced_blocks(&person_words());
+    let heard = voiced_blocks(&r.caller_heard.pcm);
+    assert!(
+        heard >= words,
+        "the caller heard Asha and then the person ({heard} voiced blocks, the person's words \
+         alone are {words})"
+    );
+    // And the person heard the caller? The caller's question was over before the bridge; the
+    // bridge carries every caller frame to the person's leg from the accept on.
+    assert!(
+        person.packets > 100,
+        "the person's leg carried audio after the bridge: {} packets",
+        person.packets
+    );
+    assert!(
+        r.metrics
+            .contains("baton_transfers_total{plan=\"warm\",kind=\"connected\"} 1"),
+        "counted: {}",
+        r.metrics
+            .lines()
+            .filter(|l| l.contains("transfer"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declining_phone_returns_the_caller_to_the_agent() {
+    let Some(r) = run("warm-declined", Person::Refuses("603 Decline"), 9_000, 20).await else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (_, finished) = transfer_of(&r.events);
+    assert_eq!(finished["outcome"]["kind"], "declined", "{finished:#}");
+    assert_eq!(finished["status"], 603);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_phone_returns_the_caller_to_the_agent() {
+    let Some(r) = run("warm-busy", Person::Refuses("486 Busy Here"), 9_000, 20).await else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (_, finished) = transfer_of(&r.events);
+    assert_eq!(finished["outcome"]["kind"], "busy", "{finished:#}");
+    assert_eq!(finished["status"], 486);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_hanging_up_while_the_phone_rings_cancels_it() {
+    let Some(r) = run("warm-caller-gone", Person::RingsOut, 5_000, 20).await else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    // SIPp's scenario passes only if baton sent CANCEL (and ACKed the 487).
+    r.person_sipp.assert_ok();
+    let (_, finished) = transfer_of(&r.events);
+    assert_eq!(
+        finished["outcome"]["kind"], "caller_hung_up",
+        "{finished:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_answering_returns_the_caller_after_the_ring_timeout() {
+    let Some(r) = run("warm-no-answer", Person::RingsOut, 11_000, 5).await else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (_, finished) = transfer_of(&r.events);
+    assert_eq!(finished["outcome"]["kind"], "no_answer", "{finished:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_person_hanging_up_during_the_brief_returns_the_caller() {
+    let Some(r) = run(
+        "warm-person-gone",
+        Person::HangsUp { after_ms: 700 },
+        9_000,
+        20,
+    )
+    .await
+    else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (_, finished) = transfer_of(&r.events);
+    assert_eq!(
+        finished["outcome"]["kind"], "person_hung_up",
+        "{finished:#}"
+    );
+}
