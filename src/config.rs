@@ -285,7 +285,9 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "e.g. \"ws://127.0.0.1:9300\" for a separate baton mock-model",
         );
     }
-    if !(m.profile.is_empty() || m.profile == "openai")
+    let gemini_profile = m.profile.parse::<crate::mock::Profile>().is_ok();
+    let embedded = m.backend == BackendKind::Mock && m.url.is_empty();
+    if !(m.profile.is_empty() || m.profile == "openai" || (gemini_profile && embedded))
         || (!m.profile.is_empty() && m.backend != BackendKind::Mock)
     {
         problem(
@@ -295,7 +297,7 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
                 m.profile, m.backend
             )
             .to_lowercase(),
-            "with backend = \"mock\": leave it out (the scenario's Gemini profile) or write profile = \"openai\"",
+            "with backend = \"mock\": leave it out (the scenario's Gemini profile), write profile = \"openai\", or (the embedded mock only) a Gemini profile: \"gemini-3.8\", \"gemini-2.5\", \"gemini-3.1\"",
         );
     }
     match m.backend {

@@ -184,6 +184,32 @@ fn voiced_blocks(pcm: &[i16]) -> usize {
         .count()
 }
 
+/// A clip's voiced blocks as the caller hears it (8 kHz through μ-law).
+fn clip_blocks(name: &str) -> usize {
+    let clip = baton::audio::wav::read(
+        &Path::new(ROOT)
+            .join("audio-fixtures/clips/seed000")
+            .join(name),
+    )
+    .unwrap();
+    let narrow = baton::audio::resample::resample_all(&clip.samples, clip.rate, 8000).unwrap();
+    let mut line = Vec::new();
+    baton::audio::g711::encode_ulaw(&narrow, &mut line);
+    let mut pcm = Vec::new();
+    baton::audio::g711::decode_ulaw(&line, &mut pcm);
+    voiced_blocks(&pcm)
+}
+
+/// The caller heard Asha's announcement and, once the transfer failed, her reply saying so.
+fn told_why(heard: &sip_support::Heard) {
+    let both = clip_blocks("asha_02.wav") + clip_blocks("asha_01.wav");
+    let got = voiced_blocks(&heard.pcm);
+    assert!(
+        got + 4 >= both,
+        "the caller heard the announcement and the agent's reply: {got} of {both} voiced blocks"
+    );
+}
+
 /// The person's words at 8 kHz: a second of silence, then a bundled person's answer clip.
 fn person_words() -> Vec<i16> {
     let clip =
@@ -219,6 +245,34 @@ enum Person {
 }
 
 async fn run(name: &str, person: Person, caller_stay_ms: u64, ring_s: u64) -> Option<Run> {
+    run_on("", name, person, caller_stay_ms, ring_s).await
+}
+
+/// [`run`] on the embedded mock's `profile` ("": the scenario's, gemini-3.8).
+async fn run_on(
+    profile: &str,
+    name: &str,
+    person: Person,
+    caller_stay_ms: u64,
+    ring_s: u64,
+) -> Option<Run> {
+    let model = if profile.is_empty() {
+        String::new()
+    } else {
+        format!("profile = \"{profile}\"")
+    };
+    run_with_model(&model, name, person, caller_stay_ms, ring_s).await
+}
+
+/// [`run`] with `model` in the daemon's `[model]` ("": the embedded mock on its scenario).
+async fn run_with_model(
+    model: &str,
+    name: &str,
+    person: Person,
+    caller_stay_ms: u64,
+    ring_s: u64,
+) -> Option<Run> {
+    let profile = model;
     if std::env::var_os("WARM_TRACE").is_some() {
         let _ = tracing_subscriber::fmt()
             .with_env_filter("baton=debug")
@@ -232,7 +286,24 @@ async fn run(name: &str, person: Person, caller_stay_ms: u64, ring_s: u64) -> Op
     let person_port = sip_support::free_udp();
     let set = warm_set(&dir, person_port, ring_s);
     let extra = format!("[agents]\nset = \"{}\"\n", set.display());
-    let (d, addr) = daemon(SCENARIO, "", &extra).await;
+    let (d, addr) = if profile.is_empty() {
+        daemon(SCENARIO, "", &extra).await
+    } else {
+        // The profile goes into [model], which the daemon's config opens first.
+        // A separate mock plays the scenario it was started with.
+        let scenario = if profile.contains("url =") {
+            ""
+        } else {
+            SCENARIO
+        };
+        let d = sip_support::daemon_on_model(scenario, profile, &extra).await;
+        let addr = d
+            .app
+            .sip
+            .get()
+            .and_then(|s| s.addr(baton::leg::sip::config::Transport::Udp));
+        (d, addr.expect("the SIP listener never bound"))
+    };
     let caller_peer = MediaPeer::bind().await;
     let person_peer = MediaPeer::bind().await;
     let person_xml = match &person {
@@ -309,11 +380,33 @@ fn transfer_of(events: &[Value]) -> (Vec<String>, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_person_is_briefed_accepts_with_a_key_and_both_hear_each_other() {
+    accepted_on("").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_transfer_connects_on_gemini_2_5() {
+    accepted_on("gemini-2.5").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_transfer_connects_on_gemini_3_1() {
+    accepted_on("gemini-3.1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_transfer_connects_on_openai_realtime() {
+    accepted_on("openai").await;
+}
+
+/// The accepted warm transfer on `profile`: briefed on the person's leg, connected by key 1,
+/// each party hearing the other through the bridge.
+async fn accepted_on(profile: &str) {
     let person = Person::Answers {
         ring_ms: 800,
         keys: vec![(Duration::from_millis(3000), '1')],
     };
-    let Some(r) = run("warm-accepted", person, 14_000, 20).await else {
+    let name = format!("warm-accepted{}", if profile.is_empty() { "" } else { "-" });
+    let Some(r) = run_on(profile, &format!("{name}{profile}"), person, 14_000, 20).await else {
         return;
     };
     r.caller_sipp.assert_ok();
@@ -368,7 +461,7 @@ async fn the_person_is_briefed_accepts_with_a_key_and_both_hear_each_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declining_phone_returns_the_caller_to_the_agent() {
-    let Some(r) = run("warm-declined", Person::Refuses("603 Decline"), 9_000, 20).await else {
+    let Some(r) = run("warm-declined", Person::Refuses("603 Decline"), 12_000, 20).await else {
         return;
     };
     r.caller_sipp.assert_ok();
@@ -376,11 +469,12 @@ async fn a_declining_phone_returns_the_caller_to_the_agent() {
     let (_, finished) = transfer_of(&r.events);
     assert_eq!(finished["outcome"]["kind"], "declined", "{finished:#}");
     assert_eq!(finished["status"], 603);
+    told_why(&r.caller_heard);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_phone_returns_the_caller_to_the_agent() {
-    let Some(r) = run("warm-busy", Person::Refuses("486 Busy Here"), 9_000, 20).await else {
+    let Some(r) = run("warm-busy", Person::Refuses("486 Busy Here"), 12_000, 20).await else {
         return;
     };
     r.caller_sipp.assert_ok();
@@ -388,6 +482,7 @@ async fn a_busy_phone_returns_the_caller_to_the_agent() {
     let (_, finished) = transfer_of(&r.events);
     assert_eq!(finished["outcome"]["kind"], "busy", "{finished:#}");
     assert_eq!(finished["status"], 486);
+    told_why(&r.caller_heard);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,13 +502,14 @@ async fn the_caller_hanging_up_while_the_phone_rings_cancels_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nobody_answering_returns_the_caller_after_the_ring_timeout() {
-    let Some(r) = run("warm-no-answer", Person::RingsOut, 11_000, 5).await else {
+    let Some(r) = run("warm-no-answer", Person::RingsOut, 14_000, 5).await else {
         return;
     };
     r.caller_sipp.assert_ok();
     r.person_sipp.assert_ok();
     let (_, finished) = transfer_of(&r.events);
     assert_eq!(finished["outcome"]["kind"], "no_answer", "{finished:#}");
+    told_why(&r.caller_heard);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -434,5 +530,95 @@ async fn the_person_hanging_up_during_the_brief_returns_the_caller() {
     assert_eq!(
         finished["outcome"]["kind"], "person_hung_up",
         "{finished:#}"
+    );
+}
+
+/// Profiles of a separate `baton mock-model` and the real model ids a user would configure.
+const REMOTE: [(&str, &str); 4] = [
+    ("gemini-3.8", "models/gemini-3.8-live"),
+    (
+        "gemini-2.5",
+        "models/gemini-2.5-flash-native-audio-preview-09-2025",
+    ),
+    ("gemini-3.1", "models/gemini-3.1-flash-live-preview"),
+    ("openai", "gpt-realtime"),
+];
+
+/// A `baton mock-model` child, killed on drop.
+struct Mock(std::process::Child);
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_mock(profile: &str) -> (Mock, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "mock-model",
+            "--listen",
+            "127.0.0.1:0",
+            "--profile",
+            profile,
+        ])
+        .arg("--scenario")
+        .arg(Path::new(ROOT).join(SCENARIO))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("cannot start the baton binary");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("baton mock-model listening on ")
+        .unwrap_or_else(|| panic!("mock-model did not announce its URL: {line:?}"))
+        .to_owned();
+    (Mock(child), url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_transfer_connects_on_a_separate_model_addressed_by_a_real_model_id() {
+    // All four at once: each call has its own daemon, mock, SIPp pair and ports.
+    futures_util::future::join_all(REMOTE.map(|(profile, id)| remote(profile, id))).await;
+}
+
+async fn remote(profile: &'static str, id: &'static str) {
+    let (_mock, url) = start_mock(profile);
+    let openai = if profile == "openai" {
+        "profile = \"openai\"\n"
+    } else {
+        ""
+    };
+    let model = format!("{openai}url = \"{url}\"\nmodel = \"{id}\"");
+    let person = Person::Answers {
+        ring_ms: 800,
+        keys: vec![(Duration::from_millis(3000), '1')],
+    };
+    let name = format!("warm-remote-{profile}");
+    let Some(r) = run_with_model(&model, &name, person, 12_000, 20).await else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (stages, finished) = transfer_of(&r.events);
+    assert!(
+        stages.iter().any(|s| s == "briefing"),
+        "{profile}: {stages:?}"
+    );
+    assert_eq!(
+        finished["outcome"]["kind"], "connected",
+        "{profile} ({id}): {finished:#}"
+    );
+    let person = r.person_heard.expect("the person's media");
+    assert!(
+        voiced_blocks(&person.pcm) >= 10,
+        "{profile}: the person heard the brief"
     );
 }

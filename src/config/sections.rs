@@ -280,9 +280,10 @@ pub struct ModelConfig {
     pub compression_trigger_tokens: u64,
     /// What the window shrinks the context to (0: the service's default, half the trigger).
     pub compression_target_tokens: u64,
-    /// backend = mock: the model profile — empty (the scenario's Gemini Live profile) or
+    /// backend = mock: the model profile — empty (the scenario's Gemini Live profile),
     /// "openai" (the OpenAI Realtime protocol: in-process, or at `url` for a separate
-    /// `baton mock-model --profile openai`).
+    /// `baton mock-model --profile openai`), or, for the embedded mock, a Gemini profile
+    /// ("gemini-3.8", "gemini-2.5", "gemini-3.1") in place of the scenario's.
     pub profile: String,
     /// backend = openai: the beta dialect (`OpenAI-Beta: realtime=v1`) instead of GA.
     pub beta: bool,

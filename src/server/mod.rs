@@ -167,6 +167,10 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
                 Scenario::load(&loaded.resolve(&c.model.scenario))
                     .map_err(|e| ServeError::Scenario(e.to_string()))?
             };
+            let mut scenario = scenario;
+            if let Ok(p) = c.model.profile.parse::<crate::mock::Profile>() {
+                scenario.profile = p;
+            }
             let mut opts = MockOptions::new(Arc::new(scenario));
             if c.model.openai() {
                 opts.openai = Some(crate::mock::openai::OpenAiOptions::default());

@@ -80,6 +80,24 @@ pub async fn daemon_with(
     (d, addr.expect("the SIP listener never bound"))
 }
 
+/// A daemon on the embedded mock with `model_extra` in its `[model]` (e.g. a profile), SIP on
+/// an ephemeral UDP and TCP port, and `extra` after `[sip]`.
+pub async fn daemon_on_model(scenario: &str, model_extra: &str, extra: &str) -> Daemon {
+    let listen = r#"["udp:127.0.0.1:0", "tcp:127.0.0.1:0"]"#;
+    let config = format!(
+        "{}\n[sip]\nlisten = {listen}\n{extra}\n",
+        super::support::mock_config(scenario, model_extra)
+    );
+    let d = Daemon::start(&config).await;
+    for _ in 0..100 {
+        if d.app.sip.get().is_some() {
+            return d;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the SIP listener never bound");
+}
+
 /// A daemon on the embedded mock answering SIP on `listen` (a TOML list), once it is bound.
 pub async fn daemon_on(
     scenario: &str,
