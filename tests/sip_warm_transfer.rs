@@ -210,18 +210,50 @@ fn told_why(heard: &sip_support::Heard) {
     );
 }
 
-/// The person's words at 8 kHz: a second of silence, then a bundled person's answer clip.
+/// The person's words at 8 kHz: four seconds of silence (they listen to the brief and press 1 at
+/// three), then a bundled person's greeting for the caller.
 fn person_words() -> Vec<i16> {
     let clip =
         baton::audio::wav::read(&Path::new(ROOT).join("audio-fixtures/answering/h_priya.wav"))
             .unwrap();
-    let mut pcm = vec![0i16; 8000];
+    let mut pcm = vec![0i16; 8000 * 4];
     pcm.extend(baton::audio::resample::resample_all(&clip.samples, clip.rate, 8000).unwrap());
     pcm.extend(vec![0i16; 8000 * 3]);
     pcm
 }
 
+/// A stereo recording's channels (left, right) at its rate.
+struct Stereo {
+    left: Vec<i16>,
+    right: Vec<i16>,
+    rate: u32,
+}
+
+/// The call's recording `name` in `dir`, once its writer has finished it.
+async fn recording(dir: &Path, name: &str) -> Option<Stereo> {
+    let path = dir.join("rec").join(name);
+    for _ in 0..100 {
+        if let Ok(w) = hound::WavReader::open(&path)
+            && w.len() > 0
+        {
+            let rate = w.spec().sample_rate;
+            let samples: Vec<i16> = w.into_samples::<i16>().map_while(Result::ok).collect();
+            return Some(Stereo {
+                left: samples.iter().step_by(2).copied().collect(),
+                right: samples.iter().skip(1).step_by(2).copied().collect(),
+                rate,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
 struct Run {
+    /// The caller's recording (left: caller, right: what they heard) and the person's (left:
+    /// the person, right: what they heard).
+    caller_rec: Option<Stereo>,
+    person_rec: Option<Stereo>,
     events: Vec<Value>,
     caller_heard: sip_support::Heard,
     person_heard: Option<sip_support::Heard>,
@@ -285,7 +317,12 @@ async fn run_with_model(
     let dir = scratch(name);
     let person_port = sip_support::free_udp();
     let set = warm_set(&dir, person_port, ring_s);
-    let extra = format!("[agents]\nset = \"{}\"\n", set.display());
+    let extra = format!(
+        "[agents]\nset = \"{}\"\n[store]\nurl = \"sqlite://{}/baton.db\"\nrecordings = \"{}/rec\"\n",
+        set.display(),
+        dir.display(),
+        dir.display()
+    );
     let (d, addr) = if profile.is_empty() {
         daemon(SCENARIO, "", &extra).await
     } else {
@@ -351,7 +388,19 @@ async fn run_with_model(
         "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     )
     .await;
+    let id = events
+        .iter()
+        .find_map(|e| e["call_id"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let caller_rec = recording(&dir, &format!("{id}.wav")).await;
+    let person_rec = if person_listens {
+        recording(&dir, &format!("{id}.person.wav")).await
+    } else {
+        None
+    };
     Some(Run {
+        caller_rec,
+        person_rec,
         events,
         caller_heard,
         person_heard,
@@ -423,6 +472,50 @@ async fn accepted_on(profile: &str) {
     assert!(
         finished["ring_ms"].as_u64().unwrap_or(0) >= 500,
         "{finished:#}"
+    );
+    // Dead air at the switch: from the bridge to the first frame of the person's audio played
+    // to the caller (their packets arrive every 20 ms; what the person leaves silent is theirs).
+    let dead_air: Vec<_> = of_type(&r.events, "transfer")
+        .into_iter()
+        .filter(|e| e["event"] == "dead_air")
+        .collect();
+    assert_eq!(dead_air.len(), 1, "{dead_air:#?}");
+    assert_eq!(dead_air[0]["capped"], false, "{dead_air:#?}");
+    assert!(
+        dead_air[0]["ms"].as_u64().is_some_and(|ms| ms <= 100),
+        "no more than a few frames between the bridge and the person's audio: {dead_air:#?}"
+    );
+    // The recordings: the person's leg has the brief (what they heard before the bridge) and
+    // their own words; the caller's has the person's words after the bridge.
+    let at = |stage: &str| {
+        of_type(&r.events, "transfer")
+            .into_iter()
+            .find(|e| e["event"] == "stage" && e["stage"] == stage)
+            .and_then(|e| e["at_ms"].as_u64())
+            .unwrap_or_else(|| panic!("no {stage} stage: {:#?}", r.events))
+    };
+    let (briefing, bridged) = (at("briefing"), at("bridged"));
+    let p = r.person_rec.as_ref().expect("the person's leg is recorded");
+    let cut = |pcm: &[i16], rate: u32, from_ms: u64, to_ms: u64| -> Vec<i16> {
+        let at =
+            |ms: u64| (ms.saturating_mul(u64::from(rate)) / 1000).min(pcm.len() as u64) as usize;
+        pcm[at(from_ms)..at(to_ms)].to_vec()
+    };
+    let brief_heard = voiced_blocks(&cut(&p.right, p.rate, 0, bridged - briefing));
+    assert!(
+        brief_heard >= 10,
+        "the brief is on the person's leg of the recording: {brief_heard} voiced blocks before \
+         the bridge"
+    );
+    assert!(
+        voiced_blocks(&p.left) >= 10,
+        "the person's own words are on their leg of the recording"
+    );
+    let c = r.caller_rec.as_ref().expect("the caller's leg is recorded");
+    let after = voiced_blocks(&cut(&c.right, c.rate, bridged, u64::MAX));
+    assert!(
+        after >= 10,
+        "the caller's recording has the person's words after the bridge: {after} voiced blocks"
     );
     // The person heard the brief (baton's audio on their leg before they pressed 1).
     let person = r.person_heard.expect("the person's media");

@@ -67,6 +67,9 @@ pub struct CallOptions {
     /// Where a warm transfer dials the person (the daemon's SIP trunks); without one, a warm
     /// transfer ends `unavailable` and the caller stays.
     pub dialer: Option<std::sync::Arc<dyn warm::Dialer>>,
+    /// Where a warm transfer records the person's leg (left: the person, right: what they
+    /// heard — the brief, then the caller), written off the audio path like the call's own.
+    pub person_recording: Option<std::path::PathBuf>,
 }
 
 impl Default for CallOptions {
@@ -80,6 +83,7 @@ impl Default for CallOptions {
             recording: None,
             transfer: None,
             dialer: None,
+            person_recording: None,
         }
     }
 }
@@ -151,6 +155,7 @@ pub async fn run_with_agents(
     let tap = opts.recording.take();
     let transfer_port = opts.transfer.take();
     let dialer = opts.dialer.take();
+    let person_recording = opts.person_recording.take();
     let mut warm: Option<warm::Warm> = None;
     let mut transfer_events: Option<mpsc::UnboundedReceiver<crate::transfer::Event>> = None;
     let (opened_tx, mut opened_rx) = mpsc::channel(4);
@@ -165,8 +170,8 @@ pub async fn run_with_agents(
             if let (Some(t), LegCommand::Play { frame, .. }) = (&tap, &cmd) {
                 t.agent(frame);
             }
-            if let (Some(w), LegCommand::Play { frame, kind }) = (warm.as_mut(), &cmd) {
-                w.caller_played(frame, *kind, core.now());
+            if let (Some(w), LegCommand::Play { kind, .. }) = (warm.as_mut(), &cmd) {
+                w.caller_played(*kind, core.now());
             }
             if !leg_open {
                 if let LegCommand::Play { frame, .. } = cmd {
@@ -221,7 +226,13 @@ pub async fn run_with_agents(
                     let now = Instant::now().into_std();
                     match (dialer.as_ref(), warm.is_some()) {
                         (Some(d), false) => {
-                            let mut w = warm::Warm::start(*req, d.clone(), leg.rate, now);
+                            let mut w = warm::Warm::start(
+                                *req,
+                                d.clone(),
+                                leg.rate,
+                                person_recording.clone(),
+                                now,
+                            );
                             w.handle_timeout(&mut core, now);
                             warm = Some(w);
                         }

@@ -112,6 +112,9 @@ pub(super) struct Warm {
     to_caller: Option<StreamResampler>,
     to_person: Option<StreamResampler>,
     buf: Vec<i16>,
+    /// Where the person's leg is recorded, and the recording once they answered.
+    recording: Option<std::path::PathBuf>,
+    tap: Option<super::recording::AudioTap>,
 }
 
 /// A warm transfer could not start: the refusal is its one event.
@@ -126,6 +129,7 @@ impl Warm {
         req: TransferRequest,
         dialer: std::sync::Arc<dyn Dialer>,
         caller_rate: u32,
+        recording: Option<std::path::PathBuf>,
         now: Instant,
     ) -> Warm {
         let machine = Transfer::new(Plan::Warm, req.target, req.settings, now);
@@ -145,6 +149,8 @@ impl Warm {
             to_caller: None,
             to_person: None,
             buf: Vec::with_capacity(1024),
+            recording,
+            tap: None,
         }
     }
 
@@ -223,13 +229,14 @@ impl Warm {
         self.drive(caller, now);
     }
 
-    /// The frame just played to the caller: a switch's dead air ends at the first audible one.
-    pub(super) fn caller_played(&mut self, frame: &Frame, kind: PlayedKind, now: Instant) {
-        if !self.machine.awaits_sound() {
-            return;
+    /// The frame just played to the caller: a switch's dead air ends at the first frame that
+    /// carries its new source's audio (the person's, once bridged; the agent's, once back) —
+    /// what baton inserts, not the silences the person or the agent leave themselves.
+    pub(super) fn caller_played(&mut self, kind: PlayedKind, now: Instant) {
+        if self.machine.awaits_sound() {
+            self.machine
+                .handle_caller_frame(kind == PlayedKind::Voice, now);
         }
-        let audible = kind == PlayedKind::Voice && audible(&frame.samples);
-        self.machine.handle_caller_frame(audible, now);
     }
 
     /// The caller's call is ending: the person's phone stops ringing (CANCEL) or is hung up
@@ -247,6 +254,11 @@ impl Warm {
             PersonProgress::EarlyMedia => self.machine.handle(Input::EarlyMedia, now),
             PersonProgress::Answered(leg) => {
                 self.cancel = None;
+                if let Some(path) = &self.recording {
+                    // The writer task ends, and finalises the file, when the tap goes.
+                    let (tap, _writer) = super::recording::spawn(path, leg.rate, 1000);
+                    self.tap = Some(tap);
+                }
                 self.person = Some(leg);
                 self.machine.handle(Input::Answered, now);
             }
@@ -269,6 +281,9 @@ impl Warm {
     }
 
     fn on_person(&mut self, ev: Option<LegEvent>, caller: &mut CallCore, now: Instant) {
+        if let (Some(t), Some(LegEvent::Frame { frame, .. })) = (&self.tap, &ev) {
+            t.caller(frame);
+        }
         match ev {
             Some(LegEvent::Frame { frame, received_at }) => match self.machine.person_audio() {
                 PersonAudio::Discard => {}
@@ -304,6 +319,7 @@ impl Warm {
             Some(LegEvent::Heard { .. }) => {}
             Some(LegEvent::Stop) | None => {
                 self.person = None;
+                self.tap = None;
                 self.machine.handle(Input::PersonHungUp, now);
             }
         }
@@ -412,6 +428,9 @@ impl Warm {
         while let Some(cmd) = b.core.poll_leg() {
             match (self.person.as_mut(), cmd) {
                 (Some(leg), cmd @ LegCommand::Play { .. }) => {
+                    if let (Some(t), LegCommand::Play { frame, .. }) = (&self.tap, &cmd) {
+                        t.agent(frame);
+                    }
                     let refused = leg.send(cmd).err();
                     // A frame the leg did not take is lost to the person; its buffer is reused.
                     if let Some(
@@ -544,6 +563,9 @@ impl Warm {
             };
             to_person.process(&frame.samples, &mut out.samples);
             caller.recycle(frame);
+            if let Some(t) = &self.tap {
+                t.agent(&out);
+            }
             let _ = leg.send(LegCommand::Play {
                 frame: out,
                 kind: PlayedKind::Voice,
@@ -560,6 +582,7 @@ impl Warm {
         if let Some(mut leg) = self.person.take() {
             let _ = leg.send(LegCommand::Hangup);
         }
+        self.tap = None;
     }
 
     /// Pushes what was written to the person's leg.
@@ -586,28 +609,9 @@ fn start_message(caps: &Capabilities, text: &str) -> ClientMessage {
     }
 }
 
-/// Audible: above about -50 dBFS mean absolute level (line noise and digital silence are not).
-fn audible(samples: &[i16]) -> bool {
-    if samples.is_empty() {
-        return false;
-    }
-    let sum: u64 = samples.iter().map(|s| u64::from(s.unsigned_abs())).sum();
-    sum / samples.len() as u64 > 100
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn silence_is_not_audible_and_speech_is() {
-        assert!(!audible(&[0; 160]));
-        assert!(!audible(&[30, -30, 20, -20]));
-        let tone: Vec<i16> = (0..160)
-            .map(|i| ((i as f32 * 0.3).sin() * 3000.0) as i16)
-            .collect();
-        assert!(audible(&tone));
-    }
 
     #[test]
     fn the_start_turn_suits_the_model() {

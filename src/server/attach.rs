@@ -382,9 +382,14 @@ pub async fn run_attached(
         Some((t, task)) => (Some(t), Some(task)),
         None => (None, None),
     };
+    let person_recording = store
+        .as_ref()
+        .and_then(|s| s.recordings.as_ref())
+        .map(|dir| dir.join(format!("{id}.person.wav")));
     let opts = CallOptions {
         commands: Some(inbox),
         recording: tap,
+        person_recording,
         ..base_opts
     };
     let result = call::run_with_agents(leg, session, opts, agents).await;
