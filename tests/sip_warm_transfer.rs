@@ -25,7 +25,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const SCENARIO: &str = "tests/data/transfer/human_blind.toml";
 
 /// The front-desk set with Ravi reached warm at the person's SIPp on `port`.
-fn warm_set(dir: &Path, port: u16, ring_s: u64) -> PathBuf {
+fn warm_set(dir: &Path, port: u16, ring_s: u64, screen: bool) -> PathBuf {
     let text = std::fs::read_to_string(Path::new(ROOT).join("config/agents/front_desk.toml"))
         .unwrap()
         .replace(
@@ -33,7 +33,13 @@ fn warm_set(dir: &Path, port: u16, ring_s: u64) -> PathBuf {
             &format!("to = \"sip:ravi@127.0.0.1:{port}\""),
         )
         .replace("transfer = \"blind\"", "transfer = \"warm\"")
-        .replace("ring_timeout_s = 25", &format!("ring_timeout_s = {ring_s}"));
+        .replace(
+            "ring_timeout_s = 25",
+            &format!(
+                "ring_timeout_s = {ring_s}{}",
+                if screen { "\nscreen = true" } else { "" }
+            ),
+        );
     assert!(text.contains("transfer = \"warm\""), "{text}");
     let path = dir.join("front_desk_warm.toml");
     std::fs::write(&path, text).unwrap();
@@ -249,6 +255,34 @@ async fn recording(dir: &Path, name: &str) -> Option<Stereo> {
     None
 }
 
+/// baton's RTP address in the first INVITE of a SIPp message log, once it is there.
+async fn rtp_address_in(log: &Path) -> std::net::SocketAddr {
+    for _ in 0..600 {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(port) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("m=audio "))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|p| p.parse::<u16>().ok())
+        {
+            return std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no INVITE with an SDP offer in {}", log.display());
+}
+
+/// A bundled answered-leg opening (`audio-fixtures/answering/<id>.wav`) at 8 kHz.
+fn answering(id: &str) -> Vec<i16> {
+    let clip = baton::audio::wav::read(
+        &Path::new(ROOT).join(format!("audio-fixtures/answering/{id}.wav")),
+    )
+    .unwrap();
+    let mut pcm = baton::audio::resample::resample_all(&clip.samples, clip.rate, 8000).unwrap();
+    pcm.extend(vec![0i16; 8000 * 2]);
+    pcm
+}
+
 struct Run {
     /// The caller's recording (left: caller, right: what they heard) and the person's (left:
     /// the person, right: what they heard).
@@ -273,6 +307,10 @@ enum Person {
     RingsOut,
     HangsUp {
         after_ms: u64,
+    },
+    /// Answers (screened) and plays an answering machine's greeting from the answer on.
+    Machine {
+        fixture: &'static str,
     },
 }
 
@@ -316,7 +354,8 @@ async fn run_with_model(
     }
     let dir = scratch(name);
     let person_port = sip_support::free_udp();
-    let set = warm_set(&dir, person_port, ring_s);
+    let screened = matches!(person, Person::Machine { .. });
+    let set = warm_set(&dir, person_port, ring_s, screened);
     let extra = format!(
         "[agents]\nset = \"{}\"\n[store]\nurl = \"sqlite://{}/baton.db\"\nrecordings = \"{}/rec\"\n",
         set.display(),
@@ -348,19 +387,44 @@ async fn run_with_model(
         Person::Refuses(status) => person_refuses(status),
         Person::RingsOut => person_rings_until_cancelled(),
         Person::HangsUp { after_ms } => person_hangs_up(person_peer.port(), *after_ms),
+        Person::Machine { .. } => person_answers(person_peer.port(), 300),
     };
     let person_xml = scenario(&format!("{name}-person"), &person_xml);
     let caller_xml = scenario(name, &caller_steps(caller_peer.port(), caller_stay_ms));
     let listen = Duration::from_millis(caller_stay_ms + 500);
-    let person_listens = matches!(person, Person::Answers { .. } | Person::HangsUp { .. });
+    let person_listens = matches!(
+        person,
+        Person::Answers { .. } | Person::HangsUp { .. } | Person::Machine { .. }
+    );
+    let machine = match &person {
+        Person::Machine { fixture } => Some(*fixture),
+        _ => None,
+    };
     let keys = match &person {
         Person::Answers { keys, .. } => keys.clone(),
         _ => Vec::new(),
     };
     let events = async { sip_support::follow(&d).await.await.unwrap() };
     let caller_words = sip_support::caller_turn_8k();
+    let sipp_log = dir.join(format!("msg-{person_port}.log"));
     let person_media = async {
-        if person_listens {
+        if let Some(fixture) = machine {
+            // A machine speaks from the answer on, whether or not anything is sent to it:
+            // baton's media address comes from the INVITE SIPp logged.
+            let to = rtp_address_in(&sipp_log).await;
+            Some(
+                person_peer
+                    .converse_with(
+                        Some(to),
+                        &answering(fixture),
+                        0,
+                        Default::default(),
+                        listen,
+                        &[],
+                    )
+                    .await,
+            )
+        } else if person_listens {
             Some(
                 person_peer
                     .converse_keys(&person_words(), 0, Default::default(), listen, &keys)
@@ -714,4 +778,31 @@ async fn remote(profile: &'static str, id: &'static str) {
         voiced_blocks(&person.pcm) >= 10,
         "{profile}: the person heard the brief"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answering_machine_is_hung_up_and_never_briefed() {
+    let person = Person::Machine {
+        fixture: "m_voicemail",
+    };
+    let Some(r) = run("warm-machine", person, 14_000, 20).await else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (stages, finished) = transfer_of(&r.events);
+    assert_eq!(finished["outcome"]["kind"], "machine", "{finished:#}");
+    assert!(stages.iter().any(|s| s == "screening"), "{stages:?}");
+    assert!(
+        !stages.iter().any(|s| s == "briefing"),
+        "a machine is never briefed: {stages:?}"
+    );
+    // Nothing was played to the machine: no brief, no caller.
+    let heard = r.person_heard.expect("the machine's side");
+    assert_eq!(
+        voiced_blocks(&heard.pcm),
+        0,
+        "the answering machine heard nothing from baton"
+    );
+    told_why(&r.caller_heard);
 }

@@ -376,13 +376,36 @@ impl MediaPeer {
         listen: Duration,
         keys: &[(Duration, char)],
     ) -> Heard {
+        self.converse_with(None, pcm, pt, imp, listen, keys).await
+    }
+
+    /// [`converse_keys`](Self::converse_keys); with `to`, it speaks to that address from the
+    /// start (as a phone that answered does) instead of waiting for baton's first packet.
+    pub async fn converse_with(
+        &self,
+        to: Option<SocketAddr>,
+        pcm: &[i16],
+        pt: u8,
+        imp: Impairment,
+        listen: Duration,
+        keys: &[(Duration, char)],
+    ) -> Heard {
         let mut buf = [0u8; 2048];
         let mut heard = Heard::default();
-        let (n, from) =
-            tokio::time::timeout(Duration::from_secs(20), self.sock.recv_from(&mut buf))
-                .await
-                .expect("baton sent no RTP within 20 s")
-                .unwrap();
+        let first = match to {
+            Some(_) => None,
+            None => Some(
+                tokio::time::timeout(Duration::from_secs(20), self.sock.recv_from(&mut buf))
+                    .await
+                    .expect("baton sent no RTP within 20 s")
+                    .unwrap(),
+            ),
+        };
+        let from = match (to, first) {
+            (Some(to), _) => to,
+            (None, Some((_, from))) => from,
+            (None, None) => unreachable!(),
+        };
         heard.from = Some(from);
         let start = Instant::now();
         let mut base_ts = None;
@@ -422,7 +445,9 @@ impl MediaPeer {
             }
             heard.pcm[off..off + pcm.len()].copy_from_slice(&pcm);
         };
-        take(&buf[..n], &mut heard, start);
+        if let Some((n, _)) = first {
+            take(&buf[..n], &mut heard, start);
+        }
         // One stream (one SSRC and sequence) for audio and key events, as a phone sends.
         let mut sender = rtp::Sender::new(0x5eed, 1000, 160_000);
         let chunks: Vec<Vec<u8>> = g711(pcm, pt).chunks(160).map(<[u8]>::to_vec).collect();
