@@ -806,3 +806,68 @@ async fn an_answering_machine_is_hung_up_and_never_briefed() {
     );
     told_why(&r.caller_heard);
 }
+
+/// A Twilio Media Streams caller (no SIP on the caller's side) is put through to a person
+/// dialled over the daemon's SIP: the warm transfer is the call's, whatever its leg.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_twilio_caller_is_bridged_to_a_person_dialled_over_sip() {
+    use baton::leg::twilio::caller::{self, CallerEnd, CallerOptions};
+    if !sip_support::require("sipp", "sip-tester") {
+        return;
+    }
+    let dir = scratch("warm-twilio");
+    let person_port = sip_support::free_udp();
+    let set = warm_set(&dir, person_port, 20, false);
+    let extra = format!("[agents]\nset = \"{}\"\n", set.display());
+    let (d, _) = daemon(SCENARIO, "", &extra).await;
+    let person_peer = MediaPeer::bind().await;
+    let person_xml = scenario(
+        "warm-twilio-person",
+        &person_answers(person_peer.port(), 800),
+    );
+    // The caller's question, then silence while the transfer runs and the person speaks.
+    let mut words = sip_support::caller_turn_8k();
+    words.extend(vec![0i16; 8000 * 11]);
+    let keys = [(Duration::from_millis(3000), '1')];
+    let url = d.twilio_url();
+    let greeting_pcm = person_words();
+    let events = async { sip_support::follow(&d).await.await.unwrap() };
+    let (report, person_sipp, person_heard, events) = tokio::join!(
+        caller::dial(&url, CallerOptions::new(words)),
+        sip_support::sipp_on(
+            &dir,
+            Scenario::Xml(person_xml),
+            person_port,
+            None,
+            &["-m", "1"]
+        ),
+        person_peer.converse_keys(
+            &greeting_pcm,
+            0,
+            Default::default(),
+            Duration::from_secs(14),
+            &keys
+        ),
+        events,
+    );
+    let report = report.expect("the Twilio stream started");
+    let (stages, finished) = transfer_of(&events);
+    assert_eq!(finished["outcome"]["kind"], "connected", "{finished:#}");
+    assert!(stages.iter().any(|s| s == "bridged"), "{stages:?}");
+    assert_eq!(report.end, CallerEnd::HungUp, "{report:?}");
+    person_sipp.assert_ok();
+    assert!(
+        voiced_blocks(&person_heard.pcm) >= 10,
+        "the person heard the brief"
+    );
+    // The person's words reached the Twilio caller: their greeting is heard after Asha's
+    // announcement, at least as many voiced blocks as the greeting has.
+    let heard = voiced_blocks(&report.recording.agent);
+    let announcement = clip_blocks("asha_02.wav");
+    let greeting = voiced_blocks(&person_words());
+    assert!(
+        heard + 4 >= announcement + greeting,
+        "the Twilio caller heard Asha ({announcement} voiced blocks) and then the person \
+         ({greeting}): {heard} in all"
+    );
+}
