@@ -871,3 +871,42 @@ async fn a_twilio_caller_is_bridged_to_a_person_dialled_over_sip() {
          ({greeting}): {heard} in all"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_caller_hanging_up_during_the_brief_hangs_up_the_person() {
+    let person = Person::Answers {
+        ring_ms: 300,
+        keys: Vec::new(),
+    };
+    let Some(r) = run("warm-caller-gone-briefing", person, 6_500, 20).await else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    // SIPp's scenario passes only if baton hung the person up (BYE) after answering.
+    r.person_sipp.assert_ok();
+    let (_, finished) = transfer_of(&r.events);
+    assert_eq!(
+        finished["outcome"]["kind"], "caller_hung_up",
+        "{finished:#}"
+    );
+    assert_eq!(finished["outcome"]["stage"], "briefing", "{finished:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_person_declines_after_the_brief_with_a_key() {
+    let person = Person::Answers {
+        ring_ms: 300,
+        keys: vec![(Duration::from_millis(2500), '2')],
+    };
+    let Some(r) = run("warm-declined-key", person, 12_000, 20).await else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    // Declined: baton hangs the person up (the scenario waits for its BYE).
+    r.person_sipp.assert_ok();
+    let (stages, finished) = transfer_of(&r.events);
+    assert!(stages.iter().any(|s| s == "briefing"), "{stages:?}");
+    assert!(!stages.iter().any(|s| s == "bridged"), "{stages:?}");
+    assert_eq!(finished["outcome"]["kind"], "declined", "{finished:#}");
+    told_why(&r.caller_heard);
+}
