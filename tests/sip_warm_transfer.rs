@@ -26,6 +26,19 @@ const SCENARIO: &str = "tests/data/transfer/human_blind.toml";
 
 /// The front-desk set with Ravi reached warm at the person's SIPp on `port`.
 fn warm_set(dir: &Path, port: u16, ring_s: u64, screen: bool) -> PathBuf {
+    warm_set_with(dir, port, ring_s, screen, "", "")
+}
+
+/// [`warm_set`] with `dest_extra` lines in Ravi's destination and `set_extra` (more agents)
+/// at the end.
+fn warm_set_with(
+    dir: &Path,
+    port: u16,
+    ring_s: u64,
+    screen: bool,
+    dest_extra: &str,
+    set_extra: &str,
+) -> PathBuf {
     let text = std::fs::read_to_string(Path::new(ROOT).join("config/agents/front_desk.toml"))
         .unwrap()
         .replace(
@@ -36,10 +49,11 @@ fn warm_set(dir: &Path, port: u16, ring_s: u64, screen: bool) -> PathBuf {
         .replace(
             "ring_timeout_s = 25",
             &format!(
-                "ring_timeout_s = {ring_s}{}",
+                "ring_timeout_s = {ring_s}{}\n{dest_extra}",
                 if screen { "\nscreen = true" } else { "" }
             ),
         );
+    let text = format!("{text}\n{set_extra}\n");
     assert!(text.contains("transfer = \"warm\""), "{text}");
     let path = dir.join("front_desk_warm.toml");
     std::fs::write(&path, text).unwrap();
@@ -56,6 +70,31 @@ fn caller_steps(media_port: u16, stay_ms: u64) -> Vec<String> {
         format!("  <pause milliseconds=\"{stay_ms}\"/>\n"),
         in_dialog("BYE", 2, None),
         recv(200, false),
+    ]
+}
+
+/// The caller: calls baton and stays until baton hangs up (BYE), within `wait_ms`.
+fn caller_hung_up_by_baton(media_port: u16, wait_ms: u64) -> Vec<String> {
+    vec![
+        invite(&media_port.to_string(), "0", "a=rtpmap:0 PCMU/8000\n"),
+        recv(100, true),
+        recv(200, false),
+        in_dialog("ACK", 1, None),
+        recv_request("BYE", wait_ms),
+        r#"  <send>
+    <![CDATA[
+      SIP/2.0 200 OK
+      [last_Via:]
+      [last_From:]
+      [last_To:]
+      [last_Call-ID:]
+      [last_CSeq:]
+      Content-Length: 0
+
+    ]]>
+  </send>
+"#
+        .into(),
     ]
 }
 
@@ -342,6 +381,19 @@ async fn run_with_model(
     caller_stay_ms: u64,
     ring_s: u64,
 ) -> Option<Run> {
+    run_full(model, name, person, caller_stay_ms, ring_s, ("", "")).await
+}
+
+/// The whole harness: `set` is (lines for Ravi's destination, more of the set).
+async fn run_full(
+    model: &str,
+    name: &str,
+    person: Person,
+    caller_stay_ms: u64,
+    ring_s: u64,
+    set: (&str, &str),
+) -> Option<Run> {
+    let (dest_extra, set_extra) = set;
     let profile = model;
     if std::env::var_os("WARM_TRACE").is_some() {
         let _ = tracing_subscriber::fmt()
@@ -355,7 +407,7 @@ async fn run_with_model(
     let dir = scratch(name);
     let person_port = sip_support::free_udp();
     let screened = matches!(person, Person::Machine { .. });
-    let set = warm_set(&dir, person_port, ring_s, screened);
+    let set = warm_set_with(&dir, person_port, ring_s, screened, dest_extra, set_extra);
     let extra = format!(
         "[agents]\nset = \"{}\"\n[store]\nurl = \"sqlite://{}/baton.db\"\nrecordings = \"{}/rec\"\n",
         set.display(),
@@ -390,7 +442,14 @@ async fn run_with_model(
         Person::Machine { .. } => person_answers(person_peer.port(), 300),
     };
     let person_xml = scenario(&format!("{name}-person"), &person_xml);
-    let caller_xml = scenario(name, &caller_steps(caller_peer.port(), caller_stay_ms));
+    let caller_xml = if dest_extra.contains("hang_up") {
+        scenario(
+            name,
+            &caller_hung_up_by_baton(caller_peer.port(), caller_stay_ms),
+        )
+    } else {
+        scenario(name, &caller_steps(caller_peer.port(), caller_stay_ms))
+    };
     let listen = Duration::from_millis(caller_stay_ms + 500);
     let person_listens = matches!(
         person,
@@ -908,5 +967,54 @@ async fn the_person_declines_after_the_brief_with_a_key() {
     assert!(stages.iter().any(|s| s == "briefing"), "{stages:?}");
     assert!(!stages.iter().any(|s| s == "bridged"), "{stages:?}");
     assert_eq!(finished["outcome"]["kind"], "declined", "{finished:#}");
+    told_why(&r.caller_heard);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_answering_hands_the_caller_to_the_agent_on_no_answer_names() {
+    let desk = "[agents.desk]\nname = \"Sam\"\nrole = \"specialist\"\ninstruction = \"You are Sam at the front desk.\"\n";
+    let set = ("on_no_answer = \"agent:desk\"", desk);
+    let Some(r) = run_full("", "warm-no-answer-desk", Person::RingsOut, 14_000, 5, set).await
+    else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (_, finished) = transfer_of(&r.events);
+    assert_eq!(finished["outcome"]["kind"], "no_answer", "{finished:#}");
+    let to_desk: Vec<_> = r
+        .events
+        .iter()
+        .filter(|e| e["type"] == "handoff_announcement" && e["to"] == "desk")
+        .collect();
+    assert_eq!(
+        to_desk.len(),
+        1,
+        "the caller is handed to Sam: {:#?}",
+        r.events
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_answering_ends_the_call_after_the_agent_says_why_when_so_configured() {
+    let set = ("on_no_answer = \"hang_up\"", "");
+    let Some(r) = run_full(
+        "",
+        "warm-no-answer-hang-up",
+        Person::RingsOut,
+        20_000,
+        5,
+        set,
+    )
+    .await
+    else {
+        return;
+    };
+    // The caller's scenario passes only if baton hung up (BYE) within 20 s.
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (_, finished) = transfer_of(&r.events);
+    assert_eq!(finished["outcome"]["kind"], "no_answer", "{finished:#}");
+    // The agent said why before the call ended.
     told_why(&r.caller_heard);
 }

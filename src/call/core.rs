@@ -626,6 +626,11 @@ impl CallCore {
         self.bridged.as_mut()?.out.pop_front()
     }
 
+    /// The model is generating a reply (audio may still arrive).
+    pub fn generating(&self) -> bool {
+        self.turn_open
+    }
+
     /// The latest instant the shell has handed in.
     pub fn now(&self) -> Instant {
         self.now

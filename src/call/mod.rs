@@ -264,6 +264,9 @@ pub async fn run_with_agents(
                 s.send(&ev);
             }
         }
+        if let Some(w) = warm.as_mut() {
+            w.check_ending(&mut core);
+        }
         if warm.as_ref().is_some_and(warm::Warm::is_over) {
             warm = None;
         }

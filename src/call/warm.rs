@@ -115,7 +115,27 @@ pub(super) struct Warm {
     /// Where the person's leg is recorded, and the recording once they answered.
     recording: Option<std::path::PathBuf>,
     tap: Option<super::recording::AudioTap>,
+    /// Nobody answered and the person's `on_no_answer` names an agent: brought in once the
+    /// outcome has reached the orchestrator.
+    hand_to: Option<String>,
+    /// Nobody answered and `on_no_answer = "hang_up"`: the call ends once the agent has said
+    /// why (its next reply has played out), or at the guard.
+    ending: Option<Ending>,
 }
+
+/// The call is to end once the agent has said why.
+#[derive(Clone, Copy, Debug)]
+struct Ending {
+    /// The caller has heard silence since (what was playing at the outcome is over).
+    quiet: bool,
+    /// The agent's reply has started playing after that silence.
+    heard: bool,
+    /// The call ends here whatever was said.
+    guard: Instant,
+}
+
+/// The longest the agent is given to say why before a `hang_up` transfer ends the call.
+const ENDING_GUARD: Duration = Duration::from_secs(30);
 
 /// A warm transfer could not start: the refusal is its one event.
 pub(super) fn unavailable(req: &TransferRequest, reason: &str) -> Event {
@@ -151,23 +171,23 @@ impl Warm {
             buf: Vec::with_capacity(1024),
             recording,
             tap: None,
+            hand_to: None,
+            ending: None,
         }
     }
 
     /// True once nothing is left to do: the outcome is reported, the person's leg released and
     /// nothing is bridged.
     pub(super) fn is_over(&self) -> bool {
-        self.machine.is_over() && self.person.is_none()
+        self.machine.is_over() && self.person.is_none() && self.ending.is_none()
     }
 
     /// The earliest instant the transfer (or its brief) must be woken at.
     pub(super) fn poll_timeout(&self) -> Option<Instant> {
         let machine = self.machine.poll_timeout().map(|(at, _)| at);
         let brief = self.brief.as_ref().map(|b| b.core.poll_timeout().0);
-        match (machine, brief) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let ending = self.ending.map(|e| e.guard);
+        [machine, brief, ending].into_iter().flatten().min()
     }
 
     /// What woke the transfer next; pending forever when nothing can.
@@ -226,6 +246,13 @@ impl Warm {
         {
             b.core.handle_timeout(now);
         }
+        if self.ending.is_some_and(|e| e.guard <= now) {
+            self.ending = None;
+            caller.hang_up(format!(
+                "{} did not answer; the call ends as configured",
+                self.to
+            ));
+        }
         self.drive(caller, now);
     }
 
@@ -236,6 +263,28 @@ impl Warm {
         if self.machine.awaits_sound() {
             self.machine
                 .handle_caller_frame(kind == PlayedKind::Voice, now);
+        }
+        if let Some(e) = self.ending.as_mut() {
+            if kind == PlayedKind::Voice {
+                e.heard |= e.quiet;
+            } else {
+                e.quiet = true;
+            }
+        }
+    }
+
+    /// A `hang_up` transfer ends the call once the agent's reply saying why has played out.
+    pub(super) fn check_ending(&mut self, caller: &mut CallCore) {
+        if let Some(e) = self.ending
+            && e.heard
+            && caller.queued_audio().is_zero()
+            && !caller.generating()
+        {
+            self.ending = None;
+            caller.hang_up(format!(
+                "{} did not answer; the call ends as configured",
+                self.to
+            ));
         }
     }
 
@@ -418,6 +467,16 @@ impl Warm {
         while let Some(ev) = self.machine.poll_event() {
             caller.handle_transfer(ev, now);
         }
+        if let Some(agent) = self.hand_to.take() {
+            // The orchestrator knows the outcome now (it tells the agent why); bring in the
+            // agent the person's `on_no_answer` names, as an operator would.
+            let input = crate::agents::Input::Activate {
+                agent: agent.clone(),
+            };
+            if let Err(e) = caller.handle_command(input, now) {
+                tracing::warn!(%agent, error = %e, "the no-answer agent could not be brought in");
+            }
+        }
         self.bridge_out(caller);
     }
 
@@ -509,9 +568,21 @@ impl Warm {
                 caller.bridge(now);
                 tracing::info!(person = %self.to, "caller and person bridged");
             }
-            Action::ReturnToAgent { .. } | Action::HandTo { .. } | Action::EndCall { .. } => {
+            Action::ReturnToAgent { .. } => {
                 // The outcome reaches the orchestrator with the report; the agent says why.
                 self.close_brief();
+            }
+            Action::HandTo { agent, .. } => {
+                self.close_brief();
+                self.hand_to = Some(agent);
+            }
+            Action::EndCall { .. } => {
+                self.close_brief();
+                self.ending = Some(Ending {
+                    quiet: false,
+                    heard: false,
+                    guard: now + ENDING_GUARD,
+                });
             }
             Action::HangUpCaller => caller.hang_up(format!("{} hung up", self.to)),
             other => tracing::warn!(action = ?other, "not a warm transfer's action"),
