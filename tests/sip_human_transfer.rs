@@ -83,6 +83,14 @@ SIP/2.0 200 OK
     .into()
 }
 
+/// A NOTIFY whose sipfrag says the referred call was not answered (480), then its 200.
+fn notify_unanswered() -> String {
+    notify_answered().replace(
+        "SIP/2.0 200 OK\n    ]]>",
+        "SIP/2.0 480 Temporarily Unavailable\n    ]]>",
+    )
+}
+
 /// baton's BYE, answered.
 fn bye_answered() -> String {
     r#"  <recv request="BYE"/>
@@ -136,11 +144,34 @@ struct Run {
 
 /// One call from SIPp through `steps`, the caller's first question streamed over RTP.
 async fn run(name: &str, steps: impl FnOnce(u16) -> Vec<String>, listen_s: u64) -> Option<Run> {
+    run_with(name, steps, listen_s, "").await
+}
+
+/// [`run`] with `dest_extra` added to Ravi's destination (a set written to the scratch folder).
+async fn run_with(
+    name: &str,
+    steps: impl FnOnce(u16) -> Vec<String>,
+    listen_s: u64,
+    dest_extra: &str,
+) -> Option<Run> {
     if !sip_support::require("sipp", "sip-tester") {
         return None;
     }
     let dir = scratch(name);
-    let (d, addr) = daemon(SCENARIO, "", SET).await;
+    let set = if dest_extra.is_empty() {
+        SET.to_owned()
+    } else {
+        let text = std::fs::read_to_string(Path::new(ROOT).join("config/agents/front_desk.toml"))
+            .unwrap()
+            .replace(
+                "ring_timeout_s = 25",
+                &format!("ring_timeout_s = 25\n{dest_extra}"),
+            );
+        let path = dir.join("front_desk.toml");
+        std::fs::write(&path, text).unwrap();
+        format!("[agents]\nset = \"{}\"\n", path.display())
+    };
+    let (d, addr) = daemon(SCENARIO, "", &set).await;
     let mut finished = d.app.sip.get().unwrap().subscribe_finished();
     let peer = MediaPeer::bind().await;
     let xml = scenario(name, &steps(peer.port()));
@@ -357,4 +388,36 @@ async fn a_leg_that_cannot_hand_the_caller_on_refuses_with_a_typed_outcome() {
         "the agent carried on: {events:#?}"
     );
     assert_eq!(out.report.end_reason, "caller hung up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_blind_transfer_ends_the_call_after_the_agent_says_why_when_so_configured() {
+    let steps = |port: u16| {
+        let mut s = call_until_refer(port);
+        s.push(refer_answer("202 Accepted"));
+        s.push(notify_unanswered());
+        // on_no_answer = "hang_up": the agent says why, then baton hangs up.
+        s.push(bye_answered());
+        s
+    };
+    let Some(r) = run_with(
+        "human-blind-no-answer",
+        steps,
+        14,
+        "on_no_answer = \"hang_up\"",
+    )
+    .await
+    else {
+        return;
+    };
+    r.sipp.assert_ok();
+    let steps = of_type(&r.events, "transfer");
+    let last = steps.last().expect("transfer steps on the call's feed");
+    assert_eq!(last["outcome"]["kind"], "no_answer", "{steps:#?}");
+    let both = clip_blocks("asha_02.wav") + clip_blocks("asha_01.wav");
+    let heard = voiced_blocks(&r.heard.pcm);
+    assert!(
+        heard + 4 >= both,
+        "the agent said why before the call ended: {heard} of {both}"
+    );
 }

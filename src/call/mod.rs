@@ -14,6 +14,7 @@ pub mod core;
 #[cfg(test)]
 mod core_tests;
 pub mod metrics;
+mod no_answer;
 pub mod outbox;
 pub mod reconnect;
 pub mod recording;
@@ -157,6 +158,10 @@ pub async fn run_with_agents(
     let dialer = opts.dialer.take();
     let person_recording = opts.person_recording.take();
     let mut warm: Option<warm::Warm> = None;
+    // A blind transfer under way (the person and what their `on_no_answer` says), and what an
+    // unanswered one left to do.
+    let mut blind: Option<(String, crate::transfer::OnNoAnswer)> = None;
+    let mut after: Option<no_answer::Aftermath> = None;
     let mut transfer_events: Option<mpsc::UnboundedReceiver<crate::transfer::Event>> = None;
     let (opened_tx, mut opened_rx) = mpsc::channel(4);
     let (tool_tx, mut tool_rx) = mpsc::unbounded_channel();
@@ -172,6 +177,9 @@ pub async fn run_with_agents(
             }
             if let (Some(w), LegCommand::Play { kind, .. }) = (warm.as_mut(), &cmd) {
                 w.caller_played(*kind, core.now());
+            }
+            if let (Some(a), LegCommand::Play { kind, .. }) = (after.as_mut(), &cmd) {
+                a.caller_played(*kind);
             }
             if !leg_open {
                 if let LegCommand::Play { frame, .. } = cmd {
@@ -251,12 +259,15 @@ pub async fn run_with_agents(
                         ),
                     }
                 }
-                Task::Transfer(req) => match ask_transfer(*req, transfer_port.as_ref()) {
-                    Ok(rx) => transfer_events = Some(rx),
-                    Err(refusal) => {
-                        core.handle_transfer(refusal, Instant::now().into_std());
+                Task::Transfer(req) => {
+                    blind = Some((req.to.clone(), req.settings.on_no_answer.clone()));
+                    match ask_transfer(*req, transfer_port.as_ref()) {
+                        Ok(rx) => transfer_events = Some(rx),
+                        Err(refusal) => {
+                            core.handle_transfer(refusal, Instant::now().into_std());
+                        }
                     }
-                },
+                }
             }
         }
         while let Some(ev) = core.poll_event() {
@@ -266,6 +277,13 @@ pub async fn run_with_agents(
         }
         if let Some(w) = warm.as_mut() {
             w.check_ending(&mut core);
+        }
+        if let Some(a) = after.as_mut() {
+            let now = core.now();
+            a.check(&mut core, now);
+            if a.is_done() {
+                after = None;
+            }
         }
         if warm.as_ref().is_some_and(warm::Warm::is_over) {
             warm = None;
@@ -283,6 +301,9 @@ pub async fn run_with_agents(
         }
         let (mut deadline, _) = core.poll_timeout();
         if let Some(at) = warm.as_ref().and_then(warm::Warm::poll_timeout) {
+            deadline = deadline.min(at);
+        }
+        if let Some(at) = after.as_ref().and_then(no_answer::Aftermath::deadline) {
             deadline = deadline.min(at);
         }
         let deadline = Instant::from_std(deadline);
@@ -317,7 +338,18 @@ pub async fn run_with_agents(
                 }
                 Some(input) = tool_rx.recv() => core.handle_tool_result(input, Instant::now().into_std()),
                 ev = next_transfer_event(&mut transfer_events) => match ev {
-                    Some(ev) => core.handle_transfer(ev, Instant::now().into_std()),
+                    Some(ev) => {
+                        let now = Instant::now().into_std();
+                        if let (crate::transfer::Event::Finished(r), Some((person, on))) =
+                            (&ev, blind.take())
+                        {
+                            after = no_answer::Aftermath::after(&person, &on, &r.outcome, now);
+                        }
+                        core.handle_transfer(ev, now);
+                        if let Some(a) = after.as_mut() {
+                            a.after_report(&mut core, now);
+                        }
+                    }
                     None => transfer_events = None,
                 },
                 cmd = tap::recv(&mut commands) => {

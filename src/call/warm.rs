@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::no_answer::Aftermath;
 use super::outbox::{BriefRequest, Live, SessionId, TransferRequest};
 use super::{CallCore, CallOptions, Sessions, open_session};
 use crate::agents::tools::{ACCEPT_TRANSFER, DECLINE_TRANSFER};
@@ -115,27 +116,9 @@ pub(super) struct Warm {
     /// Where the person's leg is recorded, and the recording once they answered.
     recording: Option<std::path::PathBuf>,
     tap: Option<super::recording::AudioTap>,
-    /// Nobody answered and the person's `on_no_answer` names an agent: brought in once the
-    /// outcome has reached the orchestrator.
-    hand_to: Option<String>,
-    /// Nobody answered and `on_no_answer = "hang_up"`: the call ends once the agent has said
-    /// why (its next reply has played out), or at the guard.
-    ending: Option<Ending>,
+    /// What an unanswered transfer leaves to do (`on_no_answer`).
+    after: Aftermath,
 }
-
-/// The call is to end once the agent has said why.
-#[derive(Clone, Copy, Debug)]
-struct Ending {
-    /// The caller has heard silence since (what was playing at the outcome is over).
-    quiet: bool,
-    /// The agent's reply has started playing after that silence.
-    heard: bool,
-    /// The call ends here whatever was said.
-    guard: Instant,
-}
-
-/// The longest the agent is given to say why before a `hang_up` transfer ends the call.
-const ENDING_GUARD: Duration = Duration::from_secs(30);
 
 /// A warm transfer could not start: the refusal is its one event.
 pub(super) fn unavailable(req: &TransferRequest, reason: &str) -> Event {
@@ -153,6 +136,7 @@ impl Warm {
         now: Instant,
     ) -> Warm {
         let machine = Transfer::new(Plan::Warm, req.target, req.settings, now);
+        let after = Aftermath::new(&req.to);
         Warm {
             to: req.to,
             machine,
@@ -171,22 +155,21 @@ impl Warm {
             buf: Vec::with_capacity(1024),
             recording,
             tap: None,
-            hand_to: None,
-            ending: None,
+            after,
         }
     }
 
     /// True once nothing is left to do: the outcome is reported, the person's leg released and
     /// nothing is bridged.
     pub(super) fn is_over(&self) -> bool {
-        self.machine.is_over() && self.person.is_none() && self.ending.is_none()
+        self.machine.is_over() && self.person.is_none() && self.after.is_done()
     }
 
     /// The earliest instant the transfer (or its brief) must be woken at.
     pub(super) fn poll_timeout(&self) -> Option<Instant> {
         let machine = self.machine.poll_timeout().map(|(at, _)| at);
         let brief = self.brief.as_ref().map(|b| b.core.poll_timeout().0);
-        let ending = self.ending.map(|e| e.guard);
+        let ending = self.after.deadline();
         [machine, brief, ending].into_iter().flatten().min()
     }
 
@@ -246,13 +229,7 @@ impl Warm {
         {
             b.core.handle_timeout(now);
         }
-        if self.ending.is_some_and(|e| e.guard <= now) {
-            self.ending = None;
-            caller.hang_up(format!(
-                "{} did not answer; the call ends as configured",
-                self.to
-            ));
-        }
+        self.after.check(caller, now);
         self.drive(caller, now);
     }
 
@@ -264,28 +241,13 @@ impl Warm {
             self.machine
                 .handle_caller_frame(kind == PlayedKind::Voice, now);
         }
-        if let Some(e) = self.ending.as_mut() {
-            if kind == PlayedKind::Voice {
-                e.heard |= e.quiet;
-            } else {
-                e.quiet = true;
-            }
-        }
+        self.after.caller_played(kind);
     }
 
     /// A `hang_up` transfer ends the call once the agent's reply saying why has played out.
     pub(super) fn check_ending(&mut self, caller: &mut CallCore) {
-        if let Some(e) = self.ending
-            && e.heard
-            && caller.queued_audio().is_zero()
-            && !caller.generating()
-        {
-            self.ending = None;
-            caller.hang_up(format!(
-                "{} did not answer; the call ends as configured",
-                self.to
-            ));
-        }
+        let now = caller.now();
+        self.after.check(caller, now);
     }
 
     /// The caller's call is ending: the person's phone stops ringing (CANCEL) or is hung up
@@ -467,16 +429,7 @@ impl Warm {
         while let Some(ev) = self.machine.poll_event() {
             caller.handle_transfer(ev, now);
         }
-        if let Some(agent) = self.hand_to.take() {
-            // The orchestrator knows the outcome now (it tells the agent why); bring in the
-            // agent the person's `on_no_answer` names, as an operator would.
-            let input = crate::agents::Input::Activate {
-                agent: agent.clone(),
-            };
-            if let Err(e) = caller.handle_command(input, now) {
-                tracing::warn!(%agent, error = %e, "the no-answer agent could not be brought in");
-            }
-        }
+        self.after.after_report(caller, now);
         self.bridge_out(caller);
     }
 
@@ -574,15 +527,11 @@ impl Warm {
             }
             Action::HandTo { agent, .. } => {
                 self.close_brief();
-                self.hand_to = Some(agent);
+                self.after.hand_to(agent);
             }
             Action::EndCall { .. } => {
                 self.close_brief();
-                self.ending = Some(Ending {
-                    quiet: false,
-                    heard: false,
-                    guard: now + ENDING_GUARD,
-                });
+                self.after.end_call(now);
             }
             Action::HangUpCaller => caller.hang_up(format!("{} hung up", self.to)),
             other => tracing::warn!(action = ?other, "not a warm transfer's action"),

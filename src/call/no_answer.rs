@@ -1,0 +1,145 @@
+//! What a transfer to a person that nobody answered leaves the call to do, as the human agent's
+//! `on_no_answer` says: bring in another agent of the set (as an operator would, once the
+//! outcome has reached the orchestrator, which tells the agent why), or end the call once the
+//! agent has said why — its reply played out after a silence, or at a guard. `"return"` leaves
+//! nothing to do. Blind and warm transfers share it.
+
+use std::time::{Duration, Instant};
+
+use super::CallCore;
+use crate::audio::playout::PlayedKind;
+use crate::transfer::{OnNoAnswer, Outcome};
+
+/// The longest the agent is given to say why before a `hang_up` transfer ends the call.
+pub const ENDING_GUARD: Duration = Duration::from_secs(30);
+
+/// What is left to do after an unanswered transfer to `person`.
+#[derive(Debug)]
+pub(super) struct Aftermath {
+    person: String,
+    hand_to: Option<String>,
+    ending: Option<Ending>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Ending {
+    /// The caller has heard silence since (what was playing at the outcome is over).
+    quiet: bool,
+    /// The agent's reply has started playing after that silence.
+    heard: bool,
+    guard: Instant,
+}
+
+impl Aftermath {
+    /// Nothing to do yet, for a transfer to `person`.
+    pub(super) fn new(person: &str) -> Aftermath {
+        Aftermath {
+            person: person.to_owned(),
+            hand_to: None,
+            ending: None,
+        }
+    }
+
+    /// What `on_no_answer` asks after `outcome` (at `now`); `None` when nothing is left to do.
+    pub(super) fn after(
+        person: &str,
+        on_no_answer: &OnNoAnswer,
+        outcome: &Outcome,
+        now: Instant,
+    ) -> Option<Aftermath> {
+        if !matches!(outcome, Outcome::NoAnswer { .. }) {
+            return None;
+        }
+        let mut a = Aftermath::new(person);
+        match on_no_answer {
+            OnNoAnswer::Return => return None,
+            OnNoAnswer::Agent(agent) => a.hand_to(agent.clone()),
+            OnNoAnswer::HangUp => a.end_call(now),
+        }
+        Some(a)
+    }
+
+    /// Bring `agent` in once the outcome is reported.
+    pub(super) fn hand_to(&mut self, agent: String) {
+        self.hand_to = Some(agent);
+    }
+
+    /// End the call once the agent has said why.
+    pub(super) fn end_call(&mut self, now: Instant) {
+        self.ending = Some(Ending {
+            quiet: false,
+            heard: false,
+            guard: now + ENDING_GUARD,
+        });
+    }
+
+    /// Nothing is left to do.
+    pub(super) fn is_done(&self) -> bool {
+        self.hand_to.is_none() && self.ending.is_none()
+    }
+
+    /// When the ending's guard falls.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        self.ending.map(|e| e.guard)
+    }
+
+    /// The outcome has reached the orchestrator: the named agent is brought in.
+    pub(super) fn after_report(&mut self, caller: &mut CallCore, now: Instant) {
+        if let Some(agent) = self.hand_to.take() {
+            let input = crate::agents::Input::Activate {
+                agent: agent.clone(),
+            };
+            if let Err(e) = caller.handle_command(input, now) {
+                tracing::warn!(%agent, error = %e, "the no-answer agent could not be brought in");
+            }
+        }
+    }
+
+    /// A frame was played to the caller.
+    pub(super) fn caller_played(&mut self, kind: PlayedKind) {
+        if let Some(e) = self.ending.as_mut() {
+            if kind == PlayedKind::Voice {
+                e.heard |= e.quiet;
+            } else {
+                e.quiet = true;
+            }
+        }
+    }
+
+    /// Ends the call when the agent's reply has played out, or the guard has passed by `now`.
+    pub(super) fn check(&mut self, caller: &mut CallCore, now: Instant) {
+        let Some(e) = self.ending else { return };
+        let said = e.heard && caller.queued_audio().is_zero() && !caller.generating();
+        if said || e.guard <= now {
+            self.ending = None;
+            caller.hang_up(format!(
+                "{} did not answer; the call ends as configured",
+                self.person
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_unanswered_transfer_leaves_anything_to_do() {
+        let now = Instant::now();
+        let no_answer = Outcome::NoAnswer { status: None };
+        let agent = OnNoAnswer::Agent("desk".into());
+        assert!(Aftermath::after("ravi", &agent, &Outcome::Declined, now).is_none());
+        assert!(Aftermath::after("ravi", &OnNoAnswer::Return, &no_answer, now).is_none());
+        let a = Aftermath::after("ravi", &agent, &no_answer, now).unwrap();
+        assert_eq!(a.hand_to.as_deref(), Some("desk"));
+        let mut a = Aftermath::after("ravi", &OnNoAnswer::HangUp, &no_answer, now).unwrap();
+        assert_eq!(a.deadline(), Some(now + ENDING_GUARD));
+        // Voice still playing at the outcome is not the reply saying why.
+        a.caller_played(PlayedKind::Voice);
+        assert!(a.ending.is_some_and(|e| !e.heard));
+        a.caller_played(PlayedKind::Silence);
+        a.caller_played(PlayedKind::Voice);
+        assert!(a.ending.is_some_and(|e| e.heard));
+    }
+}
