@@ -28,6 +28,11 @@
 //! model generation allows (contextUpdate, NON_BLOCKING, mid-session client content) is its
 //! [`Profile`]'s.
 //!
+//! Brief sessions (a warm transfer's brief to the person, [`super::brief`]): a session whose
+//! `setup` system instruction contains the scenario's `[brief]` marker follows the brief's script
+//! instead of the `[[turn]]`s; personas, the greeting and input transcriptions of scripted lines
+//! play no part in it.
+//!
 //! Layout: this file holds the session state and its public face; `engine/inputs.rs` handles
 //! client messages, `engine/turns.rs` turn taking and replies.
 
@@ -174,6 +179,8 @@ pub struct MockSession {
     resumption: bool,
     /// The session continues an earlier one (a resumption handle).
     restored: bool,
+    /// The session is a warm transfer's brief (its setup named the scenario's `[brief]` marker).
+    brief: bool,
 }
 
 impl MockSession {
@@ -215,6 +222,7 @@ impl MockSession {
             silent: false,
             resumption: false,
             restored: false,
+            brief: false,
         }
     }
 
@@ -269,6 +277,11 @@ impl MockSession {
     pub fn persona(&self) -> Option<&str> {
         let i = self.active?;
         self.scenario.personas.get(i).map(|p| p.id.as_str())
+    }
+
+    /// The session is a warm transfer's brief (see [`super::brief`]).
+    pub fn is_brief(&self) -> bool {
+        self.brief
     }
 
     /// How many scripted turns the session has consumed (or skipped with initial history).
@@ -358,6 +371,15 @@ impl MockSession {
     fn send(&mut self, m: ServerMessage) {
         if !self.silent {
             self.out.push_back(Outgoing::Message(m));
+        }
+    }
+
+    /// The persona markers the wire is searched for (none in a brief session).
+    fn markers(&self) -> Vec<&str> {
+        if self.brief {
+            Vec::new()
+        } else {
+            self.scenario.markers()
         }
     }
 

@@ -7,7 +7,8 @@
 //! - [`setup`]: `setup` validation, backend/API version; [`profile`]: model-behaviour profiles
 //!   (gemini-3.8 / 2.5 / 3.1) and their [`Capabilities`](crate::model::Capabilities).
 //! - [`listen`] / [`speak`]: caller audio + VAD in; reply chunks + transcription out.
-//! - [`scenario`] / [`clip`]: the script and its audio; [`persona`]: which agent the wire named.
+//! - [`scenario`] / [`clip`]: the script and its audio; [`persona`]: which agent the wire named;
+//!   [`brief`]: the script of a warm transfer's brief session.
 //! - [`faults`]: goAway, drops, late pongs, garbage ([`pong`] delays pongs under the WebSocket);
 //!   [`resume`]: resumption handles and per-lineage caller audio, shared by a server's
 //!   connections.
@@ -16,6 +17,7 @@
 //! - [`server`]: the tokio/WebSocket shell (TCP, TLS, in-memory duplex), [`record`]: message
 //!   recording, [`cli`]: `baton mock-model`.
 
+pub mod brief;
 pub mod cli;
 pub mod clip;
 pub mod engine;

@@ -24,6 +24,14 @@
 //! greeting_text = "..."                      # (never by a session resumed or given initial history)
 //!
 //! [faults]                             # optional: goAway, drops, late pongs … (see faults.rs)
+//! [brief]                              # optional: the script of a warm transfer's brief session
+//! marker = "You are briefing"          # optional (this default): a session whose instructions contain it is a brief
+//! reply = "../clips/brief_ravi.wav"    # said to the person on baton's starting text turn
+//! output_text = "Hi Ravi, I have a caller ..."
+//! answer = "accept"                    # after the person's first turn: accept | decline | none
+//! reason = "..."                       # optional, decline only: decline_transfer's `reason`
+//! answer_reply = "../clips/thanks.wav" # optional: said with the answer (after its function call)
+//! answer_text = "..."                  # optional (needs answer_reply)
 //! [[persona]]                          # optional, any number: the agents the model can speak as
 //! id = "advisor"                       # agent id
 //! marker = "Asha"                      # the persona is named on the wire by this text
@@ -78,6 +86,14 @@
 //! `handoff.tool_call` is emitted after the first burst of the announcing reply, only if the
 //! function is declared in the session's tools and `to` is not already active.
 //!
+//! **Brief sessions** (`[brief]`, see [`super::brief`]): a session whose system instruction
+//! contains `marker` briefs the person a warm transfer is reaching. Its first turn (baton's
+//! starting text) is answered with `reply`; the person's first turn with `accept_transfer` `{}` or
+//! `decline_transfer` `{"reason": …}` (only if the session declares it), then `answer_reply`;
+//! `answer = "none"` gives the default reply and no call; later turns get the default reply. The
+//! `[[turn]]`s, personas and greeting are not used in it; the response to the call is accepted
+//! and says nothing more.
+//!
 //! **Initial history** (`historyConfig.initialHistoryInClientContent`): `clientContent` is history,
 //! ingested without calling the model, until the first `turnComplete:true` or the model's first
 //! reply, whichever comes first. A session whose `setup` asks for it resumes the script after the last
@@ -90,7 +106,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use self::raw::{RawReply, RawScenario, RawToolCall};
+use self::raw::{RawBrief, RawReply, RawScenario, RawToolCall};
+use super::brief::{self, Answer, Brief};
 use super::clip::{self, BUILTIN_DEFAULT_TEXT, Clip, ClipError};
 use super::faults::{self, Faults};
 use super::profile::{Profile, Quirks};
@@ -239,6 +256,8 @@ pub struct Scenario {
     pub greeting: Option<Reply>,
     /// Fault modes (`[faults]`, see [`super::faults`]).
     pub faults: Faults,
+    /// How a warm transfer's brief session goes (`[brief]`, see [`super::brief`]).
+    pub brief: Option<Brief>,
 }
 
 impl Scenario {
@@ -261,6 +280,7 @@ impl Scenario {
             personas: Vec::new(),
             greeting: None,
             faults: Faults::default(),
+            brief: None,
         }
     }
 
@@ -530,6 +550,10 @@ impl Scenario {
             })?,
             None => Faults::default(),
         };
+        let brief = raw
+            .brief
+            .map(|b| parse_brief(b, &invalid, &load_clip))
+            .transpose()?;
         Ok(Scenario {
             name: raw.name.unwrap_or_else(|| {
                 path.file_stem()
@@ -547,8 +571,60 @@ impl Scenario {
             personas,
             greeting,
             faults,
+            brief,
         })
     }
+}
+
+/// Checks a `[brief]` table and loads its clips.
+fn parse_brief(
+    b: RawBrief,
+    invalid: &impl Fn(&str, &str) -> ScenarioError,
+    load_clip: &impl Fn(String, &str) -> Result<Clip, ScenarioError>,
+) -> Result<Brief, ScenarioError> {
+    let marker = b.marker.unwrap_or_else(|| brief::DEFAULT_MARKER.into());
+    if marker.trim().is_empty() {
+        return Err(invalid("brief.marker", "must not be empty"));
+    }
+    let answer = match (b.answer.as_str(), b.reason) {
+        ("accept", None) => Answer::Accept,
+        ("decline", reason) => Answer::Decline {
+            reason: reason.unwrap_or_else(|| "The person cannot take the call now.".into()),
+        },
+        ("none", None) => Answer::None,
+        ("accept" | "none", Some(_)) => {
+            return Err(invalid("brief.reason", "is for answer = \"decline\" only"));
+        }
+        (other, _) => {
+            return Err(invalid(
+                "brief.answer",
+                &format!("must be \"accept\", \"decline\" or \"none\", not {other:?}"),
+            ));
+        }
+    };
+    let answer_reply = match (b.answer_reply, b.answer_text) {
+        (Some(_), _) if answer == Answer::None => {
+            return Err(invalid(
+                "brief.answer_reply",
+                "needs answer = \"accept\" or \"decline\" (with \"none\" the default reply is said)",
+            ));
+        }
+        (Some(rel), text) => Some(Reply {
+            audio: load_clip("brief.answer_reply".into(), &rel)?,
+            text: text.unwrap_or_default(),
+        }),
+        (None, Some(_)) => return Err(invalid("brief.answer_text", "needs answer_reply")),
+        (None, None) => None,
+    };
+    Ok(Brief {
+        marker,
+        reply: Reply {
+            audio: load_clip("brief.reply".into(), &b.reply)?,
+            text: b.output_text.unwrap_or_default(),
+        },
+        answer,
+        answer_reply,
+    })
 }
 
 #[path = "scenario_raw.rs"]

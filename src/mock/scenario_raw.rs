@@ -22,6 +22,7 @@ pub(super) struct RawScenario {
     #[serde(default)]
     pub(super) turn: Vec<RawTurn>,
     pub(super) faults: Option<RawFaults>,
+    pub(super) brief: Option<RawBrief>,
 }
 
 #[derive(Default, Deserialize)]
@@ -87,4 +88,16 @@ pub(super) struct RawHandoff {
 pub(super) struct RawToolCall {
     pub(super) name: String,
     pub(super) args: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBrief {
+    pub(super) marker: Option<String>,
+    pub(super) reply: String,
+    pub(super) output_text: Option<String>,
+    pub(super) answer: String,
+    pub(super) reason: Option<String>,
+    pub(super) answer_reply: Option<String>,
+    pub(super) answer_text: Option<String>,
 }

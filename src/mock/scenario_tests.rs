@@ -223,3 +223,68 @@ fn the_demo_scenario_keeps_its_defaults() {
     );
     assert_eq!(s.reply_for(2, None), &s.turns[2].reply);
 }
+
+#[test]
+fn the_warm_transfer_scenarios_brief_accept_and_decline() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/transfer");
+    let warm = Scenario::load(&dir.join("human_warm.toml")).unwrap();
+    let b = warm.brief.as_ref().expect("[brief]");
+    assert_eq!(b.marker, "You are briefing");
+    assert_eq!(b.answer, Answer::Accept);
+    assert!(!b.reply.audio.is_empty() && b.reply.text.starts_with("Hi Ravi"));
+    assert!(b.answer_reply.as_ref().is_some_and(|r| !r.audio.is_empty()));
+    // A copy of the blind transfer's scenario, plus the brief.
+    let blind = Scenario::load(&dir.join("human_blind.toml")).unwrap();
+    assert_eq!((warm.turns.clone(), blind.brief), (blind.turns, None));
+    let decline = Scenario::load(&dir.join("human_warm_decline.toml")).unwrap();
+    assert_eq!(
+        decline.brief.map(|b| b.answer),
+        Some(Answer::Decline {
+            reason: "Ravi cannot take the call now.".into()
+        })
+    );
+}
+
+#[test]
+fn brief_errors_name_file_and_key() {
+    let dir = clips_dir();
+    let cases = [
+        (
+            "[brief]\nreply = \"a.wav\"\nanswer = \"maybe\"\n",
+            "brief.answer: must be \"accept\", \"decline\" or \"none\", not \"maybe\"",
+        ),
+        (
+            "[brief]\nreply = \"a.wav\"\nanswer = \"accept\"\nreason = \"x\"\n",
+            "brief.reason",
+        ),
+        (
+            "[brief]\nreply = \"a.wav\"\nanswer = \"none\"\nanswer_reply = \"a.wav\"\n",
+            "brief.answer_reply",
+        ),
+        (
+            "[brief]\nreply = \"a.wav\"\nanswer = \"accept\"\nanswer_text = \"x\"\n",
+            "brief.answer_text: needs answer_reply",
+        ),
+        (
+            "[brief]\nreply = \"a.wav\"\nanswer = \"accept\"\nmarker = \" \"\n",
+            "brief.marker",
+        ),
+        (
+            "[brief]\nreply = \"none.wav\"\nanswer = \"accept\"\n",
+            "brief.reply",
+        ),
+        ("[brief]\nanswer = \"accept\"\n", "missing field `reply`"),
+    ];
+    for (text, want) in cases {
+        let p = write(dir.path(), "b.toml", text);
+        let err = Scenario::load(&p).unwrap_err().to_string();
+        assert!(err.contains("b.toml") && err.contains(want), "{err}");
+    }
+    let p = write(
+        dir.path(),
+        "ok.toml",
+        "[brief]\nreply = \"a.wav\"\nanswer = \"none\"\n",
+    );
+    let b = Scenario::load(&p).unwrap().brief.unwrap();
+    assert_eq!((b.answer, b.answer_reply), (Answer::None, None));
+}

@@ -30,7 +30,12 @@ impl MockSession {
         self.listener = Some(listener);
         if let Some(si) = &config.system_instruction {
             self.prompt_tokens += speak::text_tokens(si);
-            if let Some(p) = persona::named_in_contents(&self.scenario.markers(), [si]) {
+            self.brief = self
+                .scenario
+                .brief
+                .as_ref()
+                .is_some_and(|b| b.names(&joined_text(si)));
+            if let Some(p) = persona::named_in_contents(&self.markers(), [si]) {
                 self.active = Some(p);
             }
         }
@@ -153,7 +158,7 @@ impl MockSession {
         } else {
             // An injected instruction names the persona; the model's own lines do not.
             let instructions = turns.iter().filter(|t| t.role.as_deref() != Some("model"));
-            if let Some(p) = persona::named_in_contents(&self.scenario.markers(), instructions) {
+            if let Some(p) = persona::named_in_contents(&self.markers(), instructions) {
                 self.active = Some(p);
             }
         }
@@ -252,7 +257,7 @@ impl MockSession {
             }
             if let Some(v) = &fr.response {
                 self.prompt_tokens += (v.to_string().len() as u64).div_ceil(4);
-                if let Some(p) = persona::named_in_json(&self.scenario.markers(), v) {
+                if let Some(p) = persona::named_in_json(&self.markers(), v) {
                     self.active = Some(p);
                 }
             }
@@ -290,7 +295,7 @@ impl MockSession {
         };
         if let Some(si) = &cu.system_instruction {
             self.prompt_tokens += speak::text_tokens(si);
-            if let Some(p) = persona::named_in_contents(&self.scenario.markers(), [si]) {
+            if let Some(p) = persona::named_in_contents(&self.markers(), [si]) {
                 self.active = Some(p);
             }
         }

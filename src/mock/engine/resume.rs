@@ -55,6 +55,7 @@ impl MockSession {
         if let Some(greeting) = self.scenario.greeting.clone()
             && !history
             && !self.restored
+            && !self.brief
         {
             self.store.note(self.conn, |c| c.greeted = true);
             let plan = Plan {

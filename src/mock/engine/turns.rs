@@ -20,6 +20,24 @@ impl MockSession {
 
     /// The reply to the `index`-th caller turn, in the active persona's voice.
     fn caller_plan(&self, index: usize) -> Plan {
+        if self.brief
+            && let Some(brief) = &self.scenario.brief
+        {
+            // A brief session follows the brief's script, in no persona's voice.
+            let config = self.config.as_ref();
+            let step = brief.step(
+                index,
+                |name| config.is_some_and(|c| c.declares(name)),
+                &self.scenario.default_reply,
+            );
+            return Plan {
+                reply: step.reply.unwrap_or_default(),
+                persona: None,
+                tool_call: step.call,
+                handoff_call: None,
+                script: None,
+            };
+        }
         let script = self.scenario.turns.get(index);
         let persona = self.active;
         let handoff_call = script
@@ -114,6 +132,7 @@ impl MockSession {
         let index = self.caller_turns;
         self.caller_turns += 1;
         if audio
+            && !self.brief
             && self.config.as_ref().is_some_and(|c| c.input_transcription)
             && let Some(t) = self
                 .scenario

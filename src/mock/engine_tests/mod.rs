@@ -3,6 +3,7 @@
 //! and input handling, `handoffs` personas, scheduling, initial history and profiles, `resume`
 //! resumption handles and `faults` the fault modes.
 
+mod brief;
 mod faults;
 mod handoffs;
 mod inputs;
@@ -50,6 +51,7 @@ pub(super) fn scenario(turns: Vec<Turn>) -> Arc<Scenario> {
         personas: Vec::new(),
         greeting: None,
         faults: Default::default(),
+        brief: None,
     })
 }
 

@@ -29,6 +29,11 @@
 //! user text item that is a scripted caller line positions the script there (history for a new
 //! session); one that names a persona is an instruction and takes no scripted turn.
 //!
+//! A brief session (a warm transfer's brief to the person, [`crate::mock::brief`]) is one whose
+//! `session.update` instructions contain the scenario's `[brief]` marker: its turns follow the
+//! brief's script instead of the `[[turn]]`s, and no persona is noted. The answer's function call
+//! ends its response; the response after its output says `answer_reply`, or nothing.
+//!
 //! This file holds the state, the input dispatch and caller audio; `items.rs` the conversation
 //! items and truncation; `respond.rs` runs the responses, whose plan and speech stream are
 //! `response.rs`'s.
@@ -121,6 +126,8 @@ pub struct RealtimeSession {
     pub(super) acked: bool,
     /// The scripted turn whose transfer call (made after its announcement) awaits its output.
     pub(super) handoff_call: Option<usize>,
+    /// The session is a warm transfer's brief (its instructions named the `[brief]` marker).
+    pub(super) brief: bool,
 }
 
 impl RealtimeSession {
@@ -157,6 +164,7 @@ impl RealtimeSession {
             resumed: false,
             acked: false,
             handoff_call: None,
+            brief: false,
         }
     }
 
@@ -190,6 +198,11 @@ impl RealtimeSession {
 
     pub fn is_closed(&self) -> bool {
         self.closed
+    }
+
+    /// The session is a warm transfer's brief (see [`crate::mock::brief`]).
+    pub fn is_brief(&self) -> bool {
+        self.brief
     }
 
     /// The effective session configuration (`session.updated`'s `session`).
@@ -332,6 +345,7 @@ impl RealtimeSession {
         };
         self.state.update(update, self.spoke)?;
         if let Some(text) = update.get("instructions").and_then(Value::as_str) {
+            self.brief = self.scenario.brief.as_ref().is_some_and(|b| b.names(text));
             self.note_persona(text);
         }
         let silence = self.state.view().vad.as_ref().map(|v| v.silence);
@@ -457,11 +471,9 @@ impl RealtimeSession {
                             "object": "realtime.item", "content": content});
         self.add_item(record, previous, None, true);
         if self.state.view().transcription {
-            let text = self
-                .scenario
-                .turns
-                .get(turn)
-                .and_then(|t| t.input_text.clone())
+            let text = (!self.brief)
+                .then(|| self.scenario.turns.get(turn)?.input_text.clone())
+                .flatten()
                 .unwrap_or_default();
             if !text.is_empty() {
                 self.emit(
@@ -483,6 +495,9 @@ impl RealtimeSession {
     /// `text` (an instruction, a prompt, a function output) names the active persona, if it
     /// names one; true when it did.
     pub(super) fn note_persona(&mut self, text: &str) -> bool {
+        if self.brief {
+            return false;
+        }
         let markers = self.scenario.markers();
         match crate::mock::persona::named_in(&markers, text) {
             Some(p) => {
@@ -495,6 +510,9 @@ impl RealtimeSession {
 
     /// The scripted caller line `text` is, at or after the script's position.
     pub(super) fn scripted_line(&self, text: &str) -> Option<usize> {
+        if self.brief {
+            return None;
+        }
         let text = text.trim();
         (self.caller_turns..self.scenario.turns.len())
             .find(|&j| self.scenario.turns[j].input_text.as_deref().map(str::trim) == Some(text))

@@ -46,8 +46,12 @@ fn scenario() -> Scenario {
 
 impl Harness {
     fn new(api: Api) -> Self {
+        Harness::with(api, scenario())
+    }
+
+    fn with(api: Api, scenario: Scenario) -> Self {
         let mut s = RealtimeSession::new(
-            Arc::new(scenario()),
+            Arc::new(scenario),
             api,
             "gpt-realtime",
             Duration::from_secs(600),
@@ -378,4 +382,95 @@ fn the_session_expires_with_an_error_then_a_close() {
     assert_eq!(got[0]["error"]["code"], "session_expired");
     assert_eq!(got[1]["close"], 1000);
     assert!(h.s.is_closed());
+}
+
+/// The scenario with a `[brief]` whose answer is `answer`, said back with "Thanks." when the
+/// answer makes a call.
+fn brief_scenario(answer: crate::mock::brief::Answer) -> Scenario {
+    let mut sc = scenario();
+    let with_reply = answer != crate::mock::brief::Answer::None;
+    sc.brief = Some(crate::mock::brief::Brief {
+        marker: "You are briefing".into(),
+        reply: Reply {
+            audio: clip::synthetic_utterance().into(),
+            text: "Hi Ravi, a caller about savings.".into(),
+        },
+        answer,
+        answer_reply: with_reply.then(|| Reply {
+            audio: clip::synthetic_utterance().into(),
+            text: "Thanks.".into(),
+        }),
+    });
+    sc
+}
+
+/// A brief session up to the person's answer: setup, the starting text (the brief is said), then
+/// the person's turn; returns what that turn produced.
+fn brief_answer(h: &mut Harness) -> Vec<Value> {
+    h.send(
+        json!({"type": "session.update", "session": {"type": "realtime",
+        "instructions": "You are briefing Ravi, who is about to take a transferred call.",
+        "tools": [{"type": "function", "name": "accept_transfer", "parameters": {"type": "object"}},
+                  {"type": "function", "name": "decline_transfer", "parameters": {"type": "object",
+                      "properties": {"reason": {"type": "string"}}}}]}}),
+    );
+    assert!(h.s.is_brief());
+    h.send(
+        json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": "The person has answered. Brief them now."}]}}),
+    );
+    h.send(json!({"type": "response.create"}));
+    let brief = h.run(Duration::from_secs(5));
+    assert_eq!(
+        find(&brief, "response.output_audio_transcript.done")["transcript"],
+        "Hi Ravi, a caller about savings."
+    );
+    let mut got = h.speak(600, 700);
+    got.extend(h.run(Duration::from_secs(2)));
+    got
+}
+
+#[test]
+fn a_brief_session_accepts_then_ignores_the_output() {
+    let mut h = Harness::with(Api::Ga, brief_scenario(crate::mock::brief::Answer::Accept));
+    let got = brief_answer(&mut h);
+    let call = find(&got, "response.function_call_arguments.done").clone();
+    assert_eq!(
+        (call["name"].as_str(), call["arguments"].as_str()),
+        (Some("accept_transfer"), Some("{}"))
+    );
+    assert!(!types(&got).contains(&"response.output_audio.delta"));
+    h.send(json!({"type": "conversation.item.create",
+        "item": {"type": "function_call_output", "call_id": call["call_id"], "output": "{\"ok\":true}"}}));
+    h.send(json!({"type": "response.create"}));
+    let after = h.run(Duration::from_secs(5));
+    assert_eq!(
+        find(&after, "response.output_audio_transcript.done")["transcript"],
+        "Thanks."
+    );
+    assert!(!types(&after).contains(&"response.function_call_arguments.done"));
+}
+
+#[test]
+fn a_brief_session_declines_or_gives_no_answer() {
+    use crate::mock::brief::Answer;
+    let mut h = Harness::with(
+        Api::Ga,
+        brief_scenario(Answer::Decline {
+            reason: "busy".into(),
+        }),
+    );
+    let got = brief_answer(&mut h);
+    let call = find(&got, "response.function_call_arguments.done").clone();
+    assert_eq!(call["name"], "decline_transfer");
+    assert_eq!(call["arguments"], "{\"reason\":\"busy\"}");
+
+    let mut h = Harness::with(Api::Ga, brief_scenario(Answer::None));
+    let got = brief_answer(&mut h);
+    assert!(!types(&got).contains(&"response.function_call_arguments.done"));
+    let default = Scenario::builtin().default_reply.text;
+    assert_eq!(
+        find(&got, "response.output_audio_transcript.done")["transcript"],
+        default.as_str()
+    );
 }

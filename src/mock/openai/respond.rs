@@ -75,6 +75,21 @@ impl RealtimeSession {
     /// the active voice (followed by the transfer call when the turn hands off elsewhere).
     fn caller_plan(&self, turn: usize) -> Plan {
         let tools = &self.state.view().tools;
+        if self.brief
+            && let Some(brief) = &self.scenario.brief
+        {
+            let declared = |n: &str| tools.iter().any(|t| t == n);
+            let step = brief.step(turn, declared, &self.scenario.default_reply);
+            return match (step.call, step.reply) {
+                (Some(c), _) => Plan::Call {
+                    name: c.name,
+                    args: c.args,
+                    turn,
+                },
+                (None, Some(reply)) => Plan::speak(&reply, None),
+                (None, None) => Plan::Nothing,
+            };
+        }
         let script = self.scenario.turns.get(turn);
         if let Some(c) = script
             .and_then(|t| t.tool_call.as_ref())
@@ -99,6 +114,18 @@ impl RealtimeSession {
         }
     }
 
+    /// What the model says once the call made for caller turn `turn` has its output: the turn's
+    /// reply (in a brief session: the `answer_reply`, or nothing).
+    fn after_call(&self, turn: usize) -> Plan {
+        match self.scenario.brief.as_ref().filter(|_| self.brief) {
+            Some(brief) => brief
+                .answer_reply
+                .as_ref()
+                .map_or(Plan::Nothing, |r| Plan::speak(r, None)),
+            None => Plan::speak(self.scenario.reply_for(turn, self.active), self.active),
+        }
+    }
+
     /// Starts a response: what it says is decided now (see the engine's module doc).
     pub(super) fn start_response(&mut self, oob: bool, now: Instant) {
         let plan = if oob {
@@ -109,7 +136,7 @@ impl RealtimeSession {
             self.acked = false;
             plan
         } else if let Some(turn) = self.answered.take() {
-            Plan::speak(self.scenario.reply_for(turn, self.active), self.active)
+            self.after_call(turn)
         } else if let Some(turn) = self.unanswered.take() {
             self.caller_plan(turn)
         } else if std::mem::take(&mut self.acked) {
