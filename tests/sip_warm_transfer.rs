@@ -351,6 +351,10 @@ enum Person {
     Machine {
         fixture: &'static str,
     },
+    /// Answers after 300 ms and says `words` from baton's first packet on (no keys).
+    Speaks {
+        words: Vec<i16>,
+    },
 }
 
 async fn run(name: &str, person: Person, caller_stay_ms: u64, ring_s: u64) -> Option<Run> {
@@ -381,11 +385,22 @@ async fn run_with_model(
     caller_stay_ms: u64,
     ring_s: u64,
 ) -> Option<Run> {
-    run_full(model, name, person, caller_stay_ms, ring_s, ("", "")).await
+    run_full(
+        SCENARIO,
+        model,
+        name,
+        person,
+        caller_stay_ms,
+        ring_s,
+        ("", ""),
+    )
+    .await
 }
 
 /// The whole harness: `set` is (lines for Ravi's destination, more of the set).
+#[allow(clippy::too_many_arguments)]
 async fn run_full(
+    scenario_path: &str,
     model: &str,
     name: &str,
     person: Person,
@@ -415,14 +430,14 @@ async fn run_full(
         dir.display()
     );
     let (d, addr) = if profile.is_empty() {
-        daemon(SCENARIO, "", &extra).await
+        daemon(scenario_path, "", &extra).await
     } else {
         // The profile goes into [model], which the daemon's config opens first.
         // A separate mock plays the scenario it was started with.
         let scenario = if profile.contains("url =") {
             ""
         } else {
-            SCENARIO
+            scenario_path
         };
         let d = sip_support::daemon_on_model(scenario, profile, &extra).await;
         let addr = d
@@ -439,7 +454,7 @@ async fn run_full(
         Person::Refuses(status) => person_refuses(status),
         Person::RingsOut => person_rings_until_cancelled(),
         Person::HangsUp { after_ms } => person_hangs_up(person_peer.port(), *after_ms),
-        Person::Machine { .. } => person_answers(person_peer.port(), 300),
+        Person::Machine { .. } | Person::Speaks { .. } => person_answers(person_peer.port(), 300),
     };
     let person_xml = scenario(&format!("{name}-person"), &person_xml);
     let caller_xml = if dest_extra.contains("hang_up") {
@@ -453,7 +468,10 @@ async fn run_full(
     let listen = Duration::from_millis(caller_stay_ms + 500);
     let person_listens = matches!(
         person,
-        Person::Answers { .. } | Person::HangsUp { .. } | Person::Machine { .. }
+        Person::Answers { .. }
+            | Person::HangsUp { .. }
+            | Person::Machine { .. }
+            | Person::Speaks { .. }
     );
     let machine = match &person {
         Person::Machine { fixture } => Some(*fixture),
@@ -466,6 +484,10 @@ async fn run_full(
     let events = async { sip_support::follow(&d).await.await.unwrap() };
     let caller_words = sip_support::caller_turn_8k();
     let sipp_log = dir.join(format!("msg-{person_port}.log"));
+    let words = match &person {
+        Person::Speaks { words } => words.clone(),
+        _ => person_words(),
+    };
     let person_media = async {
         if let Some(fixture) = machine {
             // A machine speaks from the answer on, whether or not anything is sent to it:
@@ -486,7 +508,7 @@ async fn run_full(
         } else if person_listens {
             Some(
                 person_peer
-                    .converse_keys(&person_words(), 0, Default::default(), listen, &keys)
+                    .converse_keys(&words, 0, Default::default(), listen, &keys)
                     .await,
             )
         } else {
@@ -974,7 +996,16 @@ async fn the_person_declines_after_the_brief_with_a_key() {
 async fn nobody_answering_hands_the_caller_to_the_agent_on_no_answer_names() {
     let desk = "[agents.desk]\nname = \"Sam\"\nrole = \"specialist\"\ninstruction = \"You are Sam at the front desk.\"\n";
     let set = ("on_no_answer = \"agent:desk\"", desk);
-    let Some(r) = run_full("", "warm-no-answer-desk", Person::RingsOut, 14_000, 5, set).await
+    let Some(r) = run_full(
+        SCENARIO,
+        "",
+        "warm-no-answer-desk",
+        Person::RingsOut,
+        14_000,
+        5,
+        set,
+    )
+    .await
     else {
         return;
     };
@@ -999,6 +1030,7 @@ async fn nobody_answering_hands_the_caller_to_the_agent_on_no_answer_names() {
 async fn nobody_answering_ends_the_call_after_the_agent_says_why_when_so_configured() {
     let set = ("on_no_answer = \"hang_up\"", "");
     let Some(r) = run_full(
+        SCENARIO,
         "",
         "warm-no-answer-hang-up",
         Person::RingsOut,
@@ -1016,5 +1048,91 @@ async fn nobody_answering_ends_the_call_after_the_agent_says_why_when_so_configu
     let (_, finished) = transfer_of(&r.events);
     assert_eq!(finished["outcome"]["kind"], "no_answer", "{finished:#}");
     // The agent said why before the call ended.
+    told_why(&r.caller_heard);
+}
+
+/// A clip of `audio-fixtures/clips/transfer/` at 8 kHz.
+fn transfer_clip(name: &str) -> Vec<i16> {
+    let clip = baton::audio::wav::read(
+        &Path::new(ROOT)
+            .join("audio-fixtures/clips/transfer")
+            .join(name),
+    )
+    .unwrap();
+    baton::audio::resample::resample_all(&clip.samples, clip.rate, 8000).unwrap()
+}
+
+/// The person listens to the brief (about 5 s), says `answer`, then greets the caller.
+fn spoken_answer(answer: &str) -> Vec<i16> {
+    let mut pcm = vec![0i16; 8000 * 6];
+    pcm.extend(transfer_clip(answer));
+    pcm.extend(vec![0i16; 8000 * 2]);
+    pcm.extend(person_words());
+    pcm
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_person_accepts_by_saying_so_to_the_brief() {
+    let person = Person::Speaks {
+        words: spoken_answer("ravi_accept.wav"),
+    };
+    let Some(r) = run_full(
+        "tests/data/transfer/human_warm.toml",
+        "",
+        "warm-spoken-accept",
+        person,
+        22_000,
+        20,
+        ("", ""),
+    )
+    .await
+    else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (stages, finished) = transfer_of(&r.events);
+    assert!(
+        stages.iter().any(|s| s == "deciding"),
+        "the brief played to its end: {stages:?}"
+    );
+    assert_eq!(finished["outcome"]["kind"], "connected", "{finished:#}");
+    // The brief (Asha's 4.96 s clip) is on the person's leg; the caller heard Asha's
+    // announcement, then the person's greeting after the bridge.
+    let person = r.person_heard.expect("the person's media");
+    assert!(
+        voiced_blocks(&person.pcm) >= voiced_blocks(&transfer_clip("asha_brief_ravi.wav")) / 2,
+        "the person heard the brief"
+    );
+    let c = r.caller_rec.as_ref().expect("the caller's leg is recorded");
+    let greeting = voiced_blocks(&person_words());
+    assert!(
+        voiced_blocks(&c.right) + 4 >= clip_blocks("asha_02.wav") + greeting,
+        "the caller heard Asha, then the person's greeting"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_person_declines_by_saying_so_to_the_brief() {
+    let person = Person::Speaks {
+        words: spoken_answer("ravi_decline.wav"),
+    };
+    let Some(r) = run_full(
+        "tests/data/transfer/human_warm_decline.toml",
+        "",
+        "warm-spoken-decline",
+        person,
+        20_000,
+        20,
+        ("", ""),
+    )
+    .await
+    else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (_, finished) = transfer_of(&r.events);
+    assert_eq!(finished["outcome"]["kind"], "declined", "{finished:#}");
     told_why(&r.caller_heard);
 }
