@@ -8,6 +8,7 @@ pub mod fixture;
 pub mod keypad;
 pub mod mic;
 pub mod sip;
+pub mod socket;
 pub mod stream;
 pub mod twilio;
 pub mod webrtc;

@@ -93,13 +93,7 @@ where
         .await;
         return None;
     };
-    let lim = &app.loaded.config.limits;
-    let opts = AudioSocketLegOptions {
-        event_queue: lim.leg_queue_frames,
-        outbound_queue: lim.leg_queue_frames,
-        ..Default::default()
-    };
-    let (leg, start, leg_task) = match leg::accept(io, opts).await {
+    let (leg, start, leg_task) = match leg::accept(io, AudioSocketLegOptions::default()).await {
         Ok(x) => x,
         Err(e) => {
             tracing::warn!(%peer, error = %e, "AudioSocket connection ended before the call began");
