@@ -151,7 +151,7 @@ where
 /// The leg kind label of this module's calls.
 const LEG: &str = "audiosocket";
 
-/// The leg's stats once its driver ends; bounded, so a stuck peer cannot hold the call slot.
+/// The leg's stats once its closing task ends; bounded, so a stuck peer cannot hold the call slot.
 async fn leg_stats<T>(task: JoinHandle<T>) -> Option<T> {
     let abort = task.abort_handle();
     match tokio::time::timeout(Duration::from_secs(5), task).await {
