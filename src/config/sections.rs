@@ -408,7 +408,8 @@ pub struct LimitsConfig {
     /// Calls served at once; more are refused with 503.
     pub max_calls: usize,
     /// Bound of each per-call queue between a leg and its call, in 20 ms frames (legs with a
-    /// task of their own; a bridge leg runs in its call's task).
+    /// task of their own: SIP, WebRTC, the microphone; the bridges, AudioSocket and `/stream`
+    /// run in their call's task), and of the caller audio kept while the session opens.
     pub leg_queue_frames: usize,
 }
 

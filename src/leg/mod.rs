@@ -8,6 +8,7 @@ pub mod fixture;
 pub mod keypad;
 pub mod mic;
 pub mod sip;
+pub mod socket;
 pub mod stream;
 pub mod twilio;
 pub mod webrtc;
@@ -48,8 +49,9 @@ pub enum LegCommand {
 }
 
 /// What a leg looks like from the call's task: events polled, commands taken at once. A leg
-/// that runs in the call's own task (a bridge socket: reads, the protocol core and writes
-/// driven here, no task or channel of its own) implements it directly; one that needs a task
+/// that runs in the call's own task (a bridge, AudioSocket or `/stream` socket: reads, the
+/// protocol core and writes driven here, no task or channel of its own; see [`socket`])
+/// implements it directly; one that needs a task
 /// (a UDP media loop, a sound card callback, a WebRTC stack) is reached through its channels
 /// ([`LegHandle::new`]). A tap between leg and call (keypad) wraps one.
 pub trait LegIo: Send {

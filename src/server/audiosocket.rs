@@ -93,13 +93,7 @@ where
         .await;
         return None;
     };
-    let lim = &app.loaded.config.limits;
-    let opts = AudioSocketLegOptions {
-        event_queue: lim.leg_queue_frames,
-        outbound_queue: lim.leg_queue_frames,
-        ..Default::default()
-    };
-    let (leg, start, leg_task) = match leg::accept(io, opts).await {
+    let (leg, start, leg_task) = match leg::accept(io, AudioSocketLegOptions::default()).await {
         Ok(x) => x,
         Err(e) => {
             tracing::warn!(%peer, error = %e, "AudioSocket connection ended before the call began");
@@ -157,7 +151,7 @@ where
 /// The leg kind label of this module's calls.
 const LEG: &str = "audiosocket";
 
-/// The leg's stats once its driver ends; bounded, so a stuck peer cannot hold the call slot.
+/// The leg's stats once its closing task ends; bounded, so a stuck peer cannot hold the call slot.
 async fn leg_stats<T>(task: JoinHandle<T>) -> Option<T> {
     let abort = task.abort_handle();
     match tokio::time::timeout(Duration::from_secs(5), task).await {

@@ -48,13 +48,7 @@ async fn upgrade(State(app): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Resp
 }
 
 async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
-    let lim = &app.loaded.config.limits;
-    let opts = StreamLegOptions {
-        event_queue: lim.leg_queue_frames,
-        outbound_queue: lim.leg_queue_frames,
-        ..Default::default()
-    };
-    let stream = match leg::accept(socket, opts).await {
+    let stream = match leg::accept(socket, StreamLegOptions::default()).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(error = %e, "stream ended before the call began");

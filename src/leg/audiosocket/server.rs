@@ -3,35 +3,38 @@
 //! `AsyncRead + AsyncWrite`) and presents it to a call as a [`LegHandle`].
 //!
 //! [`accept`] reads until the UUID and the first audio message (which fixes the rate) have
-//! arrived, bounded by a timeout, then spawns two tasks:
-//! * the **driver** owns the core and the read half: it feeds the bytes read to the core, turns
-//!   the call's [`LegCommand`]s into outbound messages, delivers events to the call over a bounded
-//!   queue (frames that find it full are dropped and counted; DTMF and stop wait for room), and
-//!   hangs up a peer that leaves a message unfinished for `stall_timeout` or sends nothing for
-//!   `idle_timeout`;
-//! * the **writer** owns the write half and writes each message as soon as it is queued. Each
-//!   `Play` is written at once: the call's playout clock paces the output, one 20 ms frame per tick.
+//! arrived, bounded by a timeout. From then on the leg runs in its call's task, with no task or
+//! queue of its own: the call's polls read the connection into the core, hang up a peer that
+//! leaves a message unfinished for `stall_timeout` or sends nothing for `idle_timeout` (one
+//! timer, polled with the socket), and write what the call's `Play` commands produced, one
+//! write per pass (the call's playout clock paces the output, one 20 ms frame per tick). A peer
+//! that reads nothing for [`WRITE_STALL`] ends the leg rather than holding the call.
 //!
 //! Every way a connection ends — a hang-up either way, EOF, a protocol error — sends the call
-//! [`LegEvent::Stop`], writes `00 00 00` if baton is the one hanging up, and closes the socket.
+//! [`LegEvent::Stop`]. On the call's `Hangup`, or when it drops its handle, the connection goes
+//! to a closing task that writes what is left (`00 00 00` if baton is the one hanging up),
+//! shuts the socket down and yields the [`LegStats`] through the handle [`accept`] returned.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
-use tokio::sync::mpsc;
+use futures_util::SinkExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep_until, timeout, timeout_at};
+use tokio::time::{Instant, Sleep, timeout, timeout_at};
+use tokio_util::codec::{BytesCodec, FramedWrite};
+use tracing::Instrument;
 
 use super::session::{AudioSocketSession, EndReason, SessionError, SessionStats, StartInfo};
 use super::wire;
+use crate::leg::socket::{Handover, Outbox, WRITE_STALL};
 use crate::leg::twilio::cadence::Cadence;
-use crate::leg::{LegCommand, LegEvent, LegHandle};
+use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
-/// How long to wait for the writer to finish after the last message.
+/// How long the closing task waits for the last bytes to be written and the socket shut down.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
-/// How long to wait for the call to take the final `Stop`.
-const STOP_GRACE: Duration = Duration::from_secs(5);
 const READ_CHUNK: usize = 4096;
 
 /// Settings of one AudioSocket leg.
@@ -46,10 +49,6 @@ pub struct AudioSocketLegOptions {
     pub idle_timeout: Duration,
     /// Largest message length accepted.
     pub max_payload: usize,
-    /// Events (mostly 20 ms frames) queued toward the call at most.
-    pub event_queue: usize,
-    /// Messages queued toward the socket at most.
-    pub outbound_queue: usize,
 }
 
 impl Default for AudioSocketLegOptions {
@@ -59,8 +58,6 @@ impl Default for AudioSocketLegOptions {
             stall_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(10),
             max_payload: wire::DEFAULT_MAX_PAYLOAD,
-            event_queue: 50,
-            outbound_queue: 100,
         }
     }
 }
@@ -83,9 +80,10 @@ pub enum AudioSocketLegError {
 pub struct LegStats {
     pub start: StartInfo,
     pub session: SessionStats,
-    /// Frames dropped because the call's event queue was full.
+    /// Caller frames dropped on the way to the call: none, as nothing queues between the
+    /// connection and the call (kept for the report's shape).
     pub frames_dropped: u64,
-    /// Intervals between consecutive outbound frames as they were handed to the writer, in µs.
+    /// Intervals between consecutive outbound frames as they were handed to the socket, in µs.
     pub send_intervals_us: Vec<u32>,
     pub end: EndReason,
 }
@@ -98,7 +96,7 @@ impl LegStats {
 }
 
 /// Takes over a connection: waits for the UUID and the first audio, then runs the leg. Returns
-/// the call's end of the leg, the start info, and the driver task yielding the stats. On an
+/// the call's end of the leg, the start info, and the closing task yielding the stats. On an
 /// error the peer has been sent a hang-up and the connection is closed.
 pub async fn accept<S>(
     io: S,
@@ -107,12 +105,12 @@ pub async fn accept<S>(
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    let (mut reader, mut writer) = tokio::io::split(io);
+    let mut io = Box::pin(io);
     let mut core = AudioSocketSession::new(opts.max_payload);
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut buf = vec![0u8; READ_CHUNK].into_boxed_slice();
     let deadline = Instant::now() + opts.start_timeout;
     let failure = loop {
-        let n = match timeout_at(deadline, reader.read(&mut buf)).await {
+        let n = match timeout_at(deadline, io.read(&mut buf)).await {
             Err(_) => break AudioSocketLegError::StartTimeout(opts.start_timeout),
             Ok(Err(e)) => return Err(AudioSocketLegError::Io(e.to_string())),
             Ok(Ok(n)) => n,
@@ -131,7 +129,7 @@ where
         }
         if let (Some(info), Some(at)) = (core.start_info(), core.started_at()) {
             let info = info.clone();
-            return Ok(start(core, reader, writer, info, at, opts));
+            return Ok(start(core, io, buf, info, at, opts));
         }
     };
     // Tell the peer, unless it is the one that hung up.
@@ -140,8 +138,8 @@ where
         AudioSocketLegError::EndedBeforeStart(_) | AudioSocketLegError::Io(_)
     ) {
         let _ = timeout(CLOSE_GRACE, async {
-            let _ = writer.write_all(&wire::HANGUP).await;
-            let _ = writer.shutdown().await;
+            let _ = io.write_all(&wire::HANGUP).await;
+            let _ = io.shutdown().await;
         })
         .await;
     }
@@ -150,8 +148,8 @@ where
 
 fn start<S>(
     core: AudioSocketSession,
-    reader: ReadHalf<S>,
-    writer: WriteHalf<S>,
+    io: Pin<Box<S>>,
+    buf: Box<[u8]>,
     info: StartInfo,
     started_at: Instant,
     opts: AudioSocketLegOptions,
@@ -160,192 +158,245 @@ where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     tracing::info!(uuid = %info.uuid, rate = info.rate, "AudioSocket call started");
-    let (ev_tx, ev_rx) = mpsc::channel(opts.event_queue.max(1));
-    let (cmd_tx, cmd_rx) = crate::leg::command_channel();
-    let (out_tx, out_rx) = mpsc::channel(opts.outbound_queue.max(1));
-    let writer = tokio::spawn(write_loop(writer, out_rx));
-    let driver = Driver {
+    let now = Instant::now();
+    // A message left unfinished by the first read already runs on the stall timeout.
+    let wait = if core.pending_bytes() > 0 {
+        opts.stall_timeout
+    } else {
+        opts.idle_timeout
+    };
+    let leg = Leg {
         core,
-        reader,
-        commands: cmd_rx,
-        events: ev_tx,
-        out: out_tx,
-        frames_dropped: 0,
+        // Writes go through a buffer: what one pass produced leaves in one write.
+        socket: FramedWrite::new(io, BytesCodec::new()),
+        outbox: Outbox::default(),
+        buf,
+        last_read: now,
+        timer: Box::pin(tokio::time::sleep_until(now + wait)),
         stop_sent: false,
-        last_read: Instant::now(),
         opts,
         start: info.clone(),
     };
-    let task = tokio::spawn(driver.run(writer));
-    let handle = LegHandle::new(info.rate, started_at, ev_rx, cmd_tx);
+    let (hold, closed) = Handover::new(leg);
+    // It logs under the caller's span (the server's per-call span).
+    let task = tokio::spawn(close_when_done(closed, info.clone()).in_current_span());
+    let handle = LegHandle::direct(info.rate, started_at, Box::new(AudioSocketIo(hold)));
     (handle, info, task)
 }
 
-struct Driver<S> {
+/// The call's end of an AudioSocket leg, driven from the call's task.
+struct AudioSocketIo<S>(Handover<Leg<S>>);
+
+struct Leg<S> {
     core: AudioSocketSession,
-    reader: ReadHalf<S>,
-    commands: mpsc::Receiver<LegCommand>,
-    events: mpsc::Sender<LegEvent>,
-    out: mpsc::Sender<Bytes>,
-    frames_dropped: u64,
-    stop_sent: bool,
+    /// The connection; reads go past the write buffer to the stream itself.
+    socket: FramedWrite<Pin<Box<S>>, BytesCodec>,
+    outbox: Outbox<Bytes>,
+    buf: Box<[u8]>,
+    /// When the peer last sent anything.
     last_read: Instant,
+    /// Fires at the stall or idle deadline (re-armed lazily: a read only moves `last_read`).
+    timer: Pin<Box<Sleep>>,
+    stop_sent: bool,
     opts: AudioSocketLegOptions,
     start: StartInfo,
 }
 
-/// What ended the driver's loop.
-enum Step {
-    Continue,
-    /// The call is gone or told the leg to hang up.
-    CallDone,
-}
-
-impl<S: AsyncRead + AsyncWrite + Send + 'static> Driver<S> {
-    async fn run(mut self, writer: JoinHandle<()>) -> LegStats {
-        let mut buf = vec![0u8; READ_CHUNK];
-        // Frames decoded with the first audio message are still in the core.
-        self.deliver_events().await;
+impl<S: AsyncRead + AsyncWrite + Send + 'static> LegIo for AudioSocketIo<S> {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
+        let Some(leg) = self.0.leg() else {
+            return Poll::Ready(None);
+        };
         loop {
-            let wait = if self.core.pending_bytes() > 0 {
-                self.opts.stall_timeout
-            } else {
-                self.opts.idle_timeout
-            };
-            let step = tokio::select! {
-                biased;
-                cmd = self.commands.recv() => self.command(cmd),
-                r = self.reader.read(&mut buf), if self.core.ended().is_none() => {
-                    let now = Instant::now();
-                    self.last_read = now;
-                    let r = match r {
-                        Ok(0) => self.core.handle_eof(now),
-                        Ok(n) => self.core.handle_bytes(&buf[..n], now),
-                        Err(e) => {
-                            tracing::info!(uuid = %self.start.uuid, error = %e, "AudioSocket read failed");
-                            self.core.handle_eof(now)
-                        }
-                    };
-                    if let Err(e) = r {
-                        tracing::warn!(uuid = %self.start.uuid, error = %e, "AudioSocket peer broke the protocol; hanging up");
-                    }
-                    Step::Continue
+            if let Some(ev) = leg.core.poll_event() {
+                if matches!(ev, LegEvent::Stop) {
+                    leg.stop_sent = true;
                 }
-                _ = sleep_until(self.last_read + wait), if self.core.ended().is_none() => {
-                    let e = self.core.handle_timeout(wait, Instant::now());
-                    tracing::warn!(uuid = %self.start.uuid, error = %e, "AudioSocket peer stalled; hanging up");
-                    Step::Continue
+                return Poll::Ready(Some(ev));
+            }
+            if leg.core.ended().is_some() {
+                // Whatever ended it, the call hears `Stop` once, then that the leg is gone;
+                // the closing task writes what is left (a hang-up baton owes the peer).
+                if !std::mem::replace(&mut leg.stop_sent, true) {
+                    return Poll::Ready(Some(LegEvent::Stop));
                 }
-            };
-            let write_failed = self.flush_transmits().await.is_err();
-            self.deliver_events().await;
-            if matches!(step, Step::CallDone) || write_failed {
-                break;
+                self.0.hand_over();
+                return Poll::Ready(None);
             }
-            if self.core.ended().is_some() && self.stop_sent {
-                // The peer is gone or refused: wait for the call to hang up (bounded), taking
-                // its last commands so it never blocks on the leg.
-                let _ = timeout(STOP_GRACE, async {
-                    while let Some(cmd) = self.commands.recv().await {
-                        if matches!(cmd, LegCommand::Hangup) {
-                            break;
-                        }
-                    }
-                })
-                .await;
-                break;
+            leg.poll_write(cx);
+            if leg.core.ended().is_some() {
+                continue;
             }
-        }
-        drop(self.out);
-        let _ = timeout(CLOSE_GRACE, writer).await;
-        if !self.stop_sent {
-            let _ = timeout(STOP_GRACE, self.events.send(LegEvent::Stop)).await;
-        }
-        let end = self.core.ended().cloned().unwrap_or(EndReason::Hangup);
-        let stats = self.core.stats().clone();
-        tracing::info!(
-            uuid = %self.start.uuid,
-            end = %end,
-            frames_in = stats.frames_in,
-            frames_out = stats.frames_out,
-            dtmf = stats.dtmf,
-            "AudioSocket connection ended"
-        );
-        LegStats {
-            start: self.start,
-            session: stats,
-            frames_dropped: self.frames_dropped,
-            send_intervals_us: self.core.take_send_intervals(),
-            end,
+            if leg.poll_read(cx).is_ready() {
+                continue;
+            }
+            if leg.poll_timer(cx).is_ready() {
+                continue;
+            }
+            return Poll::Pending;
         }
     }
 
-    fn command(&mut self, cmd: Option<LegCommand>) -> Step {
+    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+        let Some(leg) = self.0.leg() else {
+            return Err(Refused::Gone(cmd));
+        };
+        let now = Instant::now();
         let r = match cmd {
-            Some(LegCommand::Play { frame, kind }) => {
-                if self.core.ended().is_some() {
-                    return Step::Continue;
-                }
-                self.core.play(&frame, kind, Instant::now())
+            LegCommand::Hangup => {
+                leg.core.hangup();
+                // Nothing more goes through this end: the closing starts now.
+                self.0.hand_over();
+                return Ok(());
             }
-            Some(LegCommand::Clear) => {
-                self.core.clear();
+            // After the connection ended nothing is sent; the call hears `Stop`.
+            LegCommand::Play { .. } if leg.core.ended().is_some() => return Ok(()),
+            LegCommand::Play { frame, kind } => leg.core.play(&frame, kind, now),
+            LegCommand::Clear => {
+                leg.core.clear();
                 Ok(())
-            }
-            Some(LegCommand::Hangup) | None => {
-                self.core.hangup();
-                return Step::CallDone;
             }
         };
         if let Err(e) = r {
-            tracing::warn!(uuid = %self.start.uuid, error = %e, "cannot send to the AudioSocket peer");
+            tracing::warn!(uuid = %leg.start.uuid, error = %e, "cannot send to the AudioSocket peer");
         }
-        Step::Continue
-    }
-
-    async fn flush_transmits(&mut self) -> Result<(), ()> {
-        while let Some(b) = self.core.poll_transmit() {
-            if self.out.send(b).await.is_err() {
-                return Err(());
-            }
+        if leg.core.ended().is_none() && leg.outbox.stalled(now) {
+            let why = format!("it read nothing for {} s", WRITE_STALL.as_secs());
+            tracing::warn!(uuid = %leg.start.uuid, "AudioSocket peer stopped reading; giving the call up");
+            leg.core.handle_write_failed(why, now);
         }
         Ok(())
     }
 
-    async fn deliver_events(&mut self) {
-        while let Some(ev) = self.core.poll_event() {
-            match ev {
-                LegEvent::Frame { .. } => match self.events.try_send(ev) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        self.frames_dropped += 1;
-                        if self.frames_dropped.is_power_of_two() {
-                            tracing::warn!(
-                                uuid = %self.start.uuid,
-                                dropped = self.frames_dropped,
-                                "call is not taking caller frames; dropping"
-                            );
-                        }
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => {}
-                },
-                other => {
-                    if matches!(other, LegEvent::Stop) {
-                        self.stop_sent = true;
-                    }
-                    let _ = timeout(STOP_GRACE, self.events.send(other)).await;
-                }
-            }
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(leg) = self.0.leg().filter(|l| l.core.ended().is_none()) {
+            leg.poll_write(cx);
         }
+        Poll::Ready(())
     }
 }
 
-/// Writes each queued message at once; ends (and shuts the socket down) when the queue closes.
-async fn write_loop<S: AsyncWrite>(mut writer: WriteHalf<S>, mut out: mpsc::Receiver<Bytes>) {
-    while let Some(b) = out.recv().await {
-        if writer.write_all(&b).await.is_err() {
-            return;
+impl<S: AsyncRead + AsyncWrite + Send + 'static> Leg<S> {
+    /// Writes what the core has for the peer; a failed write ends the connection.
+    fn poll_write(&mut self, cx: &mut Context<'_>) {
+        let core = &mut self.core;
+        if let Err(e) = self
+            .outbox
+            .poll_write(&mut self.socket, cx, || core.poll_transmit())
+        {
+            tracing::info!(uuid = %self.start.uuid, error = %e, "AudioSocket write failed");
+            self.core.handle_write_failed(e.to_string(), Instant::now());
         }
     }
-    let _ = writer.shutdown().await;
+
+    /// Reads what arrived into the core. Ready when something was read (or the stream ended).
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut rb = ReadBuf::new(&mut self.buf);
+        let r = match self.socket.get_mut().as_mut().poll_read(cx, &mut rb) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(r) => r,
+        };
+        let now = Instant::now();
+        self.last_read = now;
+        let r = match r {
+            Ok(()) if rb.filled().is_empty() => self.core.handle_eof(now),
+            Ok(()) => {
+                let n = rb.filled().len();
+                self.core.handle_bytes(&self.buf[..n], now)
+            }
+            Err(e) => {
+                tracing::info!(uuid = %self.start.uuid, error = %e, "AudioSocket read failed");
+                self.core.handle_eof(now)
+            }
+        };
+        if let Err(e) = r {
+            tracing::warn!(uuid = %self.start.uuid, error = %e, "AudioSocket peer broke the protocol; hanging up");
+        }
+        // A partial message must be finished sooner than the idle deadline already armed.
+        let due = self.due();
+        if due < self.timer.deadline() {
+            self.timer.as_mut().reset(due);
+        }
+        Poll::Ready(())
+    }
+
+    /// The stall or idle timeout. Ready when it ran out and ended the connection.
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let (now, due) = (Instant::now(), self.due());
+            if now < due {
+                // The peer sent something since the timer was armed.
+                self.timer.as_mut().reset(due);
+                continue;
+            }
+            let e = self.core.handle_timeout(self.wait(), now);
+            tracing::warn!(uuid = %self.start.uuid, error = %e, "AudioSocket peer stalled; hanging up");
+            return Poll::Ready(());
+        }
+    }
+
+    fn wait(&self) -> Duration {
+        if self.core.pending_bytes() > 0 {
+            self.opts.stall_timeout
+        } else {
+            self.opts.idle_timeout
+        }
+    }
+
+    fn due(&self) -> Instant {
+        self.last_read + self.wait()
+    }
 }
+
+/// Takes the leg back once the call is done with it: writes what is still queued (the hang-up
+/// baton owes the peer), shuts the connection down and reports.
+async fn close_when_done<S: AsyncRead + AsyncWrite + Send + 'static>(
+    closed: tokio::sync::oneshot::Receiver<Leg<S>>,
+    start: StartInfo,
+) -> LegStats {
+    let Ok(mut leg) = closed.await else {
+        return LegStats {
+            start,
+            session: SessionStats::default(),
+            frames_dropped: 0,
+            send_intervals_us: Vec::new(),
+            end: EndReason::Hangup,
+        };
+    };
+    // The call let go without a hang-up: baton ends the call all the same.
+    leg.core.hangup();
+    let writable = !matches!(leg.core.ended(), Some(EndReason::Unwritable(_)));
+    if writable {
+        let core = &mut leg.core;
+        let _ = timeout(
+            CLOSE_GRACE,
+            leg.outbox.drain(&mut leg.socket, || core.poll_transmit()),
+        )
+        .await;
+        let _ = timeout(CLOSE_GRACE, SinkExt::<Bytes>::close(&mut leg.socket)).await;
+    }
+    let end = leg.core.ended().cloned().unwrap_or(EndReason::Hangup);
+    let stats = leg.core.stats().clone();
+    tracing::info!(
+        uuid = %leg.start.uuid,
+        end = %end,
+        frames_in = stats.frames_in,
+        frames_out = stats.frames_out,
+        dtmf = stats.dtmf,
+        "AudioSocket connection ended"
+    );
+    LegStats {
+        start: leg.start,
+        session: stats,
+        frames_dropped: 0,
+        send_intervals_us: leg.core.take_send_intervals(),
+        end,
+    }
+}
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

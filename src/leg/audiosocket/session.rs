@@ -60,6 +60,8 @@ pub enum EndReason {
     Hangup,
     /// The peer broke the protocol.
     Protocol(SessionError),
+    /// Writing to the peer failed, or the peer read nothing for too long.
+    Unwritable(String),
 }
 
 impl fmt::Display for EndReason {
@@ -70,6 +72,7 @@ impl fmt::Display for EndReason {
             EndReason::Closed => f.write_str("the connection closed"),
             EndReason::Hangup => f.write_str("baton hung up"),
             EndReason::Protocol(e) => write!(f, "protocol error: {e}"),
+            EndReason::Unwritable(e) => write!(f, "cannot write to the peer: {e}"),
         }
     }
 }
@@ -252,6 +255,15 @@ impl AudioSocketSession {
             SessionError::Idle(waited)
         };
         self.fail(e, now)
+    }
+
+    /// The shell cannot write to the peer (`why`): the connection is over, with nothing more
+    /// to send.
+    pub fn handle_write_failed(&mut self, why: String, now: Instant) {
+        if self.ended.is_none() {
+            self.end(EndReason::Unwritable(why), now);
+        }
+        self.transmits.clear();
     }
 
     fn message(&mut self, msg: Message, now: Instant) -> Result<(), SessionError> {

@@ -26,14 +26,12 @@
 //! route with `TCP_NODELAY` on accepted connections: with Nagle's algorithm on, a 20 ms frame can
 //! wait for the previous one's delayed ACK and reach the caller 40 ms late.
 
-use std::future::poll_fn;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use futures_util::stream::SplitSink;
-use futures_util::{Sink, SinkExt, StreamExt};
+use futures_util::{SinkExt, StreamExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout, timeout_at};
@@ -42,6 +40,8 @@ use tracing::Instrument;
 use super::stream::{EndReason, MediaStream, StartInfo, StreamError, StreamOptions, StreamStats};
 use super::wire::Outgoing;
 use super::{Dialect, DialectChoice};
+pub use crate::leg::socket::WRITE_STALL;
+use crate::leg::socket::{Handover, Outbox};
 use crate::leg::twilio::cadence::Cadence;
 use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
@@ -50,8 +50,6 @@ use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 pub const MAX_SOCKET_MESSAGE: usize = 2 * 1024 * 1024;
 /// How long to wait for the peer's close reply after baton closes the socket.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
-/// The longest a write may wait for the bridge to read before the leg is given up.
-pub const WRITE_STALL: Duration = Duration::from_secs(5);
 /// Refused messages logged at warn level before the log thins out to one in a hundred.
 const LOUD_BAD_MESSAGES: u64 = 10;
 
@@ -232,7 +230,6 @@ pub async fn accept(
         "media stream started"
     );
     let (frames_in, frames_out) = opts.frames.of(info.dialect).clone();
-    let (closer, closed) = oneshot::channel();
     let leg = Leg {
         core,
         socket: sink.reunite(stream).map_err(|_| {
@@ -246,27 +243,19 @@ pub async fn accept(
         counted_in: 0,
         counted_out: 0,
         end: None,
-        next: None,
-        unflushed: false,
-        blocked_since: None,
+        outbox: Outbox::default(),
     };
+    let (hold, closed) = Handover::new(leg);
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, info.clone()).in_current_span());
-    let io = BridgeIo {
-        leg: Some(leg),
-        closer: Some(closer),
-    };
-    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(io));
+    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(BridgeIo(hold)));
     Ok((handle, info, task))
 }
 
 /// The call's end of a bridge leg, driven from the call's task: its polls read the socket into
 /// the core and write what the call's commands produced. On `Hangup`, or dropped, it hands the
 /// socket to the task that closes it and reports the stats.
-struct BridgeIo {
-    leg: Option<Leg>,
-    closer: Option<oneshot::Sender<Leg>>,
-}
+struct BridgeIo(Handover<Leg>);
 
 struct Leg {
     core: MediaStream,
@@ -281,17 +270,12 @@ struct Leg {
     counted_out: u64,
     /// Why the stream ended, once it has.
     end: Option<LegEnd>,
-    /// A message the socket could not take yet.
-    next: Option<Message>,
-    /// Messages written since the last flush.
-    unflushed: bool,
-    /// Since when the socket has refused to take more.
-    blocked_since: Option<Instant>,
+    outbox: Outbox<Message>,
 }
 
 impl LegIo for BridgeIo {
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
-        let Some(leg) = self.leg.as_mut() else {
+        let Some(leg) = self.0.leg() else {
             return Poll::Ready(None);
         };
         loop {
@@ -307,7 +291,7 @@ impl LegIo for BridgeIo {
                 if !std::mem::replace(&mut leg.stop_sent, true) {
                     return Poll::Ready(Some(LegEvent::Stop));
                 }
-                self.hand_over();
+                self.0.hand_over();
                 return Poll::Ready(None);
             }
             if let Err(end) = leg.poll_write(cx) {
@@ -327,7 +311,7 @@ impl LegIo for BridgeIo {
 
     fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
         if matches!(cmd, LegCommand::Hangup)
-            && let Some(leg) = self.leg.as_mut()
+            && let Some(leg) = self.0.leg()
         {
             let stopped = leg.core.ended() == Some(&EndReason::Stopped);
             leg.end.get_or_insert(if stopped {
@@ -336,10 +320,10 @@ impl LegIo for BridgeIo {
                 LegEnd::Hangup
             });
             // Nothing more goes through this end: the closing starts now.
-            self.hand_over();
+            self.0.hand_over();
             return Ok(());
         }
-        let Some(leg) = self.leg.as_mut().filter(|l| l.end.is_none()) else {
+        let Some(leg) = self.0.leg().filter(|l| l.end.is_none()) else {
             return Err(Refused::Gone(cmd));
         };
         let now = Instant::now();
@@ -354,10 +338,7 @@ impl LegIo for BridgeIo {
                 tracing::warn!(stream_sid = %leg.start.stream_sid, error = %e, "cannot send to the bridge");
             }
         }
-        if leg
-            .blocked_since
-            .is_some_and(|t| now.saturating_duration_since(t) >= WRITE_STALL)
-        {
+        if leg.outbox.stalled(now) {
             leg.end = Some(LegEnd::SocketError(format!(
                 "the bridge read nothing for {} s; giving the stream up",
                 WRITE_STALL.as_secs()
@@ -367,27 +348,12 @@ impl LegIo for BridgeIo {
     }
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let Some(leg) = self.leg.as_mut().filter(|l| l.end.is_none())
+        if let Some(leg) = self.0.leg().filter(|l| l.end.is_none())
             && let Err(end) = leg.poll_write(cx)
         {
             leg.end = Some(end);
         }
         Poll::Ready(())
-    }
-}
-
-impl BridgeIo {
-    /// Gives the socket to the task that closes it.
-    fn hand_over(&mut self) {
-        if let (Some(leg), Some(closer)) = (self.leg.take(), self.closer.take()) {
-            let _ = closer.send(leg);
-        }
-    }
-}
-
-impl Drop for BridgeIo {
-    fn drop(&mut self) {
-        self.hand_over();
     }
 }
 
@@ -408,13 +374,10 @@ async fn close_when_done(closed: oneshot::Receiver<Leg>, start: StartInfo) -> Le
     let open = !matches!(end, LegEnd::SocketClosed { .. } | LegEnd::SocketError(_));
     if open {
         // The last frames the call played go out before the close.
+        let (outbox, core) = (&mut leg.outbox, &mut leg.core);
         let _ = timeout(
             CLOSE_GRACE,
-            poll_fn(|cx| match leg.poll_write(cx) {
-                Ok(()) if leg.next.is_none() && !leg.unflushed => Poll::Ready(()),
-                Ok(()) => Poll::Pending,
-                Err(_) => Poll::Ready(()),
-            }),
+            outbox.drain(&mut leg.socket, || next_message(core)),
         )
         .await;
     }
@@ -511,49 +474,22 @@ impl Leg {
         }
     }
 
-    /// Writes what the core has to send as far as the socket takes it, then flushes once: one
-    /// syscall and one TCP segment for a frame's `media` and `mark` rather than one per
-    /// message. What the socket cannot take yet waits here (and in the core) for the next poll.
+    /// Writes what the core has to send as far as the socket takes it, then flushes once
+    /// ([`Outbox::poll_write`]).
     fn poll_write(&mut self, cx: &mut Context<'_>) -> Result<(), LegEnd> {
-        let err = |e: axum::Error| LegEnd::SocketError(e.to_string());
-        loop {
-            if self.next.is_none() {
-                self.next = self
-                    .core
-                    .poll_transmit()
-                    .map(|t| match self.core.render(&t) {
-                        Outgoing::Text(text) => Message::Text(text.into()),
-                        Outgoing::Binary(bytes) => Message::Binary(bytes.into()),
-                    });
-            }
-            if self.next.is_none() {
-                break;
-            }
-            match Pin::new(&mut self.socket).poll_ready(cx) {
-                Poll::Ready(Ok(())) => {
-                    if let Some(msg) = self.next.take() {
-                        Pin::new(&mut self.socket).start_send(msg).map_err(err)?;
-                        self.unflushed = true;
-                    }
-                }
-                Poll::Ready(Err(e)) => return Err(err(e)),
-                Poll::Pending => break,
-            }
-        }
-        if self.unflushed {
-            match Pin::new(&mut self.socket).poll_flush(cx) {
-                Poll::Ready(Ok(())) => self.unflushed = false,
-                Poll::Ready(Err(e)) => return Err(err(e)),
-                Poll::Pending => {}
-            }
-        }
-        if self.next.is_some() || self.unflushed {
-            self.blocked_since.get_or_insert_with(Instant::now);
-        } else {
-            self.blocked_since = None;
-        }
-        Ok(())
+        let core = &mut self.core;
+        self.outbox
+            .poll_write(&mut self.socket, cx, || next_message(core))
+            .map_err(|e| LegEnd::SocketError(e.to_string()))
     }
+}
+
+/// The core's next message for the bridge, rendered.
+fn next_message(core: &mut MediaStream) -> Option<Message> {
+    core.poll_transmit().map(|t| match core.render(&t) {
+        Outgoing::Text(text) => Message::Text(text.into()),
+        Outgoing::Binary(bytes) => Message::Binary(bytes.into()),
+    })
 }
 
 async fn close(sink: &mut SplitSink<WebSocket, Message>, code: u16, reason: &str) {

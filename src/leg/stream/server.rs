@@ -3,34 +3,37 @@
 //!
 //! [`accept`] waits for `start` (bounded by a timeout); a missing or bad one closes the socket with
 //! an `error` message and a close reason (1003 for a format baton does not speak, 1008 otherwise).
-//! Then two tasks run, as for the Twilio leg: the **driver** owns the core and the read half
-//! (frames toward the call over a bounded queue, dropped and counted when it is full; control
-//! events always wait), and the **writer** writes each outbound message as soon as it is queued,
-//! so the call's playout clock paces the audio. Server events for the client (transcript
-//! fragments, the final summary) come in through [`StreamLeg::notices`].
+//! From then on the leg runs in its call's task, as a bridge leg does, with no task or queue of
+//! its own: the call's polls read the socket into the core, take the server events for the client
+//! (transcript fragments, the final summary) that arrive through [`StreamLeg::notices`], and write
+//! what the call's commands and the notices produced with one flush per pass (the call's playout
+//! clock paces the audio). A client that reads nothing for [`WRITE_STALL`] ends the leg rather
+//! than holding the call.
 //!
-//! When the call ends (its `Hangup`, or the call dropping its handle) the driver waits briefly for
-//! [`Notice::Finish`] so the client's last message, `stop`, can carry the call's summary, then
-//! closes the socket normally.
+//! When the call ends (its `Hangup`, or the call dropping its handle) the socket goes to a closing
+//! task that waits briefly for [`Notice::Finish`] so the client's last message, `stop`, can carry
+//! the call's summary, then closes the socket normally and yields the [`LegStats`].
 
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
-use tokio::sync::mpsc;
+use futures_util::stream::SplitSink;
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout, timeout_at};
+use tracing::Instrument;
 
 use super::core::{EndReason, StreamCore, StreamError, StreamStats, Transmit};
 use super::wire::{Format, ToClient};
+use crate::leg::socket::{Handover, Outbox, WRITE_STALL};
 use crate::leg::twilio::cadence::Cadence;
-use crate::leg::{LegCommand, LegEvent, LegHandle};
+use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
 /// Largest WebSocket message accepted (about 8 s of 16 kHz PCM16); a larger one fails the socket.
 pub const MAX_SOCKET_MESSAGE: usize = 256 * 1024;
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
-const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How long the end of a call waits for its summary.
 const FINISH_GRACE: Duration = Duration::from_secs(2);
 const LOUD_BAD_MESSAGES: u64 = 10;
@@ -40,18 +43,12 @@ const LOUD_BAD_MESSAGES: u64 = 10;
 pub struct StreamLegOptions {
     /// How long after the socket opens `start` must arrive.
     pub start_timeout: Duration,
-    /// Events (mostly 20 ms frames) queued toward the call at most.
-    pub event_queue: usize,
-    /// Messages queued toward the socket at most.
-    pub outbound_queue: usize,
 }
 
 impl Default for StreamLegOptions {
     fn default() -> Self {
         StreamLegOptions {
             start_timeout: Duration::from_secs(10),
-            event_queue: 50,
-            outbound_queue: 100,
         }
     }
 }
@@ -77,10 +74,8 @@ pub enum LegEnd {
     /// The call hung up; baton closed the socket.
     Hangup,
     /// The socket closed without `stop`.
-    SocketClosed {
-        code: Option<u16>,
-        reason: String,
-    },
+    SocketClosed { code: Option<u16>, reason: String },
+    /// The socket failed (reset, protocol error, write error, a client that stopped reading).
     SocketError(String),
 }
 
@@ -89,6 +84,8 @@ pub enum LegEnd {
 pub struct LegStats {
     pub format: Format,
     pub stream: StreamStats,
+    /// Caller frames dropped on the way to the call: none, as nothing queues between the socket
+    /// and the call (kept for the report's shape).
     pub frames_dropped: u64,
     pub send_intervals_us: Vec<u32>,
     pub end: LegEnd,
@@ -118,6 +115,7 @@ pub struct StreamLeg {
     pub format: Format,
     /// Yields the stats when the leg ends.
     pub task: JoinHandle<LegStats>,
+    /// Read by the leg's polls in the call's task (and by its closing task at the end).
     pub notices: mpsc::UnboundedSender<Notice>,
 }
 
@@ -162,7 +160,10 @@ pub async fn accept(
             Ok(()) => {}
         }
         if let (Some(format), Some(at)) = (core.format(), core.started_at()) {
-            return Ok(start(core, sink, stream, format, at, opts).await);
+            let socket = sink.reunite(stream).map_err(|_| {
+                StreamLegError::Socket("the socket's halves do not belong together".into())
+            })?;
+            return Ok(start(core, socket, format, at));
         }
     };
     while let Some(t) = core.poll_transmit() {
@@ -178,39 +179,46 @@ pub async fn accept(
     Err(StreamLegError::Refused(refused))
 }
 
-async fn start(
-    mut core: StreamCore,
-    mut sink: SplitSink<WebSocket, Message>,
-    stream: SplitStream<WebSocket>,
+/// What a `/stream` leg runs over: an axum WebSocket, or a stand-in in tests.
+trait Socket:
+    Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin + Send
+{
+}
+
+impl<S> Socket for S where
+    S: Stream<Item = Result<Message, axum::Error>>
+        + Sink<Message, Error = axum::Error>
+        + Unpin
+        + Send
+{
+}
+
+/// Runs a started stream in the call's task; the `started` acknowledgement (still in the core)
+/// goes out first, on the call's first poll.
+fn start<S: Socket + 'static>(
+    core: StreamCore,
+    socket: S,
     format: Format,
     started_at: Instant,
-    opts: StreamLegOptions,
 ) -> StreamLeg {
     tracing::info!(%format, "stream started");
-    // The `started` acknowledgement goes out before any audio.
-    while let Some(t) = core.poll_transmit() {
-        let _ = timeout(CLOSE_GRACE, sink.send(to_message(t))).await;
-    }
-    let (ev_tx, ev_rx) = mpsc::channel(opts.event_queue.max(1));
-    let (cmd_tx, cmd_rx) = crate::leg::command_channel();
-    let (out_tx, out_rx) = mpsc::channel(opts.outbound_queue.max(1));
-    let (notice_tx, notice_rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_loop(sink, out_rx));
-    let driver = Driver {
+    let (notice_tx, notices) = mpsc::unbounded_channel();
+    let leg = Leg {
         core,
-        socket: stream,
-        commands: cmd_rx,
-        notices: notice_rx,
-        events: ev_tx,
-        out: out_tx,
-        frames_dropped: 0,
+        socket,
+        outbox: Outbox::default(),
+        notices,
+        notices_open: true,
+        finish_early: None,
         bad: 0,
         stop_sent: false,
-        finish_early: None,
+        end: None,
     };
-    let task = tokio::spawn(driver.run(writer, format));
+    let (hold, closed) = Handover::new(leg);
+    // It logs under the caller's span (the server's per-call span).
+    let task = tokio::spawn(close_when_done(closed, format).in_current_span());
     StreamLeg {
-        handle: LegHandle::new(format.sample_rate, started_at, ev_rx, cmd_tx),
+        handle: LegHandle::direct(format.sample_rate, started_at, Box::new(StreamIo(hold))),
         format,
         task,
         notices: notice_tx,
@@ -224,126 +232,129 @@ fn to_message(t: Transmit) -> Message {
     }
 }
 
-struct Driver {
+/// The call's end of a `/stream` leg, driven from the call's task.
+struct StreamIo<S>(Handover<Leg<S>>);
+
+struct Leg<S> {
     core: StreamCore,
-    socket: SplitStream<WebSocket>,
-    commands: mpsc::Receiver<LegCommand>,
+    socket: S,
+    outbox: Outbox<Message>,
     notices: mpsc::UnboundedReceiver<Notice>,
-    events: mpsc::Sender<LegEvent>,
-    out: mpsc::Sender<Message>,
-    frames_dropped: u64,
-    bad: u64,
-    stop_sent: bool,
+    /// Whoever sends notices may still send one.
+    notices_open: bool,
     /// A summary that arrived before the call's hang-up.
     finish_early: Option<(String, serde_json::Value)>,
+    bad: u64,
+    stop_sent: bool,
+    /// Why the stream ended, once it has.
+    end: Option<LegEnd>,
 }
 
-impl Driver {
-    async fn run(mut self, writer: JoinHandle<()>, format: Format) -> LegStats {
-        let end = loop {
-            let step = tokio::select! {
-                biased;
-                cmd = self.commands.recv() => self.command(cmd),
-                Some(n) = self.notices.recv() => {
-                    match n {
-                        Notice::Event(e) => self.core.notify(&e),
-                        Notice::Finish { reason, summary } => self.finish_early = Some((reason, summary)),
-                    }
-                    None
-                }
-                msg = self.socket.next() => self.inbound(msg),
-            };
-            if self.flush().await.is_err() {
-                break LegEnd::SocketError("the socket writer stopped".into());
-            }
-            self.deliver_events().await;
-            if let Some(end) = step {
-                break end;
-            }
+impl<S: Socket> LegIo for StreamIo<S> {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
+        let Some(leg) = self.0.leg() else {
+            return Poll::Ready(None);
         };
-        if end == LegEnd::Hangup || self.core.ended() == Some(&EndReason::Stopped) {
-            self.finish().await;
-        }
-        drop(self.out);
-        let _ = timeout(CLOSE_GRACE, writer).await;
-        if !self.stop_sent {
-            let _ = timeout(STOP_GRACE, self.events.send(LegEvent::Stop)).await;
-        }
-        let stats = self.core.stats().clone();
-        tracing::info!(
-            %format,
-            end = ?end,
-            frames_in = stats.frames_in,
-            frames_out = stats.frames_out,
-            marks_played = stats.marks_played,
-            bad_messages = stats.bad_messages,
-            "stream ended"
-        );
-        LegStats {
-            format,
-            stream: stats,
-            frames_dropped: self.frames_dropped,
-            send_intervals_us: self.core.take_send_intervals(),
-            end,
+        loop {
+            if let Some(ev) = leg.core.poll_event() {
+                if matches!(ev, LegEvent::Stop) {
+                    leg.stop_sent = true;
+                }
+                return Poll::Ready(Some(ev));
+            }
+            if leg.end.is_some() {
+                // Whatever ended it, the call hears `Stop` once, then that the leg is gone.
+                if !std::mem::replace(&mut leg.stop_sent, true) {
+                    return Poll::Ready(Some(LegEvent::Stop));
+                }
+                self.0.hand_over();
+                return Poll::Ready(None);
+            }
+            leg.take_notices(cx);
+            leg.poll_write(cx);
+            if leg.end.is_some() {
+                continue;
+            }
+            match leg.socket.poll_next_unpin(cx) {
+                Poll::Ready(msg) => leg.end = leg.inbound(msg),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
 
-    /// The call is over: waits (briefly) for its summary, sends `stop`, closes normally.
-    async fn finish(&mut self) {
-        let early = self.finish_early.take();
-        let (reason, summary) = match timeout(FINISH_GRACE, async {
-            if early.is_some() {
-                return early;
-            }
-            loop {
-                match self.notices.recv().await {
-                    Some(Notice::Finish { reason, summary }) => break Some((reason, summary)),
-                    Some(Notice::Event(e)) => self.core.notify(&e),
-                    None => break None,
-                }
-            }
-        })
-        .await
+    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+        if matches!(cmd, LegCommand::Hangup)
+            && let Some(leg) = self.0.leg()
         {
-            Ok(Some(x)) => x,
-            _ => ("call ended".to_owned(), serde_json::Value::Null),
-        };
-        self.core.finish(reason, summary);
-        let _ = self.flush().await;
-        let frame = CloseFrame {
-            code: close_code::NORMAL,
-            reason: "call ended".into(),
-        };
-        if self.out.send(Message::Close(Some(frame))).await.is_ok() {
-            let _ = timeout(CLOSE_GRACE, async {
-                while let Some(Ok(m)) = self.socket.next().await {
-                    if matches!(m, Message::Close(_)) {
-                        break;
-                    }
-                }
-            })
-            .await;
+            leg.end.get_or_insert(leg.ended_by_call());
+            // Nothing more goes through this end: the closing starts now.
+            self.0.hand_over();
+            return Ok(());
         }
-    }
-
-    fn command(&mut self, cmd: Option<LegCommand>) -> Option<LegEnd> {
+        let Some(leg) = self.0.leg().filter(|l| l.end.is_none()) else {
+            return Err(Refused::Gone(cmd));
+        };
+        let now = Instant::now();
         let r = match cmd {
-            Some(LegCommand::Play { frame, kind }) => self.core.play(&frame, kind, Instant::now()),
-            Some(LegCommand::Clear) => self.core.clear(),
-            Some(LegCommand::Hangup) | None => {
-                return Some(if self.core.ended() == Some(&EndReason::Stopped) {
-                    LegEnd::Stopped
-                } else {
-                    LegEnd::Hangup
-                });
-            }
+            LegCommand::Play { frame, kind } => leg.core.play(&frame, kind, now),
+            LegCommand::Clear => leg.core.clear(),
+            LegCommand::Hangup => return Ok(()),
         };
         if let Err(e) = r
             && !matches!(e, StreamError::Ended(_))
         {
             tracing::warn!(error = %e, "cannot send to the stream client");
         }
-        None
+        if leg.outbox.stalled(now) {
+            tracing::warn!("the stream client stopped reading; giving the stream up");
+            leg.end = Some(LegEnd::SocketError(format!(
+                "the client read nothing for {} s; giving the stream up",
+                WRITE_STALL.as_secs()
+            )));
+        }
+        Ok(())
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(leg) = self.0.leg().filter(|l| l.end.is_none()) {
+            leg.poll_write(cx);
+        }
+        Poll::Ready(())
+    }
+}
+
+impl<S: Socket> Leg<S> {
+    /// Server events that arrived for the client go to the core (written on this pass).
+    fn take_notices(&mut self, cx: &mut Context<'_>) {
+        while self.notices_open {
+            match self.notices.poll_recv(cx) {
+                Poll::Ready(Some(Notice::Event(e))) => self.core.notify(&e),
+                Poll::Ready(Some(Notice::Finish { reason, summary })) => {
+                    self.finish_early = Some((reason, summary));
+                }
+                Poll::Ready(None) => self.notices_open = false,
+                Poll::Pending => return,
+            }
+        }
+    }
+
+    /// Writes what the core has for the client; a failed write ends the stream.
+    fn poll_write(&mut self, cx: &mut Context<'_>) {
+        let core = &mut self.core;
+        if let Err(e) = self.outbox.poll_write(&mut self.socket, cx, || {
+            core.poll_transmit().map(to_message)
+        }) {
+            self.end = Some(LegEnd::SocketError(e.to_string()));
+        }
+    }
+
+    /// How the call's hang-up ends the stream.
+    fn ended_by_call(&self) -> LegEnd {
+        if self.core.ended() == Some(&EndReason::Stopped) {
+            LegEnd::Stopped
+        } else {
+            LegEnd::Hangup
+        }
     }
 
     fn inbound(&mut self, msg: Option<Result<Message, axum::Error>>) -> Option<LegEnd> {
@@ -381,47 +392,95 @@ impl Driver {
         }
     }
 
-    async fn flush(&mut self) -> Result<(), ()> {
-        while let Some(t) = self.core.poll_transmit() {
-            self.out.send(to_message(t)).await.map_err(|_| ())?;
-        }
-        Ok(())
-    }
-
-    async fn deliver_events(&mut self) {
-        while let Some(ev) = self.core.poll_event() {
-            match ev {
-                LegEvent::Frame { .. } => match self.events.try_send(ev) {
-                    Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        self.frames_dropped += 1;
-                        if self.frames_dropped.is_power_of_two() {
-                            tracing::warn!(
-                                dropped = self.frames_dropped,
-                                "call is not taking caller frames (is the client sending faster than real time?); dropping"
-                            );
-                        }
-                    }
-                },
-                other => {
-                    if matches!(other, LegEvent::Stop) {
-                        self.stop_sent = true;
-                    }
-                    let _ = timeout(STOP_GRACE, self.events.send(other)).await;
+    /// The call is over: waits (briefly) for its summary, sends `stop`, closes normally.
+    async fn finish(&mut self) {
+        let early = self.finish_early.take();
+        let (notices, core) = (&mut self.notices, &mut self.core);
+        let (reason, summary) = match timeout(FINISH_GRACE, async {
+            if early.is_some() {
+                return early;
+            }
+            loop {
+                match notices.recv().await {
+                    Some(Notice::Finish { reason, summary }) => break Some((reason, summary)),
+                    Some(Notice::Event(e)) => core.notify(&e),
+                    None => break None,
                 }
             }
+        })
+        .await
+        {
+            Ok(Some(x)) => x,
+            _ => ("call ended".to_owned(), serde_json::Value::Null),
+        };
+        self.core.finish(reason, summary);
+        let core = &mut self.core;
+        let drained = timeout(
+            CLOSE_GRACE,
+            self.outbox
+                .drain(&mut self.socket, || core.poll_transmit().map(to_message)),
+        )
+        .await;
+        if !matches!(drained, Ok(Ok(()))) {
+            return;
+        }
+        let frame = CloseFrame {
+            code: close_code::NORMAL,
+            reason: "call ended".into(),
+        };
+        let sent = timeout(CLOSE_GRACE, self.socket.send(Message::Close(Some(frame)))).await;
+        if matches!(sent, Ok(Ok(()))) {
+            // Let the client answer the close before the connection is dropped.
+            let _ = timeout(CLOSE_GRACE, async {
+                while let Some(Ok(m)) = self.socket.next().await {
+                    if matches!(m, Message::Close(_)) {
+                        break;
+                    }
+                }
+            })
+            .await;
         }
     }
 }
 
-async fn write_loop(mut sink: SplitSink<WebSocket, Message>, mut out: mpsc::Receiver<Message>) {
-    while let Some(msg) = out.recv().await {
-        let closing = matches!(msg, Message::Close(_));
-        if sink.send(msg).await.is_err() || closing {
-            return;
-        }
+/// Takes the leg back once the call is done with it: on the call's hang-up (or after the client's
+/// `stop`) sends the last `stop` with the summary, closes the socket and reports.
+async fn close_when_done<S: Socket>(closed: oneshot::Receiver<Leg<S>>, format: Format) -> LegStats {
+    let Ok(mut leg) = closed.await else {
+        return LegStats {
+            format,
+            stream: StreamStats::default(),
+            frames_dropped: 0,
+            send_intervals_us: Vec::new(),
+            end: LegEnd::Hangup,
+        };
+    };
+    // The call let go without a hang-up: it is over all the same.
+    let end = match leg.end.take() {
+        Some(end) => end,
+        None => leg.ended_by_call(),
+    };
+    if end == LegEnd::Hangup || leg.core.ended() == Some(&EndReason::Stopped) {
+        leg.finish().await;
     }
-    let _ = sink.close().await;
+    let _ = timeout(CLOSE_GRACE, leg.socket.close()).await;
+    let stats = leg.core.stats().clone();
+    tracing::info!(
+        %format,
+        end = ?end,
+        frames_in = stats.frames_in,
+        frames_out = stats.frames_out,
+        marks_played = stats.marks_played,
+        bad_messages = stats.bad_messages,
+        "stream ended"
+    );
+    LegStats {
+        format,
+        stream: stats,
+        frames_dropped: 0,
+        send_intervals_us: leg.core.take_send_intervals(),
+        end,
+    }
 }
 
 async fn close(sink: &mut SplitSink<WebSocket, Message>, code: u16, reason: &str) {
@@ -436,3 +495,7 @@ async fn close(sink: &mut SplitSink<WebSocket, Message>, code: u16, reason: &str
     };
     let _ = timeout(CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;
