@@ -1,25 +1,26 @@
-//! baton's side of a bridge media stream: the thin async shell that runs a [`MediaStream`] over
-//! an axum WebSocket and presents it to a call as a [`LegHandle`], for any [`Dialect`] (fixed by
+//! baton's side of a bridge media stream: the thin shell that runs a [`MediaStream`] over an
+//! axum WebSocket and presents it to a call as a [`LegHandle`], for any [`Dialect`] (fixed by
 //! the route, or detected from the first messages).
 //!
 //! [`accept`] waits for the stream's `start` (Vonage: `websocket:connected`), bounded by a
-//! timeout, then spawns one task, the **driver**: it owns the core and the socket, feeds each
-//! message from the bridge to the core, turns the call's [`LegCommand`]s into outbound messages,
-//! and delivers events to the call over a bounded queue. Frames that find the queue full are
-//! dropped and counted (a call that cannot keep up must not stall the socket); DTMF, marks and
-//! stop always wait for room. What one wake-up produced (a frame's `media` and `mark`) is
-//! written at once, in one flush: the call already paces playback at 20 ms, so nothing here
-//! delays a message (beyond the core's own batching for Exotel). A bridge that stops reading
-//! for [`WRITE_STALL`] ends the leg rather than holding the call.
+//! timeout, then hands the call a leg driven **in the call's own task** (a [`LegIo`]): each poll
+//! reads what arrived into the core and hands back its next event; the call's [`LegCommand`]s
+//! become outbound messages in the core, written as far as the socket takes them with one flush
+//! per pass ([`crate::leg::socket::Outbox`]). There is no driver task, writer task or queue, so
+//! nothing is dropped here; what a blocked socket has not taken waits in the core, and a bridge
+//! that stops reading for [`WRITE_STALL`] ends the leg rather than holding the call. The call
+//! already paces playback at 20 ms, so nothing here delays a message (beyond the core's own
+//! batching for Exotel).
 //!
-//! The driver logs under the caller's span (the server's per-call span) and adds the frames it
-//! moves to live counters ([`FrameCounters`], e.g. the daemon's Prometheus figures).
+//! Frames moved are added to live counters ([`FrameCounters`], e.g. the daemon's Prometheus
+//! figures), logged under the call's span.
 //!
 //! The stream ends on the bridge's `stop` (reported as [`LegEvent::Stop`]; the socket closes
 //! next), on the call's [`LegCommand::Hangup`] (baton closes the socket, which is how every one of
 //! these bridges is ended from the server), when the call drops its handle, or when the socket
-//! closes or fails (then the call is sent [`LegEvent::Stop`] too; Vonage ends only this way). The
-//! driver's join handle yields [`LegStats`].
+//! closes or fails (then the call is sent [`LegEvent::Stop`] too; Vonage ends only this way). On
+//! hang-up or drop the socket goes to a small closing task ([`crate::leg::socket::Handover`])
+//! that writes what is left and closes; the join handle [`accept`] returned yields [`LegStats`].
 //!
 //! Authentication belongs to the HTTP upgrade, before this shell runs (Twilio's signature,
 //! Telnyx's streaming token); [`configure_upgrade`] sets the socket's message limits. Serve the
