@@ -1,5 +1,5 @@
 //! A warm transfer inside the caller's call task: the shell around one
-//! [`Transfer`](crate::transfer::Transfer) of plan `Warm`. It dials the person through a
+//! [`Transfer`] of plan `Warm`. It dials the person through a
 //! [`Dialer`] (the daemon's SIP trunks) while the caller stays with the agent, follows the
 //! INVITE, and once the person answers drives their leg in the same task as the caller's:
 //! ringback and early media are dropped, the answering-machine screen hears the answered leg,
