@@ -12,7 +12,7 @@
 
 use serde_json::json;
 
-use super::scenario::{Reply, ScriptedToolCall};
+use super::reply::{Reply, ScriptedToolCall};
 
 /// The function the person's acceptance is reported with.
 pub const ACCEPT: &str = "accept_transfer";

@@ -7,7 +7,8 @@
 //! - [`setup`]: `setup` validation, backend/API version; [`profile`]: model-behaviour profiles
 //!   (gemini-3.8 / 2.5 / 3.1) and their [`Capabilities`](crate::model::Capabilities).
 //! - [`listen`] / [`speak`]: caller audio + VAD in; reply chunks + transcription out.
-//! - [`scenario`] / [`clip`]: the script and its audio; [`persona`]: which agent the wire named;
+//! - [`scenario`] / [`clip`]: the script and its audio; [`reply`]: what one scripted turn says and
+//!   calls; [`persona`]: which agent the wire named;
 //!   [`brief`]: the script of a warm transfer's brief session.
 //! - [`faults`]: goAway, drops, late pongs, garbage ([`pong`] delays pongs under the WebSocket);
 //!   [`resume`]: resumption handles and per-lineage caller audio, shared by a server's
@@ -30,6 +31,7 @@ pub mod persona;
 pub mod pong;
 pub mod profile;
 pub mod record;
+pub mod reply;
 pub mod resume;
 pub mod rng;
 pub mod scenario;

@@ -173,21 +173,7 @@ impl Default for Timing {
     }
 }
 
-/// Something the model says: 24 kHz audio and its transcription.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Reply {
-    pub audio: Clip,
-    /// The `outputTranscription` text; empty for none.
-    pub text: String,
-}
-
-/// A function call the model makes before it speaks.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ScriptedToolCall {
-    pub name: String,
-    /// A JSON object.
-    pub args: Value,
-}
+pub use super::reply::{Reply, ScriptedToolCall};
 
 /// An agent the model can speak as.
 #[derive(Clone, Debug, PartialEq)]
