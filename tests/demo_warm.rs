@@ -59,6 +59,7 @@ fn the_warm_transfer_demo_puts_the_caller_through_to_ravi() {
     };
     let outcome = demo::run(&args).unwrap();
     let s = &outcome.summary;
+    eprintln!("{}", demo::render(&outcome));
     assert_eq!(s.mode, "realtime", "a SIP peer runs in real time");
 
     // One warm transfer, asked by Asha, through every stage to connected.

@@ -108,7 +108,7 @@ impl Phone {
             .map(|a| a.port())
             .ok_or_else(|| DemoError::Usage("the person's phone bound no UDP port".into()))?;
         let (invites, mut incoming) = mpsc::unbounded_channel();
-        let mut tasks = vec![
+        let tasks = vec![
             tokio::spawn(baton.clone().serve()),
             tokio::spawn(person.clone().serve()),
             tokio::spawn(ua::dispatch(baton.clone(), baton_in, Arc::new(Refuse))),
@@ -118,7 +118,6 @@ impl Phone {
                 Arc::new(Ring(Mutex::new(Some(invites)))),
             )),
         ];
-        tasks.shrink_to_fit();
         let phone_ua = person.clone();
         let phone_settings = settings(&c, RING, "person@demo");
         let played = tokio::spawn(async move {
