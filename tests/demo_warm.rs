@@ -129,13 +129,14 @@ fn the_warm_transfer_demo_puts_the_caller_through_to_ravi() {
     );
     let (prate, ravi_heard) = channel(&person_wav, 1);
     let brief_8k = through_phone("audio-fixtures/clips/warm/brief.wav", prate);
-    let pspan = ravi_heard.len().saturating_sub(brief_8k.len() / 2);
+    // person.wav starts at the answer; the brief follows within the model's first-audio time.
+    let p_ms = |ms: usize| ms * prate as usize / 1000;
     let in_person = support::best_match(
         &ravi_heard,
         &brief_8k,
-        pspan / 2,
-        pspan / 2,
-        (prate as usize) * 6 / 10,
+        p_ms(1_500),
+        p_ms(1_500),
+        p_ms(600),
         1,
     );
     assert!(
