@@ -21,6 +21,7 @@ pub mod handoffs;
 mod mcp;
 mod meta;
 mod outcome;
+mod phone;
 mod picture;
 mod render;
 /// The call files of a scenario: itself, then `<scenario>/call*.toml` in name order.
@@ -31,6 +32,7 @@ mod summary;
 pub use args::{DemoArgs, DemoError, parse_strategy};
 pub use meta::ScenarioMeta;
 pub use outcome::{CallOutcome, DemoOutcome};
+pub use phone::PersonRecording;
 pub use render::render;
 pub use scenarios::{bundled, bundled_scenarios, default_scenario, list_scenarios, scenario_path};
 pub use store::scenario_calls;
@@ -65,7 +67,8 @@ pub fn runtime_with(
 
 /// Runs the demo on its own runtime: a paused-clock runtime when accelerated.
 pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
-    let realtime = args.realtime || args.model_url.is_some();
+    // A person's phone is a real SIP peer on loopback sockets: such a call runs in real time.
+    let realtime = args.realtime || args.model_url.is_some() || calls_a_person(args);
     runtime(realtime)?.block_on(run_async(args, realtime))
 }
 
@@ -99,8 +102,14 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
                 path: wav_path.clone(),
                 reason: e.to_string(),
             })?;
+        let person_path = match &outcome.person {
+            Some(p) => Some(write_person(&args.out, i, p)?),
+            None => None,
+        };
         summary.get_or_insert_with(|| {
-            summarize_call(&outcome.report, &outcome.meta, &wav_path, args, realtime)
+            let mut s = summarize_call(&outcome.report, &outcome.meta, &wav_path, args, realtime);
+            s.person_recording = person_path.map(|p| p.display().to_string());
+            s
         });
         metas.push(outcome.meta);
         calls.push(ran);
@@ -130,6 +139,76 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         metas,
         timeline,
     })
+}
+
+/// Writes what the person heard (right) and said (left) as `person.wav` (`person<n>.wav` for
+/// the n-th call of a scenario).
+fn write_person(out: &Path, i: usize, p: &phone::PersonRecording) -> Result<PathBuf, DemoError> {
+    let path = match i {
+        0 => out.join("person.wav"),
+        n => out.join(format!("person{}.wav", n + 1)),
+    };
+    crate::audio::wav::write_stereo(&path, p.rate, &p.said, &p.heard).map_err(|e| {
+        DemoError::Output {
+            path: path.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    Ok(path)
+}
+
+/// The person's lines in the demo: what Ravi says after taking the call, then after the caller's
+/// next turn.
+const PERSON_LINES: [&str; 2] = [
+    "audio-fixtures/clips/warm/ravi_hello.wav",
+    "audio-fixtures/clips/warm/ravi_bye.wav",
+];
+
+/// Whether the call `args` names has a person reached by a warm transfer (whose phone the demo
+/// plays on loopback).
+fn calls_a_person(args: &DemoArgs) -> bool {
+    prepare(args)
+        .ok()
+        .and_then(|p| p.registry)
+        .is_some_and(|r| warm_people(&r))
+}
+
+fn warm_people(reg: &crate::agents::Registry) -> bool {
+    reg.people
+        .iter()
+        .any(|p| p.human.handover == crate::transfer::Handover::Warm)
+}
+
+/// Starts the person's phone and points every warm person of `reg` at it.
+async fn start_phone(reg: &mut crate::agents::Registry) -> Result<phone::Phone, DemoError> {
+    let mut lines = Vec::new();
+    let mut rate = 16_000;
+    for l in PERSON_LINES {
+        let path = bundled(l);
+        let pcm = crate::audio::wav::read(&path).map_err(|e| DemoError::Output {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        rate = pcm.rate;
+        lines.push(pcm.samples);
+    }
+    let phone = phone::Phone::start(phone::Lines { rate, lines }).await?;
+    for p in &mut reg.people {
+        if p.human.handover != crate::transfer::Handover::Warm {
+            continue;
+        }
+        let user = match &p.human.destination {
+            crate::transfer::Destination::Sip(uri) => uri
+                .split_once(':')
+                .and_then(|(_, rest)| rest.split_once('@'))
+                .map_or_else(|| p.id.clone(), |(user, _)| user.to_owned()),
+            crate::transfer::Destination::Number(_) => p.id.clone(),
+        };
+        p.human.destination =
+            crate::transfer::Destination::Sip(format!("sip:{user}@127.0.0.1:{}", phone.port));
+        p.human.trunk = None;
+    }
+    Ok(phone)
 }
 
 /// Runs one call as `baton demo` does (`realtime` as [`run`] decides it) without writing files.
@@ -289,6 +368,7 @@ async fn run_prepared_with(
         ..Default::default()
     };
     let mut bundled_mcp = None;
+    let mut phone = None;
     let registry = match prepared.registry.clone() {
         Some(mut reg) => {
             if let Some(s) = &args.strategy {
@@ -298,6 +378,16 @@ async fn run_prepared_with(
                 }
             }
             bundled_mcp = mcp::start(&mut reg, realtime).await?;
+            if warm_people(&reg) {
+                if !realtime {
+                    return Err(DemoError::Usage(format!(
+                        "{}: a warm transfer dials the person's phone over SIP, which runs in \
+                         real time; add --realtime",
+                        scenario_path.display()
+                    )));
+                }
+                phone = Some(start_phone(&mut reg).await?);
+            }
             Some(Arc::new(reg))
         }
         None if args.strategy.is_some() => {
@@ -446,6 +536,7 @@ async fn run_prepared_with(
                 backend: backend.clone(),
                 config: session_cfg.clone(),
             }),
+            dialer: phone.as_ref().map(|p: &phone::Phone| p.dialer.clone()),
             ..Default::default()
         },
     };
@@ -462,6 +553,10 @@ async fn run_prepared_with(
     if let Some(b) = bundled_mcp {
         b.stop().await;
     }
+    let person = match phone {
+        Some(p) => p.finish().await,
+        None => None,
+    };
     let recording = started.lock().ok().and_then(|mut g| g.take());
     let recording = match recording {
         Some(r) => r.await.unwrap_or_default(),
@@ -471,6 +566,7 @@ async fn run_prepared_with(
         meta,
         report: ran.report.clone(),
         recording,
+        person,
         prepare_wall: prepared_at.saturating_duration_since(started_at),
         call_wall: prepared_at.elapsed(),
     };

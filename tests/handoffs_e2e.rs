@@ -268,7 +268,8 @@ fn list_names_every_bundled_scenario_first() {
             "seed002",
             "seed003",
             "seed004",
-            "shared_tools"
+            "shared_tools",
+            "warm_transfer"
         ]
     );
     let _ = PathBuf::from(ROOT);

@@ -25,6 +25,8 @@ pub struct CallOutcome {
     pub meta: ScenarioMeta,
     pub report: CallReport,
     pub recording: crate::leg::fixture::Recording,
+    /// What the person of a warm transfer heard and said, when the demo played their phone.
+    pub person: Option<super::phone::PersonRecording>,
     /// Loading the scenario, its clips, the caller fixture and the agent set (by [`run_call`]),
     /// then copying them and setting up the model backend.
     pub prepare_wall: std::time::Duration,

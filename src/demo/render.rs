@@ -86,6 +86,7 @@ pub fn render(outcome: &DemoOutcome) -> String {
     for h in &r.handoffs[next_handoff.min(r.handoffs.len())..] {
         s.push_str(&marker(agents, h));
     }
+    transfer_lines(&mut s, &outcome.summary);
     if !r.handoffs.is_empty() {
         let _ = writeln!(
             s,
@@ -216,6 +217,53 @@ pub fn render(outcome: &DemoOutcome) -> String {
         );
     }
     s
+}
+
+/// Each transfer to a person: what was asked, its stages with the call time they were reached,
+/// and its outcome with its figures; then where the person's side was recorded.
+fn transfer_lines(s: &mut String, summary: &super::DemoSummary) {
+    use std::fmt::Write;
+    let text = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or("").to_owned();
+    let at = |v: &serde_json::Value| v["at_ms"].as_f64().unwrap_or(0.0) / 1000.0;
+    for e in &summary.transfers {
+        match (e["type"].as_str(), e["event"].as_str()) {
+            (Some("transfer_requested"), _) => {
+                let _ = writeln!(
+                    s,
+                    "\ntransfer  {:>7.2} s  {} → {} ({} transfer to {})",
+                    at(e),
+                    text(e, "from"),
+                    text(e, "to"),
+                    text(e, "plan"),
+                    text(e, "destination")
+                );
+            }
+            (Some("transfer"), Some("stage")) => {
+                let _ = writeln!(s, "          {:>7.2} s  {}", at(e), text(e, "stage"));
+            }
+            (Some("transfer"), Some("finished")) => {
+                let figures: Vec<String> = e
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(k, v)| k.ends_with("_ms") && k.as_str() != "at_ms" && v.is_number())
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .chain(e["status"].as_u64().map(|st| format!("status {st}")))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "          {:>7.2} s  outcome: {} ({})",
+                    at(e),
+                    e["outcome"]["kind"].as_str().unwrap_or("?"),
+                    figures.join(", ")
+                );
+            }
+            _ => {}
+        }
+    }
+    if let Some(p) = &summary.person_recording {
+        let _ = writeln!(s, "the person's side (said left, heard right): {p}");
+    }
 }
 
 /// The line marking a handoff where the caller heard it.

@@ -32,8 +32,8 @@ pub fn scenario_path(arg: &str) -> PathBuf {
     }
 }
 
-/// The bundled scenario files, sorted by name (what `--list` shows).
-pub fn bundled_scenarios() -> Result<Vec<PathBuf>, DemoError> {
+/// Every bundled scenario file, sorted by name (what `--list` shows).
+fn all_bundled() -> Result<Vec<PathBuf>, DemoError> {
     let dir = bundled("audio-fixtures/scenarios");
     let entries = std::fs::read_dir(&dir)
         .map_err(|e| DemoError::Scenario(format!("{}: {e}", dir.display())))?;
@@ -46,10 +46,29 @@ pub fn bundled_scenarios() -> Result<Vec<PathBuf>, DemoError> {
     Ok(names)
 }
 
+/// The bundled scenarios that play on the virtual clock, sorted by name: every one but those
+/// whose agent set reaches a person by a warm transfer, which dial a real SIP peer and run in
+/// real time only (`--list` shows them too, marked).
+pub fn bundled_scenarios() -> Result<Vec<PathBuf>, DemoError> {
+    Ok(all_bundled()?
+        .into_iter()
+        .filter(|p| !calls_a_person(p))
+        .collect())
+}
+
+/// Whether the scenario at `path` has an agent set with a person reached by a warm transfer.
+fn calls_a_person(path: &Path) -> bool {
+    mock::Scenario::load(path)
+        .ok()
+        .and_then(|s| s.agents)
+        .and_then(|a| crate::agents::load(&a).ok())
+        .is_some_and(|r| super::warm_people(&r))
+}
+
 /// The bundled scenarios: `name  description`, one per line, sorted.
 pub fn list_scenarios() -> Result<String, DemoError> {
     let mut out = String::new();
-    for p in bundled_scenarios()? {
+    for p in all_bundled()? {
         let name = p
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -61,7 +80,12 @@ pub fn list_scenarios() -> Result<String, DemoError> {
             .and_then(|a| a.file_stem())
             .map(|a| format!(" [agents: {}]", a.to_string_lossy()))
             .unwrap_or_default();
-        out.push_str(&format!("{name}  {}{agents}\n", s.description));
+        let pace = if calls_a_person(&p) {
+            " [real time: a SIP phone on loopback]"
+        } else {
+            ""
+        };
+        out.push_str(&format!("{name}  {}{agents}{pace}\n", s.description));
     }
     Ok(out)
 }

@@ -39,6 +39,14 @@ pub struct DemoSummary {
     /// Every call of a scenario of several calls (the fields above are the first one's).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub call_list: Vec<serde_json::Value>,
+    /// Each transfer to a person: its request, its stages and its one outcome, as the call's
+    /// feed has them (`transfer_requested`, `transfer`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transfers: Vec<serde_json::Value>,
+    /// The person's side of a warm transfer whose phone the demo played: `person.wav`, what they
+    /// said (left) and heard (right).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub person_recording: Option<String>,
 }
 
 /// `{"p50","p95","max"}`; null where there were no samples.
@@ -142,5 +150,18 @@ pub(super) fn summarize_call(
         leg_codec: args.leg_codec.name(),
         end_reason: report.end_reason.clone(),
         call_list: Vec::new(),
+        transfers: report
+            .events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    crate::agents::CallEvent::TransferRequested { .. }
+                        | crate::agents::CallEvent::Transfer { .. }
+                )
+            })
+            .filter_map(|e| serde_json::to_value(e).ok())
+            .collect(),
+        person_recording: None,
     }
 }
