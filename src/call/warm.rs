@@ -77,6 +77,35 @@ pub enum PersonProgress {
     Failed(String),
 }
 
+impl From<crate::leg::sip::call::Placing> for PersonProgress {
+    fn from(p: crate::leg::sip::call::Placing) -> Self {
+        use crate::leg::sip::call::{Outcome, Placing, Progress};
+        match p {
+            Placing::Progress(Progress::Ringing) => PersonProgress::Ringing,
+            Placing::Progress(Progress::EarlyMedia) => PersonProgress::EarlyMedia,
+            Placing::Answered(leg) => PersonProgress::Answered(leg),
+            Placing::NotAnswered(outcome) => match outcome {
+                Outcome::Answered => PersonProgress::Failed("answered without media".into()),
+                Outcome::Busy { status } => PersonProgress::Final {
+                    status,
+                    reason: "Busy".into(),
+                },
+                Outcome::NoAnswer {
+                    status: Some(status),
+                } => PersonProgress::Final {
+                    status,
+                    reason: "No answer".into(),
+                },
+                Outcome::NoAnswer { status: None } => {
+                    PersonProgress::Failed("the person's phone rang out".into())
+                }
+                Outcome::Rejected { status, reason } => PersonProgress::Final { status, reason },
+                Outcome::Failed { reason } => PersonProgress::Failed(reason),
+            },
+        }
+    }
+}
+
 /// What woke the transfer.
 pub(super) enum Wake {
     Progress(Option<PersonProgress>),

@@ -15,7 +15,7 @@ use super::args::DemoError;
 use crate::audio::Frame;
 use crate::audio::playout::PlayedKind;
 use crate::call::warm::{ACCEPT_KEY, DialRequest, Dialer, Dialing, PersonProgress};
-use crate::leg::sip::call::{self, CallSettings, Dial, Outcome, Progress, Watch};
+use crate::leg::sip::call::{self, CallSettings, Dial};
 use crate::leg::sip::config::{SipConfig, Transport};
 use crate::leg::sip::leg::Signal;
 use crate::leg::sip::ua::{self, UserAgent};
@@ -402,54 +402,8 @@ async fn dial(
         ring_timeout: req.ring_timeout,
         transport: Transport::Udp,
     };
-    let (ptx, mut prx) = mpsc::unbounded_channel();
-    let watch = Watch {
-        progress: Some(ptx),
-        cancel: Some(cancelled),
-    };
-    let placing = call::place_watched(ua, dial, &settings, watch);
-    tokio::pin!(placing);
-    let forward = |p: Progress| match p {
-        Progress::Ringing => PersonProgress::Ringing,
-        Progress::EarlyMedia => PersonProgress::EarlyMedia,
-    };
-    let placed = loop {
-        tokio::select! {
-            biased;
-            Some(p) = prx.recv() => { let _ = tx.send(forward(p)); }
-            r = &mut placing => break r,
-        }
-    };
-    while let Ok(p) = prx.try_recv() {
-        let _ = tx.send(forward(p));
-    }
-    match placed {
-        Ok(c) => {
-            let call::Connected { leg, dialog, .. } = c;
-            let run = dialog.run(leg.control.clone(), leg.task);
-            let _ = tx.send(PersonProgress::Answered(leg.handle));
-            run.await;
-        }
-        Err(outcome) => {
-            let p = match outcome {
-                Outcome::Answered => return,
-                Outcome::Busy { status } => PersonProgress::Final {
-                    status,
-                    reason: "Busy".into(),
-                },
-                Outcome::NoAnswer {
-                    status: Some(status),
-                } => PersonProgress::Final {
-                    status,
-                    reason: "No answer".into(),
-                },
-                Outcome::NoAnswer { status: None } => {
-                    PersonProgress::Failed("the person's phone rang out".into())
-                }
-                Outcome::Rejected { status, reason } => PersonProgress::Final { status, reason },
-                Outcome::Failed { reason } => PersonProgress::Failed(reason),
-            };
-            let _ = tx.send(p);
-        }
-    }
+    call::place_and_run(ua, dial, &settings, cancelled, |p| {
+        let _ = tx.send(p.into());
+    })
+    .await;
 }

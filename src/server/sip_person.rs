@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use super::sip::{PlaceError, SipService};
 use crate::call::warm::{DialRequest, Dialer, Dialing, PersonProgress};
-use crate::leg::sip::call::{self, Dial, Outcome, Progress, Watch};
+use crate::leg::sip::call::{self, Dial};
 use crate::leg::sip::config::Transport;
 use crate::transfer::Destination;
 
@@ -84,57 +84,10 @@ async fn dial_person(
         }
     };
     tracing::info!(to = %req.target, "dialling the person for a warm transfer");
-    let (ptx, mut prx) = mpsc::unbounded_channel();
-    let watch = Watch {
-        progress: Some(ptx),
-        cancel: Some(cancelled),
-    };
-    let placing = call::place_watched(svc.ua.clone(), dial, &svc.settings, watch);
-    tokio::pin!(placing);
-    let forward = |p: Progress| match p {
-        Progress::Ringing => PersonProgress::Ringing,
-        Progress::EarlyMedia => PersonProgress::EarlyMedia,
-    };
-    let placed = loop {
-        tokio::select! {
-            biased;
-            Some(p) = prx.recv() => { let _ = tx.send(forward(p)); }
-            r = &mut placing => break r,
+    call::place_and_run(svc.ua.clone(), dial, &svc.settings, cancelled, |p| {
+        if tx.send(p.into()).is_err() {
+            tracing::info!("the call has ended; the person's leg goes");
         }
-    };
-    while let Ok(p) = prx.try_recv() {
-        let _ = tx.send(forward(p));
-    }
-    match placed {
-        Ok(c) => {
-            let call::Connected { leg, dialog, .. } = c;
-            let run = dialog.run(leg.control.clone(), leg.task);
-            if tx.send(PersonProgress::Answered(leg.handle)).is_err() {
-                tracing::info!("the call ended as the person answered; hanging up");
-            }
-            let ended = run.await;
-            tracing::info!(hung_up_by = ?ended.by, "the person's call ended");
-        }
-        Err(outcome) => {
-            let p = match outcome {
-                Outcome::Answered => return,
-                Outcome::Busy { status } => PersonProgress::Final {
-                    status,
-                    reason: "Busy".into(),
-                },
-                Outcome::NoAnswer {
-                    status: Some(status),
-                } => PersonProgress::Final {
-                    status,
-                    reason: "No answer".into(),
-                },
-                Outcome::NoAnswer { status: None } => {
-                    PersonProgress::Failed("the person's phone rang out".into())
-                }
-                Outcome::Rejected { status, reason } => PersonProgress::Final { status, reason },
-                Outcome::Failed { reason } => PersonProgress::Failed(reason),
-            };
-            let _ = tx.send(p);
-        }
-    }
+    })
+    .await;
 }

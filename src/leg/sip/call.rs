@@ -828,6 +828,55 @@ pub async fn place_watched(
     })
 }
 
+/// What [`place_and_run`] reports, in order: provisional answers, then the answered media leg or
+/// why there is none.
+pub enum Placing {
+    Progress(Progress),
+    /// 200: the media leg (dropping it hangs up); the dialog runs to its end in the caller of
+    /// [`place_and_run`].
+    Answered(super::super::LegHandle),
+    NotAnswered(Outcome),
+}
+
+/// Places a call as [`place_watched`] does (CANCEL when `cancel` fires or goes), telling `on`
+/// every step, and once answered runs its dialog until either side hangs up (the peer's BYE, or
+/// the media leg dropped: BYE). Returns when the call is over.
+pub async fn place_and_run(
+    ua: Arc<UserAgent>,
+    dial: Dial,
+    settings: &CallSettings,
+    cancel: tokio::sync::oneshot::Receiver<()>,
+    mut on: impl FnMut(Placing),
+) {
+    let (ptx, mut prx) = mpsc::unbounded_channel();
+    let watch = Watch {
+        progress: Some(ptx),
+        cancel: Some(cancel),
+    };
+    let placing = place_watched(ua, dial, settings, watch);
+    tokio::pin!(placing);
+    let placed = loop {
+        tokio::select! {
+            biased;
+            Some(p) = prx.recv() => on(Placing::Progress(p)),
+            r = &mut placing => break r,
+        }
+    };
+    while let Ok(p) = prx.try_recv() {
+        on(Placing::Progress(p));
+    }
+    match placed {
+        Ok(c) => {
+            let Connected { leg, dialog, .. } = c;
+            let run = dialog.run(leg.control.clone(), leg.task);
+            on(Placing::Answered(leg.handle));
+            let ended = run.await;
+            tracing::info!(hung_up_by = ?ended.by, "the placed call ended");
+        }
+        Err(outcome) => on(Placing::NotAnswered(outcome)),
+    }
+}
+
 /// Resolves when `cancel` fires or its sender goes; never without one.
 async fn cancelled(cancel: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
     match cancel.as_mut() {
