@@ -687,6 +687,16 @@ async fn accepted_on(profile: &str) {
     );
     assert!(
         r.metrics
+            .contains("baton_transfer_dead_air_ms_count{plan=\"warm\"} 1"),
+        "the bridge's dead air is on /metrics:\n{}",
+        r.metrics
+            .lines()
+            .filter(|l| l.contains("dead_air"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        r.metrics
             .contains("baton_transfers_total{plan=\"warm\",kind=\"connected\"} 1"),
         "counted: {}",
         r.metrics

@@ -235,13 +235,25 @@ impl Metrics {
                     metrics::histogram!("baton_handoff_gap_ms", "strategy" => strategy).record(gap);
                 }
             }
-            // Transfers to a person the call's agents asked for (the SIP or Twilio leg's steps
-            // came back into the call): outcomes by plan and kind, setup times.
+            // Transfers to a person the call's agents asked for (their steps came back into the
+            // call): outcomes by plan and kind, setup times, and the dead air after each switch,
+            // counted under the plan of the transfer it followed (its report comes first).
+            let mut plan = None;
             for ev in &r.events {
-                if let crate::agents::CallEvent::Transfer { step, .. } = ev
-                    && let crate::transfer::Event::Finished(rep) = step
-                {
-                    crate::transfer::figures::record(rep.plan, step);
+                let crate::agents::CallEvent::Transfer { step, .. } = ev else {
+                    continue;
+                };
+                match step {
+                    crate::transfer::Event::Finished(rep) => {
+                        plan = Some(rep.plan);
+                        crate::transfer::figures::record(rep.plan, step);
+                    }
+                    crate::transfer::Event::DeadAir { .. } => {
+                        if let Some(p) = plan {
+                            crate::transfer::figures::record(p, step);
+                        }
+                    }
+                    _ => {}
                 }
             }
             let h = metrics::histogram!("baton_reconnect_gap_ms");
