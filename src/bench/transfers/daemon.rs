@@ -118,9 +118,8 @@ impl Daemon {
         let deadline = tokio::time::Instant::now() + grace;
         for t in tasks {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            match tokio::time::timeout(left, t).await {
-                Ok(Ok(c)) => calls.push(c),
-                Ok(Err(_)) | Err(_) => {}
+            if let Ok(Ok(c)) = tokio::time::timeout(left, t).await {
+                calls.push(c);
             }
         }
         calls

@@ -280,7 +280,7 @@ impl SippFigures {
             .map(|h| h.split(';').collect())
             .unwrap_or_default();
         let last: Vec<&str> = lines
-            .last()
+            .next_back()
             .map(|l| l.split(';').collect())
             .unwrap_or_default();
         let field = |name: &str| -> Option<u64> {
