@@ -99,6 +99,9 @@ enum BenchTarget {
     /// Many concurrent Twilio-protocol callers in this one process (the client side of `bench
     /// load`, also usable against a server on another machine); JSON lines on stdout.
     LoadClient(baton::bench::load::LoadClientArgs),
+    /// Warm transfers to a person against SIPp (callers and the person's phone) on the embedded
+    /// mock; report outcomes by kind, transfer_setup_ms, dead air and ring time.
+    Transfers(baton::bench::transfers::TransfersArgs),
 }
 
 #[derive(Subcommand)]
@@ -179,6 +182,10 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchTarget::LoadClient(args)) => {
             init_logging("error", LogFormat::Human);
             baton::bench::load::client::run(&args).map_err(anyhow::Error::from)
+        }
+        Cmd::Bench(BenchTarget::Transfers(args)) => {
+            init_logging("warn", LogFormat::Human);
+            baton::bench::transfers::run(&args).map_err(anyhow::Error::from)
         }
         Cmd::CheckConfig { file } => check_config(&file),
         Cmd::Call(args) => {

@@ -1,7 +1,8 @@
 //! `baton bench`: measured runs whose figures go into `report.md`, `report.json` and plots.
 //!
 //! `fixtures` replays fixture scenarios; `load` sweeps concurrent Twilio-protocol calls against a
-//! `baton serve` in another process. Both write to `--report DIR`.
+//! `baton serve` in another process; both write to `--report DIR`. `transfers` runs warm
+//! transfers to a person against SIPp and writes to `--out DIR`.
 
 pub mod capture;
 pub mod figures;
@@ -11,3 +12,4 @@ pub mod load;
 pub mod markdown;
 pub mod report;
 pub mod samples;
+pub mod transfers;

@@ -242,7 +242,7 @@ pub struct Machine {
 }
 
 impl Machine {
-    fn probe() -> Machine {
+    pub fn probe() -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo
             .lines()
