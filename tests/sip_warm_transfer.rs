@@ -1146,3 +1146,75 @@ async fn the_person_declines_by_saying_so_to_the_brief() {
     assert_eq!(finished["outcome"]["kind"], "declined", "{finished:#}");
     told_why(&r.caller_heard);
 }
+
+/// baresip, a real softphone, is the person's phone: it answers at once, hears the brief,
+/// accepts with key 1 (RFC 4733) and says its lines, which the caller hears through the bridge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baresip_as_the_persons_phone_is_briefed_accepts_and_is_heard_by_the_caller() {
+    if !sip_support::require("sipp", "sip-tester")
+        || !sip_support::require("baresip", "baresip-core")
+    {
+        return;
+    }
+    let dir = scratch("warm-baresip");
+    // baresip's microphone: quiet while it is briefed, then the person's greeting.
+    // The greeting starts 4 s after the answer (past the key at about 3 s); the WAV outlasts
+    // the caller's call, so baresip does not hang up first.
+    let mut mic = person_words();
+    mic.extend(vec![0i16; 8000 * 10]);
+    let mut phone = sip_support::Baresip::start(&dir, &mic, 24).await;
+    let text = std::fs::read_to_string(Path::new(ROOT).join("config/agents/front_desk.toml"))
+        .unwrap()
+        .replace(
+            "to = \"sip:ravi@127.0.0.1:5999\"",
+            &format!("to = \"sip:phone@127.0.0.1:{}\"", phone.port),
+        )
+        .replace("transfer = \"blind\"", "transfer = \"warm\"");
+    let set = dir.join("front_desk_warm.toml");
+    std::fs::write(&set, text).unwrap();
+    let (d, addr) = daemon(
+        SCENARIO,
+        "",
+        &format!("[agents]\nset = \"{}\"\n", set.display()),
+    )
+    .await;
+    let caller_peer = MediaPeer::bind().await;
+    let caller_xml = scenario("warm-baresip", &caller_steps(caller_peer.port(), 16_000));
+    let words = sip_support::caller_turn_8k();
+    let events = async { sip_support::follow(&d).await.await.unwrap() };
+    let press = async {
+        // The transfer starts about 4 s in; the brief plays from about 4.5 s.
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        phone.command("sndcode", "1").await;
+    };
+    let (caller_sipp, heard, events, ()) = tokio::join!(
+        sip_support::sipp(&dir, Scenario::Xml(caller_xml), addr, &["-m", "1"]),
+        caller_peer.converse(&words, 0, Default::default(), Duration::from_millis(16_500)),
+        events,
+        press,
+    );
+    caller_sipp.assert_ok();
+    let (stages, finished) = transfer_of(&events);
+    assert!(stages.iter().any(|s| s == "briefing"), "{stages:?}");
+    assert_eq!(
+        finished["outcome"]["kind"],
+        "connected",
+        "{finished:#}\n{}",
+        phone.log()
+    );
+    phone.wait(Duration::from_secs(10)).await;
+    assert!(
+        voiced_blocks(&phone.heard()) >= 10,
+        "baresip heard the brief:\n{}",
+        phone.log()
+    );
+    let greeting = voiced_blocks(&person_words());
+    assert!(
+        voiced_blocks(&heard.pcm) + 4 >= clip_blocks("asha_02.wav") + greeting,
+        "the caller heard Asha ({}), then baresip's greeting ({greeting}): {} voiced blocks; \
+         voiced seconds {:?}",
+        clip_blocks("asha_02.wav"),
+        voiced_blocks(&heard.pcm),
+        support::voiced_segments(&heard.pcm, 8000)
+    );
+}
