@@ -133,14 +133,11 @@ pub struct TransfersReport {
     pub ring_ms: Stats,
     /// Request to outcome (for `connected`: to the bridge).
     pub total_ms: Stats,
-    /// `transfer_dead_air_ms`: each switch of what the caller hears to its first audible frame,
-    /// one value per window.
+    /// `transfer_dead_air_ms`: each switch of what the caller hears to the first frame of its
+    /// new source's audio, one value per window.
     pub dead_air_ms: Stats,
     /// Windows longer than one 20 ms frame.
     pub dead_air_over_one_frame: usize,
-    /// Connected calls' dead air at the bridge less the person's own silence after their key
-    /// (`speaks_after_ms`; baton accepts at the key's first packet): baton's share of it.
-    pub bridge_dead_air_beyond_person_ms: Stats,
     /// Windows cut at the cap (the caller heard nothing for 10 s).
     pub dead_air_capped: usize,
     /// The same figures as the daemon's `/metrics` counts them.

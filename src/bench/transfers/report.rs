@@ -35,12 +35,6 @@ pub(super) fn build(
         .iter()
         .flat_map(|c| c.dead_air_ms.iter().copied())
         .collect();
-    let beyond: Vec<f64> = calls
-        .iter()
-        .filter(|c| c.outcome.as_deref() == Some("connected"))
-        .filter_map(|c| c.dead_air_ms.first())
-        .map(|&ms| ms as f64 - person.speaks_after_ms as f64)
-        .collect();
     let callers_placed = sipp
         .iter()
         .find(|s| s.who == "callers")
@@ -56,9 +50,9 @@ pub(super) fn build(
     }
     notes.push(format!(
         "the person's phone presses 1 {} ms after answering and says their first word {} ms \
-         after the key's first packet: the dead air after the bridge includes the part of those \
-         {} ms that falls after baton's accept, which is the person's own silence",
-        person.key_after_ms, person.speaks_after_ms, person.speaks_after_ms
+         after the key's first packet; the dead air at the bridge ends at the first frame of \
+         their audio played to the caller, not at their first word (their silence is theirs)",
+        person.key_after_ms, person.speaks_after_ms
     ));
     notes.push(format!(
         "SIPp, the daemon and the mock model share the machine's {} core(s)",
@@ -90,7 +84,6 @@ pub(super) fn build(
         total_ms: Stats::of(&values(|c| c.total_ms)),
         dead_air_ms: Stats::of(&dead_air.iter().map(|&v| v as f64).collect::<Vec<_>>()),
         dead_air_over_one_frame: dead_air.iter().filter(|&&v| v > FRAME_MS).count(),
-        bridge_dead_air_beyond_person_ms: Stats::of(&beyond),
         dead_air_capped: calls.iter().filter(|c| c.dead_air_capped).count(),
         metrics: MetricsFigures::read(metrics),
         sipp,
@@ -197,11 +190,10 @@ pub(super) fn summary(r: &TransfersReport, dir: &Path) -> String {
     s
 }
 
-fn figures(r: &TransfersReport) -> [(&'static str, &Stats); 5] {
+fn figures(r: &TransfersReport) -> [(&'static str, &Stats); 4] {
     [
         ("transfer_setup_ms", &r.setup_ms),
         ("dead_air_ms", &r.dead_air_ms),
-        ("  beyond person", &r.bridge_dead_air_beyond_person_ms),
         ("ring_ms", &r.ring_ms),
         ("total_ms", &r.total_ms),
     ]
@@ -292,10 +284,9 @@ fn markdown(r: &TransfersReport) -> String {
 - **transfer_setup_ms**: from the agent's transfer request to the person's answer, minus the time \
 their phone rang (the transfer's `finished` report on the call's feed).\n\
 - **dead_air_ms**: after each switch of what the caller hears (the bridge to the person, or back \
-to the agent), how long until the first audible frame was played to the caller: one value per \
-switch. One frame (20 ms) or less is inaudible. *beyond person*: for connected calls, the \
-window at the bridge less the person's own silence between their key and their first word \
-(baton accepts at the key's first packet), i.e. baton's share of it.\n\
+to the agent), how long until the first frame of the new source's audio was played to the \
+caller: one value per switch; the person's or the agent's own silences are not counted. One \
+frame (20 ms) or less is inaudible.\n\
 - **ring_ms**: the first 180 Ringing to the answer. **total_ms**: the request to the outcome (for \
 `connected`, to the bridge).\n\
 - **typed**: the call's feed carried exactly one `transfer` `finished` event with an outcome \
