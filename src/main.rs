@@ -351,7 +351,7 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
             let path = loaded.resolve(set);
             println!("  SIP calls to {user} run {}", path.display());
             if let Ok(set) = baton::agents::load(&path) {
-                for line in set.describe_people(&["SIP calls (REFER)"]) {
+                for line in set.describe_people(&["SIP calls (REFER)"], true) {
                     println!("    {line}");
                 }
             }
@@ -361,7 +361,7 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
         let path = loaded.resolve(&c.agents.set);
         println!("  agent set {}", path.display());
         if let Ok(set) = baton::agents::load(&path) {
-            for line in set.describe_people(&transfer_legs(c)) {
+            for line in set.describe_people(&transfer_legs(c), !c.sip.listen.is_empty()) {
                 println!("    {line}");
             }
         }

@@ -284,9 +284,10 @@ impl Registry {
     }
 
     /// One line per human agent for `check-config`: whom the model can hand the caller to, how,
-    /// and on which calls it can happen (`legs`: the calls of this daemon that can be handed on,
-    /// e.g. "SIP calls (REFER)").
-    pub fn describe_people(&self, legs: &[&str]) -> Vec<String> {
+    /// and on which calls it can happen (`legs`: the calls of this daemon that can be handed on
+    /// blind, e.g. "SIP calls (REFER)"; `dials`: the daemon has SIP to dial a person for a warm
+    /// transfer, from a call on any leg).
+    pub fn describe_people(&self, legs: &[&str], dials: bool) -> Vec<String> {
         self.people
             .iter()
             .map(|p| {
@@ -294,7 +295,15 @@ impl Registry {
                     crate::transfer::Handover::Blind => "blind transfer",
                     crate::transfer::Handover::Warm => "warm transfer",
                 };
-                let calls = if legs.is_empty() {
+                let warm = p.human.handover == crate::transfer::Handover::Warm;
+                let calls = if warm && dials {
+                    "dialled over this daemon's SIP, briefed and bridged, from a call on any leg"
+                        .to_owned()
+                } else if warm {
+                    "but this daemon has no SIP to dial them ([sip] listen): every transfer ends \
+                     unavailable and the caller stays with the agent"
+                        .to_owned()
+                } else if legs.is_empty() {
                     "but no call of this daemon can be handed on (no [sip] listen, no \
                      twilio.auth_token_env): every transfer ends unavailable and the caller stays \
                      with the agent"
