@@ -21,6 +21,7 @@ fn every_shipped_set_loads() {
             "financial",
             "financial_shared",
             "front_desk",
+            "front_desk_warm",
             "realty",
             "router",
             "sidecars",
@@ -346,4 +347,31 @@ fn the_readmes_human_agent_example_loads() {
     let text = format!("[set]\nname = \"readme\"\n{block}");
     let r = agents::parse(&text, Path::new("README.md")).unwrap();
     assert_eq!(r.people[0].id, "ravi");
+}
+
+#[test]
+fn hold_audio_is_for_warm_transfers_and_must_be_a_readable_wav() {
+    let head =
+        "[set]\nname = \"x\"\n[agents.a]\nname = \"A\"\nrole = \"primary\"\ninstruction = \"i\"\n";
+    let person = |dest: &str| {
+        format!(
+            "{head}[agents.p]\nkind = \"human\"\nname = \"P\"\n[agents.p.destination]\nto = \"sip:p@pbx.example.com\"\n{dest}"
+        )
+    };
+    let p = problems(&person(
+        "transfer = \"blind\"\nhold_audio = \"music.wav\"\n",
+    ));
+    assert_eq!(p[0].0, "agents.p.destination.hold_audio", "{p:?}");
+    assert!(p[0].1.contains("warm transfers only"), "{p:?}");
+    let p = problems(&person("hold_audio = \"no-such-music.wav\"\n"));
+    assert_eq!(p[0].0, "agents.p.destination.hold_audio", "{p:?}");
+    assert!(p[0].1.contains("cannot be used"), "{p:?}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let set = agents::parse(
+        &person("hold_audio = \"audio-fixtures/answering/m_music.wav\"\n"),
+        &root.join("set.toml"),
+    )
+    .expect("a readable WAV, relative to the set's file");
+    let hold = set.people[0].human.hold.as_ref().expect("read at load");
+    assert!(hold.rate > 0 && !hold.samples.is_empty());
 }

@@ -1218,3 +1218,58 @@ async fn baresip_as_the_persons_phone_is_briefed_accepts_and_is_heard_by_the_cal
         support::voiced_segments(&heard.pcm, 8000)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_audio_fills_the_callers_wait_while_the_agent_is_silent() {
+    let music = format!(
+        "hold_audio = \"{}\"",
+        Path::new(ROOT)
+            .join("audio-fixtures/answering/m_music.wav")
+            .display()
+    );
+    // The person takes 6 s to accept: the announcement (2.96 s) ends well before the bridge.
+    let person = Person::Answers {
+        ring_ms: 800,
+        keys: vec![(Duration::from_millis(6000), '1')],
+    };
+    let Some(r) = run_full(
+        SCENARIO,
+        "",
+        "warm-hold-audio",
+        person,
+        16_000,
+        20,
+        (&music, ""),
+    )
+    .await
+    else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (_, finished) = transfer_of(&r.events);
+    assert_eq!(finished["outcome"]["kind"], "connected", "{finished:#}");
+    let at = |stage: &str| {
+        of_type(&r.events, "transfer")
+            .into_iter()
+            .find(|e| e["event"] == "stage" && e["stage"] == stage)
+            .and_then(|e| e["at_ms"].as_u64())
+            .unwrap_or_else(|| panic!("no {stage} stage"))
+    };
+    let (dialing, bridged) = (at("dialing"), at("bridged"));
+    let c = r.caller_rec.as_ref().expect("the caller's leg is recorded");
+    // From the announcement's end (it started as the transfer was asked) to the bridge.
+    let from = dialing + 3200;
+    assert!(
+        bridged > from + 2000,
+        "a wait to fill: {dialing}..{bridged}"
+    );
+    let rate = u64::from(c.rate);
+    let window = &c.right[(from * rate / 1000) as usize..(bridged * rate / 1000) as usize];
+    let voiced = voiced_blocks(window);
+    let blocks = window.len() / 160;
+    assert!(
+        voiced * 10 >= blocks * 8,
+        "the caller heard the hold audio while waiting: {voiced} of {blocks} blocks voiced"
+    );
+}

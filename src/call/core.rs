@@ -572,6 +572,12 @@ pub(super) fn no_backend_response(calls: &[ToolCallRequest]) -> ClientMessage {
     })
 }
 
+/// The tag of inserted audio: no agent spoke it.
+const INSERTED: TurnTag = TurnTag {
+    agent: u32::MAX,
+    turn: u64::MAX,
+};
+
 // Bridged to a person: once a warm transfer connects, the model leaves and the call carries
 // the two people's audio — the caller's frames out to the person's leg, the person's audio
 // through the caller's playout on the same 20 ms clock, so the caller's leg, its recording and
@@ -613,12 +619,15 @@ impl CallCore {
             return;
         };
         b.chunks += 1;
-        let tag = TurnTag {
-            agent: u32::MAX,
-            turn: u64::MAX,
-        };
-        self.playout.push(samples, tag, received_at);
-        self.playout.end_turn(tag);
+        self.play_inserted(samples, received_at);
+    }
+
+    /// Audio that is neither the model's nor the caller's (the person once bridged, hold music),
+    /// already at the leg's rate: queued for the caller after whatever is queued, no turn of
+    /// any agent (running dry after it is idle silence, not an underrun).
+    pub fn play_inserted(&mut self, samples: &[i16], at: Instant) {
+        self.playout.push(samples, INSERTED, at);
+        self.playout.end_turn(INSERTED);
     }
 
     /// The next caller frame for the person's leg.
@@ -822,7 +831,10 @@ impl CallCore {
                     ms(waited.saturating_sub(cs.ahead)),
                 );
             }
-            if played.kind == PlayedKind::Voice && self.bridged.is_none() {
+            if played.kind == PlayedKind::Voice
+                && self.bridged.is_none()
+                && played.tag != Some(INSERTED)
+            {
                 let ts_ms = ms(played.frame.ts);
                 if let Some(tag) = played.tag {
                     self.reconnect_voice(tag.turn, played.frame.ts, self.last_voice_end);

@@ -176,7 +176,7 @@ pub async fn run_with_agents(
                 t.agent(frame);
             }
             if let (Some(w), LegCommand::Play { kind, .. }) = (warm.as_mut(), &cmd) {
-                w.caller_played(*kind, core.now());
+                w.caller_played(*kind, &mut core);
             }
             if let (Some(a), LegCommand::Play { kind, .. }) = (after.as_mut(), &cmd) {
                 a.caller_played(*kind);

@@ -83,6 +83,8 @@ pub struct TransferRequest {
     pub plan: crate::transfer::Handover,
     /// Warm: the session that briefs the person once they answer.
     pub brief: Option<Box<BriefRequest>>,
+    /// Warm: what the caller hears while they wait and the agent is silent (none: silence).
+    pub hold: Option<crate::transfer::destination::HoldAudio>,
 }
 
 /// The brief session of a warm transfer: opened when the person answers, it speaks to them

@@ -147,6 +147,8 @@ pub(super) struct Warm {
     tap: Option<super::recording::AudioTap>,
     /// What an unanswered transfer leaves to do (`on_no_answer`).
     after: Aftermath,
+    /// Hold audio at the caller's rate and where it has got to (looped), when configured.
+    hold: Option<(Vec<i16>, usize)>,
 }
 
 /// A warm transfer could not start: the refusal is its one event.
@@ -166,6 +168,14 @@ impl Warm {
     ) -> Warm {
         let machine = Transfer::new(Plan::Warm, req.target, req.settings, now);
         let after = Aftermath::new(&req.to);
+        // Resampled once, at the transfer's start, to the caller's rate.
+        let hold = req.hold.as_ref().and_then(|h| {
+            crate::audio::resample::resample_all(&h.samples, h.rate, caller_rate)
+                .map_err(|e| tracing::warn!(error = %e, "the hold audio cannot be played"))
+                .ok()
+                .filter(|s| !s.is_empty())
+                .map(|s| (s, 0))
+        });
         Warm {
             to: req.to,
             machine,
@@ -185,6 +195,7 @@ impl Warm {
             recording,
             tap: None,
             after,
+            hold,
         }
     }
 
@@ -265,12 +276,38 @@ impl Warm {
     /// The frame just played to the caller: a switch's dead air ends at the first frame that
     /// carries its new source's audio (the person's, once bridged; the agent's, once back) —
     /// what baton inserts, not the silences the person or the agent leave themselves.
-    pub(super) fn caller_played(&mut self, kind: PlayedKind, now: Instant) {
+    pub(super) fn caller_played(&mut self, kind: PlayedKind, caller: &mut CallCore) {
+        let now = caller.now();
+        self.hold_music(caller, now);
         if self.machine.awaits_sound() {
             self.machine
                 .handle_caller_frame(kind == PlayedKind::Voice, now);
         }
         self.after.caller_played(kind);
+    }
+
+    /// While the person is dialled and briefed, the caller hears the hold audio whenever the
+    /// agent is silent: one frame queued as the last one plays, so the agent's next words
+    /// follow at most a frame later.
+    fn hold_music(&mut self, caller: &mut CallCore, now: Instant) {
+        let waiting = matches!(
+            self.machine.stage(),
+            Stage::Dialing | Stage::Ringing | Stage::Screening | Stage::Briefing | Stage::Deciding
+        );
+        let Some((samples, pos)) = self.hold.as_mut() else {
+            return;
+        };
+        if !waiting || !caller.queued_audio().is_zero() || caller.generating() {
+            return;
+        }
+        let spf = crate::audio::frame::samples_per_frame(self.caller_rate);
+        self.buf.clear();
+        while self.buf.len() < spf {
+            let take = (spf - self.buf.len()).min(samples.len() - *pos);
+            self.buf.extend_from_slice(&samples[*pos..*pos + take]);
+            *pos = (*pos + take) % samples.len();
+        }
+        caller.play_inserted(&self.buf, now);
     }
 
     /// A `hang_up` transfer ends the call once the agent's reply saying why has played out.

@@ -207,6 +207,9 @@ pub struct HumanAgentConfig {
     pub screen: bool,
     /// Seconds the person has after the brief to accept or decline.
     pub decision_timeout_s: Option<u64>,
+    /// Warm only: a WAV (relative to the agent set's file) the caller hears, looped, while the
+    /// person is dialled and briefed and the agent is silent. Without it: no hold music.
+    pub hold_audio: Option<String>,
 }
 
 /// A human agent, validated.
@@ -219,7 +222,27 @@ pub struct HumanAgent {
     pub handover: Handover,
     pub screen: bool,
     pub decision_timeout: Duration,
+    /// Warm: the hold audio's path as written (`hold_audio`), and its samples once the agent
+    /// set's loader has read it.
+    pub hold_audio: Option<String>,
+    #[serde(skip)]
+    pub hold: Option<HoldAudio>,
 }
+
+/// Hold audio, read when the agent set is loaded (never on a call's path): mono PCM at `rate`.
+#[derive(Clone, Debug)]
+pub struct HoldAudio {
+    pub rate: u32,
+    pub samples: std::sync::Arc<[i16]>,
+}
+
+impl PartialEq for HoldAudio {
+    fn eq(&self, other: &Self) -> bool {
+        self.rate == other.rate && self.samples == other.samples
+    }
+}
+
+impl Eq for HoldAudio {}
 
 /// Ring timeout when none is set.
 pub const DEFAULT_RING_TIMEOUT: Duration = Duration::from_secs(30);
@@ -317,6 +340,23 @@ pub fn validate(raw: &HumanAgentConfig, key: &str) -> Result<HumanAgent, HumanAg
                 .into(),
         ));
     }
+    if handover == Handover::Blind && raw.hold_audio.is_some() {
+        return Err(err(
+            "hold_audio",
+            "applies to warm transfers only: in a blind one the caller's call is handed away"
+                .into(),
+        ));
+    }
+    if raw
+        .hold_audio
+        .as_deref()
+        .is_some_and(|h| h.trim().is_empty())
+    {
+        return Err(err(
+            "hold_audio",
+            "is empty; name a WAV file (relative to the agent set) or remove it".into(),
+        ));
+    }
     if handover == Handover::Blind && raw.decision_timeout_s.is_some() {
         return Err(err(
             "decision_timeout_s",
@@ -331,6 +371,8 @@ pub fn validate(raw: &HumanAgentConfig, key: &str) -> Result<HumanAgent, HumanAg
         handover,
         screen: raw.screen,
         decision_timeout,
+        hold_audio: raw.hold_audio.clone(),
+        hold: None,
     })
 }
 

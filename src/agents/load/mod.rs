@@ -89,7 +89,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Registry, SetError> {
     };
     let file: SetFile = from_toml(text, "config/agents/README.md").map_err(|p| invalid(vec![p]))?;
     let mut p = Problems(Vec::new());
-    let registry = build(&file, &mut p);
+    let base = path.parent().unwrap_or(Path::new("."));
+    let registry = build(&file, base, &mut p);
     match registry {
         Some(r) if p.0.is_empty() => Ok(r),
         _ => Err(invalid(p.0)),
@@ -113,7 +114,7 @@ impl Problems {
     }
 }
 
-fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
+fn build(f: &SetFile, base: &Path, p: &mut Problems) -> Option<Registry> {
     if f.set.name.trim().is_empty() {
         p.add(
             "set.name",
@@ -236,7 +237,7 @@ fn build(f: &SetFile, p: &mut Problems) -> Option<Registry> {
         agents.push(agent::agent(i as u32, a, &ctx, p));
     }
     for (i, (id, a)) in humans.iter().enumerate() {
-        people.push(person::person(i as u32, id, a, &index_of, p));
+        people.push(person::person(i as u32, id, a, &index_of, base, p));
     }
     let mut tools = BTreeMap::new();
     for (name, t) in &f.tools {

@@ -14,6 +14,7 @@ pub(super) fn person(
     id: &str,
     a: &AgentSection,
     index_of: &dyn Fn(&str) -> Option<u32>,
+    base: &std::path::Path,
     p: &mut Problems,
 ) -> Option<Person> {
     let k = format!("agents.{id}");
@@ -73,7 +74,7 @@ pub(super) fn person(
         );
         return None;
     };
-    let human = match destination::validate(raw, &format!("{k}.destination")) {
+    let mut human = match destination::validate(raw, &format!("{k}.destination")) {
         Ok(h) => h,
         Err(e) => {
             p.add(
@@ -92,6 +93,27 @@ pub(super) fn person(
             format!("names {name:?}, which is not a model agent of this set"),
             "name a model agent by its id (\"agent:front_desk\"), or use \"return\"",
         );
+    }
+    if let Some(file) = &human.hold_audio {
+        let path = base.join(file);
+        match crate::audio::wav::read(&path) {
+            Ok(pcm) if !pcm.samples.is_empty() => {
+                human.hold = Some(destination::HoldAudio {
+                    rate: pcm.rate,
+                    samples: pcm.samples.into(),
+                });
+            }
+            Ok(_) => p.add(
+                format!("{k}.destination.hold_audio"),
+                format!("{} holds no audio", path.display()),
+                "give a WAV with sound in it, or remove hold_audio",
+            ),
+            Err(e) => p.add(
+                format!("{k}.destination.hold_audio"),
+                format!("cannot be used: {e}"),
+                "give a mono or stereo 16-bit WAV, relative to the agent set's file",
+            ),
+        }
     }
     if p.0.len() != before {
         return None;

@@ -484,6 +484,7 @@ impl AgentsDriver {
             settings,
             plan: h.human.handover,
             brief,
+            hold: h.human.hold,
         })))
     }
 
