@@ -19,7 +19,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use sip_support::{MediaPeer, Scenario, daemon, in_dialog, invite, recv, scenario, scratch};
+use sip_support::{
+    MediaPeer, Scenario, clip_blocks, daemon, in_dialog, invite, recv, scenario, scratch,
+    voiced_blocks,
+};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const SCENARIO: &str = "tests/data/transfer/human_blind.toml";
@@ -220,29 +223,6 @@ fn person_hangs_up(media_port: u16, after_ms: u64) -> Vec<String> {
         .into(),
         recv(200, false),
     ]
-}
-
-/// 20 ms blocks above −45 dBFS in 8 kHz audio.
-fn voiced_blocks(pcm: &[i16]) -> usize {
-    pcm.chunks(160)
-        .filter(|b| baton::audio::vad::rms_dbfs(b) > -45.0)
-        .count()
-}
-
-/// A clip's voiced blocks as the caller hears it (8 kHz through μ-law).
-fn clip_blocks(name: &str) -> usize {
-    let clip = baton::audio::wav::read(
-        &Path::new(ROOT)
-            .join("audio-fixtures/clips/seed000")
-            .join(name),
-    )
-    .unwrap();
-    let narrow = baton::audio::resample::resample_all(&clip.samples, clip.rate, 8000).unwrap();
-    let mut line = Vec::new();
-    baton::audio::g711::encode_ulaw(&narrow, &mut line);
-    let mut pcm = Vec::new();
-    baton::audio::g711::decode_ulaw(&line, &mut pcm);
-    voiced_blocks(&pcm)
 }
 
 /// The caller heard Asha's announcement and, once the transfer failed, her reply saying so.

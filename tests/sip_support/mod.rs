@@ -904,3 +904,29 @@ pub async fn follow(d: &Daemon) -> tokio::task::JoinHandle<Vec<serde_json::Value
         out
     })
 }
+
+/// 20 ms blocks above −45 dBFS in 8 kHz audio.
+pub fn voiced_blocks(pcm: &[i16]) -> usize {
+    pcm.chunks(160)
+        .filter(|b| baton::audio::vad::rms_dbfs(b) > -45.0)
+        .count()
+}
+
+/// A seed-000 clip's voiced blocks as a phone caller hears it (8 kHz through μ-law).
+pub fn clip_blocks(name: &str) -> usize {
+    let clip = baton::audio::wav::read(
+        &Path::new(ROOT)
+            .join("audio-fixtures/clips/seed000")
+            .join(name),
+    )
+    .unwrap();
+    let narrow = baton::audio::resample::resample_all(&clip.samples, clip.rate, 8000).unwrap();
+    voiced_blocks(&g711_roundtrip(&narrow))
+}
+
+/// `pcm` through μ-law and back, as a phone line carries it.
+fn g711_roundtrip(pcm: &[i16]) -> Vec<i16> {
+    let mut out = Vec::new();
+    baton::audio::g711::decode_ulaw(&g711(pcm, 0), &mut out);
+    out
+}

@@ -1,3 +1,6 @@
+//! The AudioSocket leg driven in its call's task, on an in-memory socket and the paused clock:
+//! idle and stall timeouts, a peer that stops reading, and what a hang-up writes.
+
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 

@@ -1,3 +1,6 @@
+//! The `/stream` leg driven in its call's task, on a test socket and the paused clock: a
+//! client that stops reading, notices, and the last `stop` with the call's summary.
+
 use std::pin::Pin;
 
 use tokio_util::sync::PollSender;
