@@ -163,7 +163,16 @@ pub async fn run_call_with_transfer(
         native: None,
     };
     let leg = super::keypad::tap(app, leg, hooks);
-    run_call_transferable(app, app.open_call(), leg, info, live, hangup, transfer).await
+    run_call_transferable(
+        app,
+        Box::pin(app.open_call()),
+        leg,
+        info,
+        live,
+        hangup,
+        transfer,
+    )
+    .await
 }
 
 /// [`run_call`] with the model session opened by `open` (which may tap the session first).
@@ -392,7 +401,7 @@ pub async fn run_attached(
         person_recording,
         ..base_opts
     };
-    let result = call::run_with_agents(leg, session, opts, agents).await;
+    let result = Box::pin(call::run_with_agents(leg, session, opts, agents)).await;
     if let Some(t) = feed_task {
         // Ends when the call drops its event sink; bounded all the same.
         let _ = tokio::time::timeout(Duration::from_secs(2), t).await;

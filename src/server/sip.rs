@@ -636,7 +636,7 @@ async fn run(
     let dialog_run = dialog.run(leg.control.clone(), leg.task);
     let call_run = attach::run_call_transferable(
         &app,
-        open_for(&app, set),
+        Box::pin(open_for(&app, set)),
         handle,
         info,
         live.clone(),

@@ -95,7 +95,7 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
     let format = stream.format;
     let result = attach::run_call_opening(
         &app,
-        open,
+        Box::pin(open),
         stream.handle,
         info,
         live.clone(),
