@@ -962,7 +962,7 @@ impl CallCore {
         now: Instant,
     ) {
         if let Some(r) = self.resume.as_mut()
-            && !r.machine.on_uplink(Box::from(leg_frame), dur, now)
+            && !r.machine.on_uplink(leg_frame, dur, now)
         {
             return;
         }
@@ -1063,14 +1063,13 @@ impl CallCore {
             match StreamResampler::aligned(self.leg_rate, self.protocol.input_rate()) {
                 Ok(mut rs) => {
                     let mut out = Vec::new();
-                    for samples in &replay {
-                        out.clear();
-                        rs.process(samples, &mut out);
-                        self.send_replayed(s.id, &out);
-                    }
-                    out.clear();
+                    rs.process(&replay, &mut out);
                     rs.flush(&mut out);
-                    self.send_replayed(s.id, &out);
+                    // One message per 20 ms of the session's input, as live audio goes.
+                    let per = (self.protocol.input_rate() / 50).max(1) as usize;
+                    for chunk in out.chunks(per) {
+                        self.send_replayed(s.id, chunk);
+                    }
                 }
                 Err(e) => tracing::warn!(error = %e, "caller audio kept for replay not resent"),
             }

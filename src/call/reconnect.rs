@@ -85,10 +85,10 @@ enum State {
     Failed,
 }
 
-/// One uplink frame kept for replay.
+/// One uplink frame kept for replay (its samples are the next `len` of the ring's samples).
 #[derive(Debug)]
-struct Kept<P> {
-    frame: P,
+struct Kept {
+    len: usize,
     dur: Duration,
     /// Handed to the socket of session `epoch` at this time.
     handed: Option<(u64, Instant)>,
@@ -105,10 +105,11 @@ struct Attempt {
     resuming: bool,
 }
 
-/// The reconnect state of one call. `P` is what is kept of each uplink frame for replay (the
-/// shell keeps the frame's PCM and encodes it again when replaying).
+/// The reconnect state of one call. `S` is a sample of what is kept of each uplink frame for
+/// replay (the shell keeps the frame's PCM at the leg's rate and encodes it again when
+/// replaying). Frames are kept end to end in one ring of samples: no allocation per frame.
 #[derive(Debug)]
-pub struct Reconnector<P = String> {
+pub struct Reconnector<S = i16> {
     policy: ReconnectPolicy,
     start: Instant,
     now: Instant,
@@ -120,7 +121,9 @@ pub struct Reconnector<P = String> {
     generating: bool,
     outstanding: HashSet<String>,
     abandoned: Vec<String>,
-    ring: VecDeque<Kept<P>>,
+    ring: VecDeque<Kept>,
+    /// The kept frames' samples, oldest first.
+    samples: VecDeque<S>,
     ring_dur: Duration,
     /// Audio pushed out of the ring after a session had it but before a handle covered it, and
     /// when the last such frame was handed to its session.
@@ -133,7 +136,7 @@ pub struct Reconnector<P = String> {
     records: Vec<ReconnectRecord>,
 }
 
-impl<P: Clone> Reconnector<P> {
+impl<S: Copy> Reconnector<S> {
     /// A call whose first session is live at `now` (also the call's start for `at_ms`).
     pub fn new(policy: ReconnectPolicy, now: Instant) -> Self {
         Reconnector {
@@ -148,6 +151,7 @@ impl<P: Clone> Reconnector<P> {
             outstanding: HashSet::new(),
             abandoned: Vec::new(),
             ring: VecDeque::new(),
+            samples: VecDeque::new(),
             ring_dur: Duration::ZERO,
             evicted: Duration::ZERO,
             evicted_upto: None,
@@ -286,20 +290,20 @@ impl<P: Clone> Reconnector<P> {
     /// A caller frame (`dur` of audio) kept until a handle covers it. Returns whether to send it
     /// to the current session now; `false` while there is no session (it is replayed to the
     /// next).
-    pub fn on_uplink(&mut self, frame: P, dur: Duration, now: Instant) -> bool {
+    pub fn on_uplink(&mut self, frame: &[S], dur: Duration, now: Instant) -> bool {
         let now = self.advance(now);
         let live = self.is_live();
         self.ring.push_back(Kept {
-            frame,
+            len: frame.len(),
             dur,
             handed: live.then_some((self.epoch, now)),
         });
+        self.samples.extend(frame);
         self.ring_dur += dur;
         while self.ring_dur > self.policy.max_replay {
-            let Some(old) = self.ring.pop_front() else {
+            let Some(old) = self.pop_kept() else {
                 break;
             };
-            self.ring_dur = self.ring_dur.saturating_sub(old.dur);
             match old.handed {
                 Some(h) => {
                     self.evicted += old.dur;
@@ -322,9 +326,7 @@ impl<P: Clone> Reconnector<P> {
         self.generating = false;
         self.outstanding.clear();
         while self.ring.front().is_some_and(|k| k.handed.is_some()) {
-            if let Some(k) = self.ring.pop_front() {
-                self.ring_dur = self.ring_dur.saturating_sub(k.dur);
-            }
+            self.pop_kept();
         }
         self.evicted = Duration::ZERO;
         self.evicted_upto = None;
@@ -360,8 +362,8 @@ impl<P: Clone> Reconnector<P> {
     }
 
     /// The session asked for by [`Action::Open`] is up (its `setupComplete` arrived). Returns
-    /// every kept frame, in order, to send to it before anything else.
-    pub fn on_opened(&mut self, now: Instant) -> Vec<P> {
+    /// the samples of every kept frame, in order, to send to it before anything else.
+    pub fn on_opened(&mut self, now: Instant) -> Vec<S> {
         let now = self.advance(now);
         if self.state != State::Opening {
             return Vec::new();
@@ -372,14 +374,13 @@ impl<P: Clone> Reconnector<P> {
         self.generating = false;
         self.outstanding.clear();
         let mut replayed = Duration::ZERO;
-        let mut out = Vec::with_capacity(self.ring.len());
         for k in &mut self.ring {
             if k.handed.is_some() {
                 replayed += k.dur;
             }
             k.handed = Some((self.epoch, now));
-            out.push(k.frame.clone());
         }
+        let out: Vec<S> = self.samples.iter().copied().collect();
         if let Some(a) = self.attempt.take() {
             if !a.resuming {
                 // A new conversation: the old lineage's handle restores nothing of it.
@@ -525,6 +526,14 @@ impl<P: Clone> Reconnector<P> {
         }
     }
 
+    /// Drops the oldest kept frame and its samples.
+    fn pop_kept(&mut self) -> Option<Kept> {
+        let k = self.ring.pop_front()?;
+        self.ring_dur = self.ring_dur.saturating_sub(k.dur);
+        self.samples.drain(..k.len.min(self.samples.len()));
+        Some(k)
+    }
+
     /// A handle arrived at `now`: drop the frames it covers.
     fn cover(&mut self, now: Instant) {
         let epoch = self.epoch;
@@ -536,9 +545,7 @@ impl<P: Clone> Reconnector<P> {
             .front()
             .is_some_and(|k| k.handed.is_some_and(|(e, at)| e == epoch && at <= limit))
         {
-            if let Some(k) = self.ring.pop_front() {
-                self.ring_dur = self.ring_dur.saturating_sub(k.dur);
-            }
+            self.pop_kept();
         }
         if self
             .evicted_upto

@@ -8,7 +8,7 @@ fn ms_(n: u64) -> Duration {
 }
 
 struct H {
-    r: Reconnector,
+    r: Reconnector<u64>,
     t0: Instant,
     now: Instant,
     frame: u64,
@@ -40,16 +40,16 @@ impl H {
         });
     }
     /// One 20 ms uplink frame named by its number; returns what goes to the socket now.
-    fn up(&mut self) -> Option<String> {
+    fn up(&mut self) -> Option<u64> {
         self.frame += 1;
-        let f = format!("f{}", self.frame);
-        self.r.on_uplink(f.clone(), ms_(20), self.now).then_some(f)
+        let f = self.frame;
+        self.r.on_uplink(&[f], ms_(20), self.now).then_some(f)
     }
     fn actions(&mut self) -> Vec<Action> {
         std::iter::from_fn(|| self.r.poll_action()).collect()
     }
     /// Caller audio for `ms`, one frame per 20 ms of clock.
-    fn talk(&mut self, ms: u64) -> Vec<Option<String>> {
+    fn talk(&mut self, ms: u64) -> Vec<Option<u64>> {
         let start = self.now - self.t0;
         (0..ms / 20)
             .map(|i| {
@@ -95,7 +95,7 @@ fn go_away_waits_for_a_quiet_point_then_closes_before_resuming() {
     );
     let replay = h.r.on_opened(h.now);
     // h2 arrived at 1000 ms and covers frames handed by 500 ms; 500..1000 ms is replayed.
-    assert_eq!(replay.first().map(String::as_str), Some("f26"));
+    assert_eq!(replay.first(), Some(&26));
     assert_eq!(replay.len(), 25 + 5);
     let rec = &h.r.records()[0];
     assert_eq!(
@@ -330,7 +330,7 @@ fn time_never_goes_backwards() {
         time_left: Some(Duration::from_secs(10)),
     });
     let deadline = h.r.poll_timeout();
-    h.r.on_uplink("x".into(), ms_(20), h.t0);
+    h.r.on_uplink(&[0], ms_(20), h.t0);
     h.r.handle_timeout(h.t0);
     assert_eq!(h.r.poll_timeout(), deadline);
     assert!(h.actions().is_empty());

@@ -40,7 +40,7 @@ pub(super) struct Stopped {
 /// The reconnect state of a call.
 pub(super) struct Resume {
     /// Keeps each uplink frame's PCM for replay.
-    pub(super) machine: Reconnector<Box<[i16]>>,
+    pub(super) machine: Reconnector<i16>,
     pub(super) source: Option<ModelSource>,
     /// The session being opened.
     pub(super) opening: Option<SessionId>,
