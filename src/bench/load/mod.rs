@@ -154,6 +154,12 @@ pub struct ProcFigures {
     pub rss_peak_kib: Option<u64>,
     /// 10 s after the step's last call ended (KiB): what the daemon gives back.
     pub rss_after_kib: Option<u64>,
+    /// The private part of the resident set (RssAnon) before the first call, median over the
+    /// steady window and 10 s after the last call (KiB): memory the process holds, without the
+    /// executable's pages that the first calls bring in.
+    pub anon_idle_kib: Option<u64>,
+    pub anon_steady_kib: Option<u64>,
+    pub anon_after_kib: Option<u64>,
 }
 
 /// One step of the sweep.
@@ -189,6 +195,8 @@ pub struct Step {
     pub baton: ProcFigures,
     /// (steady − idle) ÷ calls, KiB.
     pub rss_per_call_kib: Option<f64>,
+    /// The same of the private resident set (RssAnon), KiB.
+    pub anon_per_call_kib: Option<f64>,
     pub mock_cpu_pct: Option<f64>,
     pub client_cpu_pct: Option<f64>,
     /// The mock model's CPU ms over the steady window ÷ (calls × window seconds): the rig's

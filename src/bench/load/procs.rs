@@ -190,6 +190,9 @@ pub struct ProcSample {
     pub rss_kib: u64,
     /// Peak resident set so far (VmHWM), KiB.
     pub hwm_kib: u64,
+    /// The private part of the resident set (RssAnon: heap, stacks; not the executable's pages,
+    /// which are shared, clean and counted in `rss_kib` once first run), KiB.
+    pub anon_kib: u64,
 }
 
 /// Clock ticks per second of `/proc/<pid>/stat` times.
@@ -204,7 +207,7 @@ pub fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// Reads `/proc/<pid>/stat` (utime + stime) and `/proc/<pid>/status` (VmRSS, VmHWM).
+/// Reads `/proc/<pid>/stat` (utime + stime) and `/proc/<pid>/status` (VmRSS, VmHWM, RssAnon).
 pub fn sample(pid: u32, ticks_per_s: f64) -> Option<ProcSample> {
     let at = Instant::now();
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -228,6 +231,7 @@ pub fn sample(pid: u32, ticks_per_s: f64) -> Option<ProcSample> {
         cpu_ms: (utime + stime) * 1000.0 / ticks_per_s,
         rss_kib: kib("VmRSS:"),
         hwm_kib: kib("VmHWM:"),
+        anon_kib: kib("RssAnon:"),
     })
 }
 
@@ -248,6 +252,7 @@ pub fn system_sample(ticks_per_s: f64) -> Option<ProcSample> {
         cpu_ms: busy * 1000.0 / ticks_per_s,
         rss_kib: 0,
         hwm_kib: 0,
+        anon_kib: 0,
     })
 }
 
@@ -361,6 +366,7 @@ mod tests {
     fn reads_this_process() {
         let s = sample(std::process::id(), clock_ticks()).unwrap();
         assert!(s.rss_kib > 0 && s.hwm_kib >= s.rss_kib);
+        assert!(s.anon_kib > 0 && s.anon_kib <= s.rss_kib);
         assert!(open_files_limit().unwrap() > 0);
         assert!(system_sample(clock_ticks()).unwrap().cpu_ms > 0.0);
         assert!(loadavg().is_some());

@@ -42,12 +42,12 @@ pub fn summary(r: &LoadReport, dir: &Path) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "calls  jitter p50/p99/max ms  underruns  late  baton CPU%  CPU ms/call·s baton/mock/client  RSS steady/peak/after MiB  KiB/call  busiest  held"
+        "calls  jitter p50/p99/max ms  underruns  late  baton CPU%  CPU ms/call·s baton/mock/client  RSS steady/peak/after MiB  KiB/call  private idle/after MiB  KiB/call  busiest  held"
     );
     for st in &r.steps {
         let _ = writeln!(
             s,
-            "{:>5}  {:>6.2} {:>6.2} {:>7.2}  {:>9}  {:>4}  {:>10}  {:>11} {:>5} {:>6}  {:>8} {:>5} {:>5}  {:>8}  {:>7}  {}",
+            "{:>5}  {:>6.2} {:>6.2} {:>7.2}  {:>9}  {:>4}  {:>10}  {:>11} {:>5} {:>6}  {:>8} {:>5} {:>5}  {:>8}  {:>11} {:>10}  {:>8}  {:>7}  {}",
             st.calls,
             st.jitter_ms.p50,
             st.jitter_ms.p99,
@@ -62,6 +62,9 @@ pub fn summary(r: &LoadReport, dir: &Path) -> String {
             mib(st.baton.rss_peak_kib),
             mib(st.baton.rss_after_kib),
             opt(st.rss_per_call_kib),
+            mib(st.baton.anon_idle_kib),
+            mib(st.baton.anon_after_kib),
+            opt(st.anon_per_call_kib),
             st.busiest.unwrap_or("n/a"),
             if st.held { "yes" } else { "no" }
         );
@@ -112,16 +115,16 @@ fn markdown(r: &LoadReport) -> String {
     }
     let _ = writeln!(
         s,
-        "| calls | started | jitter p50 / p99 / max ms | worst call p99 ms | underruns | late ticks | late frames | baton send p99 ≤ ms | wake-ups per call per 20 ms | baton CPU % | CPU ms per call-s | RSS idle / steady / peak / after MiB | KiB per call | mock CPU % | client CPU % | mock / client CPU ms per call-s | busiest | other CPU % | client tick late p99 ms | held |"
+        "| calls | started | jitter p50 / p99 / max ms | worst call p99 ms | underruns | late ticks | late frames | baton send p99 ≤ ms | wake-ups per call per 20 ms | baton CPU % | CPU ms per call-s | RSS idle / steady / peak / after MiB | KiB per call | private idle / steady / after MiB | private KiB per call | mock CPU % | client CPU % | mock / client CPU ms per call-s | busiest | other CPU % | client tick late p99 ms | held |"
     );
     let _ = writeln!(
         s,
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|---:|---|"
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---|---:|---:|---|"
     );
     for st in &r.steps {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.2} / {:.2} / {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} | {} | {} | {} | {} / {} | {} | {} | {:.2} | {} |",
+            "| {} | {} | {:.2} / {:.2} / {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} | {} | {} / {} / {} | {} | {} | {} | {} / {} | {} | {} | {:.2} | {} |",
             st.calls,
             st.started,
             st.jitter_ms.p50,
@@ -140,6 +143,10 @@ fn markdown(r: &LoadReport) -> String {
             mib(st.baton.rss_peak_kib),
             mib(st.baton.rss_after_kib),
             opt(st.rss_per_call_kib),
+            mib(st.baton.anon_idle_kib),
+            mib(st.baton.anon_steady_kib),
+            mib(st.baton.anon_after_kib),
+            opt(st.anon_per_call_kib),
             opt(st.mock_cpu_pct),
             opt(st.client_cpu_pct),
             opt(st.mock_cpu_ms_per_call_s),
@@ -180,6 +187,11 @@ measuring rig; when one of them is the busiest, the rig, not baton, is what limi
 median over the steady window (steady), the largest reading or `VmHWM` (peak), and 10 s after the \
 step's last call ended (after: what the daemon gave back). **KiB per \
 call**: (steady − idle) ÷ calls. The slope is fitted over the steps' steady RSS.\n\
+- **private**: the part of RSS only this process holds (`RssAnon`: heap, stacks), read with RSS. \
+RSS also counts the executable's own pages once they have run; the first calls bring in the call \
+path's code (about 10 MiB of a release build), which stays resident but is shared and clean, so \
+RSS after a step stays that much above an idle daemon that has served no call. The private \
+figures are what the daemon holds per call and gives back.\n\
 - **other CPU %**: the whole machine's busy time (`/proc/stat`) over the window minus baton, \
 the mock and the client: other work sharing the cores during the step.\n\
 - **client tick late**: how late the callers' own 20 ms send timers fired; when it is large the \
@@ -484,8 +496,12 @@ mod tests {
                 rss_steady_kib: with_proc.then_some(11_000 + 300 * calls as u64),
                 rss_peak_kib: with_proc.then_some(11_500 + 300 * calls as u64),
                 rss_after_kib: with_proc.then_some(11_200),
+                anon_idle_kib: with_proc.then_some(2_000),
+                anon_steady_kib: with_proc.then_some(2_000 + 250 * calls as u64),
+                anon_after_kib: with_proc.then_some(2_100),
             },
             rss_per_call_kib: with_proc.then_some(300.0),
+            anon_per_call_kib: with_proc.then_some(250.0),
             mock_cpu_pct: with_proc.then_some(calls as f64 * 0.12),
             client_cpu_pct: Some(calls as f64 * 0.1),
             mock_cpu_ms_per_call_s: with_proc.then_some(1.2),

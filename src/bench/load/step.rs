@@ -158,6 +158,14 @@ pub(super) fn run_step(
         .collect();
     steady.sort_unstable();
     let rss_steady = steady.get(steady.len() / 2).copied();
+    let mut anon: Vec<u64> = trace
+        .baton
+        .iter()
+        .filter(in_window)
+        .map(|s| s.anon_kib)
+        .collect();
+    anon.sort_unstable();
+    let anon_steady = anon.get(anon.len() / 2).copied();
     let rss_peak = trace
         .baton
         .iter()
@@ -182,9 +190,16 @@ pub(super) fn run_step(
         rss_steady_kib: rss_steady,
         rss_peak_kib: rss_peak,
         rss_after_kib: settled.map(|s| s.rss_kib),
+        anon_idle_kib: idle.map(|s| s.anon_kib),
+        anon_steady_kib: anon_steady,
+        anon_after_kib: settled.map(|s| s.anon_kib),
     };
     let rss_per_call = match (rss_steady, idle) {
         (Some(s), Some(i)) => Some(round((s as f64 - i.rss_kib as f64) / calls_up, 1)),
+        _ => None,
+    };
+    let anon_per_call = match (anon_steady, idle) {
+        (Some(s), Some(i)) => Some(round((s as f64 - i.anon_kib as f64) / calls_up, 1)),
         _ => None,
     };
     let delta = |f: fn(&Scrape) -> Option<f64>| -> Option<u64> {
@@ -251,6 +266,7 @@ pub(super) fn run_step(
         frames_sent: r.frames_sent,
         baton,
         rss_per_call_kib: rss_per_call,
+        anon_per_call_kib: anon_per_call,
         mock_cpu_pct: mock_cpu.map(|c| round(c, 1)),
         client_cpu_pct: client_cpu.map(|c| round(c, 1)),
         mock_cpu_ms_per_call_s: per_call_s(mock_cpu),
