@@ -19,6 +19,7 @@ pub mod outbox;
 pub mod reconnect;
 pub mod recording;
 pub mod resume;
+mod samples;
 mod standby;
 pub mod tap;
 pub mod warm;

@@ -62,6 +62,7 @@ use std::time::Instant;
 
 pub use self::types::{Action, Cause, OpenFailure, ReconnectPolicy};
 use super::metrics::{ReconnectRecord, ms, round2};
+use super::samples::Samples;
 use crate::model::ModelEvent;
 
 #[path = "reconnect_types.rs"]
@@ -107,7 +108,7 @@ struct Attempt {
 
 /// The reconnect state of one call. `S` is a sample of what is kept of each uplink frame for
 /// replay (the shell keeps the frame's PCM at the leg's rate and encodes it again when
-/// replaying). Frames are kept end to end in one ring of samples: no allocation per frame.
+/// replaying). Frames are kept end to end in blocks of samples: no allocation per frame.
 #[derive(Debug)]
 pub struct Reconnector<S = i16> {
     policy: ReconnectPolicy,
@@ -123,7 +124,7 @@ pub struct Reconnector<S = i16> {
     abandoned: Vec<String>,
     ring: VecDeque<Kept>,
     /// The kept frames' samples, oldest first.
-    samples: VecDeque<S>,
+    samples: Samples<S>,
     ring_dur: Duration,
     /// Audio pushed out of the ring after a session had it but before a handle covered it, and
     /// when the last such frame was handed to its session.
@@ -151,7 +152,7 @@ impl<S: Copy> Reconnector<S> {
             outstanding: HashSet::new(),
             abandoned: Vec::new(),
             ring: VecDeque::new(),
-            samples: VecDeque::new(),
+            samples: Samples::default(),
             ring_dur: Duration::ZERO,
             evicted: Duration::ZERO,
             evicted_upto: None,
@@ -298,7 +299,7 @@ impl<S: Copy> Reconnector<S> {
             dur,
             handed: live.then_some((self.epoch, now)),
         });
-        self.samples.extend(frame);
+        self.samples.push(frame);
         self.ring_dur += dur;
         while self.ring_dur > self.policy.max_replay {
             let Some(old) = self.pop_kept() else {
@@ -380,7 +381,7 @@ impl<S: Copy> Reconnector<S> {
             }
             k.handed = Some((self.epoch, now));
         }
-        let out: Vec<S> = self.samples.iter().copied().collect();
+        let out: Vec<S> = self.samples.iter().collect();
         if let Some(a) = self.attempt.take() {
             if !a.resuming {
                 // A new conversation: the old lineage's handle restores nothing of it.
@@ -530,7 +531,7 @@ impl<S: Copy> Reconnector<S> {
     fn pop_kept(&mut self) -> Option<Kept> {
         let k = self.ring.pop_front()?;
         self.ring_dur = self.ring_dur.saturating_sub(k.dur);
-        self.samples.drain(..k.len.min(self.samples.len()));
+        self.samples.drop_front(k.len);
         Some(k)
     }
 
