@@ -102,14 +102,15 @@ pub struct ToolTasks {
 }
 
 impl ToolTasks {
-    /// Runs `run` in a task of its own; its outcome goes to `results` as [`Input::ToolResult`].
-    pub fn spawn(&mut self, run: ToolRun, results: mpsc::UnboundedSender<Input>) {
+    /// Runs `run` in a task of its own; its outcome goes to `results` as [`Input::ToolResult`]
+    /// (the tool's task waits for room; the call reading them never does).
+    pub fn spawn(&mut self, run: ToolRun, results: mpsc::Sender<Input>) {
         self.running.retain(|_, (_, task)| !task.is_finished());
         let (cancel_tx, cancel_rx) = oneshot::channel();
         let id = run.call_id.clone();
         let task = tokio::spawn(async move {
             let result = run_cancellable(&run, Some(cancel_rx)).await;
-            let _ = results.send(run.into_input(result));
+            let _ = results.send(run.into_input(result)).await;
         });
         self.running.insert(id, (cancel_tx, task.abort_handle()));
     }

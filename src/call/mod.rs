@@ -115,6 +115,10 @@ fn downlink_resampler(from: u32, to: u32) -> Result<StreamResampler, CallError> 
     })
 }
 
+/// Tool results queued toward the call at most; a tool finishing beyond that waits in its own
+/// task until the call has read the others.
+const TOOL_RESULTS: usize = 16;
+
 /// Runs a call with one agent and no orchestrator.
 pub async fn run(
     leg: LegHandle,
@@ -165,7 +169,7 @@ pub async fn run_with_agents(
     let mut after: Option<no_answer::Aftermath> = None;
     let mut transfer_events: Option<mpsc::UnboundedReceiver<crate::transfer::Event>> = None;
     let (opened_tx, mut opened_rx) = mpsc::channel(4);
-    let (tool_tx, mut tool_rx) = mpsc::unbounded_channel();
+    let (tool_tx, mut tool_rx) = mpsc::channel(TOOL_RESULTS);
     let mut tools = ToolTasks::default();
     let mut leg_open = true;
     let sleep = tokio::time::sleep_until(Instant::from_std(core.poll_timeout().0));

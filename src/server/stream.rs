@@ -78,7 +78,7 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
                     text: f.text,
                     finished: f.finished,
                 });
-                if notices.send(n).is_err() {
+                if notices.send(n).await.is_err() {
                     break;
                 }
             }
@@ -110,10 +110,14 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
     match result {
         Ok(Ran { report, .. }) => {
             end(&report.end_reason, super::live::figures(&report));
-            let _ = stream.notices.send(Notice::Finish {
-                reason: report.end_reason.clone(),
-                summary: transcripts::summary(&report),
-            });
+            finish(
+                &stream.notices,
+                Notice::Finish {
+                    reason: report.end_reason.clone(),
+                    summary: transcripts::summary(&report),
+                },
+            )
+            .await;
             let stats = tokio::time::timeout(std::time::Duration::from_secs(5), stream.task)
                 .await
                 .ok()
@@ -132,10 +136,14 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
         }
         Err(RunError::NoSession(e)) => {
             end(&format!("no model session: {e}"), serde_json::Value::Null);
-            let _ = stream.notices.send(Notice::Finish {
-                reason: format!("the model session could not be opened: {e}"),
-                summary: serde_json::Value::Null,
-            });
+            finish(
+                &stream.notices,
+                Notice::Finish {
+                    reason: format!("the model session could not be opened: {e}"),
+                    summary: serde_json::Value::Null,
+                },
+            )
+            .await;
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stream.task).await;
         }
         Err(RunError::Failed(e)) => {
@@ -146,4 +154,10 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
         f.abort();
     }
     drop(slot);
+}
+
+/// Hands the leg's closing task the call's last notice; it waits for it only briefly, so
+/// neither does this.
+async fn finish(notices: &tokio::sync::mpsc::Sender<Notice>, last: Notice) {
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), notices.send(last)).await;
 }

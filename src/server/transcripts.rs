@@ -18,9 +18,14 @@ pub struct Fragment {
     pub finished: bool,
 }
 
+/// Fragments queued for the reader at most. The tap runs in the call's task and never waits:
+/// a reader that far behind loses fragments (counted in a warning), never the call's time.
+pub const QUEUED_FRAGMENTS: usize = 256;
+
 /// Taps `session`: returns the fragments as they arrive. The tap ends with the session.
-pub fn tap(session: &mut ModelSession) -> mpsc::UnboundedReceiver<Fragment> {
-    let (frag_tx, frag_rx) = mpsc::unbounded_channel();
+pub fn tap(session: &mut ModelSession) -> mpsc::Receiver<Fragment> {
+    let (frag_tx, frag_rx) = mpsc::channel(QUEUED_FRAGMENTS);
+    let mut lost = 0u64;
     session.observe(Box::new(move |ev| {
         let SessionEvent::Model(m, _) = ev else {
             return;
@@ -30,11 +35,17 @@ pub fn tap(session: &mut ModelSession) -> mpsc::UnboundedReceiver<Fragment> {
             ModelEvent::OutputTranscript { text, finished } => ("agent", text, finished),
             _ => return,
         };
-        let _ = frag_tx.send(Fragment {
+        let fragment = Fragment {
             role,
             text: text.clone(),
             finished: *finished,
-        });
+        };
+        if let Err(mpsc::error::TrySendError::Full(_)) = frag_tx.try_send(fragment) {
+            lost += 1;
+            if lost.is_power_of_two() {
+                tracing::warn!(lost, "transcript reader behind: fragments dropped");
+            }
+        }
     }));
     frag_rx
 }

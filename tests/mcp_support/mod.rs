@@ -176,8 +176,8 @@ mcp.{server} = [{}]
 pub struct CallSide {
     pub orch: Orchestrator,
     pub tasks: ToolTasks,
-    tx: mpsc::UnboundedSender<Input>,
-    rx: mpsc::UnboundedReceiver<Input>,
+    tx: mpsc::Sender<Input>,
+    rx: mpsc::Receiver<Input>,
     pub responses: Vec<FunctionResponse>,
     pub events: Vec<CallEvent>,
     n: u32,
@@ -185,7 +185,7 @@ pub struct CallSide {
 
 impl CallSide {
     pub fn new(reg: Arc<Registry>) -> CallSide {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(16);
         CallSide {
             orch: Orchestrator::new(reg, CAPS, Instant::now()),
             tasks: ToolTasks::default(),

@@ -97,6 +97,9 @@ impl LegStats {
     }
 }
 
+/// Notices queued toward a leg at most.
+pub const QUEUED_NOTICES: usize = 64;
+
 /// Server events for the client, from whoever runs the call.
 #[derive(Debug)]
 pub enum Notice {
@@ -115,8 +118,9 @@ pub struct StreamLeg {
     pub format: Format,
     /// Yields the stats when the leg ends.
     pub task: JoinHandle<LegStats>,
-    /// Read by the leg's polls in the call's task (and by its closing task at the end).
-    pub notices: mpsc::UnboundedSender<Notice>,
+    /// Read by the leg's polls in the call's task (and by its closing task at the end); at most
+    /// [`QUEUED_NOTICES`] wait (a sender waits for room, the call never does).
+    pub notices: mpsc::Sender<Notice>,
 }
 
 /// Sets the socket limits of the route's upgrade.
@@ -202,7 +206,7 @@ fn start<S: Socket + 'static>(
     started_at: Instant,
 ) -> StreamLeg {
     tracing::info!(%format, "stream started");
-    let (notice_tx, notices) = mpsc::unbounded_channel();
+    let (notice_tx, notices) = mpsc::channel(QUEUED_NOTICES);
     let leg = Leg {
         core,
         socket,
@@ -239,7 +243,7 @@ struct Leg<S> {
     core: StreamCore,
     socket: S,
     outbox: Outbox<Message>,
-    notices: mpsc::UnboundedReceiver<Notice>,
+    notices: mpsc::Receiver<Notice>,
     /// Whoever sends notices may still send one.
     notices_open: bool,
     /// A summary that arrived before the call's hang-up.

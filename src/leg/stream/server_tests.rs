@@ -131,6 +131,7 @@ async fn notices_reach_the_client_and_the_last_stop_carries_the_summary() {
             text: "hello".into(),
             finished: true,
         }))
+        .await
         .unwrap();
     // The call's task polls the leg: the acknowledgement and the fragment go out.
     let idle = timeout(Duration::from_millis(100), handle.recv()).await;
@@ -146,6 +147,7 @@ async fn notices_reach_the_client_and_the_last_stop_carries_the_summary() {
             reason: "the caller said goodbye".into(),
             summary: serde_json::json!({"turns": 1}),
         })
+        .await
         .unwrap();
     let stop = client_rx.recv().await.unwrap();
     let stop: serde_json::Value = serde_json::from_str(text(&stop)).unwrap();
