@@ -388,3 +388,35 @@ fn unheard_counts_the_queue_and_the_rest_of_the_frame_on_the_wire() {
         Duration::ZERO
     );
 }
+
+#[test]
+fn idle_silence_run_late_is_not_counted_and_new_audio_still_moves_the_clock() {
+    let start = Instant::now();
+    let mut p = Playout::new(RATE, start);
+    assert!(p.is_idle(), "nothing queued yet");
+    p.push(&ramp(0, SPF), A, start);
+    p.end_turn(A);
+    assert!(!p.is_idle(), "audio queued");
+    assert_eq!(poll_at_tick(&mut p, start, 0).kind, PlayedKind::Voice);
+    assert!(!p.is_idle(), "the last frame released was voice");
+    // The first silence after a turn is heard as its end: released on time.
+    assert_eq!(poll_at_tick(&mut p, start, 1).kind, PlayedKind::Silence);
+    assert!(p.is_idle());
+    // Ticks 2-4 (40, 60, 80 ms) run together at 85 ms: idle silence, none counted late.
+    let now = start + Duration::from_millis(85);
+    let mut late = Vec::new();
+    while let Some(f) = p.poll_frame(now) {
+        assert_eq!(f.kind, PlayedKind::Silence);
+        late.push(f.frame.ts);
+    }
+    assert_eq!(late, [TICK * 2, TICK * 3, TICK * 4]);
+    assert_eq!(p.stats().late_ticks, 0);
+    // Audio arriving at 90 ms starts its talkspurt at its arrival, not on the old grid.
+    let at = start + Duration::from_millis(90);
+    p.push(&ramp(0, SPF), B, at);
+    assert_eq!(p.poll_timeout(), at);
+    // A voiced frame released a full tick late still counts.
+    let f = p.poll_frame(at + TICK).unwrap();
+    assert_eq!(f.kind, PlayedKind::Voice);
+    assert_eq!(p.stats().late_ticks, 1);
+}

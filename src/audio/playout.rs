@@ -99,7 +99,8 @@ pub struct PlayoutStats {
     pub silence_frames: u64,
     /// Silent frames released while a turn was being spoken.
     pub underruns: u64,
-    /// Frames released a full tick or more after their deadline.
+    /// Frames released a full tick or more after their deadline (idle silence, silence after
+    /// silence, excepted: no leg that lets it wait sends it).
     pub late_ticks: u64,
     /// Samples discarded by [`Playout::flush`].
     pub flushed_samples: u64,
@@ -230,17 +231,24 @@ impl Playout {
         self.next_at
     }
 
+    /// Nothing is queued or being spoken and the last frame released was silence: the next
+    /// tick is plain silence unless audio arrives, and audio arriving moves the clock to itself.
+    /// A shell whose leg does not send idle silence may run such a tick late, with its next
+    /// input, instead of waking for it (it is not counted late).
+    pub fn is_idle(&self) -> bool {
+        self.idle && self.segments.is_empty() && self.queue.is_empty()
+    }
+
     /// Releases the frame for the next tick if it is due (`now >= poll_timeout()`), else `None`.
     /// When `now` is several ticks late, each call releases one frame (call again until `None`);
-    /// a frame released a full tick or more past its deadline counts in `stats().late_ticks`.
+    /// a frame released a full tick or more past its deadline counts in `stats().late_ticks`
+    /// (idle silence excepted).
     pub fn poll_frame(&mut self, now: Instant) -> Option<Played> {
         let deadline = self.next_at;
         if now < deadline {
             return None;
         }
-        if now >= deadline + TICK {
-            self.stats.late_ticks += 1;
-        }
+        let late = now >= deadline + TICK;
         let ts = deadline.saturating_duration_since(self.start);
         self.next_at = deadline + TICK;
 
@@ -293,6 +301,11 @@ impl Playout {
             });
         }
 
+        // Idle silence (silence after silence) is sent by no leg that lets its tick wait
+        // (see `is_idle`): only a frame someone hears can be late.
+        if late && !(kind == PlayedKind::Silence && self.idle) {
+            self.stats.late_ticks += 1;
+        }
         self.stats.frames += 1;
         match kind {
             PlayedKind::Voice => self.stats.voice_frames += 1,

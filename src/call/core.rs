@@ -410,6 +410,14 @@ impl CallCore {
         next
     }
 
+    /// The playout's next tick may run late, with the next input, on a leg that sends no idle
+    /// silence: the playout is idle ([`Playout::is_idle`]) and nothing waits for a tick.
+    pub fn idle_tick_may_wait(&self) -> bool {
+        self.playout.is_idle()
+            && self.bridged.is_none()
+            && self.agents.as_ref().is_none_or(|a| !a.tick_work())
+    }
+
     /// Time has come to `now`: the reconnect machine's and the orchestrator's timers that are
     /// due, then the playout ticks that are due (input that arrived by a tick's instant has been
     /// fed before it).

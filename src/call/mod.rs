@@ -304,7 +304,18 @@ pub async fn run_with_agents(
             }
             break;
         }
-        let (mut deadline, _) = core.poll_timeout();
+        let (mut deadline, why) = core.poll_timeout();
+        // An idle playout's tick on a leg that sends no idle silence runs with the caller's
+        // next frame (due every 20 ms) instead of waking the task for it; the sleep stays as
+        // the bound. Before any input the ticks already due run first, as they would have.
+        let idle_slack = why == core::Reason::Playout
+            && warm.is_none()
+            && after.is_none()
+            && !leg.idle_ticks()
+            && core.idle_tick_may_wait();
+        if idle_slack {
+            deadline += IDLE_SLACK;
+        }
         if let Some(at) = warm.as_ref().and_then(warm::Warm::poll_timeout) {
             deadline = deadline.min(at);
         }
@@ -325,7 +336,11 @@ pub async fn run_with_agents(
                     if ev.is_none() {
                         sessions.forget(id);
                     }
-                    core.handle_model(id, ev, Instant::now().into_std());
+                    let now = Instant::now().into_std();
+                    if idle_slack {
+                        ticks_due(&mut core, now);
+                    }
+                    core.handle_model(id, ev, now);
                 }
                 Some((id, opened)) = opened_rx.recv() => {
                     let opened = match opened {
@@ -368,7 +383,11 @@ pub async fn run_with_agents(
                     if let (Some(t), Some(LegEvent::Frame { frame, .. })) = (&tap, &ev) {
                         t.caller(frame);
                     }
-                    core.handle_leg(ev, Instant::now().into_std());
+                    let now = Instant::now().into_std();
+                    if idle_slack {
+                        ticks_due(&mut core, now);
+                    }
+                    core.handle_leg(ev, now);
                 }
                 wake = next_warm(&mut warm) => {
                     if let Some(w) = warm.as_mut() {
@@ -513,6 +532,17 @@ fn ask_transfer(
             req.target.clone(),
             "the caller's SIP dialog has ended",
         )),
+    }
+}
+
+/// How late an idle playout's tick may run when its leg sends no idle silence: one tick, so
+/// the caller's next frame (every 20 ms) nearly always carries it.
+const IDLE_SLACK: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Runs the core's timers and ticks that fell due before `now`, ahead of an input arriving then.
+fn ticks_due(core: &mut CallCore, now: std::time::Instant) {
+    if core.poll_timeout().0 < now {
+        core.handle_timeout(now);
     }
 }
 

@@ -65,6 +65,12 @@ pub trait LegIo: Send {
     fn poll_flush(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
         Poll::Ready(())
     }
+    /// Whether the leg needs an idle playout's ticks on time: it sends what plays while nothing
+    /// does (silence packets, key tones). A leg that skips idle silence says no, and its call
+    /// runs such a tick with its next input (the caller's next frame) instead of waking for it.
+    fn idle_ticks(&self) -> bool {
+        true
+    }
 }
 
 /// Why a leg did not take a command.
@@ -183,6 +189,10 @@ impl LegIo for Prefixed {
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         self.inner.poll_flush(cx)
     }
+
+    fn idle_ticks(&self) -> bool {
+        self.inner.idle_ticks()
+    }
 }
 
 /// The call's end of a leg.
@@ -227,6 +237,11 @@ impl LegHandle {
     /// Polls for the leg's next event (see [`LegHandle::recv`]).
     pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
         self.io.poll_event(cx)
+    }
+
+    /// Whether the leg needs an idle playout's ticks on time ([`LegIo::idle_ticks`]).
+    pub fn idle_ticks(&self) -> bool {
+        self.io.idle_ticks()
     }
 
     /// Gives the leg a command, or says why it did not take it.

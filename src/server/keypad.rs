@@ -127,6 +127,11 @@ impl LegIo for Tap {
         }
     }
 
+    /// Key tones go out in idle frames: on time while any are queued.
+    fn idle_ticks(&self) -> bool {
+        self.tones.busy() || self.inner.idle_ticks()
+    }
+
     fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
         match cmd {
             LegCommand::Play {

@@ -550,6 +550,12 @@ impl AgentsDriver {
     }
 
     /// True while a cold recreation waits for the announcement to finish playing.
+    /// Work that waits for a playout tick (a cold recreation for the playout to drain, a
+    /// transfer for the announcement to be heard).
+    pub fn tick_work(&self) -> bool {
+        self.deferred_cold.is_some() || self.handover.is_some()
+    }
+
     pub fn cold_pending(&self) -> bool {
         self.deferred_cold.is_some()
     }

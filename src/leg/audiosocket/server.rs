@@ -268,6 +268,11 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> LegIo for AudioSocketIo<S> {
         Ok(())
     }
 
+    /// No: idle silence is not sent (`AudioSocketSession::play` skips it).
+    fn idle_ticks(&self) -> bool {
+        false
+    }
+
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if let Some(leg) = self.0.leg().filter(|l| l.core.ended().is_none()) {
             leg.poll_write(cx);

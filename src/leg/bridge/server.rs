@@ -348,6 +348,11 @@ impl LegIo for BridgeIo {
         Ok(())
     }
 
+    /// No: idle silence is not sent (`MediaStream::play` skips it).
+    fn idle_ticks(&self) -> bool {
+        false
+    }
+
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if let Some(leg) = self.0.leg().filter(|l| l.end.is_none())
             && let Err(end) = leg.poll_write(cx)

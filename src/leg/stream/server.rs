@@ -319,6 +319,11 @@ impl<S: Socket> LegIo for StreamIo<S> {
         Ok(())
     }
 
+    /// No: idle silence is not sent (`StreamCore::play` skips it).
+    fn idle_ticks(&self) -> bool {
+        false
+    }
+
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if let Some(leg) = self.0.leg().filter(|l| l.end.is_none()) {
             leg.poll_write(cx);
