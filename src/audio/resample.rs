@@ -257,17 +257,30 @@ impl FftStream {
             .process_into_buffer(&input, &mut output, None)
             .expect("buffers match the resampler's fixed block sizes");
         debug_assert_eq!(written, self.block_out);
-        // `as` saturates out-of-range floats, which is the clipping wanted here.
         let dropped = self.skip.min(keep);
         self.skip -= dropped;
-        out.extend(
-            self.converted[dropped..keep]
-                .iter()
-                .map(|&v| v.round() as i16),
-        );
+        out.extend(self.converted[dropped..keep].iter().map(|&v| to_pcm(v)));
         self.fill = 0;
         self.emitted += keep as u64;
     }
+}
+
+/// `v.round() as i16` (half away from zero, clipped to the i16 range, NaN as 0) without the
+/// libm call `round` is on x86-64's baseline: the conversion runs for every output sample.
+#[inline]
+fn to_pcm(v: f32) -> i16 {
+    // Within ±40000 every float's integer part converts exactly and `v - i` is exact.
+    let v = v.clamp(-40_000.0, 40_000.0);
+    let i = v as i32;
+    let frac = v - i as f32;
+    let r = if frac >= 0.5 {
+        i + 1
+    } else if frac <= -0.5 {
+        i - 1
+    } else {
+        i
+    };
+    r.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16
 }
 
 /// Resamples a whole clip offline. The resampler's delay is trimmed, so the output is
@@ -357,5 +370,39 @@ mod tests {
         assert_eq!(whole.len(), 4000 / 480 * 160);
         r.flush(&mut whole);
         assert_eq!(whole.len(), 80 + (4000 * 8000 + 12000) / 24000);
+    }
+
+    #[test]
+    fn sample_conversion_matches_round_then_saturate() {
+        let mut values = vec![
+            0.0f32,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.499_999_97,
+            -0.499_999_97,
+            32_766.5,
+            32_767.4,
+            32_767.5,
+            -32_768.4,
+            -32_768.5,
+            -32_769.0,
+            1e9,
+            -1e9,
+            f32::MAX,
+            f32::MIN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        values.extend((-70_000..70_000).map(|k| k as f32 * 0.51));
+        values.extend((-1000..1000).map(|k| k as f32 * 0.5));
+        for v in values {
+            assert_eq!(to_pcm(v), v.round() as i16, "{v}");
+        }
     }
 }
