@@ -147,6 +147,38 @@ impl<L> Drop for Handover<L> {
     }
 }
 
+/// For the legs' tests: plays a voiced frame every 20 ms on `leg` (at `rate`) until the leg
+/// reports something, and checks that it stopped after [`WRITE_STALL`] (within a second) because
+/// its peer read nothing; returns the event.
+#[cfg(test)]
+pub(crate) async fn play_until_given_up(
+    leg: &mut crate::leg::LegHandle,
+    rate: u32,
+) -> Option<crate::leg::LegEvent> {
+    use crate::audio::Frame;
+    use crate::leg::{LegCommand, PlayedKind};
+    let t0 = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    let mut n = 0u32;
+    let stopped = loop {
+        tokio::select! {
+            ev = leg.recv() => break ev,
+            _ = tick.tick() => {
+                let frame = Frame::silence(rate, Duration::from_millis(20) * n);
+                leg.send(LegCommand::Play { frame, kind: PlayedKind::Voice }).unwrap();
+                leg.flush().await;
+                n += 1;
+            }
+        }
+    };
+    let waited = Instant::now() - t0;
+    assert!(
+        waited >= WRITE_STALL && waited < WRITE_STALL + Duration::from_secs(1),
+        "{waited:?}"
+    );
+    stopped
+}
+
 #[cfg(test)]
 mod tests {
     use tokio_util::sync::PollSender;
