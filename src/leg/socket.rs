@@ -1,18 +1,65 @@
 //! What the legs driven from their call's task (the bridge dialects, AudioSocket, `/stream`) share:
 //! [`Outbox`] writes a protocol core's messages as far as the socket takes them with one flush
-//! per pass, and [`Handover`] gives the leg to its closing task when the call lets it go.
+//! per pass, [`Handover`] gives the leg to its closing task when the call lets it go, and
+//! [`close`] and [`close_websocket`] end a WebSocket leg (refused, or the call over).
 
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_util::Sink;
+use axum::extract::ws::{CloseFrame, Message, close_code};
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::sync::oneshot;
-use tokio::time::Instant;
+use tokio::time::{Instant, timeout};
 
 /// The longest a write may wait for the peer to read before the leg is given up.
 pub const WRITE_STALL: Duration = Duration::from_secs(5);
+
+/// How long a closing WebSocket leg waits for each step of the close (the close frame taken, the
+/// peer's answer).
+pub const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// Sends a normal close ("call ended") and waits briefly for the peer to answer it before the
+/// connection is dropped.
+pub async fn close_websocket<S>(socket: &mut S)
+where
+    S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin,
+{
+    let frame = CloseFrame {
+        code: close_code::NORMAL,
+        reason: "call ended".into(),
+    };
+    let sent = timeout(CLOSE_GRACE, socket.send(Message::Close(Some(frame)))).await;
+    if matches!(sent, Ok(Ok(()))) {
+        let _ = timeout(CLOSE_GRACE, async {
+            while let Some(Ok(m)) = socket.next().await {
+                if matches!(m, Message::Close(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// Closes a WebSocket leg's `sink` with `code` and `reason` (cut to fit a control frame),
+/// waiting at most [`CLOSE_GRACE`] for the socket to take it.
+pub async fn close<S>(sink: &mut S, code: u16, reason: &str)
+where
+    S: Sink<Message> + Unpin,
+{
+    // A close reason must fit a control frame (125 bytes).
+    let mut end = reason.len().min(120);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let frame = CloseFrame {
+        code,
+        reason: reason[..end].to_owned().into(),
+    };
+    let _ = timeout(CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
+}
 
 /// The writing side of a leg's socket: a message the socket could not take yet, whether a flush
 /// is owed, and since when the socket has refused more.

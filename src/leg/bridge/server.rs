@@ -31,7 +31,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
-use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -42,15 +41,13 @@ use super::stream::{EndReason, MediaStream, StartInfo, StreamError, StreamOption
 use super::wire::Outgoing;
 use super::{Dialect, DialectChoice};
 pub use crate::leg::socket::WRITE_STALL;
-use crate::leg::socket::{Handover, Outbox};
+use crate::leg::socket::{CLOSE_GRACE, Handover, Outbox, close, close_websocket};
 use crate::leg::twilio::cadence::Cadence;
 use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
 /// Largest WebSocket message the socket layer accepts: above the parser's own 64 KiB limit, so
 /// an oversized message is refused alone (the stream carries on) rather than closing the socket.
 pub const MAX_SOCKET_MESSAGE: usize = 2 * 1024 * 1024;
-/// How long to wait for the peer's close reply after baton closes the socket.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// Refused messages logged at warn level before the log thins out to one in a hundred.
 const LOUD_BAD_MESSAGES: u64 = 10;
 
@@ -388,22 +385,7 @@ async fn close_when_done(closed: oneshot::Receiver<Leg>, start: StartInfo) -> Le
         .await;
     }
     if matches!(end, LegEnd::Hangup | LegEnd::CallGone) {
-        let frame = CloseFrame {
-            code: close_code::NORMAL,
-            reason: "call ended".into(),
-        };
-        let sent = timeout(CLOSE_GRACE, leg.socket.send(Message::Close(Some(frame)))).await;
-        if matches!(sent, Ok(Ok(()))) {
-            // Let the peer answer the close before the connection is dropped.
-            let _ = timeout(CLOSE_GRACE, async {
-                while let Some(Ok(m)) = leg.socket.next().await {
-                    if matches!(m, Message::Close(_)) {
-                        break;
-                    }
-                }
-            })
-            .await;
-        }
+        close_websocket(&mut leg.socket).await;
     }
     if open {
         let _ = timeout(CLOSE_GRACE, leg.socket.close()).await;
@@ -496,19 +478,6 @@ fn next_message(core: &mut MediaStream) -> Option<Message> {
         Outgoing::Text(text) => Message::Text(text.into()),
         Outgoing::Binary(bytes) => Message::Binary(bytes.into()),
     })
-}
-
-async fn close(sink: &mut SplitSink<WebSocket, Message>, code: u16, reason: &str) {
-    // A close reason must fit a control frame (125 bytes).
-    let mut end = reason.len().min(120);
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    let frame = CloseFrame {
-        code,
-        reason: reason[..end].to_owned().into(),
-    };
-    let _ = timeout(CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
 }
 
 fn describe_close(frame: Option<&CloseFrame>) -> String {

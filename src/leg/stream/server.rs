@@ -17,8 +17,7 @@
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
-use futures_util::stream::SplitSink;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade, close_code};
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -27,13 +26,12 @@ use tracing::Instrument;
 
 use super::core::{EndReason, StreamCore, StreamError, StreamStats, Transmit};
 use super::wire::{Format, ToClient};
-use crate::leg::socket::{Handover, Outbox, WRITE_STALL};
+use crate::leg::socket::{CLOSE_GRACE, Handover, Outbox, WRITE_STALL, close, close_websocket};
 use crate::leg::twilio::cadence::Cadence;
 use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
 /// Largest WebSocket message accepted (about 8 s of 16 kHz PCM16); a larger one fails the socket.
 pub const MAX_SOCKET_MESSAGE: usize = 256 * 1024;
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// How long the end of a call waits for its summary.
 const FINISH_GRACE: Duration = Duration::from_secs(2);
 const LOUD_BAD_MESSAGES: u64 = 10;
@@ -433,22 +431,7 @@ impl<S: Socket> Leg<S> {
         if !matches!(drained, Ok(Ok(()))) {
             return;
         }
-        let frame = CloseFrame {
-            code: close_code::NORMAL,
-            reason: "call ended".into(),
-        };
-        let sent = timeout(CLOSE_GRACE, self.socket.send(Message::Close(Some(frame)))).await;
-        if matches!(sent, Ok(Ok(()))) {
-            // Let the client answer the close before the connection is dropped.
-            let _ = timeout(CLOSE_GRACE, async {
-                while let Some(Ok(m)) = self.socket.next().await {
-                    if matches!(m, Message::Close(_)) {
-                        break;
-                    }
-                }
-            })
-            .await;
-        }
+        close_websocket(&mut self.socket).await;
     }
 }
 
@@ -490,19 +473,6 @@ async fn close_when_done<S: Socket>(closed: oneshot::Receiver<Leg<S>>, format: F
         send_intervals_us: leg.core.take_send_intervals(),
         end,
     }
-}
-
-async fn close(sink: &mut SplitSink<WebSocket, Message>, code: u16, reason: &str) {
-    // A close reason must fit a control frame (125 bytes).
-    let mut end = reason.len().min(120);
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    let frame = CloseFrame {
-        code,
-        reason: reason[..end].to_owned().into(),
-    };
-    let _ = timeout(CLOSE_GRACE, sink.send(Message::Close(Some(frame)))).await;
 }
 
 #[cfg(test)]
