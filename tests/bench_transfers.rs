@@ -3,28 +3,14 @@
 //! carrying every figure. Behaviour only: no timing is asserted.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+mod sip_support;
+mod support;
 
-/// Whether SIPp is installed; with `CI` set its absence fails the test.
-fn sipp_installed() -> bool {
-    let found = Command::new("sh")
-        .args(["-c", "command -v sipp"])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "sipp is not installed (Debian package sip-tester; scripts/setup.sh installs it)"
-        );
-        eprintln!("SKIPPED: sipp is not installed (Debian package sip-tester)");
-    }
-    found
-}
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn field<'a>(v: &'a Value, path: &str) -> &'a Value {
     path.split('.').fold(v, |v, k| &v[k])
@@ -32,7 +18,7 @@ fn field<'a>(v: &'a Value, path: &str) -> &'a Value {
 
 #[test]
 fn five_warm_transfers_are_all_accounted_for() {
-    if !sipp_installed() {
+    if !sip_support::require("sipp", "sip-tester") {
         return;
     }
     let out = std::env::temp_dir().join(format!("baton-bench-transfers-{}", std::process::id()));
