@@ -960,8 +960,9 @@ impl CallCore {
     /// A caller frame (`leg_frame`, `dur` long, at the leg's rate; `up_buf` holds what the uplink
     /// resampler made of it for the model, possibly nothing yet): the leg frame is kept for
     /// replay until a handle covers it, and `up_buf` is encoded for the session if one is live.
-    /// The ring keeps the leg's PCM, not the model's: at 8 kHz half the bytes of 16 kHz, a third
-    /// of an encoded message; a replay resamples it again.
+    /// The ring keeps the leg's audio, not the model's, in one byte per sample on a G.711 leg
+    /// ([`super::kept`]): at 8 kHz a quarter of the model's 16 kHz PCM; a replay decodes and
+    /// resamples it again.
     pub(super) fn uplink(
         &mut self,
         leg_frame: &[i16],
@@ -969,10 +970,12 @@ impl CallCore {
         received_at: tokio::time::Instant,
         now: Instant,
     ) {
-        if let Some(r) = self.resume.as_mut()
-            && !r.machine.on_uplink(leg_frame, dur, now)
-        {
-            return;
+        if let Some(r) = self.resume.as_mut() {
+            r.frame.clear();
+            super::kept::encode(leg_frame, &mut r.frame);
+            if !r.machine.on_uplink(&r.frame, dur, now) {
+                return;
+            }
         }
         if self.up_buf.is_empty() {
             return;
@@ -1061,7 +1064,8 @@ impl CallCore {
         let Some(r) = self.resume.as_mut() else {
             return;
         };
-        let replay = r.machine.on_opened(now);
+        let mut replay = Vec::new();
+        super::kept::decode(&r.machine.on_opened(now), &mut replay);
         if let Some(h) = r.history.take() {
             self.out.message(s.id, h);
         }

@@ -13,6 +13,7 @@ pub mod agents;
 pub mod core;
 #[cfg(test)]
 mod core_tests;
+mod kept;
 pub mod metrics;
 mod no_answer;
 pub mod outbox;

@@ -87,12 +87,65 @@ enum State {
 }
 
 /// One uplink frame kept for replay (its samples are the next `len` of the ring's samples).
-#[derive(Debug)]
+/// 16 bytes: a call keeps one per 20 ms of caller audio not yet covered by a handle, often
+/// seconds of it.
+#[derive(Debug, Clone, Copy)]
 struct Kept {
-    len: usize,
-    dur: Duration,
-    /// Handed to the socket of session `epoch` at this time.
-    handed: Option<(u64, Instant)>,
+    len: u32,
+    /// Its duration in µs (a frame is milliseconds long).
+    dur_us: u32,
+    /// The session it was handed to (the low 32 bits of its epoch; [`NOT_HANDED`] if none) …
+    epoch: u32,
+    /// … and when, in whole milliseconds after the machine's start, rounded up: a handle covers
+    /// the frame no earlier than it would by the exact instant.
+    at_ms: u32,
+}
+
+/// [`Kept::epoch`] of a frame no session has had.
+const NOT_HANDED: u32 = u32::MAX;
+
+impl Kept {
+    fn new(len: usize, dur: Duration) -> Kept {
+        Kept {
+            len: u32::try_from(len).unwrap_or(u32::MAX),
+            dur_us: u32::try_from(dur.as_micros()).unwrap_or(u32::MAX),
+            epoch: NOT_HANDED,
+            at_ms: 0,
+        }
+    }
+
+    fn dur(&self) -> Duration {
+        Duration::from_micros(u64::from(self.dur_us))
+    }
+
+    fn handed(&self) -> bool {
+        self.epoch != NOT_HANDED
+    }
+
+    /// Handed to session `epoch` at `at`.
+    fn hand(&mut self, epoch: u64, at: Instant, start: Instant) {
+        let since = at.saturating_duration_since(start);
+        let ms = since.as_millis() + u128::from(!since.subsec_nanos().is_multiple_of(1_000_000));
+        self.epoch = epoch as u32;
+        self.at_ms = u32::try_from(ms).unwrap_or(u32::MAX);
+    }
+
+    /// Handed to session `epoch` at or before `limit`.
+    fn handed_by(&self, epoch: u64, limit: Instant, start: Instant) -> bool {
+        self.handed()
+            && self.epoch == epoch as u32
+            && start + Duration::from_millis(u64::from(self.at_ms)) <= limit
+    }
+
+    /// When it was handed, as the machine's (epoch, instant).
+    fn handed_at(&self, start: Instant) -> Option<(u64, Instant)> {
+        self.handed().then(|| {
+            (
+                u64::from(self.epoch),
+                start + Duration::from_millis(u64::from(self.at_ms)),
+            )
+        })
+    }
 }
 
 /// The reconnect in progress.
@@ -106,9 +159,10 @@ struct Attempt {
     resuming: bool,
 }
 
-/// The reconnect state of one call. `S` is a sample of what is kept of each uplink frame for
-/// replay (the shell keeps the frame's PCM at the leg's rate and encodes it again when
-/// replaying). Frames are kept end to end in blocks of samples: no allocation per frame.
+/// The reconnect state of one call. `S` is the unit of what is kept of each uplink frame for
+/// replay (the shell keeps the frame at the leg's rate as bytes of `call::kept`, one per sample
+/// on a G.711 leg, and decodes and resamples them when replaying). Frames are kept end to end in
+/// blocks: no allocation per frame.
 #[derive(Debug)]
 pub struct Reconnector<S = i16> {
     policy: ReconnectPolicy,
@@ -294,23 +348,24 @@ impl<S: Copy> Reconnector<S> {
     pub fn on_uplink(&mut self, frame: &[S], dur: Duration, now: Instant) -> bool {
         let now = self.advance(now);
         let live = self.is_live();
-        self.ring.push_back(Kept {
-            len: frame.len(),
-            dur,
-            handed: live.then_some((self.epoch, now)),
-        });
+        let mut kept = Kept::new(frame.len(), dur);
+        if live {
+            kept.hand(self.epoch, now, self.start);
+        }
+        self.ring.push_back(kept);
         self.samples.push(frame);
-        self.ring_dur += dur;
+        // What the ring holds is counted as kept (to the µs), so that popping it subtracts the same.
+        self.ring_dur += kept.dur();
         while self.ring_dur > self.policy.max_replay {
             let Some(old) = self.pop_kept() else {
                 break;
             };
-            match old.handed {
+            match old.handed_at(self.start) {
                 Some(h) => {
-                    self.evicted += old.dur;
+                    self.evicted += old.dur();
                     self.evicted_upto = Some(h);
                 }
-                None => self.dropped += old.dur,
+                None => self.dropped += old.dur(),
             }
         }
         live
@@ -326,7 +381,7 @@ impl<S: Copy> Reconnector<S> {
         self.handle_fresh = false;
         self.generating = false;
         self.outstanding.clear();
-        while self.ring.front().is_some_and(|k| k.handed.is_some()) {
+        while self.ring.front().is_some_and(Kept::handed) {
             self.pop_kept();
         }
         self.evicted = Duration::ZERO;
@@ -376,10 +431,10 @@ impl<S: Copy> Reconnector<S> {
         self.outstanding.clear();
         let mut replayed = Duration::ZERO;
         for k in &mut self.ring {
-            if k.handed.is_some() {
-                replayed += k.dur;
+            if k.handed() {
+                replayed += k.dur();
             }
-            k.handed = Some((self.epoch, now));
+            k.hand(self.epoch, now, self.start);
         }
         let out: Vec<S> = self.samples.iter().collect();
         if let Some(a) = self.attempt.take() {
@@ -530,8 +585,8 @@ impl<S: Copy> Reconnector<S> {
     /// Drops the oldest kept frame and its samples.
     fn pop_kept(&mut self) -> Option<Kept> {
         let k = self.ring.pop_front()?;
-        self.ring_dur = self.ring_dur.saturating_sub(k.dur);
-        self.samples.drop_front(k.len);
+        self.ring_dur = self.ring_dur.saturating_sub(k.dur());
+        self.samples.drop_front(k.len as usize);
         Some(k)
     }
 
@@ -544,7 +599,7 @@ impl<S: Copy> Reconnector<S> {
         while self
             .ring
             .front()
-            .is_some_and(|k| k.handed.is_some_and(|(e, at)| e == epoch && at <= limit))
+            .is_some_and(|k| k.handed_by(epoch, limit, self.start))
         {
             self.pop_kept();
         }

@@ -335,3 +335,32 @@ fn time_never_goes_backwards() {
     assert_eq!(h.r.poll_timeout(), deadline);
     assert!(h.actions().is_empty());
 }
+
+#[test]
+fn a_handle_covers_a_frame_no_earlier_than_by_its_exact_instant() {
+    // The ring keeps when a frame was handed in whole milliseconds, rounded up: a frame handed
+    // at 10.5 ms is covered by a handle at 510.5 ms (margin 500) only once 511 ms is reached.
+    let sub = Duration::from_micros(10_500);
+    let replay_after = |handle_at: Duration| {
+        let mut h = H::new();
+        h.handle("h0");
+        h.now = h.t0 + sub;
+        assert_eq!(h.up(), Some(1));
+        h.now = h.t0 + handle_at;
+        h.handle("h1");
+        h.r.on_session_lost(Cause::Closed(None), h.now);
+        assert!(matches!(h.actions()[..], [Action::Open { .. }]));
+        h.r.on_opened(h.now)
+    };
+    assert_eq!(
+        replay_after(sub + ms_(500)),
+        [1],
+        "kept: 10.5 ms rounds up to 11"
+    );
+    assert_eq!(
+        replay_after(ms_(511)),
+        Vec::<u64>::new(),
+        "covered at 511 ms"
+    );
+    assert_eq!(replay_after(ms_(510)), [1], "not yet covered at 510 ms");
+}

@@ -39,8 +39,10 @@ pub(super) struct Stopped {
 
 /// The reconnect state of a call.
 pub(super) struct Resume {
-    /// Keeps each uplink frame's PCM for replay.
-    pub(super) machine: Reconnector<i16>,
+    /// Keeps each uplink frame for replay, as [`super::kept`] bytes.
+    pub(super) machine: Reconnector<u8>,
+    /// The frame being handed to the machine, encoded (reused: no allocation per frame).
+    pub(super) frame: Vec<u8>,
     pub(super) source: Option<ModelSource>,
     /// The session being opened.
     pub(super) opening: Option<SessionId>,
@@ -61,6 +63,7 @@ impl Resume {
     pub(super) fn new(policy: ReconnectPolicy, source: Option<ModelSource>, now: Instant) -> Self {
         Resume {
             machine: Reconnector::new(policy, now),
+            frame: Vec::new(),
             source,
             opening: None,
             history: None,

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-/// Samples per block: 2048 (256 ms at 8 kHz, 128 ms at 16 kHz).
+/// Samples per block: 2048 (bytes of `call::kept`: 256 ms of a G.711 leg, 64 ms of 16 kHz PCM).
 const BLOCK: usize = 2048;
 
 /// A queue of samples in blocks of [`BLOCK`].

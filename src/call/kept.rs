@@ -1,0 +1,145 @@
+//! How the reconnect ring keeps a caller frame: one byte per sample (G.711 μ-law or A-law)
+//! when that byte gives back exactly the frame's PCM — every frame of a μ-law or A-law leg,
+//! whose PCM was decoded from those bytes — else the PCM16 itself. A μ-law caller's ring is
+//! half the size of its PCM and nothing is lost on any leg.
+//!
+//! Each frame is one or more records: a tag byte (the encoding), the sample count (`u16`, little
+//! endian) and the samples. The ring drops whole frames, so what it hands back for a replay is
+//! whole records.
+
+use crate::audio::g711;
+
+const ULAW: u8 = 0;
+const ALAW: u8 = 1;
+const PCM16: u8 = 2;
+
+/// Samples per record at most (the count is a `u16`); a 20 ms frame is far shorter.
+const MAX_RECORD: usize = u16::MAX as usize;
+
+/// Appends `frame` to `out` as records.
+pub fn encode(frame: &[i16], out: &mut Vec<u8>) {
+    for part in frame.chunks(MAX_RECORD) {
+        if !by_law(part, ULAW, g711::ulaw_encode, g711::ulaw_decode, out)
+            && !by_law(part, ALAW, g711::alaw_encode, g711::alaw_decode, out)
+        {
+            header(PCM16, part.len(), out);
+            out.extend(part.iter().flat_map(|s| s.to_le_bytes()));
+        }
+    }
+}
+
+/// Appends `part` as a record of one law if every sample comes back exact; else appends
+/// nothing and says so (at the first sample that does not).
+fn by_law(
+    part: &[i16],
+    tag: u8,
+    enc: fn(i16) -> u8,
+    dec: fn(u8) -> i16,
+    out: &mut Vec<u8>,
+) -> bool {
+    let start = out.len();
+    header(tag, part.len(), out);
+    for &s in part {
+        let b = enc(s);
+        if dec(b) != s {
+            out.truncate(start);
+            return false;
+        }
+        out.push(b);
+    }
+    true
+}
+
+fn header(tag: u8, samples: usize, out: &mut Vec<u8>) {
+    out.push(tag);
+    out.extend_from_slice(&(samples as u16).to_le_bytes());
+}
+
+/// Appends the PCM of every whole record in `bytes` to `out`; a truncated last record is
+/// ignored (the ring never holds one).
+pub fn decode(mut bytes: &[u8], out: &mut Vec<i16>) {
+    while let [tag, n0, n1, rest @ ..] = bytes {
+        let n = usize::from(u16::from_le_bytes([*n0, *n1]));
+        let width = if *tag == PCM16 { 2 } else { 1 };
+        let Some(body) = rest.get(..n * width) else {
+            debug_assert!(false, "a truncated record in the reconnect ring");
+            return;
+        };
+        match *tag {
+            ULAW => out.extend(body.iter().map(|&b| g711::ulaw_decode(b))),
+            ALAW => out.extend(body.iter().map(|&b| g711::alaw_decode(b))),
+            _ => out.extend(
+                body.chunks_exact(2)
+                    .map(|p| i16::from_le_bytes([p[0], p[1]])),
+            ),
+        }
+        bytes = &rest[n * width..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(frame: &[i16]) -> (Vec<u8>, Vec<i16>) {
+        let mut bytes = Vec::new();
+        encode(frame, &mut bytes);
+        let mut pcm = Vec::new();
+        decode(&bytes, &mut pcm);
+        (bytes, pcm)
+    }
+
+    #[test]
+    fn a_frame_decoded_from_ulaw_is_kept_in_one_byte_per_sample() {
+        let frame: Vec<i16> = (0..=255u8).map(g711::ulaw_decode).collect();
+        let (bytes, pcm) = round_trip(&frame);
+        assert_eq!(pcm, frame);
+        assert_eq!(bytes.len(), 3 + frame.len());
+        assert_eq!(bytes[0], ULAW);
+    }
+
+    #[test]
+    fn a_frame_decoded_from_alaw_is_kept_in_one_byte_per_sample() {
+        let frame: Vec<i16> = (0..=255u8).map(g711::alaw_decode).collect();
+        let (bytes, pcm) = round_trip(&frame);
+        assert_eq!(pcm, frame);
+        assert_eq!(bytes.len(), 3 + frame.len());
+        assert_eq!(bytes[0], ALAW);
+    }
+
+    #[test]
+    fn any_other_pcm_is_kept_as_it_is() {
+        // One sample neither law can give back makes the whole frame PCM16.
+        let mut frame: Vec<i16> = (0..=255u8).map(g711::ulaw_decode).collect();
+        frame.push(1001);
+        let (bytes, pcm) = round_trip(&frame);
+        assert_eq!(pcm, frame);
+        assert_eq!(bytes.len(), 3 + 2 * frame.len());
+        let sweep: Vec<i16> = (i16::MIN..=i16::MAX).step_by(7).collect();
+        assert_eq!(round_trip(&sweep).1, sweep);
+        assert_eq!(
+            round_trip(&[i16::MIN, i16::MAX, 0, -1, 1]).1,
+            [i16::MIN, i16::MAX, 0, -1, 1]
+        );
+    }
+
+    #[test]
+    fn frames_end_to_end_come_back_in_order_whatever_their_encoding() {
+        let ulaw: Vec<i16> = (0..160u8).map(g711::ulaw_decode).collect();
+        let pcm: Vec<i16> = (0..320).map(|i| i * 97 - 15_000).collect();
+        let long: Vec<i16> = (0..70_000).map(|i| (i % 30_000) as i16 + 3).collect();
+        let empty: Vec<i16> = Vec::new();
+        let mut bytes = Vec::new();
+        for f in [&ulaw, &pcm, &empty, &long, &ulaw] {
+            encode(f, &mut bytes);
+        }
+        let mut out = Vec::new();
+        decode(&bytes, &mut out);
+        let want: Vec<i16> = [&ulaw, &pcm, &empty, &long, &ulaw]
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        assert_eq!(out, want);
+    }
+}
