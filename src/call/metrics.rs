@@ -198,6 +198,11 @@ impl Reservoir {
     pub fn push(&mut self, values: &mut Vec<f64>, x: f64) {
         self.seen += 1;
         if values.len() < SAMPLE_CAP {
+            if values.len() == values.capacity() {
+                // Doubling, but never past the cap: a long call's two samples hold 3,000 values
+                // each, not 4,096.
+                values.reserve_exact(values.len().max(64).min(SAMPLE_CAP - values.len()));
+            }
             if values.get(self.max_slot).is_none_or(|&m| x > m) {
                 self.max_slot = values.len();
             }
@@ -259,6 +264,7 @@ mod tests {
             );
         }
         assert_eq!(v.len(), SAMPLE_CAP);
+        assert_eq!(v.capacity(), SAMPLE_CAP, "grown to the cap, not past it");
         let s = summarize(&v);
         assert_eq!(s.max, Some(1e6 + f64::from(77_777 % 50_000)));
         let p50 = s.p50.unwrap();
