@@ -15,6 +15,7 @@ pub mod demo;
 pub mod dial;
 pub mod mcp;
 pub mod place;
+pub mod reservoir;
 pub mod server;
 pub mod store;
 pub mod talk;

@@ -283,7 +283,7 @@ pub(super) async fn run_call(
             }
             let stats = leg_stats(leg_task).await;
             let cadence = stats.as_ref().map(|s| s.send_cadence());
-            let intervals = stats.as_ref().map_or(&[][..], |s| &s.send_intervals_us[..]);
+            let intervals = stats.as_ref().map(|s| &s.send_intervals);
             app.metrics.call_ended(leg_label, &report, intervals);
             // The agents heard, in order (the span holds the last one).
             if let Some(last) = report.agents_heard().last() {

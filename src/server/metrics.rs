@@ -27,6 +27,7 @@ use metrics_exporter_prometheus::{
 
 use crate::call::CallReport;
 use crate::leg::bridge::server::FrameCounters;
+use crate::leg::twilio::cadence::SendIntervals;
 
 /// The content type of the Prometheus text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -215,9 +216,14 @@ impl Metrics {
         });
     }
 
-    /// Everything one finished call measured; `send_intervals_us` are the leg's outbound frame
-    /// intervals (empty when the leg's stats were lost).
-    pub fn call_ended(&self, leg: &'static str, r: &CallReport, send_intervals_us: &[u32]) {
+    /// Everything one finished call measured; `send_intervals` are the leg's outbound frame
+    /// intervals (none when the leg's stats were lost).
+    pub fn call_ended(
+        &self,
+        leg: &'static str,
+        r: &CallReport,
+        send_intervals: Option<&SendIntervals>,
+    ) {
         metrics::with_local_recorder(&self.recorder, || {
             let end = end_label(&r.end_reason);
             metrics::counter!("baton_calls_total", "leg" => leg, "end" => end).increment(1);
@@ -297,9 +303,14 @@ impl Metrics {
                 }
                 _ => {}
             }
-            let h = metrics::histogram!("baton_egress_jitter_ms");
-            for &us in send_intervals_us {
-                h.record((f64::from(us) - 20_000.0).abs() / 1000.0);
+            if let Some(s) = send_intervals {
+                let h = metrics::histogram!("baton_egress_jitter_ms");
+                let dev_ms: Vec<f64> = s
+                    .kept()
+                    .iter()
+                    .map(|&us| (f64::from(us) - 20_000.0).abs() / 1000.0)
+                    .collect();
+                record_sample(&h, &dev_ms, s.seen());
             }
         });
     }
@@ -428,7 +439,10 @@ mod tests {
             end_reason: "caller hung up".into(),
             ..Default::default()
         };
-        m.call_ended("twilio", &r, &[20_100, 19_900]);
+        let mut sent = SendIntervals::default();
+        sent.push(20_100);
+        sent.push(19_900);
+        m.call_ended("twilio", &r, Some(&sent));
         m.frames
             .of(crate::leg::bridge::Dialect::Twilio)
             .0

@@ -682,10 +682,7 @@ async fn run(
             if let Some(l) = &live {
                 super::live::publish_end(l, &report.end_reason, figures);
             }
-            let intervals = ended
-                .media
-                .as_ref()
-                .map_or(&[][..], |o| &o.send_intervals_us[..]);
+            let intervals = ended.media.as_ref().map(|o| &o.send_intervals);
             app.metrics.call_ended(LEG, &report, intervals);
             tracing::info!(
                 call = %ran.id,

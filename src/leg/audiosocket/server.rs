@@ -30,7 +30,7 @@ use tracing::Instrument;
 use super::session::{AudioSocketSession, EndReason, SessionError, SessionStats, StartInfo};
 use super::wire;
 use crate::leg::socket::{Handover, Outbox, WRITE_STALL};
-use crate::leg::twilio::cadence::Cadence;
+use crate::leg::twilio::cadence::{Cadence, SendIntervals};
 use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
 /// How long the closing task waits for the last bytes to be written and the socket shut down.
@@ -84,14 +84,14 @@ pub struct LegStats {
     /// connection and the call (kept for the report's shape).
     pub frames_dropped: u64,
     /// Intervals between consecutive outbound frames as they were handed to the socket, in µs.
-    pub send_intervals_us: Vec<u32>,
+    pub send_intervals: SendIntervals,
     pub end: EndReason,
 }
 
 impl LegStats {
     /// Deviation of outbound frame intervals from 20 ms.
     pub fn send_cadence(&self) -> Cadence {
-        Cadence::from_intervals_us(&self.send_intervals_us)
+        self.send_intervals.cadence()
     }
 }
 
@@ -367,7 +367,7 @@ async fn close_when_done<S: AsyncRead + AsyncWrite + Send + 'static>(
             start,
             session: SessionStats::default(),
             frames_dropped: 0,
-            send_intervals_us: Vec::new(),
+            send_intervals: SendIntervals::default(),
             end: EndReason::Hangup,
         };
     };
@@ -397,7 +397,7 @@ async fn close_when_done<S: AsyncRead + AsyncWrite + Send + 'static>(
         start: leg.start,
         session: stats,
         frames_dropped: 0,
-        send_intervals_us: leg.core.take_send_intervals(),
+        send_intervals: leg.core.take_send_intervals(),
         end,
     }
 }

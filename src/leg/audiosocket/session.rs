@@ -32,9 +32,7 @@ use super::wire::{self, Decoder, Message, WireError};
 use crate::audio::playout::PlayedKind;
 use crate::audio::{Frame, Reframer, samples_per_frame};
 use crate::leg::LegEvent;
-
-/// Outbound send intervals kept at most (30 minutes of continuous speech).
-const MAX_INTERVALS: usize = 90_000;
+use crate::leg::twilio::cadence::SendIntervals;
 
 /// What the start of the connection said.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,7 +135,7 @@ pub struct AudioSocketSession {
     /// Frames the caller's audio (set at the first audio message, when the rate is known).
     reframer: Option<Reframer>,
     last_sent: Option<(Duration, Instant)>,
-    send_intervals_us: Vec<u32>,
+    send_intervals: SendIntervals,
     events: VecDeque<LegEvent>,
     transmits: VecDeque<Bytes>,
     out: BytesMut,
@@ -154,7 +152,7 @@ impl AudioSocketSession {
             started_at: None,
             reframer: None,
             last_sent: None,
-            send_intervals_us: Vec::new(),
+            send_intervals: SendIntervals::default(),
             events: VecDeque::new(),
             transmits: VecDeque::new(),
             out: BytesMut::new(),
@@ -198,8 +196,8 @@ impl AudioSocketSession {
     }
 
     /// Takes the intervals between consecutive outbound frames, in µs.
-    pub fn take_send_intervals(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.send_intervals_us)
+    pub fn take_send_intervals(&mut self) -> SendIntervals {
+        std::mem::take(&mut self.send_intervals)
     }
 
     #[must_use]
@@ -390,10 +388,9 @@ impl AudioSocketSession {
         let end = frame.ts + frame.duration();
         if let Some((prev_end, prev_at)) = self.last_sent
             && prev_end == frame.ts
-            && self.send_intervals_us.len() < MAX_INTERVALS
         {
             let us = now.saturating_duration_since(prev_at).as_micros();
-            self.send_intervals_us
+            self.send_intervals
                 .push(u32::try_from(us).unwrap_or(u32::MAX));
         }
         self.last_sent = Some((end, now));

@@ -42,7 +42,7 @@ use super::wire::Outgoing;
 use super::{Dialect, DialectChoice};
 pub use crate::leg::socket::WRITE_STALL;
 use crate::leg::socket::{CLOSE_GRACE, Handover, Outbox, close, close_websocket};
-use crate::leg::twilio::cadence::Cadence;
+use crate::leg::twilio::cadence::{Cadence, SendIntervals};
 use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
 /// Largest WebSocket message the socket layer accepts: above the parser's own 64 KiB limit, so
@@ -155,14 +155,14 @@ pub struct LegStats {
     /// Binary WebSocket messages ignored (every bridge but Vonage sends only text).
     pub binary_ignored: u64,
     /// Intervals between consecutive outbound frames as they were handed to the writer, in µs.
-    pub send_intervals_us: Vec<u32>,
+    pub send_intervals: SendIntervals,
     pub end: LegEnd,
 }
 
 impl LegStats {
     /// Deviation of outbound frame intervals from 20 ms.
     pub fn send_cadence(&self) -> Cadence {
-        Cadence::from_intervals_us(&self.send_intervals_us)
+        self.send_intervals.cadence()
     }
 }
 
@@ -369,7 +369,7 @@ async fn close_when_done(closed: oneshot::Receiver<Leg>, start: StartInfo) -> Le
             stream: StreamStats::default(),
             frames_dropped: 0,
             binary_ignored: 0,
-            send_intervals_us: Vec::new(),
+            send_intervals: SendIntervals::default(),
             end: LegEnd::CallGone,
         };
     };
@@ -405,7 +405,7 @@ async fn close_when_done(closed: oneshot::Receiver<Leg>, start: StartInfo) -> Le
         stream: stats,
         frames_dropped: 0,
         binary_ignored: leg.log.binary,
-        send_intervals_us: leg.core.take_send_intervals(),
+        send_intervals: leg.core.take_send_intervals(),
         end,
     }
 }

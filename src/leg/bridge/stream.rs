@@ -42,6 +42,7 @@ use super::{Dialect, DialectChoice, detect};
 use crate::audio::playout::PlayedKind;
 use crate::audio::{Frame, Reframer};
 use crate::leg::LegEvent;
+use crate::leg::twilio::cadence::SendIntervals;
 
 /// `timestamp` is in whole milliseconds; jumps this small are rounding, not a gap.
 pub const GAP_TOLERANCE: Duration = Duration::from_millis(2);
@@ -50,8 +51,6 @@ pub const MAX_UNDETECTED: usize = 8;
 /// Pending marks kept at most (ten minutes of frames); older ones are forgotten if a bridge
 /// never acknowledges them.
 const MAX_PENDING_MARKS: usize = 30_000;
-/// Outbound send intervals kept at most (30 minutes of continuous speech).
-const MAX_INTERVALS: usize = 90_000;
 
 /// Per-stream settings.
 #[derive(Clone, Debug)]
@@ -232,7 +231,7 @@ pub struct MediaStream {
     batch_end: Duration,
     pending: VecDeque<PendingMark>,
     last_sent: Option<(Duration, Instant)>,
-    send_intervals_us: Vec<u32>,
+    send_intervals: SendIntervals,
     events: VecDeque<LegEvent>,
     transmits: VecDeque<Transmit>,
     stats: StreamStats,
@@ -269,7 +268,7 @@ impl MediaStream {
             batch_end: Duration::ZERO,
             pending: VecDeque::new(),
             last_sent: None,
-            send_intervals_us: Vec::new(),
+            send_intervals: SendIntervals::default(),
             events: VecDeque::new(),
             transmits: VecDeque::new(),
             stats: StreamStats::default(),
@@ -316,11 +315,11 @@ impl MediaStream {
     /// Intervals between consecutive outbound frames (frames whose timestamps follow each other),
     /// in µs, as seen by the `now` passed to [`play`](Self::play).
     pub fn send_intervals_us(&self) -> &[u32] {
-        &self.send_intervals_us
+        self.send_intervals.kept()
     }
 
-    pub fn take_send_intervals(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.send_intervals_us)
+    pub fn take_send_intervals(&mut self) -> SendIntervals {
+        std::mem::take(&mut self.send_intervals)
     }
 
     #[must_use]
@@ -456,10 +455,9 @@ impl MediaStream {
         self.batch_end = end;
         if let Some((prev_end, prev_at)) = self.last_sent
             && prev_end == frame.ts
-            && self.send_intervals_us.len() < MAX_INTERVALS
         {
             let us = now.saturating_duration_since(prev_at).as_micros();
-            self.send_intervals_us
+            self.send_intervals
                 .push(u32::try_from(us).unwrap_or(u32::MAX));
         }
         self.last_sent = Some((end, now));

@@ -20,6 +20,7 @@ use tokio::time::{Instant, sleep_until, timeout};
 use super::dtmf::Timing;
 use super::media::{MediaConfig, MediaEnd, MediaSession, MediaStats, StreamStart};
 use super::sdp::Negotiated;
+use crate::leg::twilio::cadence::SendIntervals;
 use crate::leg::{LegCommand, LegEvent, LegHandle};
 
 /// How long to wait for the call to take the final `Stop`, or to hang up after it.
@@ -62,7 +63,7 @@ pub struct LegOutcome {
     /// Frames dropped because the call's queue was full.
     pub frames_dropped: u64,
     /// Intervals between consecutive outbound packets as written, in µs.
-    pub send_intervals_us: Vec<u32>,
+    pub send_intervals: SendIntervals,
 }
 
 /// A running leg: the call's end, the dialog's control, and the task yielding the outcome.
@@ -145,7 +146,7 @@ pub fn start(cfg: MediaConfig, neg: Negotiated, sockets: Sockets, event_queue: u
         frames_dropped: 0,
         stop_sent: false,
         last_send: None,
-        send_intervals_us: Vec::new(),
+        send_intervals: SendIntervals::default(),
     };
     SipLeg {
         handle,
@@ -163,11 +164,8 @@ struct Driver {
     frames_dropped: u64,
     stop_sent: bool,
     last_send: Option<Instant>,
-    send_intervals_us: Vec<u32>,
+    send_intervals: SendIntervals,
 }
-
-/// Outbound intervals kept at most (an hour of 20 ms packets).
-const MAX_INTERVALS: usize = 180_000;
 
 impl Driver {
     async fn run(mut self) -> LegOutcome {
@@ -253,7 +251,7 @@ impl Driver {
             stats,
             end,
             frames_dropped: self.frames_dropped,
-            send_intervals_us: self.send_intervals_us,
+            send_intervals: self.send_intervals,
         }
     }
 
@@ -263,11 +261,9 @@ impl Driver {
                 &self.sockets.rtcp
             } else {
                 let now = Instant::now();
-                if let Some(prev) = self.last_send
-                    && self.send_intervals_us.len() < MAX_INTERVALS
-                {
+                if let Some(prev) = self.last_send {
                     let us = (now - prev).as_micros().min(u128::from(u32::MAX)) as u32;
-                    self.send_intervals_us.push(us);
+                    self.send_intervals.push(us);
                 }
                 self.last_send = Some(now);
                 &self.sockets.rtp

@@ -26,11 +26,10 @@ use super::wire::{self, Format, FromClient, ToClient, WireError};
 use crate::audio::playout::PlayedKind;
 use crate::audio::{FRAME_MS, Frame, Reframer};
 use crate::leg::LegEvent;
+use crate::leg::twilio::cadence::SendIntervals;
 
 /// Pending marks kept at most (a client that never echoes must not grow memory).
 const MAX_PENDING_MARKS: usize = 1000;
-/// Outbound send intervals kept at most (30 minutes of continuous speech).
-const MAX_INTERVALS: usize = 90_000;
 
 /// Something for the client.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,7 +118,7 @@ pub struct StreamCore {
     replies: u64,
     pending: VecDeque<PendingMark>,
     last_sent: Option<(Duration, Instant)>,
-    send_intervals_us: Vec<u32>,
+    send_intervals: SendIntervals,
     events: VecDeque<LegEvent>,
     transmits: VecDeque<Transmit>,
     stats: StreamStats,
@@ -144,7 +143,7 @@ impl StreamCore {
             replies: 0,
             pending: VecDeque::new(),
             last_sent: None,
-            send_intervals_us: Vec::new(),
+            send_intervals: SendIntervals::default(),
             events: VecDeque::new(),
             transmits: VecDeque::new(),
             stats: StreamStats::default(),
@@ -169,8 +168,8 @@ impl StreamCore {
         &self.stats
     }
 
-    pub fn take_send_intervals(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.send_intervals_us)
+    pub fn take_send_intervals(&mut self) -> SendIntervals {
+        std::mem::take(&mut self.send_intervals)
     }
 
     #[must_use]
@@ -369,10 +368,9 @@ impl StreamCore {
         let end = frame.ts + frame.duration();
         if let Some((prev_end, prev_at)) = self.last_sent
             && prev_end == frame.ts
-            && self.send_intervals_us.len() < MAX_INTERVALS
         {
             let us = now.saturating_duration_since(prev_at).as_micros();
-            self.send_intervals_us
+            self.send_intervals
                 .push(u32::try_from(us).unwrap_or(u32::MAX));
         }
         self.last_sent = Some((end, now));

@@ -27,7 +27,7 @@ use tracing::Instrument;
 use super::core::{EndReason, StreamCore, StreamError, StreamStats, Transmit};
 use super::wire::{Format, ToClient};
 use crate::leg::socket::{CLOSE_GRACE, Handover, Outbox, WRITE_STALL, close, close_websocket};
-use crate::leg::twilio::cadence::Cadence;
+use crate::leg::twilio::cadence::{Cadence, SendIntervals};
 use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
 /// Largest WebSocket message accepted (about 8 s of 16 kHz PCM16); a larger one fails the socket.
@@ -85,13 +85,13 @@ pub struct LegStats {
     /// Caller frames dropped on the way to the call: none, as nothing queues between the socket
     /// and the call (kept for the report's shape).
     pub frames_dropped: u64,
-    pub send_intervals_us: Vec<u32>,
+    pub send_intervals: SendIntervals,
     pub end: LegEnd,
 }
 
 impl LegStats {
     pub fn send_cadence(&self) -> Cadence {
-        Cadence::from_intervals_us(&self.send_intervals_us)
+        self.send_intervals.cadence()
     }
 }
 
@@ -443,7 +443,7 @@ async fn close_when_done<S: Socket>(closed: oneshot::Receiver<Leg<S>>, format: F
             format,
             stream: StreamStats::default(),
             frames_dropped: 0,
-            send_intervals_us: Vec::new(),
+            send_intervals: SendIntervals::default(),
             end: LegEnd::Hangup,
         };
     };
@@ -470,7 +470,7 @@ async fn close_when_done<S: Socket>(closed: oneshot::Receiver<Leg<S>>, format: F
         format,
         stream: stats,
         frames_dropped: 0,
-        send_intervals_us: leg.core.take_send_intervals(),
+        send_intervals: leg.core.take_send_intervals(),
         end,
     }
 }

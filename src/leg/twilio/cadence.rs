@@ -1,7 +1,9 @@
 //! Cadence figures for a 20 ms frame stream: how far the intervals between consecutive frames
-//! stray from the 20 ms frame period (median, 99th percentile, worst).
+//! stray from the 20 ms frame period (median, 99th percentile, worst), and the bounded record of
+//! those intervals a leg keeps while its call runs ([`SendIntervals`]).
 
 use crate::audio::FRAME_MS;
+use crate::reservoir::Reservoir;
 
 const PERIOD_US: i64 = FRAME_MS as i64 * 1000;
 
@@ -26,14 +28,7 @@ impl Cadence {
         if intervals_us.is_empty() {
             return Cadence::default();
         }
-        let mut dev: Vec<u32> = intervals_us
-            .iter()
-            .map(|&i| {
-                (i64::from(i) - PERIOD_US)
-                    .unsigned_abs()
-                    .min(u64::from(u32::MAX)) as u32
-            })
-            .collect();
+        let mut dev: Vec<u32> = intervals_us.iter().map(|&i| deviation(i)).collect();
         dev.sort_unstable();
         let rank = |p: f64| {
             let r = (p * dev.len() as f64).ceil() as usize;
@@ -50,9 +45,97 @@ impl Cadence {
     }
 }
 
+/// The intervals between a leg's consecutive outbound frames, in µs, as a call of any length
+/// can keep them: every one of the first minute's, then a uniform sample of as many (see
+/// [`Reservoir`]); their count, sum and largest deviation from 20 ms exact.
+#[derive(Clone, Debug, Default)]
+pub struct SendIntervals {
+    kept: Vec<u32>,
+    reservoir: Reservoir,
+    sum_us: u64,
+    max_dev_us: u32,
+}
+
+impl SendIntervals {
+    /// One more interval.
+    pub fn push(&mut self, us: u32) {
+        self.sum_us += u64::from(us);
+        self.max_dev_us = self.max_dev_us.max(deviation(us));
+        self.reservoir.push(&mut self.kept, us);
+    }
+
+    /// The intervals kept, in the order they were measured until the sample starts replacing.
+    pub fn kept(&self) -> &[u32] {
+        &self.kept
+    }
+
+    /// Intervals measured (kept or not).
+    pub fn seen(&self) -> u64 {
+        self.reservoir.seen()
+    }
+
+    /// Cadence figures: percentiles over the sample, count, mean and worst over every interval.
+    pub fn cadence(&self) -> Cadence {
+        let seen = self.seen();
+        if seen == 0 {
+            return Cadence::default();
+        }
+        Cadence {
+            intervals: usize::try_from(seen).unwrap_or(usize::MAX),
+            mean_interval_us: u32::try_from(self.sum_us / seen).unwrap_or(u32::MAX),
+            max_dev_us: self.max_dev_us,
+            ..Cadence::from_intervals_us(&self.kept)
+        }
+    }
+}
+
+fn deviation(us: u32) -> u32 {
+    (i64::from(us) - PERIOD_US)
+        .unsigned_abs()
+        .min(u64::from(u32::MAX)) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_stream_keeps_a_bounded_sample_and_exact_totals() {
+        let mut s = SendIntervals::default();
+        let mut all = Vec::new();
+        for i in 0..200_000u32 {
+            // Mostly on time, 2 % late by 1 ms, one very early.
+            let us = match i {
+                123_456 => 1_000,
+                i if i % 50 == 0 => 21_000,
+                _ => 20_000,
+            };
+            s.push(us);
+            all.push(us);
+        }
+        assert!(s.kept().len() <= crate::reservoir::SAMPLE_CAP);
+        let c = s.cadence();
+        let exact = Cadence::from_intervals_us(&all);
+        assert_eq!(c.intervals, 200_000);
+        assert_eq!(c.mean_interval_us, exact.mean_interval_us);
+        assert_eq!(
+            c.max_dev_us, 19_000,
+            "the worst interval is never sampled away"
+        );
+        assert_eq!(
+            (c.p50_dev_us, c.p99_dev_us),
+            (exact.p50_dev_us, exact.p99_dev_us)
+        );
+        let mut short = SendIntervals::default();
+        [20_000, 21_000, 19_000]
+            .into_iter()
+            .for_each(|us| short.push(us));
+        assert_eq!(short.kept(), [20_000, 21_000, 19_000]);
+        assert_eq!(
+            short.cadence(),
+            Cadence::from_intervals_us(&[20_000, 21_000, 19_000])
+        );
+    }
 
     #[test]
     fn figures() {

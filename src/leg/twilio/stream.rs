@@ -85,7 +85,7 @@ impl TwilioStream {
     }
 
     /// Takes the recorded send intervals (for the final report).
-    pub fn take_send_intervals(&mut self) -> Vec<u32> {
+    pub fn take_send_intervals(&mut self) -> super::cadence::SendIntervals {
         self.inner.take_send_intervals()
     }
 
