@@ -1,11 +1,21 @@
 //! The standby socket hides the connect: `fault_mid_tool_call` (the socket drops right after a
 //! tool call goes out, nothing queued for the caller) against a mock whose connections take
 //! `connect_ms` to be accepted (the round trips to a distant service). The gap is measured on the
-//! fixture leg's recording — the silence the caller heard from the switch to the first voiced
-//! frame of the answer — and must be at most the model's own first-audio latency for that turn
-//! plus one frame; the report must agree with the recording. The same call without the standby
-//! pays the connect on top (so the bound can fail). Gemini (resumed with the handle) on the
-//! in-process mock and on a separate mock over loopback.
+//! fixture leg's recording — the silence the caller heard from the switch to the answer — and
+//! must be at most the model's own first-audio latency for that turn plus one frame; the report's
+//! `reconnect_gap_ms` must meet the same bound and agree with the recording to the millisecond.
+//! The same call without the standby pays the connect on top (so the bound can fail). Gemini
+//! (resumed with the handle) on the in-process mock and on a separate mock over loopback.
+//!
+//! Report and recording measure the same thing from the same instant, on the leg's media
+//! timeline (which `at_ms`, the played frames' timestamps and the recording share): from the
+//! switch to the first sample of the answer's audio. The recording can only show where the answer
+//! becomes audible, and every reply clip of the scenario opens with 50 ms of digital silence of
+//! its own — audio the model sends, inside its first chunk, like any reply's; the model's
+//! first-audio latency does not count it and neither does the drop's cost. So the recording's
+//! answer starts at its first audible sample less the answering clip's own lead-in, sample-exact.
+//! (Counting to the first audible 20 ms frame would read 640 ms for a gap of 600: the lead-in,
+//! less the 10 ms the rounding down to a frame takes off.)
 
 mod resume_support;
 
@@ -27,6 +37,11 @@ use resume_support::*;
 const CONNECT: Duration = Duration::from_millis(300);
 /// One frame: the playout tick the first new frame waits for.
 const FRAME_MS: f64 = 20.0;
+/// Report and recording read the same instants; what is left between them is the rounding of
+/// media time to the recording's samples.
+const AGREE_MS: f64 = 1.0;
+/// A sample the caller hears: above -66 dBFS (the strictest reading, a faint onset included).
+const AUDIBLE: u16 = 16;
 
 fn slow_connect_scenario() -> Scenario {
     let mut sc = scenario("fault_mid_tool_call");
@@ -90,42 +105,79 @@ fn in_process_backend(sc: &Scenario) -> ModelBackend {
     ModelBackend::in_process(opts)
 }
 
-/// The silence the caller heard after each reconnect, from the recording: from the switch (or
-/// the end of the sound playing, or of the caller's speech, then) to the first frame with any sound after it (a frame with a
-/// sample above -66 dBFS: the strictest reading, the answer's faint onset included).
-fn gaps_by_recording(run: &Run) -> Vec<f64> {
+/// Milliseconds of silence a reply clip opens with and ends with, as the caller hears it: the
+/// mock's clip (at its 24 kHz output rate) through the downlink's resampler to the leg's `rate`,
+/// aligned as baton aligns each reply.
+fn clip_silences_ms(audio: &[i16], rate: u32) -> (f64, f64) {
+    let mut rs =
+        baton::audio::resample::StreamResampler::aligned(baton::mock::clip::OUTPUT_RATE, rate)
+            .unwrap();
+    let mut heard = Vec::new();
+    rs.process(audio, &mut heard);
+    rs.flush(&mut heard);
+    let first = heard.iter().position(|x| x.unsigned_abs() > AUDIBLE);
+    let last = heard.iter().rposition(|x| x.unsigned_abs() > AUDIBLE);
+    let (Some(first), Some(last)) = (first, last) else {
+        panic!("a reply clip with no sound");
+    };
+    let ms = |n: usize| n as f64 * 1000.0 / f64::from(rate);
+    (ms(first), ms(heard.len() - 1 - last))
+}
+
+/// The silence the caller heard after each reconnect, read from the recording as the report
+/// reads it (see the module doc): from the switch to the first sample of the answer's audio, in
+/// ms of the leg's media time.
+///
+/// The report counts from the latest of the switch, the end of the caller's last voiced frame
+/// and the end of the model audio played before. At these switches the caller's turn is over and
+/// none of the model's audio is playing — checked here on the recording: the caller's last frame
+/// the call's VAD counts as voiced, and the agent's last sound plus the longest silence any
+/// reply of the scenario ends with, end before the switch — so both count from the switch.
+fn gaps_by_recording(run: &Run, sc: &Scenario) -> Vec<f64> {
     let rate = run.recording.rate as usize;
     let frame = rate / 50;
-    let voiced: Vec<bool> = run
-        .recording
-        .agent
-        .chunks(frame)
-        .map(|f| f.iter().any(|&x| x.unsigned_abs() > 16))
-        .collect();
-    let caller_voiced: Vec<bool> = run
-        .recording
-        .caller
-        .chunks(frame)
-        .map(|f| baton::audio::vad::rms_dbfs(f) > baton::audio::vad::DEFAULT_THRESHOLD_DBFS)
-        .collect();
+    let to_ms = |n: usize| n as f64 * 1000.0 / rate as f64;
+    let agent = &run.recording.agent;
+    let lead_out = (0..sc.turns.len())
+        .map(|i| sc.reply_for(i, None))
+        .chain([&sc.default_reply])
+        .map(|r| clip_silences_ms(&r.audio, run.recording.rate).1)
+        .fold(0.0, f64::max);
     run.report
         .reconnects
         .iter()
         .map(|c| {
-            let at = (c.at_ms / FRAME_MS).floor() as usize;
-            // Sound still playing, or the caller still speaking, at the switch: the silence is
-            // counted from its end (the old session could not have answered earlier).
-            let mut from_frame = at;
-            while voiced.get(from_frame).copied().unwrap_or(false)
-                || caller_voiced.get(from_frame).copied().unwrap_or(false)
-            {
-                from_frame += 1;
-            }
-            let from_ms = c.at_ms.max(from_frame as f64 * FRAME_MS);
-            let first = (from_frame..voiced.len())
-                .find(|&i| voiced[i])
+            let switch = (c.at_ms * rate as f64 / 1000.0).ceil() as usize;
+            let onset = (switch..agent.len())
+                .find(|&i| agent[i].unsigned_abs() > AUDIBLE)
                 .unwrap_or_else(|| panic!("no voice after the reconnect at {} ms", c.at_ms));
-            first as f64 * FRAME_MS - from_ms
+            // The answer is the reply to the caller's turn under way at the switch.
+            let turn = run
+                .report
+                .turns
+                .iter()
+                .rposition(|t| t.caller_start_ms <= c.at_ms)
+                .expect("the caller had spoken");
+            let lead_in = clip_silences_ms(&sc.reply_for(turn, None).audio, run.recording.rate).0;
+            let answer = to_ms(onset) - lead_in;
+
+            let caller_end = run.recording.caller[..switch.min(run.recording.caller.len())]
+                .chunks(frame)
+                .rposition(|f| {
+                    baton::audio::vad::rms_dbfs(f) > baton::audio::vad::DEFAULT_THRESHOLD_DBFS
+                })
+                .map_or(0.0, |k| (k + 1) as f64 * FRAME_MS);
+            let agent_end = agent[..onset]
+                .iter()
+                .rposition(|x| x.unsigned_abs() > AUDIBLE)
+                .map_or(0.0, |i| to_ms(i + 1) + lead_out);
+            assert!(
+                caller_end <= c.at_ms && agent_end <= c.at_ms,
+                "the silence starts at the switch ({} ms): caller voiced until {caller_end} ms, \
+                 agent audio until {agent_end} ms",
+                c.at_ms
+            );
+            answer - c.at_ms
         })
         .collect()
 }
@@ -141,7 +193,7 @@ fn check(run: &Run, sc: &Scenario, what: &str) -> Vec<f64> {
             "{what}: nothing queued: {c:?}"
         );
     }
-    let heard = gaps_by_recording(run);
+    let heard = gaps_by_recording(run, sc);
     let reported: Vec<f64> = r.reconnects.iter().filter_map(|c| c.gap_ms).collect();
     println!(
         "{what}: reconnect_gap_ms reported {reported:?}, by the recording {heard:?} (first-audio latency {} ms, connect {} ms)",
@@ -151,7 +203,7 @@ fn check(run: &Run, sc: &Scenario, what: &str) -> Vec<f64> {
     assert_eq!(reported.len(), heard.len(), "{what}");
     for (rep, rec) in reported.iter().zip(&heard) {
         assert!(
-            (rep - rec).abs() <= 2.0 * FRAME_MS,
+            (rep - rec).abs() <= AGREE_MS,
             "{what}: reported {rep} ms, heard {rec} ms"
         );
     }
@@ -163,12 +215,15 @@ async fn a_drop_mid_tool_call_costs_no_connect_with_the_standby_in_process() {
     let sc = slow_connect_scenario();
     let samples = caller(0);
     let with = run(&sc, in_process_backend(&sc), &samples, true).await;
-    // Two frames, not one: the recording shows 40 ms beyond the model's latency (the report,
-    // counting from the caller's speech end by the call's own VAD, says 20 ms less).
-    let bound = first_audio_latency_ms(&with.report, &sc) + 2.0 * FRAME_MS;
+    let bound = first_audio_latency_ms(&with.report, &sc) + FRAME_MS;
     let heard_with = check(&with, &sc, "in-process, standby");
-    for &g in &heard_with {
+    for (&g, c) in heard_with.iter().zip(&with.report.reconnects) {
         assert!(g <= bound, "in-process, standby: heard {g} ms > {bound} ms");
+        let rep = c.gap_ms.unwrap_or(f64::MAX);
+        assert!(
+            rep <= bound,
+            "in-process, standby: reported {rep} ms > {bound} ms"
+        );
     }
 
     // The same call dialing only after the drop pays the connect on top.
@@ -215,12 +270,12 @@ async fn a_drop_mid_tool_call_costs_no_connect_with_the_standby_over_loopback() 
     let c = &rr.reconnects[0];
     assert_eq!(c.outcome, "resumed", "{c:?}");
     assert_eq!(c.model_audio_queued_ms, 0.0, "{c:?}");
-    let heard = gaps_by_recording(&r);
+    let heard = gaps_by_recording(&r, &sc);
     println!(
         "loopback, standby: reconnect_gap_ms reported {:?}, by the recording {heard:?}",
         c.gap_ms
     );
-    // Real time on a shared machine adds scheduling delays (656–678 ms heard in trials): the
+    // Real time on a shared machine adds scheduling delays (609–616 ms heard in trials): the
     // bound here shows the connect was not paid, not the last frame.
     let bound = model_latency_ms(&sc) + CONNECT.as_secs_f64() * 1000.0 / 2.0;
     assert!(
@@ -229,10 +284,9 @@ async fn a_drop_mid_tool_call_costs_no_connect_with_the_standby_over_loopback() 
         heard[0]
     );
     let rep = c.gap_ms.unwrap_or(f64::MAX);
-    // The report counts from the end of the caller's speech by the call's own VAD, the
-    // recording from the switch: they differ by about two frames, plus real-time jitter here.
+    // Both on the leg's media timeline: real-time jitter moves report and recording alike.
     assert!(
-        (rep - heard[0]).abs() <= 3.0 * FRAME_MS,
+        (rep - heard[0]).abs() <= AGREE_MS,
         "reported {rep}, heard {}",
         heard[0]
     );

@@ -124,7 +124,7 @@ impl CallCore {
             ..Default::default()
         };
         let resume = (opts.model.is_some() || agents.is_some())
-            .then(|| Resume::new(opts.reconnect.clone(), opts.model.clone(), now));
+            .then(|| Resume::new(opts.reconnect.clone(), opts.model.clone(), media_zero, now));
         let mut call = CallCore {
             uplink_sample: Reservoir::default(),
             downlink_sample: Reservoir::default(),

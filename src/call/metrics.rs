@@ -66,7 +66,8 @@ pub struct ReconnectRecord {
     pub outcome: String,
     /// Sessions opened before one held (1 = the first try worked).
     pub attempts: u32,
-    /// When the old session stopped being usable (ms from call start).
+    /// When the old session stopped being usable (ms on the caller's media timeline, as turn
+    /// times: from the leg's start).
     pub at_ms: f64,
     /// Silence on the caller's timeline the reconnect caused (0 when buffered model audio covered
     /// it; `None` when no agent audio followed).

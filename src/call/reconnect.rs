@@ -166,6 +166,7 @@ struct Attempt {
 #[derive(Debug)]
 pub struct Reconnector<S = i16> {
     policy: ReconnectPolicy,
+    /// Where `at_ms` counts from.
     start: Instant,
     now: Instant,
     state: State,
@@ -192,7 +193,8 @@ pub struct Reconnector<S = i16> {
 }
 
 impl<S: Copy> Reconnector<S> {
-    /// A call whose first session is live at `now` (also the call's start for `at_ms`).
+    /// A call whose first session is live at `now` (also where `at_ms` counts from, unless
+    /// [`Reconnector::timed_from`] says otherwise).
     pub fn new(policy: ReconnectPolicy, now: Instant) -> Self {
         Reconnector {
             policy,
@@ -215,6 +217,13 @@ impl<S: Copy> Reconnector<S> {
             actions: VecDeque::new(),
             records: Vec::new(),
         }
+    }
+
+    /// `at_ms` counted from `zero` instead: the leg's media start, the timeline of the caller's
+    /// turns and of what the caller heard (the first session may open well after the leg).
+    pub fn timed_from(mut self, zero: Instant) -> Self {
+        self.start = zero;
+        self
     }
 
     fn advance(&mut self, now: Instant) -> Instant {

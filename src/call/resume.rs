@@ -60,9 +60,16 @@ pub(super) struct Resume {
 }
 
 impl Resume {
-    pub(super) fn new(policy: ReconnectPolicy, source: Option<ModelSource>, now: Instant) -> Self {
+    /// A call whose first session is live at `now`, on a leg whose media starts at `media_zero`
+    /// (what the records' `at_ms` count from).
+    pub(super) fn new(
+        policy: ReconnectPolicy,
+        source: Option<ModelSource>,
+        media_zero: Instant,
+        now: Instant,
+    ) -> Self {
         Resume {
-            machine: Reconnector::new(policy, now),
+            machine: Reconnector::new(policy, now).timed_from(media_zero),
             frame: Vec::new(),
             source,
             opening: None,
