@@ -252,7 +252,7 @@ impl Ear {
 /// says the first line, then one more line after each turn the caller speaks; records both ways.
 async fn converse(
     mut leg: LegHandle,
-    control: mpsc::UnboundedSender<Signal>,
+    control: mpsc::Sender<Signal>,
     lines: Lines,
 ) -> PersonRecording {
     let rate = leg.rate;
@@ -293,11 +293,13 @@ async fn converse(
                 step = match step {
                     Step::Brief if ear.finished(now) => {
                         let (reply, _) = oneshot::channel();
-                        let _ = control.send(Signal::SendDtmf {
-                            digits: ACCEPT_KEY.to_string(),
-                            timing: None,
-                            reply,
-                        });
+                        let _ = control
+                            .send(Signal::SendDtmf {
+                                digits: ACCEPT_KEY.to_string(),
+                                timing: None,
+                                reply,
+                            })
+                            .await;
                         rec.key_at = Some(now.saturating_duration_since(answered));
                         tracing::info!("the person pressed {ACCEPT_KEY} after the brief");
                         Step::Pressed(now)

@@ -82,7 +82,7 @@ pub struct SipService {
     routes: BTreeMap<String, Arc<crate::agents::Registry>>,
     trunks: BTreeMap<String, Trunk>,
     /// Running calls by baton's call id: their media's control (keys to press).
-    controls: Mutex<HashMap<String, mpsc::UnboundedSender<Signal>>>,
+    controls: Mutex<HashMap<String, mpsc::Sender<Signal>>>,
     /// Running calls by baton's call id: where a blind transfer is asked, and the call's feed.
     transfers: Mutex<HashMap<String, Transferable>>,
     finished: broadcast::Sender<SipCallRecord>,
@@ -137,6 +137,7 @@ impl SipService {
                 timing,
                 reply,
             })
+            .await
             .map_err(|_| DtmfError::NoCall)?;
         rx.await
             .map_err(|_| DtmfError::NoCall)?
@@ -619,11 +620,17 @@ async fn run(
     let control = leg.control.clone();
     let native: super::keypad::NativeKeys = Arc::new(move |digits, timing| {
         let (reply, _) = oneshot::channel();
-        let _ = control.send(Signal::SendDtmf {
+        let keys = Signal::SendDtmf {
             digits,
             timing: Some(timing),
             reply,
-        });
+        };
+        if let Err(mpsc::error::TrySendError::Full(_)) = control.try_send(keys) {
+            tracing::warn!(
+                "keys to press not sent: the SIP media has {} signals waiting",
+                crate::leg::sip::leg::SIGNALS
+            );
+        }
     });
     let hooks = super::keypad::Hooks {
         live: live.clone(),

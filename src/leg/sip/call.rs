@@ -310,7 +310,7 @@ impl CallDialog {
     /// call or has transferred it. Returns how it ended and the media's figures.
     pub async fn run(
         mut self,
-        control: mpsc::UnboundedSender<Signal>,
+        control: mpsc::Sender<Signal>,
         mut media: JoinHandle<LegOutcome>,
     ) -> Ended {
         let mut peer_gone = false;
@@ -351,7 +351,7 @@ impl CallDialog {
                             tracing::info!(reason = ?reason, "SIP dialog ended");
                         }
                         peer_gone = true;
-                        let _ = control.send(Signal::Hangup);
+                        let _ = control.send(Signal::Hangup).await;
                         if matches!(reason, TerminatedReason::Timeout) {
                             tracing::warn!("no ACK for baton's answer: the call is dropped");
                         }
@@ -367,7 +367,7 @@ impl CallDialog {
                                 holds += 1;
                             }
                             self.current = n.clone();
-                            let _ = control.send(Signal::Update(n));
+                            let _ = control.send(Signal::Update(n)).await;
                         }
                         Step::Continue
                     }
@@ -375,7 +375,7 @@ impl CallDialog {
                         let ct = req.header_value("Content-Type").unwrap_or_default();
                         match super::dtmf::parse_info(&ct, &req.body) {
                             Some(d) => {
-                                let _ = control.send(Signal::Dtmf(d));
+                                let _ = control.send(Signal::Dtmf(d)).await;
                                 let _ = handle.reply(StatusCode::OK).await;
                             }
                             None => {
@@ -429,7 +429,7 @@ impl CallDialog {
                     Ok(Err(e)) => tracing::debug!(error = %e, "BYE after the transfer failed"),
                     Err(_) => tracing::debug!("BYE after the transfer got no answer in 5 s"),
                 }
-                let _ = control.send(Signal::Hangup);
+                let _ = control.send(Signal::Hangup).await;
             }
         };
         let by = match outcome.as_ref().map(|o| &o.end) {

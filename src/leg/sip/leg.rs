@@ -44,6 +44,11 @@ pub enum Signal {
     },
 }
 
+/// Signals queued toward the media at most. The dialog waits for room (a peer's flood of INFO
+/// or re-INVITEs is answered no faster than the media takes them); keys pressed toward the peer
+/// beyond it are refused.
+pub const SIGNALS: usize = 32;
+
 /// Who ended the media.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LegEnd {
@@ -69,7 +74,7 @@ pub struct LegOutcome {
 /// A running leg: the call's end, the dialog's control, and the task yielding the outcome.
 pub struct SipLeg {
     pub handle: LegHandle,
-    pub control: mpsc::UnboundedSender<Signal>,
+    pub control: mpsc::Sender<Signal>,
     pub task: JoinHandle<LegOutcome>,
 }
 
@@ -135,7 +140,7 @@ pub fn start(cfg: MediaConfig, neg: Negotiated, sockets: Sockets, event_queue: u
     let core = MediaSession::new(cfg, neg, random_start(), Instant::now());
     let (ev_tx, ev_rx) = mpsc::channel(event_queue.max(1));
     let (cmd_tx, cmd_rx) = crate::leg::command_channel();
-    let (sig_tx, sig_rx) = mpsc::unbounded_channel();
+    let (sig_tx, sig_rx) = mpsc::channel(SIGNALS);
     let handle = LegHandle::new(core.rate(), core.started_at(), ev_rx, cmd_tx);
     let driver = Driver {
         core,
@@ -159,7 +164,7 @@ struct Driver {
     core: MediaSession,
     sockets: Sockets,
     commands: mpsc::Receiver<LegCommand>,
-    signals: mpsc::UnboundedReceiver<Signal>,
+    signals: mpsc::Receiver<Signal>,
     events: mpsc::Sender<LegEvent>,
     frames_dropped: u64,
     stop_sent: bool,
