@@ -745,3 +745,62 @@ fn barge_in_mid_handoff_flushes_the_announcement_and_the_handoff_goes_on() {
     assert_eq!(report.handoffs.len(), 1, "{:?}", report.handoffs);
     assert_eq!(report.handoffs[0].to, "schemes");
 }
+
+impl Rig {
+    /// Transfers to a person asked of the leg so far, by person.
+    fn transfers(&self) -> Vec<&str> {
+        self.tasks
+            .iter()
+            .filter_map(|t| match t {
+                Task::Transfer(r) => Some(r.to.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// An operator hands the caller to Ravi (`config/agents/front_desk.toml`, a blind transfer)
+/// while the agent's greeting is still being generated: the transfer is asked of the leg once
+/// the whole greeting has been heard, not when the announcement guard (60 s) runs out.
+#[test]
+fn an_operators_transfer_to_a_person_goes_out_once_what_the_caller_hears_has_played() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
+    let reg = crate::agents::load(&path).unwrap();
+    let mut cfg = SessionConfig::default();
+    let agents = Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg);
+    let opts = CallOptions {
+        caller_silence: Duration::from_millis(200),
+        ..CallOptions::default()
+    };
+    let mut rig = Rig::build(Protocol::Gemini, opts, Some(agents));
+    let start = rig.now;
+    rig.model_audio(FIRST, 400);
+    rig.advance(Duration::from_millis(100));
+    rig.core
+        .handle_command(
+            crate::agents::Input::Activate {
+                agent: "ravi".into(),
+            },
+            rig.now,
+        )
+        .unwrap();
+    rig.drain();
+    rig.model_audio(FIRST, 800);
+    rig.advance(Duration::from_millis(300));
+    assert!(
+        rig.transfers().is_empty(),
+        "not while the greeting is generated"
+    );
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    // 1.1 s in: the last 100 ms of the 1.2 s greeting are still to be heard.
+    rig.advance(Duration::from_millis(700));
+    assert!(rig.transfers().is_empty(), "not while the greeting plays");
+    rig.advance(Duration::from_millis(120));
+    assert_eq!(rig.transfers(), vec!["ravi"], "once the greeting is heard");
+    assert_eq!(
+        rig.voiced_since(start),
+        60,
+        "the whole greeting was heard first"
+    );
+}

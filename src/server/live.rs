@@ -3,11 +3,13 @@
 //! start (so a subscriber that connects late still gets `call_start` and the first
 //! `agent_start`) and broadcast to every subscriber as they happen. A call run with its
 //! listeners attached (see [`super::attach`]) also carries its [`Steering`]: who calls, its
-//! agent set, the live view the admin API reads and the channel its commands go down.
+//! agent set, the live view the admin API reads and the channel its commands go down. A call is
+//! listed as soon as its leg is up, before its model session has opened; its steering is
+//! attached once it runs, and [`LiveCall::steering_within`] waits for that.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
@@ -39,6 +41,18 @@ pub struct LiveCall {
     operator_hangup: watch::Sender<bool>,
     ended: watch::Sender<bool>,
     steering: OnceLock<Steering>,
+    /// Turns true when the steering is attached.
+    steered: watch::Sender<bool>,
+}
+
+/// Why a listed call has no steering to hand out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotRunning {
+    /// It ended (was unlisted) before it ran: its model session could not be opened, or the
+    /// caller left first.
+    Ended,
+    /// It is still starting (its model session is opening) after the wait.
+    Starting,
 }
 
 /// What the admin API may read and do on a call (set once, when the call starts running).
@@ -90,12 +104,36 @@ impl LiveCall {
             operator_hangup: watch::channel(false).0,
             ended: watch::channel(false).0,
             steering: OnceLock::new(),
+            steered: watch::channel(false).0,
         }
     }
 
     /// Attaches the call's steering (the first one set stays).
     pub fn steer(&self, s: Steering) {
         let _ = self.steering.set(s);
+        self.steered.send_replace(true);
+    }
+
+    /// The call's steering: at once when it runs; while it is still starting (listed, its model
+    /// session opening), once it runs, waiting at most `limit`.
+    pub async fn steering_within(&self, limit: Duration) -> Result<Steering, NotRunning> {
+        if let Some(s) = self.steering() {
+            return Ok(s.clone());
+        }
+        let mut steered = self.steered.subscribe();
+        let mut ended = self.ended.subscribe();
+        let waited = tokio::time::timeout(limit, async {
+            tokio::select! {
+                _ = steered.wait_for(|s| *s) => {}
+                _ = ended.wait_for(|e| *e) => {}
+            }
+        })
+        .await;
+        match (self.steering(), waited) {
+            (Some(s), _) => Ok(s.clone()),
+            (None, Ok(())) => Err(NotRunning::Ended),
+            (None, Err(_)) => Err(NotRunning::Starting),
+        }
     }
 
     /// The call's steering, once it runs with its listeners attached.

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::super::AppState;
 use super::super::cluster::Owner;
 use super::super::cluster::bus::{Answer, BusError, Op};
-use super::local::{answer_locally, local_list};
+use super::local::{STARTING_WAIT, answer_locally, local_list};
 use super::{error, store_error};
 
 /// The live calls of every instance of the cluster (this one alone outside a cluster), oldest
@@ -52,7 +52,7 @@ fn answered(status: u16, body: Value) -> Response {
 /// Answers a request about one call: from this instance when it holds the call live, from its
 /// holder over the control bus, else from the store.
 pub(super) async fn about(app: &AppState, op: Op) -> Response {
-    if let Answer::Here { status, body } = answer_locally(app, &op).await {
+    if let Answer::Here { status, body } = answer_locally(app, &op, STARTING_WAIT).await {
         return answered(status, body);
     }
     let call = op.call().unwrap_or_default().to_owned();
