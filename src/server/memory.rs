@@ -17,18 +17,34 @@ pub fn give_back() -> bool {
     false
 }
 
-/// Decides when to trim: after calls have ended and none is live.
+/// Trims after the first once the calls have ended.
+const FOLLOW_UPS: u8 = 2;
+
+/// Decides when to trim: after calls have ended and none is live, and at the next two checks as
+/// well — what the last calls left is not all freed by then (histogram samples folded at an
+/// upkeep are freed later, by the epoch collector of the lock-free bucket they waited in, once
+/// later upkeeps have advanced it).
 #[derive(Debug, Default)]
 pub struct Trimmer {
     /// Calls ended when the last trim ran.
     ended_at_last: u64,
+    /// Follow-up trims owed at the next checks with none live.
+    again: u8,
 }
 
 impl Trimmer {
     /// Given the calls live now and the calls ended so far, whether to trim now.
     pub fn due(&mut self, live: usize, ended: u64) -> bool {
-        if live == 0 && ended != self.ended_at_last {
+        if live != 0 {
+            return false;
+        }
+        if ended != self.ended_at_last {
             self.ended_at_last = ended;
+            self.again = FOLLOW_UPS;
+            return true;
+        }
+        if self.again > 0 {
+            self.again -= 1;
             return true;
         }
         false
@@ -40,12 +56,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn trims_once_after_calls_end_and_only_with_none_live() {
+    fn trims_after_calls_end_and_twice_more_only_with_none_live() {
         let mut t = Trimmer::default();
         assert!(!t.due(0, 0), "no call has ended yet");
         assert!(!t.due(3, 2), "calls are live");
         assert!(t.due(0, 5));
+        assert!(
+            t.due(0, 5),
+            "again, for what was freed after the first trim"
+        );
+        assert!(t.due(0, 5), "and once more");
         assert!(!t.due(0, 5), "nothing ended since");
+        assert!(!t.due(0, 5));
         assert!(t.due(0, 6));
+        assert!(!t.due(1, 7), "a call is live again");
+        assert!(t.due(0, 7));
+        assert!(!t.due(2, 7), "no follow-up while calls are live");
     }
 }

@@ -313,8 +313,20 @@ impl Metrics {
                 record_sample(&h, &dev_ms, s.seen());
             }
         });
+        // A long call's samples stand for every frame it measured: a ten-minute call records
+        // ~75,000 values. They wait in the recorder until folded into their buckets; fold them
+        // now rather than let hundreds of long calls ending together pile them up.
+        let recorded = r.uplink_added_seen
+            + r.downlink_added_seen
+            + send_intervals.map_or(0, SendIntervals::seen);
+        if recorded > FOLD_AFTER {
+            self.upkeep();
+        }
     }
 }
+
+/// Values one call's end records past which they are folded into their buckets at once.
+const FOLD_AFTER: u64 = 10_000;
 
 /// Close codes as labels: the registered WebSocket codes and the application range by number,
 /// anything else as `other`, so a peer cannot mint label values.
