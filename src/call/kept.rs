@@ -19,35 +19,61 @@ const MAX_RECORD: usize = u16::MAX as usize;
 /// Appends `frame` to `out` as records.
 pub fn encode(frame: &[i16], out: &mut Vec<u8>) {
     for part in frame.chunks(MAX_RECORD) {
-        if !by_law(part, ULAW, g711::ulaw_encode, g711::ulaw_decode, out)
+        out.reserve(3 + 2 * part.len());
+        if part.iter().all(|&s| s == 0) {
+            // Digital silence (a fixture's pauses, padding): μ-law's zero, without the codec.
+            header(ULAW, part.len(), out);
+            out.resize(out.len() + part.len(), ULAW_ZERO);
+        } else if !by_law(part, ULAW, g711::ulaw_encode, g711::ulaw_decode, out)
             && !by_law(part, ALAW, g711::alaw_encode, g711::alaw_decode, out)
         {
             header(PCM16, part.len(), out);
-            out.extend(part.iter().flat_map(|s| s.to_le_bytes()));
+            let start = out.len();
+            out.resize(start + 2 * part.len(), 0);
+            for (b, s) in out[start..].chunks_exact_mut(2).zip(part) {
+                b.copy_from_slice(&s.to_le_bytes());
+            }
         }
     }
 }
 
+/// μ-law's code for a zero sample.
+const ULAW_ZERO: u8 = g711::ulaw_encode(0);
+
+/// Samples tried one by one before a whole record is encoded: audio that was never G.711
+/// fails within them.
+const PROBE: usize = 8;
+
 /// Appends `part` as a record of one law if every sample comes back exact; else appends
-/// nothing and says so (at the first sample that does not).
+/// nothing and says so.
+#[inline(always)]
 fn by_law(
     part: &[i16],
     tag: u8,
-    enc: fn(i16) -> u8,
-    dec: fn(u8) -> i16,
+    enc: impl Fn(i16) -> u8,
+    dec: impl Fn(u8) -> i16,
     out: &mut Vec<u8>,
 ) -> bool {
+    if part[..part.len().min(PROBE)]
+        .iter()
+        .any(|&s| dec(enc(s)) != s)
+    {
+        return false;
+    }
     let start = out.len();
     header(tag, part.len(), out);
-    for &s in part {
-        let b = enc(s);
-        if dec(b) != s {
-            out.truncate(start);
-            return false;
-        }
-        out.push(b);
+    let body = out.len();
+    out.resize(body + part.len(), 0);
+    let mut exact = true;
+    for (b, &s) in out[body..].iter_mut().zip(part) {
+        let c = enc(s);
+        *b = c;
+        exact &= dec(c) == s;
     }
-    true
+    if !exact {
+        out.truncate(start);
+    }
+    exact
 }
 
 fn header(tag: u8, samples: usize, out: &mut Vec<u8>) {
@@ -101,6 +127,19 @@ mod tests {
             assert_eq!(bytes.len(), 3 + frame.len());
             assert_eq!(bytes[0], tag);
         }
+    }
+
+    #[test]
+    fn silence_is_kept_as_ulaw_zeros() {
+        let (bytes, pcm) = round_trip(&[0; 320]);
+        assert_eq!(pcm, [0; 320]);
+        assert_eq!(bytes.len(), 3 + 320);
+        assert_eq!(bytes[0], ULAW);
+        // A frame exact only after the probe's first samples still comes out whole.
+        let mut late: Vec<i16> = vec![0; 20];
+        late.push(1001);
+        assert_eq!(round_trip(&late).1, late);
+        assert_eq!(round_trip(&late).0[0], PCM16);
     }
 
     #[test]
