@@ -92,8 +92,8 @@ pub fn decode(mut bytes: &[u8], out: &mut Vec<i16>) {
             return;
         };
         match *tag {
-            ULAW => out.extend(body.iter().map(|&b| g711::ulaw_decode(b))),
-            ALAW => out.extend(body.iter().map(|&b| g711::alaw_decode(b))),
+            ULAW => g711::decode_ulaw(body, out),
+            ALAW => g711::decode_alaw(body, out),
             _ => out.extend(
                 body.chunks_exact(2)
                     .map(|p| i16::from_le_bytes([p[0], p[1]])),
