@@ -94,14 +94,14 @@ struct Kept {
     len: u32,
     /// Its duration in µs (a frame is milliseconds long).
     dur_us: u32,
-    /// The session it was handed to (the low 32 bits of its epoch; [`NOT_HANDED`] if none) …
+    /// The session it was handed to ([`NOT_HANDED`] if none) …
     epoch: u32,
     /// … and when, in whole milliseconds after the machine's start, rounded up: a handle covers
     /// the frame no earlier than it would by the exact instant.
     at_ms: u32,
 }
 
-/// [`Kept::epoch`] of a frame no session has had.
+/// [`Kept::epoch`] of a frame no session has had (no call reaches that many sessions).
 const NOT_HANDED: u32 = u32::MAX;
 
 impl Kept {
@@ -123,25 +123,18 @@ impl Kept {
     }
 
     /// Handed to session `epoch` at `at`.
-    fn hand(&mut self, epoch: u64, at: Instant, start: Instant) {
+    fn hand(&mut self, epoch: u32, at: Instant, start: Instant) {
         let since = at.saturating_duration_since(start);
         let ms = since.as_millis() + u128::from(!since.subsec_nanos().is_multiple_of(1_000_000));
-        self.epoch = epoch as u32;
+        self.epoch = epoch;
         self.at_ms = u32::try_from(ms).unwrap_or(u32::MAX);
     }
 
-    /// Handed to session `epoch` at or before `limit`.
-    fn handed_by(&self, epoch: u64, limit: Instant, start: Instant) -> bool {
-        self.handed()
-            && self.epoch == epoch as u32
-            && start + Duration::from_millis(u64::from(self.at_ms)) <= limit
-    }
-
-    /// When it was handed, as the machine's (epoch, instant).
-    fn handed_at(&self, start: Instant) -> Option<(u64, Instant)> {
+    /// The session it was handed to and when (as kept: to the millisecond, rounded up).
+    fn handed_at(&self, start: Instant) -> Option<(u32, Instant)> {
         self.handed().then(|| {
             (
-                u64::from(self.epoch),
+                self.epoch,
                 start + Duration::from_millis(u64::from(self.at_ms)),
             )
         })
@@ -164,13 +157,13 @@ struct Attempt {
 /// on a G.711 leg, and decodes and resamples them when replaying). Frames are kept end to end in
 /// blocks: no allocation per frame.
 #[derive(Debug)]
-pub struct Reconnector<S = i16> {
+pub struct Reconnector<S> {
     policy: ReconnectPolicy,
     /// Where `at_ms` counts from.
     start: Instant,
     now: Instant,
     state: State,
-    epoch: u64,
+    epoch: u32,
     handle: Option<String>,
     /// A resumable handle arrived since the model last spoke or called a tool.
     handle_fresh: bool,
@@ -184,7 +177,7 @@ pub struct Reconnector<S = i16> {
     /// Audio pushed out of the ring after a session had it but before a handle covered it, and
     /// when the last such frame was handed to its session.
     evicted: Duration,
-    evicted_upto: Option<(u64, Instant)>,
+    evicted_upto: Option<(u32, Instant)>,
     /// Audio pushed out of the ring before any session had it: lost for sure.
     dropped: Duration,
     attempt: Option<Attempt>,
@@ -605,11 +598,10 @@ impl<S: Copy> Reconnector<S> {
         let Some(limit) = now.checked_sub(self.policy.replay_margin) else {
             return;
         };
-        while self
-            .ring
-            .front()
-            .is_some_and(|k| k.handed_by(epoch, limit, self.start))
-        {
+        while self.ring.front().is_some_and(|k| {
+            k.handed_at(self.start)
+                .is_some_and(|(e, at)| e == epoch && at <= limit)
+        }) {
             self.pop_kept();
         }
         if self
