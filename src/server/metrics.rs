@@ -305,11 +305,7 @@ impl Metrics {
             }
             if let Some(s) = send_intervals {
                 let h = metrics::histogram!("baton_egress_jitter_ms");
-                let dev_ms: Vec<f64> = s
-                    .kept()
-                    .iter()
-                    .map(|&us| (f64::from(us) - 20_000.0).abs() / 1000.0)
-                    .collect();
+                let dev_ms: Vec<f64> = s.kept_deviations_ms().collect();
                 record_sample(&h, &dev_ms, s.seen());
             }
         });

@@ -134,7 +134,6 @@ pub struct AudioSocketSession {
     started_at: Option<Instant>,
     /// Frames the caller's audio (set at the first audio message, when the rate is known).
     reframer: Option<Reframer>,
-    last_sent: Option<(Duration, Instant)>,
     send_intervals: SendIntervals,
     events: VecDeque<LegEvent>,
     transmits: VecDeque<Bytes>,
@@ -151,7 +150,6 @@ impl AudioSocketSession {
             ended: None,
             started_at: None,
             reframer: None,
-            last_sent: None,
             send_intervals: SendIntervals::default(),
             events: VecDeque::new(),
             transmits: VecDeque::new(),
@@ -386,14 +384,7 @@ impl AudioSocketSession {
         wire::encode_audio(info.kind, &frame.samples, &mut self.out);
         self.transmits.push_back(self.out.split().freeze());
         let end = frame.ts + frame.duration();
-        if let Some((prev_end, prev_at)) = self.last_sent
-            && prev_end == frame.ts
-        {
-            let us = now.saturating_duration_since(prev_at).as_micros();
-            self.send_intervals
-                .push(u32::try_from(us).unwrap_or(u32::MAX));
-        }
-        self.last_sent = Some((end, now));
+        self.send_intervals.sent(frame.ts, end, now);
         self.stats.frames_out += 1;
         Ok(())
     }
@@ -402,7 +393,7 @@ impl AudioSocketSession {
     /// flushed playout stops the agent's audio at the next tick.
     pub fn clear(&mut self) {
         self.stats.clears += 1;
-        self.last_sent = None;
+        self.send_intervals.break_off();
     }
 
     /// baton ends the call: queues `00 00 00`.

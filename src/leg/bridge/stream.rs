@@ -230,7 +230,6 @@ pub struct MediaStream {
     batch_ts: Duration,
     batch_end: Duration,
     pending: VecDeque<PendingMark>,
-    last_sent: Option<(Duration, Instant)>,
     send_intervals: SendIntervals,
     events: VecDeque<LegEvent>,
     transmits: VecDeque<Transmit>,
@@ -267,7 +266,6 @@ impl MediaStream {
             batch_ts: Duration::ZERO,
             batch_end: Duration::ZERO,
             pending: VecDeque::new(),
-            last_sent: None,
             send_intervals: SendIntervals::default(),
             events: VecDeque::new(),
             transmits: VecDeque::new(),
@@ -453,14 +451,7 @@ impl MediaStream {
         self.batch_frames += 1;
         let end = frame.ts + frame.duration();
         self.batch_end = end;
-        if let Some((prev_end, prev_at)) = self.last_sent
-            && prev_end == frame.ts
-        {
-            let us = now.saturating_duration_since(prev_at).as_micros();
-            self.send_intervals
-                .push(u32::try_from(us).unwrap_or(u32::MAX));
-        }
-        self.last_sent = Some((end, now));
+        self.send_intervals.sent(frame.ts, end, now);
         self.stats.frames_out += 1;
         if self.batch_frames >= self.per_message() {
             self.flush_batch(false);
@@ -511,7 +502,7 @@ impl MediaStream {
         for m in &mut self.pending {
             m.cleared = true;
         }
-        self.last_sent = None;
+        self.send_intervals.break_off();
         self.stats.clears += 1;
         self.transmits.push_back(Transmit::Clear);
         Ok(())

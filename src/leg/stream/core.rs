@@ -117,7 +117,6 @@ pub struct StreamCore {
     reply_end: Option<Duration>,
     replies: u64,
     pending: VecDeque<PendingMark>,
-    last_sent: Option<(Duration, Instant)>,
     send_intervals: SendIntervals,
     events: VecDeque<LegEvent>,
     transmits: VecDeque<Transmit>,
@@ -142,7 +141,6 @@ impl StreamCore {
             reply_end: None,
             replies: 0,
             pending: VecDeque::new(),
-            last_sent: None,
             send_intervals: SendIntervals::default(),
             events: VecDeque::new(),
             transmits: VecDeque::new(),
@@ -366,14 +364,7 @@ impl StreamCore {
         let bytes = codec.encode(&frame.samples)?;
         self.transmits.push_back(Transmit::Binary(bytes));
         let end = frame.ts + frame.duration();
-        if let Some((prev_end, prev_at)) = self.last_sent
-            && prev_end == frame.ts
-        {
-            let us = now.saturating_duration_since(prev_at).as_micros();
-            self.send_intervals
-                .push(u32::try_from(us).unwrap_or(u32::MAX));
-        }
-        self.last_sent = Some((end, now));
+        self.send_intervals.sent(frame.ts, end, now);
         self.reply_end = Some(end);
         self.stats.frames_out += 1;
         Ok(())
@@ -391,7 +382,7 @@ impl StreamCore {
             m.cleared = true;
         }
         self.reply_end = None;
-        self.last_sent = None;
+        self.send_intervals.break_off();
         self.stats.clears += 1;
         self.transmits
             .push_back(Transmit::Text(ToClient::Clear.to_json()));

@@ -2,6 +2,10 @@
 //! stray from the 20 ms frame period (median, 99th percentile, worst), and the bounded record of
 //! those intervals a leg keeps while its call runs ([`SendIntervals`]).
 
+use std::time::Duration;
+
+use tokio::time::Instant;
+
 use crate::audio::FRAME_MS;
 use crate::reservoir::Reservoir;
 
@@ -54,9 +58,28 @@ pub struct SendIntervals {
     reservoir: Reservoir,
     sum_us: u64,
     max_dev_us: u32,
+    /// Where the last frame sent ended on the media timeline, and when it was sent.
+    last: Option<(Duration, Instant)>,
 }
 
 impl SendIntervals {
+    /// A frame spanning `ts..end` of the media timeline was handed to the socket at `now`: its
+    /// interval from the previous frame counts when it follows that frame on the timeline.
+    pub fn sent(&mut self, ts: Duration, end: Duration, now: Instant) {
+        if let Some((prev_end, prev_at)) = self.last
+            && prev_end == ts
+        {
+            let us = now.saturating_duration_since(prev_at).as_micros();
+            self.push(u32::try_from(us).unwrap_or(u32::MAX));
+        }
+        self.last = Some((end, now));
+    }
+
+    /// The timeline breaks (a barge-in's clear): the next frame starts no interval.
+    pub fn break_off(&mut self) {
+        self.last = None;
+    }
+
     /// One more interval.
     pub fn push(&mut self, us: u32) {
         self.sum_us += u64::from(us);
@@ -67,6 +90,13 @@ impl SendIntervals {
     /// The intervals kept, in the order they were measured until the sample starts replacing.
     pub fn kept(&self) -> &[u32] {
         &self.kept
+    }
+
+    /// The kept intervals' deviations from 20 ms, in ms.
+    pub fn kept_deviations_ms(&self) -> impl Iterator<Item = f64> + '_ {
+        self.kept
+            .iter()
+            .map(|&us| f64::from(deviation(us)) / 1000.0)
     }
 
     /// Intervals measured (kept or not).
