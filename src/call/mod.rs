@@ -163,7 +163,9 @@ pub async fn run_with_agents(
     let transfer_port = opts.transfer.take();
     let dialer = opts.dialer.take();
     let person_recording = opts.person_recording.take();
-    let mut warm: Option<warm::Warm> = None;
+    // Boxed: a warm transfer's state (its brief session's core among it, ~8 KiB) is rare, and
+    // inline it would size every call's task for it.
+    let mut warm: Option<Box<warm::Warm>> = None;
     // A blind transfer under way (the person and what their `on_no_answer` says), and what an
     // unanswered one left to do.
     let mut blind: Option<(String, crate::transfer::OnNoAnswer)> = None;
@@ -248,7 +250,7 @@ pub async fn run_with_agents(
                                 now,
                             );
                             w.handle_timeout(&mut core, now);
-                            warm = Some(w);
+                            warm = Some(Box::new(w));
                         }
                         (None, _) => core.handle_transfer(
                             warm::unavailable(
@@ -291,7 +293,7 @@ pub async fn run_with_agents(
                 after = None;
             }
         }
-        if warm.as_ref().is_some_and(warm::Warm::is_over) {
+        if warm.as_ref().is_some_and(|w| w.is_over()) {
             warm = None;
         }
         if core.ended().is_some() {
@@ -317,7 +319,7 @@ pub async fn run_with_agents(
         if idle_slack {
             deadline += IDLE_SLACK;
         }
-        if let Some(at) = warm.as_ref().and_then(warm::Warm::poll_timeout) {
+        if let Some(at) = warm.as_ref().and_then(|w| w.poll_timeout()) {
             deadline = deadline.min(at);
         }
         if let Some(at) = after.as_ref().and_then(no_answer::Aftermath::deadline) {
@@ -548,7 +550,7 @@ fn ticks_due(core: &mut CallCore, now: std::time::Instant) {
 }
 
 /// What woke the warm transfer under way; never without one.
-async fn next_warm(warm: &mut Option<warm::Warm>) -> warm::Wake {
+async fn next_warm(warm: &mut Option<Box<warm::Warm>>) -> warm::Wake {
     match warm {
         Some(w) => w.next().await,
         None => std::future::pending().await,

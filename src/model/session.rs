@@ -82,10 +82,13 @@ impl Dialed {
     }
 }
 
-/// tungstenite's default read buffer is 128 KiB, zero-filled and so resident per call; model
-/// frames are a few KiB (40 ms of 24 kHz audio in base64), so 16 KiB reads them in one go and
-/// keeps a call's memory down (`baton bench load` measured 283 → 200 KiB per call).
-const READ_BUFFER_BYTES: usize = 16 * 1024;
+/// tungstenite's default read buffer is 128 KiB, zero-filled and so resident per call
+/// (`baton bench load` measured 283 → 200 KiB per call going to 16 KiB). The buffer is the
+/// most one read takes and where the socket's buffer starts: a frame larger than what is left
+/// grows it to fit (a model frame is a few KiB: 40 ms of 24 kHz audio in base64), so a small
+/// start costs a few more reads of a burst, not lost or split messages, and an idle socket (the
+/// standby) holds only this much.
+const READ_BUFFER_BYTES: usize = 4 * 1024;
 
 /// Dials `req`: TCP (+TLS with `tls` for `wss://`) or the in-memory stream, then the WebSocket
 /// upgrade, for messages of `max_frame_bytes` at most. Nagle is off: a control message written right after another (a handoff's context

@@ -299,8 +299,10 @@ pub async fn run_attached(
             }
         }
     };
-    // The contexts load while the model session opens: neither waits for the other.
-    let (opened, loaded) = tokio::join!(open, load);
+    // The contexts load while the model session opens: neither waits for the other. Boxed:
+    // inline, the two openings (and the session they hold when done) would size the call's
+    // task for its whole life.
+    let (opened, loaded) = Box::pin(async { tokio::join!(open, load) }).await;
     let (session, mut agents) = match opened {
         Ok(x) => x,
         Err(e) => {
