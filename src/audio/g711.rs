@@ -57,6 +57,33 @@ pub const fn alaw_decode(code: u8) -> i16 {
     ALAW_TABLE[code as usize]
 }
 
+/// One of the two G.711 laws, for code that holds audio in whichever one its leg speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Law {
+    /// μ-law (PCMU).
+    Ulaw,
+    /// A-law (PCMA).
+    Alaw,
+}
+
+impl Law {
+    /// The code of one linear sample.
+    pub const fn encode(self, s: i16) -> u8 {
+        match self {
+            Law::Ulaw => ulaw_encode(s),
+            Law::Alaw => alaw_encode(s),
+        }
+    }
+
+    /// The linear sample of one code.
+    pub const fn decode(self, code: u8) -> i16 {
+        match self {
+            Law::Ulaw => ULAW_TABLE[code as usize],
+            Law::Alaw => ALAW_TABLE[code as usize],
+        }
+    }
+}
+
 /// Appends the μ-law codes of `pcm` to `out` (no reallocation if `out` has the capacity).
 pub fn encode_ulaw(pcm: &[i16], out: &mut Vec<u8>) {
     out.extend(pcm.iter().map(|&s| ulaw_encode(s)));

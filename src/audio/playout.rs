@@ -10,7 +10,9 @@
 //! is never sent on the wire, so nothing the caller has heard is overlapped; a turn's padded last
 //! frame *was* sent, so audio arriving while it plays waits for its end.
 //!
-//! Queued audio is kept as a sample ring plus two small side queues: one mark per pushed chunk
+//! Queued audio is kept as a sample ring (linear PCM, or on a G.711 leg the codes the leg
+//! sends anyway: half the memory, and what the caller hears sample for sample) plus two small
+//! side queues: one mark per pushed chunk
 //! (for [`ChunkStart`] latency reporting) and one segment per run of consecutive audio from the
 //! same turn (for underrun accounting and turn boundaries). The tick path does not allocate except
 //! for the returned frame's buffer, which [`Playout::recycle`] lets the caller hand back.
@@ -35,6 +37,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::frame::{FRAME_MS, Frame, samples_per_frame};
+use super::g711::Law;
 
 const TICK: Duration = Duration::from_millis(FRAME_MS as u64);
 
@@ -139,7 +142,7 @@ pub struct Playout {
     /// When the model audio in the last released frame ends (the caller is still hearing it
     /// until then).
     heard_until: Option<Instant>,
-    queue: VecDeque<i16>,
+    queue: Queue,
     /// Absolute position of `queue[0]` (samples pushed before it were played or flushed).
     head: u64,
     marks: VecDeque<Mark>,
@@ -156,6 +159,12 @@ impl Playout {
     /// A playout clock at `rate` Hz (the leg's rate; a multiple of 1000 Hz, as `samples_per_frame`
     /// assumes) whose ticks fall at `start`, `start + 20 ms`, ...
     pub fn new(rate: u32, start: Instant) -> Self {
+        Self::holding(rate, start, None)
+    }
+
+    /// A playout clock as [`new`](Self::new) whose queue holds its audio in `law` when given:
+    /// for a leg whose wire is G.711, which quantises every frame to that law anyway.
+    pub fn holding(rate: u32, start: Instant, law: Option<Law>) -> Self {
         let spf = samples_per_frame(rate);
         Self {
             rate: rate.max(1),
@@ -164,7 +173,7 @@ impl Playout {
             next_at: start,
             idle: true,
             heard_until: None,
-            queue: VecDeque::with_capacity(spf * KEPT_FRAMES),
+            queue: Queue::with_capacity(law, spf * KEPT_FRAMES),
             head: 0,
             marks: VecDeque::with_capacity(16),
             segments: VecDeque::with_capacity(4),
@@ -204,7 +213,7 @@ impl Playout {
             let step = (self.spf * KEPT_FRAMES).max(self.queue.len() / 2);
             self.queue.reserve_exact(samples.len().max(step));
         }
-        self.queue.extend(samples);
+        self.queue.push(samples);
         let end = self.tail();
         match self.segments.back_mut() {
             Some(seg) if seg.tag == tag => seg.end = end,
@@ -282,7 +291,7 @@ impl Playout {
                 }
             }
         };
-        samples.extend(self.queue.drain(..taken));
+        self.queue.take(taken, &mut samples);
         samples.resize(self.spf, 0);
         self.head += taken as u64;
         if self.queue.is_empty() {
@@ -410,9 +419,124 @@ impl Playout {
     }
 }
 
+/// The queued samples: linear, or the codes of the leg's G.711 law (decoded as they are taken,
+/// so a frame carries the very samples the caller's side decodes).
+#[derive(Debug)]
+enum Queue {
+    Linear(VecDeque<i16>),
+    Coded(Law, VecDeque<u8>),
+}
+
+impl Queue {
+    fn with_capacity(law: Option<Law>, n: usize) -> Queue {
+        match law {
+            None => Queue::Linear(VecDeque::with_capacity(n)),
+            Some(law) => Queue::Coded(law, VecDeque::with_capacity(n)),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Queue::Linear(q) => q.len(),
+            Queue::Coded(_, q) => q.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Room for this many samples without growing.
+    fn capacity(&self) -> usize {
+        match self {
+            Queue::Linear(q) => q.capacity(),
+            Queue::Coded(_, q) => q.capacity(),
+        }
+    }
+
+    fn reserve_exact(&mut self, n: usize) {
+        match self {
+            Queue::Linear(q) => q.reserve_exact(n),
+            Queue::Coded(_, q) => q.reserve_exact(n),
+        }
+    }
+
+    fn shrink_to(&mut self, n: usize) {
+        match self {
+            Queue::Linear(q) => q.shrink_to(n),
+            Queue::Coded(_, q) => q.shrink_to(n),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Queue::Linear(q) => q.clear(),
+            Queue::Coded(_, q) => q.clear(),
+        }
+    }
+
+    fn push(&mut self, samples: &[i16]) {
+        match self {
+            Queue::Linear(q) => q.extend(samples),
+            Queue::Coded(law, q) => q.extend(samples.iter().map(|&s| law.encode(s))),
+        }
+    }
+
+    /// Moves the first `n` samples to the end of `out`.
+    fn take(&mut self, n: usize, out: &mut Vec<i16>) {
+        match self {
+            Queue::Linear(q) => out.extend(q.drain(..n)),
+            Queue::Coded(law, q) => out.extend(q.drain(..n).map(|c| law.decode(c))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_g711_playout_releases_what_the_leg_would_have_sent() {
+        let t0 = Instant::now();
+        let tag = TurnTag { agent: 0, turn: 1 };
+        let audio: Vec<i16> = (0..8000 * 2 + 77)
+            .map(|i: i32| ((i * 7919) % 65536 - 32768) as i16)
+            .collect();
+        for law in [Law::Ulaw, Law::Alaw] {
+            let mut linear = Playout::new(8000, t0);
+            let mut coded = Playout::holding(8000, t0, Some(law));
+            for p in [&mut linear, &mut coded] {
+                p.push(&audio[..5000], tag, t0);
+                p.push(&audio[5000..], tag, t0 + TICK);
+                p.end_turn(tag);
+            }
+            assert_eq!(linear.queued(), coded.queued());
+            let mut now = t0;
+            let mut voiced = 0;
+            loop {
+                let (a, b) = (linear.poll_frame(now), coded.poll_frame(now));
+                let (Some(a), Some(b)) = (a, b) else {
+                    panic!("{law:?}: one playout released a frame the other did not at {now:?}");
+                };
+                assert_eq!((a.kind, a.audio, a.frame.ts), (b.kind, b.audio, b.frame.ts));
+                if a.kind == PlayedKind::Silence {
+                    break;
+                }
+                voiced += 1;
+                let (sent, held) = (&a.frame.samples, &b.frame.samples);
+                for i in 0..a.audio {
+                    assert_eq!(
+                        held[i],
+                        law.decode(law.encode(sent[i])),
+                        "{law:?} sample {i}"
+                    );
+                }
+                assert_eq!(sent[a.audio..], held[a.audio..], "{law:?}: padding");
+                now += TICK;
+            }
+            assert_eq!(voiced, audio.len().div_ceil(160), "{law:?}");
+        }
+    }
 
     #[test]
     fn a_long_reply_gives_its_memory_back_once_played() {

@@ -159,6 +159,13 @@ impl CallCore {
         Ok(call)
     }
 
+    /// Holds what playout queues in `law` (the leg's wire law for the whole call): half the
+    /// memory, the same audio heard. Before the first model audio is queued.
+    pub fn hold_playout_in(&mut self, law: crate::audio::g711::Law) {
+        debug_assert!(self.playout.queued().is_zero());
+        self.playout = Playout::holding(self.leg_rate, self.media_zero, Some(law));
+    }
+
     /// Where the call's standby socket is to be dialed, if it keeps one: the sessions' own
     /// source, else the agent set's backend.
     pub fn standby_backend(&self) -> Option<ModelBackend> {

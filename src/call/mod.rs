@@ -155,6 +155,9 @@ pub async fn run_with_agents(
         agents,
         Instant::now().into_std(),
     )?;
+    if let Some(law) = leg.law {
+        core.hold_playout_in(law);
+    }
     let mut sessions = Sessions(vec![(SessionId(0), session)]);
     let standby = core.standby_backend().map(Standby::spawn);
     let mut hangup = opts.hangup.take();

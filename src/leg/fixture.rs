@@ -155,7 +155,8 @@ impl FixtureCaller {
         let (ev_tx, ev_rx) = mpsc::channel(64);
         let (cmd_tx, cmd_rx) = crate::leg::command_channel();
         let started_at = Instant::now();
-        let handle = LegHandle::new(self.codec.rate(), started_at, ev_rx, cmd_tx);
+        let law = (self.codec == LegCodec::Pcmu8k).then_some(crate::audio::g711::Law::Ulaw);
+        let handle = LegHandle::new(self.codec.rate(), started_at, ev_rx, cmd_tx).with_law(law);
         let task = tokio::spawn(self.run(started_at, ev_tx, cmd_rx));
         (handle, task)
     }

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::audio::Frame;
+use crate::audio::g711::Law;
 pub use crate::audio::playout::PlayedKind;
 
 /// What a leg reports to its call.
@@ -201,6 +202,9 @@ pub struct LegHandle {
     pub rate: u32,
     /// The instant the leg's media timeline starts (frame `ts` zero).
     pub started_at: Instant,
+    /// The G.711 law the leg's wire carries for the whole call, if it does: every frame played
+    /// to it is quantised to that law, so the call may hold what it queues in it.
+    pub law: Option<Law>,
     io: Box<dyn LegIo>,
 }
 
@@ -225,8 +229,15 @@ impl LegHandle {
         LegHandle {
             rate,
             started_at,
+            law: None,
             io,
         }
+    }
+
+    /// The leg as one whose wire carries `law` for the whole call (see [`LegHandle::law`]).
+    pub fn with_law(mut self, law: Option<Law>) -> LegHandle {
+        self.law = law;
+        self
     }
 
     /// The leg's next event; `None` once it is gone. Cancel-safe.
@@ -306,6 +317,7 @@ impl LegHandle {
         LegHandle {
             rate: self.rate,
             started_at: self.started_at,
+            law: self.law,
             io: wrap(self.io),
         }
     }

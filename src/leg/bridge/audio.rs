@@ -27,6 +27,15 @@ impl Encoding {
         }
     }
 
+    /// The G.711 law of a companded encoding.
+    pub fn law(self) -> Option<g711::Law> {
+        match self {
+            Encoding::Pcmu => Some(g711::Law::Ulaw),
+            Encoding::Pcma => Some(g711::Law::Alaw),
+            Encoding::L16Le | Encoding::L16Be => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Encoding::Pcmu => "PCMU (G.711 μ-law)",

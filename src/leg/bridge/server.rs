@@ -246,7 +246,8 @@ pub async fn accept(
     let (hold, closed) = Handover::new(leg);
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, info.clone()).in_current_span());
-    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(BridgeIo(hold)));
+    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(BridgeIo(hold)))
+        .with_law(info.format.encoding.law());
     Ok((handle, info, task))
 }
 
