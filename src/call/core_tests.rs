@@ -946,3 +946,131 @@ fn transfer_events_count_from_the_legs_media_start() {
         .expect("the transfer's stage is on the call's feed");
     assert_eq!(stage, at.as_millis() as u64, "2 s into the leg's media");
 }
+
+/// The shell's part of a blind transfer (`call::run_with_agents`): the transfer's events go
+/// through [`super::no_answer::after_blind`] and then to the core; every frame played goes to
+/// what an unanswered transfer left to do, checked after each pass.
+#[derive(Default)]
+struct BlindShell {
+    blind: Option<super::no_answer::Blind>,
+    after: Option<super::no_answer::Aftermath>,
+    seen: usize,
+}
+
+impl BlindShell {
+    fn transfer_event(&mut self, rig: &mut Rig, ev: crate::transfer::Event) {
+        if let Some(a) = super::no_answer::after_blind(&mut self.blind, &ev, rig.now) {
+            self.after = Some(a);
+        }
+        rig.core.handle_transfer(ev, rig.now);
+        if let Some(a) = self.after.as_mut() {
+            a.after_report(&mut rig.core, rig.now);
+        }
+        rig.drain();
+        self.pass(rig);
+    }
+
+    fn pass(&mut self, rig: &mut Rig) {
+        let Some(a) = self.after.as_mut() else {
+            return;
+        };
+        for (_, kind) in &rig.played[self.seen..] {
+            a.caller_played(*kind);
+        }
+        self.seen = rig.played.len();
+        a.check(&mut rig.core, rig.now);
+        rig.drain();
+        if a.is_done() {
+            self.after = None;
+        }
+    }
+
+    /// `d` of the call, one tick at a time.
+    fn run(&mut self, rig: &mut Rig, d: Duration) {
+        for _ in 0..d.as_millis() / 20 {
+            rig.advance(FRAME);
+            self.pass(rig);
+            if rig.core.ended().is_some() {
+                return;
+            }
+        }
+    }
+}
+
+/// Ravi (`config/agents/front_desk.toml`) does not answer a blind transfer whose
+/// `on_no_answer` is `"hang_up"`: the transfer's steps (announcing, referring, following, done)
+/// arrive before its outcome, the agent says why, and the call ends as soon as that reply has
+/// been heard, not at the 30 s guard.
+#[test]
+fn an_unanswered_blind_transfer_ends_the_call_once_the_agents_reply_has_played() {
+    use crate::transfer::{Event, OnNoAnswer, Outcome, Stage};
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
+    let mut reg = crate::agents::load(&path).unwrap();
+    for p in &mut reg.people {
+        p.human.on_no_answer = OnNoAnswer::HangUp;
+    }
+    let mut cfg = SessionConfig::default();
+    let agents = Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg);
+    let opts = CallOptions {
+        caller_silence: Duration::from_millis(200),
+        ..CallOptions::default()
+    };
+    let mut rig = Rig::build(Protocol::Gemini, opts, Some(agents));
+    let mut shell = BlindShell::default();
+    // The announcement, and the transfer asked once it has played.
+    rig.model_audio(FIRST, 400);
+    rig.core
+        .handle_command(
+            crate::agents::Input::Activate {
+                agent: "ravi".into(),
+            },
+            rig.now,
+        )
+        .unwrap();
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.advance(Duration::from_millis(500));
+    let Some(Task::Transfer(req)) = rig.tasks.pop() else {
+        panic!("no transfer asked: {:?}", rig.tasks);
+    };
+    assert_eq!(req.settings.on_no_answer, OnNoAnswer::HangUp);
+    shell.blind = Some((req.to.clone(), req.settings.on_no_answer.clone()));
+    for stage in [
+        Stage::Announcing,
+        Stage::Referring,
+        Stage::Following,
+        Stage::Done,
+    ] {
+        shell.transfer_event(&mut rig, Event::Stage { stage });
+    }
+    shell.run(&mut rig, Duration::from_millis(200));
+    let no_answer = super::no_answer::tests::finished(Outcome::NoAnswer { status: Some(480) });
+    shell.transfer_event(&mut rig, no_answer);
+    assert!(shell.after.is_some(), "the outcome leaves the call to end");
+    // Silence while the model prepares its reply ends nothing.
+    shell.run(&mut rig, Duration::from_millis(300));
+    assert_eq!(rig.core.ended(), None, "not before the agent has said why");
+    // The agent says why: 400 ms.
+    let reply_at = rig.now;
+    rig.model_audio(FIRST, 400);
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    shell.run(&mut rig, Duration::from_secs(5));
+    let ended = rig.core.ended().expect("the call ended");
+    assert!(ended.contains("did not answer"), "{ended}");
+    assert_eq!(rig.hangups, 1);
+    assert_eq!(rig.voiced_since(reply_at), 20, "the whole reply was heard");
+    let last_voice = rig
+        .played
+        .iter()
+        .rev()
+        .find(|(_, k)| *k == PlayedKind::Voice)
+        .map(|(at, _)| *at)
+        .unwrap();
+    assert!(
+        rig.now <= last_voice + 2 * FRAME,
+        "ended {:?} after the reply's last frame (the guard is {:?})",
+        rig.now - last_voice,
+        super::no_answer::ENDING_GUARD
+    );
+}
