@@ -398,10 +398,12 @@ async fn an_unanswered_blind_transfer_ends_the_call_after_the_agent_says_why_whe
         s.push(bye_answered());
         s
     };
+    // The call is over 10 s in (the question, the announcement, the REFER, the reply); the
+    // caller listens 2 s longer.
     let Some(r) = run_with(
         "human-blind-no-answer",
         steps,
-        14,
+        12,
         "on_no_answer = \"hang_up\"",
     )
     .await
@@ -417,5 +419,25 @@ async fn an_unanswered_blind_transfer_ends_the_call_after_the_agent_says_why_whe
     assert!(
         heard + 4 >= both,
         "the agent said why before the call ended: {heard} of {both}"
+    );
+    // baton ended it, as configured, once the reply had played: not the RTP timeout after the
+    // caller went quiet, nor the 30 s guard.
+    assert_eq!(r.record.hung_up_by, Some(HungUpBy::Baton), "{:?}", r.record);
+    assert!(
+        r.record
+            .end_reason
+            .as_deref()
+            .is_some_and(|e| e.contains("did not answer")),
+        "{:?}",
+        r.record
+    );
+    let end = of_type(&r.events, "call_end");
+    let at = |e: &Value| e["at_ms"].as_u64().unwrap_or(u64::MAX);
+    let (outcome_at, end_at) = (at(last), end.first().map_or(u64::MAX, |e| at(e)));
+    let reply_ms = clip_blocks("asha_01.wav") as u64 * 20;
+    assert!(
+        end_at <= outcome_at + reply_ms + 2000,
+        "the call ended {} ms after the outcome; the reply is {reply_ms} ms",
+        end_at.saturating_sub(outcome_at)
     );
 }

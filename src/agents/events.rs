@@ -1,7 +1,7 @@
 //! What a call reports about its agents: the per-call event stream (seed 002's names, one JSON
 //! object per line), transcript lines tagged with the agent, and the agent history (seed 000
-//! §5.1: activated/deactivated times and message counts). Times are milliseconds since the
-//! orchestrator started (the call's start).
+//! §5.1: activated/deactivated times and message counts). Times are milliseconds on the call's
+//! media timeline: from the caller leg's media start, as the report's turn and reconnect times.
 
 use serde::Serialize;
 

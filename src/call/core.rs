@@ -130,7 +130,7 @@ impl CallCore {
             downlink_sample: Reservoir::default(),
             session: Some(first),
             protocol,
-            agents: agents.map(|a| AgentsDriver::new(a, now)),
+            agents: agents.map(|a| AgentsDriver::new(a, now, media_zero)),
             playout: Playout::new(leg_rate, media_zero),
             leg_rate,
             up,

@@ -121,15 +121,29 @@ impl Rig {
 
     fn build(protocol: Protocol, opts: CallOptions, agents: Option<Agents>) -> Rig {
         let t0 = Instant::now();
+        Rig::build_timed(protocol, opts, agents, t0, t0)
+    }
+
+    /// A core built at `built` on a leg whose media starts at `media_zero` (before: the leg's
+    /// frames waited for the model session to open; after: a leg that starts once the call is
+    /// ready). The clock starts at the later of the two.
+    fn build_timed(
+        protocol: Protocol,
+        opts: CallOptions,
+        agents: Option<Agents>,
+        built: Instant,
+        media_zero: Instant,
+    ) -> Rig {
         let first = Live {
             id: FIRST,
             caps: if agents.is_some() { all_caps() } else { caps() },
         };
-        let core = CallCore::new(RATE, t0, first, protocol, &opts, agents, t0).unwrap();
+        let core = CallCore::new(RATE, media_zero, first, protocol, &opts, agents, built).unwrap();
+        let now = built.max(media_zero);
         let mut rig = Rig {
             core,
-            now: t0,
-            caller_ts: Duration::ZERO,
+            now,
+            caller_ts: now - media_zero,
             played: Vec::new(),
             clears: 0,
             hangups: 0,
@@ -802,5 +816,261 @@ fn an_operators_transfer_to_a_person_goes_out_once_what_the_caller_hears_has_pla
         rig.voiced_since(start),
         60,
         "the whole greeting was heard first"
+    );
+}
+
+/// Every `at_ms` of a call counts from the leg's media start, as its turn times do: whether the
+/// core is built well after the leg started (the model session opened first, as under
+/// `baton serve`) or before it (a fixture leg that starts once the call is ready), a handoff
+/// decided as the announcement starts playing has the announcing turn's `agent_start_ms`, and
+/// the events of the call's feed sit on the same timeline.
+#[test]
+fn handoff_and_event_times_count_from_the_legs_media_start_as_turn_times_do() {
+    let offset = Duration::from_millis(1500);
+    for media_first in [true, false] {
+        let agents = agents(Strategy::ContextUpdate);
+        // The orchestrator was made just now (as a call's is, before its session opens).
+        let built = Instant::now();
+        let media_zero = if media_first {
+            built
+                .checked_sub(offset)
+                .expect("a monotonic clock past 1.5 s")
+        } else {
+            built + offset
+        };
+        let opts = CallOptions {
+            caller_silence: Duration::from_millis(200),
+            ..CallOptions::default()
+        };
+        let mut rig = Rig::build_timed(Protocol::Gemini, opts, Some(agents), built, media_zero);
+        rig.caller(400, true);
+        rig.caller(300, false);
+        let announced = rig.now - media_zero;
+        rig.announce();
+        rig.model_event(FIRST, ModelEvent::GenerationComplete);
+        rig.model_event(FIRST, ModelEvent::TurnComplete);
+        rig.model_audio(FIRST, 400);
+        rig.model_event(FIRST, ModelEvent::TurnComplete);
+        rig.advance(Duration::from_secs(2));
+        let end = rig.now - media_zero;
+        let report = rig.core.finish(Some("test".into()));
+        let case = if media_first {
+            "leg first"
+        } else {
+            "core first"
+        };
+
+        let turn = &report.turns[0];
+        let spoke = turn.agent_start_ms.expect("the announcement was heard");
+        assert!(
+            (spoke - super::metrics::ms(announced)).abs() < 1.0,
+            "{case}: the announcement plays as it arrives ({spoke} ms)"
+        );
+        let [h] = report.handoffs.as_slice() else {
+            panic!("{case}: one handoff: {:?}", report.handoffs);
+        };
+        assert!(
+            (h.at_ms as f64 - spoke).abs() <= 1.0,
+            "{case}: the handoff was decided as its announcement began: at {} ms, the turn's \
+             agent_start_ms {spoke}",
+            h.at_ms
+        );
+        let heard = h.heard_at_ms.expect("the specialist was heard");
+        assert!(
+            heard >= h.at_ms as f64 && heard <= super::metrics::ms(end),
+            "{case}: heard at {heard} ms, after the decision at {} ms",
+            h.at_ms
+        );
+        // The feed's events: the primary from the start, the handoff's at its decision.
+        let at = |kind: &str| -> Vec<u64> {
+            report
+                .events
+                .iter()
+                .filter_map(|e| {
+                    let v = serde_json::to_value(e).ok()?;
+                    (v["type"] == kind).then(|| v["at_ms"].as_u64()).flatten()
+                })
+                .collect()
+        };
+        assert_eq!(at("agent_start").first(), Some(&0), "{case}");
+        assert_eq!(
+            at("handoff_announcement"),
+            vec![h.at_ms],
+            "{case}: the feed and the report agree"
+        );
+        let transcript = at("transcript");
+        assert!(
+            !transcript.is_empty()
+                && transcript
+                    .iter()
+                    .all(|&t| t as f64 <= super::metrics::ms(end)),
+            "{case}: transcript lines within the call's media time: {transcript:?}"
+        );
+    }
+}
+
+/// A transfer's events (to a person, asked of the leg) are on the call's media timeline too.
+#[test]
+fn transfer_events_count_from_the_legs_media_start() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
+    let reg = crate::agents::load(&path).unwrap();
+    let mut cfg = SessionConfig::default();
+    let agents = Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg);
+    let built = Instant::now();
+    let media_zero = built
+        .checked_sub(Duration::from_millis(1500))
+        .expect("a monotonic clock past 1.5 s");
+    let opts = CallOptions {
+        caller_silence: Duration::from_millis(200),
+        ..CallOptions::default()
+    };
+    let mut rig = Rig::build_timed(Protocol::Gemini, opts, Some(agents), built, media_zero);
+    rig.advance(Duration::from_millis(500));
+    let at = rig.now - media_zero;
+    rig.core.handle_transfer(
+        crate::transfer::Event::Stage {
+            stage: crate::transfer::Stage::Referring,
+        },
+        rig.now,
+    );
+    rig.drain();
+    let report = rig.core.finish(Some("test".into()));
+    let stage = report
+        .events
+        .iter()
+        .find_map(|e| match e {
+            crate::agents::CallEvent::Transfer { at_ms, .. } => Some(*at_ms),
+            _ => None,
+        })
+        .expect("the transfer's stage is on the call's feed");
+    assert_eq!(stage, at.as_millis() as u64, "2 s into the leg's media");
+}
+
+/// The shell's part of a blind transfer (`call::run_with_agents`): the transfer's events go
+/// through [`super::no_answer::after_blind`] and then to the core; every frame played goes to
+/// what an unanswered transfer left to do, checked after each pass.
+#[derive(Default)]
+struct BlindShell {
+    blind: Option<super::no_answer::Blind>,
+    after: Option<super::no_answer::Aftermath>,
+    seen: usize,
+}
+
+impl BlindShell {
+    fn transfer_event(&mut self, rig: &mut Rig, ev: crate::transfer::Event) {
+        if let Some(a) = super::no_answer::after_blind(&mut self.blind, &ev, rig.now) {
+            self.after = Some(a);
+        }
+        rig.core.handle_transfer(ev, rig.now);
+        if let Some(a) = self.after.as_mut() {
+            a.after_report(&mut rig.core, rig.now);
+        }
+        rig.drain();
+        self.pass(rig);
+    }
+
+    fn pass(&mut self, rig: &mut Rig) {
+        let Some(a) = self.after.as_mut() else {
+            return;
+        };
+        for (_, kind) in &rig.played[self.seen..] {
+            a.caller_played(*kind);
+        }
+        self.seen = rig.played.len();
+        a.check(&mut rig.core, rig.now);
+        rig.drain();
+        if a.is_done() {
+            self.after = None;
+        }
+    }
+
+    /// `d` of the call, one tick at a time.
+    fn run(&mut self, rig: &mut Rig, d: Duration) {
+        for _ in 0..d.as_millis() / 20 {
+            rig.advance(FRAME);
+            self.pass(rig);
+            if rig.core.ended().is_some() {
+                return;
+            }
+        }
+    }
+}
+
+/// Ravi (`config/agents/front_desk.toml`) does not answer a blind transfer whose
+/// `on_no_answer` is `"hang_up"`: the transfer's steps (announcing, referring, following, done)
+/// arrive before its outcome, the agent says why, and the call ends as soon as that reply has
+/// been heard, not at the 30 s guard.
+#[test]
+fn an_unanswered_blind_transfer_ends_the_call_once_the_agents_reply_has_played() {
+    use crate::transfer::{Event, OnNoAnswer, Outcome, Stage};
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
+    let mut reg = crate::agents::load(&path).unwrap();
+    for p in &mut reg.people {
+        p.human.on_no_answer = OnNoAnswer::HangUp;
+    }
+    let mut cfg = SessionConfig::default();
+    let agents = Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg);
+    let opts = CallOptions {
+        caller_silence: Duration::from_millis(200),
+        ..CallOptions::default()
+    };
+    let mut rig = Rig::build(Protocol::Gemini, opts, Some(agents));
+    let mut shell = BlindShell::default();
+    // The announcement, and the transfer asked once it has played.
+    rig.model_audio(FIRST, 400);
+    rig.core
+        .handle_command(
+            crate::agents::Input::Activate {
+                agent: "ravi".into(),
+            },
+            rig.now,
+        )
+        .unwrap();
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.advance(Duration::from_millis(500));
+    let Some(Task::Transfer(req)) = rig.tasks.pop() else {
+        panic!("no transfer asked: {:?}", rig.tasks);
+    };
+    assert_eq!(req.settings.on_no_answer, OnNoAnswer::HangUp);
+    shell.blind = Some((req.to.clone(), req.settings.on_no_answer.clone()));
+    for stage in [
+        Stage::Announcing,
+        Stage::Referring,
+        Stage::Following,
+        Stage::Done,
+    ] {
+        shell.transfer_event(&mut rig, Event::Stage { stage });
+    }
+    shell.run(&mut rig, Duration::from_millis(200));
+    let no_answer = super::no_answer::tests::finished(Outcome::NoAnswer { status: Some(480) });
+    shell.transfer_event(&mut rig, no_answer);
+    assert!(shell.after.is_some(), "the outcome leaves the call to end");
+    // Silence while the model prepares its reply ends nothing.
+    shell.run(&mut rig, Duration::from_millis(300));
+    assert_eq!(rig.core.ended(), None, "not before the agent has said why");
+    // The agent says why: 400 ms.
+    let reply_at = rig.now;
+    rig.model_audio(FIRST, 400);
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    shell.run(&mut rig, Duration::from_secs(5));
+    let ended = rig.core.ended().expect("the call ended");
+    assert!(ended.contains("did not answer"), "{ended}");
+    assert_eq!(rig.hangups, 1);
+    assert_eq!(rig.voiced_since(reply_at), 20, "the whole reply was heard");
+    let last_voice = rig
+        .played
+        .iter()
+        .rev()
+        .find(|(_, k)| *k == PlayedKind::Voice)
+        .map(|(at, _)| *at)
+        .unwrap();
+    assert!(
+        rig.now <= last_voice + 2 * FRAME,
+        "ended {:?} after the reply's last frame (the guard is {:?})",
+        rig.now - last_voice,
+        super::no_answer::ENDING_GUARD
     );
 }

@@ -50,7 +50,8 @@ pub struct HandoffRecord {
     /// refused on the way.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// When the handoff was announced (ms from call start).
+    /// When the handoff was decided (ms on the caller's media timeline, as turn times: from the
+    /// leg's start).
     #[serde(skip)]
     pub at_ms: u64,
 }

@@ -366,10 +366,8 @@ pub async fn run_with_agents(
                 ev = next_transfer_event(&mut transfer_events) => match ev {
                     Some(ev) => {
                         let now = Instant::now().into_std();
-                        if let (crate::transfer::Event::Finished(r), Some((person, on))) =
-                            (&ev, blind.take())
-                        {
-                            after = no_answer::Aftermath::after(&person, &on, &r.outcome, now);
+                        if let Some(a) = no_answer::after_blind(&mut blind, &ev, now) {
+                            after = Some(a);
                         }
                         core.handle_transfer(ev, now);
                         if let Some(a) = after.as_mut() {

@@ -2,16 +2,35 @@
 //! `on_no_answer` says: bring in another agent of the set (as an operator would, once the
 //! outcome has reached the orchestrator, which tells the agent why), or end the call once the
 //! agent has said why — its reply played out after a silence, or at a guard. `"return"` leaves
-//! nothing to do. Blind and warm transfers share it.
+//! nothing to do. Blind and warm transfers share it; a blind one's outcome is read from its
+//! events by [`after_blind`], past the steps that come before it.
 
 use std::time::{Duration, Instant};
 
 use super::CallCore;
 use crate::audio::playout::PlayedKind;
-use crate::transfer::{OnNoAnswer, Outcome};
+use crate::transfer::{Event, OnNoAnswer, Outcome};
 
 /// The longest the agent is given to say why before a `hang_up` transfer ends the call.
 pub const ENDING_GUARD: Duration = Duration::from_secs(30);
+
+/// A blind transfer under way: the person, and what their `on_no_answer` says.
+pub(super) type Blind = (String, OnNoAnswer);
+
+/// What an event `ev` of the blind transfer under way (`blind`) leaves to do at `now`: its
+/// outcome (`Finished`) ends the wait and says what, by [`Aftermath::after`]; every step before
+/// it (announcing, referring, following, …) leaves `blind` waiting for that outcome.
+pub(super) fn after_blind(
+    blind: &mut Option<Blind>,
+    ev: &Event,
+    now: Instant,
+) -> Option<Aftermath> {
+    let Event::Finished(report) = ev else {
+        return None;
+    };
+    let (person, on_no_answer) = blind.take()?;
+    Aftermath::after(&person, &on_no_answer, &report.outcome, now)
+}
 
 /// What is left to do after an unanswered transfer to `person`.
 #[derive(Debug)]
@@ -121,8 +140,45 @@ impl Aftermath {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+    use crate::transfer::{BlindVia, Destination, Plan, Report, Stage};
+
+    /// The outcome of a blind transfer by REFER to Ravi.
+    pub(in crate::call) fn finished(outcome: Outcome) -> Event {
+        let target = Destination::Sip("sip:ravi@127.0.0.1:5999".into());
+        Event::Finished(Report {
+            outcome,
+            status: Some(480),
+            ..Report::unavailable(Plan::Blind(BlindVia::SipRefer), target, "")
+        })
+    }
+
+    /// A blind transfer's steps come before its outcome (announcing, referring, following, done,
+    /// then finished, each one event): none of them is the outcome, and none may use up what the
+    /// outcome is to be read with.
+    #[test]
+    fn a_blind_transfers_steps_leave_it_waiting_for_its_outcome() {
+        let now = Instant::now();
+        let mut blind = Some(("ravi".to_owned(), OnNoAnswer::HangUp));
+        for stage in [
+            Stage::Announcing,
+            Stage::Referring,
+            Stage::Following,
+            Stage::Done,
+        ] {
+            assert!(after_blind(&mut blind, &Event::Stage { stage }, now).is_none());
+            assert!(blind.is_some(), "still waiting after {stage:?}");
+        }
+        let no_answer = finished(Outcome::NoAnswer { status: Some(480) });
+        let a = after_blind(&mut blind, &no_answer, now).expect("the call is to end");
+        assert_eq!(a.deadline(), Some(now + ENDING_GUARD));
+        assert!(blind.is_none(), "one outcome per transfer");
+        // Answered: nothing is left to do.
+        let mut blind = Some(("ravi".to_owned(), OnNoAnswer::HangUp));
+        assert!(after_blind(&mut blind, &finished(Outcome::Transferred), now).is_none());
+        assert!(blind.is_none());
+    }
 
     #[test]
     fn only_an_unanswered_transfer_leaves_anything_to_do() {

@@ -382,6 +382,7 @@ pub async fn run_attached(
         });
     }
     if let Some(l) = &live {
+        l.timed_from(leg.started_at);
         l.steer(Steering {
             caller: info.caller.clone(),
             agent_set,

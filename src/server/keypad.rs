@@ -49,7 +49,7 @@ pub fn tap(app: &AppState, leg: LegHandle, hooks: Hooks) -> LegHandle {
         return leg;
     };
     let cfg = app.loaded.config.keypad.clone();
-    let rate = leg.rate;
+    let (rate, media_zero) = (leg.rate, leg.started_at);
     leg.wrap(move |inner| {
         let (_, feed) = live.subscribe();
         let now = Instant::now();
@@ -59,7 +59,7 @@ pub fn tap(app: &AppState, leg: LegHandle, hooks: Hooks) -> LegHandle {
             cfg,
             live,
             hooks,
-            started: now,
+            media_zero,
             deliveries: 0,
             inner,
             feed: Some(ReusableBoxFuture::new(next_line(feed))),
@@ -81,7 +81,8 @@ struct Tap {
     tones: Tones,
     live: Arc<LiveCall>,
     hooks: Hooks,
-    started: Instant,
+    /// The leg's media start: key times count from there, as the call's events do.
+    media_zero: Instant,
     deliveries: u64,
     inner: Box<dyn LegIo>,
     /// The call's event stream (the agent's key presses); `None` once it closed.
@@ -154,7 +155,9 @@ impl LegIo for Tap {
 
 impl Tap {
     fn at_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        Instant::now()
+            .saturating_duration_since(self.media_zero)
+            .as_millis() as u64
     }
 
     /// A key from the caller.

@@ -35,6 +35,8 @@ pub struct LiveCall {
     /// The WHIP session secret, for WebRTC calls.
     pub(super) session: Option<String>,
     started: Instant,
+    /// The media start of the call's leg, once known: where the feed's `at_ms` count from.
+    media_zero: OnceLock<Instant>,
     feed: Mutex<Feed>,
     hangup: watch::Sender<bool>,
     /// Turns true when an operator hangs the call up (`POST /admin/calls/{id}/hangup`).
@@ -95,6 +97,7 @@ impl LiveCall {
             started_unix_ms,
             session,
             started: Instant::now(),
+            media_zero: OnceLock::new(),
             feed: Mutex::new(Feed {
                 history: VecDeque::new(),
                 tx: broadcast::channel(LAG).0,
@@ -168,6 +171,18 @@ impl LiveCall {
     /// Milliseconds since the call was listed.
     pub fn elapsed_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
+    }
+
+    /// The call's media timeline starts at `zero` (its leg's start; the first one set stays):
+    /// the feed's own events count from there, as the call's events and turns do.
+    pub fn timed_from(&self, zero: Instant) {
+        let _ = self.media_zero.set(zero);
+    }
+
+    /// Now on the call's media timeline, in ms (from the listing while the leg is not known).
+    pub fn at_ms(&self) -> u64 {
+        let zero = self.media_zero.get().copied().unwrap_or(self.started);
+        Instant::now().saturating_duration_since(zero).as_millis() as u64
     }
 
     /// The active agent's name (empty without an agent set).
@@ -289,6 +304,6 @@ pub fn figures(report: &CallReport) -> serde_json::Value {
 pub fn publish_end(live: &LiveCall, reason: &str, figures: serde_json::Value) {
     live.publish(&serde_json::json!({
         "type": "call_end", "call_id": live.id, "reason": reason,
-        "figures": figures, "at_ms": live.elapsed_ms(),
+        "figures": figures, "at_ms": live.at_ms(),
     }));
 }

@@ -321,6 +321,19 @@ impl Orchestrator {
         o
     }
 
+    /// Event times (`at_ms`) counted from `zero` from now on: the call's media start, where its
+    /// turn and reconnect times count from (the leg may start well before the orchestrator, when
+    /// the model session opens first, or after it). The primary's activation stays at 0: it is
+    /// the call's agent from its first moment.
+    pub fn time_from(&mut self, zero: Instant) {
+        self.start = zero;
+    }
+
+    /// `at` in milliseconds on the call's timeline (as every `at_ms` of its events).
+    pub fn at_ms(&self, at: Instant) -> u64 {
+        self.ms(at)
+    }
+
     /// The caller's paused contexts from earlier calls: a handoff to one of their agents tells
     /// the agent the earlier summary and working state ([`super::contexts::resume_brief`]).
     pub fn resume_contexts(&mut self, contexts: Vec<Resumable>) {

@@ -125,14 +125,16 @@ pub struct AgentsDriver {
     handover: Option<(crate::agents::PersonHandover, Instant)>,
     /// The person a transfer is under way to (asked of the leg).
     transferring: Option<String>,
-    /// When the orchestrator started (event times are relative to it).
-    started: Instant,
 }
 
 impl AgentsDriver {
-    pub fn new(a: Agents, now: Instant) -> AgentsDriver {
+    /// Drives `a`'s orchestrator from `now` in a call whose media timeline starts at
+    /// `media_zero`: every event's `at_ms` counts from there, as the call's turn times do.
+    pub fn new(a: Agents, now: Instant, media_zero: Instant) -> AgentsDriver {
+        let mut orch = a.orchestrator;
+        orch.time_from(media_zero);
         AgentsDriver {
-            orch: a.orchestrator,
+            orch,
             caps: a.capabilities,
             deferred_cold: None,
             backend: a.backend,
@@ -160,7 +162,6 @@ impl AgentsDriver {
             generation_done: false,
             handover: None,
             transferring: None,
-            started: now,
         }
     }
 
@@ -534,7 +535,7 @@ impl AgentsDriver {
         let e = CallEvent::Transfer {
             to: to.clone(),
             step: ev,
-            at_ms: ms(now.saturating_duration_since(self.started)).round() as u64,
+            at_ms: self.orch.at_ms(now),
         };
         self.on_event(e, now);
         let outcome = finished?;
