@@ -24,7 +24,7 @@ use super::config::Transport;
 use super::leg::{self, LegEnd, LegOutcome, Signal, SipLeg};
 use super::media::MediaConfig;
 use super::sdp::{self, Codec, Direction, Local, Negotiated};
-use super::transfer::{BlindTransfer, Running, Step};
+use super::transfer::{self, BlindTransfer, Running, Step, TransferPort};
 use super::ua::{self, UserAgent};
 use super::uas::{self, Capacity, Decision, InviteFacts, Nonces, Policy};
 
@@ -83,8 +83,8 @@ pub struct CallDialog {
     /// The INVITE's server transaction (inbound calls), run until ACK.
     invite: Option<JoinHandle<()>>,
     /// Blind transfers asked of this call ([`CallDialog::transfers`]).
-    transfers: mpsc::UnboundedReceiver<BlindTransfer>,
-    transfer_tx: mpsc::UnboundedSender<BlindTransfer>,
+    transfers: mpsc::Receiver<BlindTransfer>,
+    transfer_tx: TransferPort,
 }
 
 /// How a call's signalling ended.
@@ -281,7 +281,7 @@ pub async fn answer(
         sockets,
         settings.event_queue,
     );
-    let (transfer_tx, transfers) = mpsc::unbounded_channel();
+    let (transfer_tx, transfers) = mpsc::channel(transfer::REQUESTS);
     Ok(Connected {
         leg,
         dialog: CallDialog {
@@ -301,8 +301,8 @@ pub async fn answer(
 
 impl CallDialog {
     /// Where blind transfers of this call are asked for while it runs; one at a time (a
-    /// request while one is under way waits for its outcome).
-    pub fn transfers(&self) -> mpsc::UnboundedSender<BlindTransfer> {
+    /// request while one is under way waits for its outcome, [`transfer::REQUESTS`] at most).
+    pub fn transfers(&self) -> TransferPort {
         self.transfer_tx.clone()
     }
 
@@ -810,7 +810,7 @@ pub async fn place_watched(
         source: None,
         transport: dial.transport.to_string(),
     };
-    let (transfer_tx, transfers) = mpsc::unbounded_channel();
+    let (transfer_tx, transfers) = mpsc::channel(transfer::REQUESTS);
     Ok(Connected {
         leg,
         dialog: CallDialog {
