@@ -4,9 +4,11 @@
 //! outcome is `transferred` with status 200 and baton leaves the call with BYE. Refused (603 to
 //! the REFER, or 202 then NOTIFY 486): the outcome is typed with the status, and the call stays
 //! up with baton until baton hangs up. The callee hanging up instead of answering the REFER
-//! ends the transfer as `caller_hung_up`. And through `baton serve`: `POST /calls/{id}/transfer`
-//! on a call placed to SIPp answers with the typed report, the call's event feed carries the
-//! transfer's steps, and the finished call says baton left it because it was transferred.
+//! ends the transfer as `caller_hung_up`. A flood of NOTIFYs that are not sipfrags, unread,
+//! arrives as a few one by one and one count, ahead of the report. And through `baton serve`:
+//! `POST /calls/{id}/transfer` on a call placed to SIPp answers with the typed report, the call's
+//! event feed carries the transfer's steps, and the finished call says baton left it because it
+//! was transferred.
 
 mod sip_support;
 mod support;
@@ -20,10 +22,9 @@ use baton::leg::sip::media::MediaConfig;
 use baton::leg::sip::sdp::Codec;
 use baton::leg::sip::transfer::BlindTransfer;
 use baton::leg::sip::ua::{self, UserAgent};
-use baton::transfer::{Destination, Event, Outcome, Report, Settings};
+use baton::transfer::{Destination, Event, EventReceiver, Outcome, Report, Settings};
 use rsipstack::transaction::transaction::Transaction;
 use sip_support::{Scenario, free_udp, scenario, scratch, sipp_on};
-use tokio::sync::mpsc;
 
 const TARGET: &str = "sip:priya@127.0.0.1:5999";
 
@@ -184,7 +185,7 @@ async fn place(sipp_port: u16) -> Call {
 }
 
 /// The report of the transfer whose events arrive on `events`, and the stages it went through.
-async fn finished(events: &mut mpsc::UnboundedReceiver<Event>) -> (Report, Vec<String>) {
+async fn finished(events: &mut EventReceiver) -> (Report, Vec<String>) {
     let mut stages = Vec::new();
     loop {
         let e = tokio::time::timeout(Duration::from_secs(20), events.recv())
@@ -195,6 +196,9 @@ async fn finished(events: &mut mpsc::UnboundedReceiver<Event>) -> (Report, Vec<S
             Event::Stage { stage } => stages.push(format!("{stage:?}")),
             Event::Finished(r) => return (r, stages),
             Event::BadNotify { error } => panic!("a NOTIFY was not understood: {error}"),
+            Event::MoreBadNotifies { count, last_error } => {
+                panic!("{count} NOTIFYs were not understood: {last_error}")
+            }
             Event::DeadAir { .. } => {}
         }
     }
@@ -223,13 +227,14 @@ async fn transfer(
     let requests = dialog.transfers();
     let run = tokio::spawn(dialog.run(leg.control.clone(), leg.task));
     let handle = leg.handle;
-    let (tx, mut events) = mpsc::unbounded_channel();
+    let (tx, mut events) = baton::transfer::events::channel();
     requests
         .send(BlindTransfer {
             target: Destination::parse(TARGET).unwrap(),
             settings: Settings::default(),
             events: tx,
         })
+        .await
         .unwrap();
     let (report, stages) = finished(&mut events).await;
     if hang_up {
@@ -272,6 +277,99 @@ async fn an_accepted_refer_transfers_the_call_and_baton_leaves() {
         "{}",
         sipp.messages
     );
+}
+
+/// A peer flooding the REFER's subscription with NOTIFYs that are not sipfrags while nobody
+/// reads the transfer's events: the dialog never waits on its reader, the first few bad NOTIFYs
+/// arrive one by one and the rest as one count, and the report still arrives, last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_bad_notifies_arrives_counted_ahead_of_the_report() {
+    if !sip_support::require("sipp", "sip-tester") {
+        return;
+    }
+    const BAD: u32 = 40;
+    let mut steps = answer_then_refer();
+    steps.push(refer_answer("202 Accepted"));
+    for n in 1..=BAD {
+        steps.push(notify(n, "this is no sipfrag", "active;expires=60"));
+    }
+    steps.push(notify(
+        BAD + 1,
+        "SIP/2.0 200 OK",
+        "terminated;reason=noresource",
+    ));
+    steps.push(bye_answered());
+    let dir = scratch("refer-bad-notifies");
+    let sipp_port = free_udp();
+    let xml = scenario("refer-bad-notifies", &steps);
+    let peer = tokio::spawn({
+        let dir = dir.to_path_buf();
+        async move { sipp_on(&dir, Scenario::Xml(xml), sipp_port, None, &["-m", "1"]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let Call { ua, c } = place(sipp_port).await;
+    let Connected { leg, dialog, .. } = c;
+    let requests = dialog.transfers();
+    let run = tokio::spawn(dialog.run(leg.control.clone(), leg.task));
+    let _handle = leg.handle;
+    let (tx, mut events) = baton::transfer::events::channel();
+    requests
+        .send(BlindTransfer {
+            target: Destination::parse(TARGET).unwrap(),
+            settings: Settings::default(),
+            events: tx,
+        })
+        .await
+        .unwrap();
+    // Nothing is read until the call is over: baton left it once the 200 came.
+    let ended = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("the call ends")
+        .unwrap();
+    assert_eq!(ended.by, HungUpBy::Transferred);
+    let sipp = peer.await.unwrap();
+    ua.shutdown();
+    sipp.assert_ok();
+    let mut got = Vec::new();
+    while let Some(e) = tokio::time::timeout(Duration::from_secs(1), events.recv())
+        .await
+        .expect("the events end after the report")
+    {
+        got.push(e);
+    }
+    let alone = got
+        .iter()
+        .filter(|e| matches!(e, Event::BadNotify { .. }))
+        .count() as u32;
+    let counted: u32 = got
+        .iter()
+        .filter_map(|e| match e {
+            Event::MoreBadNotifies { count, last_error } => {
+                assert!(last_error.contains("not a SIP status line"), "{last_error}");
+                Some(*count)
+            }
+            _ => None,
+        })
+        .sum();
+    assert_eq!(
+        alone,
+        baton::transfer::events::BAD_NOTIFIES_PASSED,
+        "{got:?}"
+    );
+    assert_eq!(alone + counted, BAD, "{got:?}");
+    assert!(
+        got.len() <= baton::transfer::events::QUEUE + 1,
+        "{} events",
+        got.len()
+    );
+    assert!(got.contains(&Event::Stage {
+        stage: baton::transfer::Stage::Following
+    }));
+    let Some(Event::Finished(report)) = got.last() else {
+        panic!("the report comes last: {got:?}");
+    };
+    assert_eq!(report.outcome, Outcome::Transferred, "{report:?}");
+    assert_eq!(report.status, Some(200));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

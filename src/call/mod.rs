@@ -173,7 +173,7 @@ pub async fn run_with_agents(
     // unanswered one left to do.
     let mut blind: Option<(String, crate::transfer::OnNoAnswer)> = None;
     let mut after: Option<no_answer::Aftermath> = None;
-    let mut transfer_events: Option<mpsc::UnboundedReceiver<crate::transfer::Event>> = None;
+    let mut transfer_events: Option<crate::transfer::EventReceiver> = None;
     let (opened_tx, mut opened_rx) = mpsc::channel(4);
     let (tool_tx, mut tool_rx) = mpsc::channel(TOOL_RESULTS);
     let mut tools = ToolTasks::default();
@@ -509,7 +509,7 @@ async fn open_session(
 fn ask_transfer(
     req: TransferRequest,
     port: Option<&crate::leg::sip::transfer::TransferPort>,
-) -> Result<mpsc::UnboundedReceiver<crate::transfer::Event>, crate::transfer::Event> {
+) -> Result<crate::transfer::EventReceiver, crate::transfer::Event> {
     use crate::transfer::{BlindVia, Event, Plan, Report};
     let plan = Plan::Blind(BlindVia::SipRefer);
     let refuse = |target, reason: &str| {
@@ -524,15 +524,19 @@ fn ask_transfer(
              Twilio call with twilio.auth_token_env set (REST redirect)",
         ));
     };
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = crate::transfer::events::channel();
     let ask = crate::leg::sip::transfer::BlindTransfer {
         target: req.target.clone(),
         settings: req.settings.clone(),
         events: tx,
     };
-    match port.send(ask) {
+    match port.try_send(ask) {
         Ok(()) => Ok(rx),
-        Err(_) => Err(refuse(
+        Err(mpsc::error::TrySendError::Full(_)) => Err(refuse(
+            req.target.clone(),
+            "other transfers of this call are waiting",
+        )),
+        Err(mpsc::error::TrySendError::Closed(_)) => Err(refuse(
             req.target.clone(),
             "the caller's SIP dialog has ended",
         )),
@@ -560,7 +564,7 @@ async fn next_warm(warm: &mut Option<Box<warm::Warm>>) -> warm::Wake {
 
 /// The next event of the transfer under way; never without one.
 async fn next_transfer_event(
-    rx: &mut Option<mpsc::UnboundedReceiver<crate::transfer::Event>>,
+    rx: &mut Option<crate::transfer::EventReceiver>,
 ) -> Option<crate::transfer::Event> {
     match rx {
         Some(rx) => rx.recv().await,

@@ -15,7 +15,7 @@ use std::future::poll_fn;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::no_answer::Aftermath;
 use super::outbox::{BriefRequest, Live, SessionId, TransferRequest};
@@ -33,6 +33,8 @@ use crate::transfer::{
     Action, Destination, Event, Failure, Input, PersonAudio, Plan, Report, Screen, Stage, Transfer,
 };
 
+pub mod progress;
+
 /// The key that accepts the call on the person's phone.
 pub const ACCEPT_KEY: char = '1';
 /// The key that declines it.
@@ -40,7 +42,8 @@ pub const DECLINE_KEY: char = '2';
 
 /// Places the person's call: the daemon's SIP side implements it.
 pub trait Dialer: Send + Sync + std::fmt::Debug {
-    /// Starts calling `req.target`. Progress and the outcome come on the returned channel;
+    /// Starts calling `req.target`. Progress and the outcome come on the returned channel
+    /// ([`progress::channel`]: bounded, the newest provisional answer then the outcome);
     /// dropping (or firing) its `cancel` sends CANCEL while the phone rings. A request that
     /// cannot be placed at all (no trunk, a bad address) reports `Failed` on the channel.
     fn dial(&self, req: DialRequest) -> Dialing;
@@ -58,7 +61,7 @@ pub struct DialRequest {
 
 /// A call to the person under way.
 pub struct Dialing {
-    pub progress: mpsc::UnboundedReceiver<PersonProgress>,
+    pub progress: progress::ProgressReceiver,
     pub cancel: oneshot::Sender<()>,
 }
 
@@ -130,7 +133,7 @@ pub(super) struct Warm {
     machine: Transfer,
     dialer: std::sync::Arc<dyn Dialer>,
     trunk: Option<String>,
-    dialing: Option<mpsc::UnboundedReceiver<PersonProgress>>,
+    dialing: Option<progress::ProgressReceiver>,
     cancel: Option<oneshot::Sender<()>>,
     person: Option<LegHandle>,
     brief_req: Option<Box<BriefRequest>>,
@@ -149,6 +152,14 @@ pub(super) struct Warm {
     after: Aftermath,
     /// Hold audio at the caller's rate and where it has got to (looped), when configured.
     hold: Option<(Vec<i16>, usize)>,
+}
+
+/// The person's INVITE's next progress; pending forever once it has none.
+async fn next_progress(rx: &mut Option<progress::ProgressReceiver>) -> Option<PersonProgress> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A warm transfer could not start: the refusal is its one event.
@@ -215,12 +226,8 @@ impl Warm {
 
     /// What woke the transfer next; pending forever when nothing can.
     pub(super) async fn next(&mut self) -> Wake {
-        poll_fn(|cx| {
-            if let Some(rx) = self.dialing.as_mut()
-                && let Poll::Ready(p) = rx.poll_recv(cx)
-            {
-                return Poll::Ready(Wake::Progress(p));
-            }
+        let dialing = &mut self.dialing;
+        let others = poll_fn(|cx| {
             if let Some(rx) = self.opening.as_mut()
                 && let Poll::Ready(r) = std::pin::Pin::new(rx).poll(cx)
             {
@@ -240,8 +247,12 @@ impl Warm {
                 return Poll::Ready(Wake::Person(ev));
             }
             Poll::Pending
-        })
-        .await
+        });
+        tokio::select! {
+            biased;
+            p = next_progress(dialing) => Wake::Progress(p),
+            w = others => w,
+        }
     }
 
     /// Feeds what woke it, then carries out what the transfer decided.

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use super::args::DemoError;
 use crate::audio::Frame;
 use crate::audio::playout::PlayedKind;
+use crate::call::warm::progress::{self, ProgressSender};
 use crate::call::warm::{ACCEPT_KEY, DialRequest, Dialer, Dialing, PersonProgress};
 use crate::leg::sip::call::{self, CallSettings, Dial};
 use crate::leg::sip::config::{SipConfig, Transport};
@@ -107,7 +108,7 @@ impl Phone {
             .addr(Transport::Udp)
             .map(|a| a.port())
             .ok_or_else(|| DemoError::Usage("the person's phone bound no UDP port".into()))?;
-        let (invites, mut incoming) = mpsc::unbounded_channel();
+        let (invites, incoming) = oneshot::channel();
         let tasks = vec![
             tokio::spawn(baton.clone().serve()),
             tokio::spawn(person.clone().serve()),
@@ -121,7 +122,7 @@ impl Phone {
         let phone_ua = person.clone();
         let phone_settings = settings(&c, RING, "person@demo");
         let played = tokio::spawn(async move {
-            let tx = incoming.recv().await?;
+            let tx = incoming.await.ok()?;
             let policy = Policy {
                 codecs: phone_settings.codecs.clone(),
                 ..Default::default()
@@ -190,7 +191,7 @@ impl ua::Handler for Refuse {
 }
 
 /// The person's phone takes one call; a second INVITE hears busy.
-struct Ring(Mutex<Option<mpsc::UnboundedSender<Transaction>>>);
+struct Ring(Mutex<Option<oneshot::Sender<Transaction>>>);
 
 impl ua::Handler for Ring {
     fn invite(&self, mut tx: Transaction) {
@@ -356,7 +357,7 @@ impl std::fmt::Debug for DemoDialer {
 
 impl Dialer for DemoDialer {
     fn dial(&self, req: DialRequest) -> Dialing {
-        let (tx, progress) = mpsc::unbounded_channel();
+        let (tx, progress) = progress::channel();
         let (cancel, cancelled) = oneshot::channel();
         tokio::spawn(dial(
             self.ua.clone(),
@@ -373,11 +374,11 @@ async fn dial(
     ua: Arc<UserAgent>,
     settings: CallSettings,
     req: DialRequest,
-    tx: mpsc::UnboundedSender<PersonProgress>,
+    mut tx: ProgressSender,
     cancelled: oneshot::Receiver<()>,
 ) {
     let Destination::Sip(uri) = &req.target else {
-        let _ = tx.send(PersonProgress::Failed(format!(
+        tx.send(PersonProgress::Failed(format!(
             "{}: the demo dials SIP URIs only",
             req.target.as_str()
         )));
@@ -386,14 +387,14 @@ async fn dial(
     let target = match rsipstack::sip::Uri::try_from(uri.as_str()) {
         Ok(t) => t,
         Err(e) => {
-            let _ = tx.send(PersonProgress::Failed(format!("{uri}: {e}")));
+            tx.send(PersonProgress::Failed(format!("{uri}: {e}")));
             return;
         }
     };
     let from = match rsipstack::sip::Uri::try_from(format!("sip:baton@{}", ua.media_ip).as_str()) {
         Ok(f) => f,
         Err(e) => {
-            let _ = tx.send(PersonProgress::Failed(e.to_string()));
+            tx.send(PersonProgress::Failed(e.to_string()));
             return;
         }
     };
@@ -405,7 +406,7 @@ async fn dial(
         transport: Transport::Udp,
     };
     call::place_and_run(ua, dial, &settings, cancelled, |p| {
-        let _ = tx.send(p.into());
+        tx.send(p.into());
     })
     .await;
 }

@@ -155,12 +155,14 @@ impl SipService {
             .get(call_id)
             .cloned()
             .ok_or(TransferError::NoCall)?;
-        let (events, mut rx) = mpsc::unbounded_channel();
+        let (events, mut rx) = crate::transfer::events::channel();
+        // While another transfer of the call is under way this waits for room (bounded).
         port.send(BlindTransfer {
             target: to,
             settings: TransferSettings::default(),
             events,
         })
+        .await
         .map_err(|_| TransferError::NoCall)?;
         while let Some(event) = rx.recv().await {
             if let Some(l) = &live {

@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::sip::{PlaceError, SipService};
+use crate::call::warm::progress::{self, ProgressSender};
 use crate::call::warm::{DialRequest, Dialer, Dialing, PersonProgress};
 use crate::leg::sip::call::{self, Dial};
 use crate::leg::sip::config::Transport;
@@ -26,7 +27,7 @@ impl std::fmt::Debug for SipDialer {
 
 impl Dialer for SipDialer {
     fn dial(&self, req: DialRequest) -> Dialing {
-        let (tx, progress) = mpsc::unbounded_channel();
+        let (tx, progress) = progress::channel();
         let (cancel, cancelled) = oneshot::channel();
         let svc = self.0.clone();
         let span = tracing::info_span!("person", to = %req.target);
@@ -71,13 +72,13 @@ fn person_dial(svc: &SipService, req: &DialRequest) -> Result<Dial, PlaceError> 
 async fn dial_person(
     svc: Arc<SipService>,
     req: DialRequest,
-    tx: mpsc::UnboundedSender<PersonProgress>,
+    mut tx: ProgressSender,
     cancelled: oneshot::Receiver<()>,
 ) {
     let dial = match person_dial(&svc, &req) {
         Ok(d) => d,
         Err(e) => {
-            let _ = tx.send(PersonProgress::Failed(format!(
+            tx.send(PersonProgress::Failed(format!(
                 "the person cannot be dialled: {e}"
             )));
             return;
@@ -85,7 +86,7 @@ async fn dial_person(
     };
     tracing::info!(to = %req.target, "dialling the person for a warm transfer");
     call::place_and_run(svc.ua.clone(), dial, &svc.settings, cancelled, |p| {
-        if tx.send(p.into()).is_err() {
+        if !tx.send(p.into()) {
             tracing::info!("the call has ended; the person's leg goes");
         }
     })

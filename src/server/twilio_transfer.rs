@@ -43,7 +43,7 @@ pub(super) fn transfer_port(
         timeout: std::time::Duration::from_secs(10),
     })
     .map_err(|e| e.to_string())?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(crate::leg::sip::transfer::REQUESTS);
     tokio::spawn(async move {
         while let Some(req) = rx.recv().await {
             redirect(&rest, &call_sid, req).await;
@@ -56,7 +56,7 @@ pub(super) fn transfer_port(
 async fn redirect(
     rest: &crate::transfer::twilio::TwilioRest,
     call_sid: &str,
-    req: crate::leg::sip::transfer::BlindTransfer,
+    mut req: crate::leg::sip::transfer::BlindTransfer,
 ) {
     use crate::transfer::twilio::DialOptions;
     use crate::transfer::{Action, BlindVia, Event, Input, Plan};
@@ -86,7 +86,7 @@ async fn redirect(
         let mut finished = false;
         while let Some(ev) = m.poll_event() {
             finished |= matches!(ev, Event::Finished(_));
-            let _ = req.events.send(ev);
+            req.events.send(ev);
         }
         if finished {
             return;

@@ -33,7 +33,7 @@ pub fn record(plan: Plan, event: &Event) {
         Event::DeadAir { ms, .. } => {
             metrics::histogram!(DEAD_AIR_MS, "plan" => plan).record(*ms as f64);
         }
-        Event::Stage { .. } | Event::BadNotify { .. } => {}
+        Event::Stage { .. } | Event::BadNotify { .. } | Event::MoreBadNotifies { .. } => {}
     }
 }
 

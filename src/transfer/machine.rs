@@ -363,6 +363,9 @@ pub enum Event {
     DeadAir { ms: u64, capped: bool },
     /// A NOTIFY body that is not a sipfrag status line, ignored.
     BadNotify { error: String },
+    /// This many more bad NOTIFYs, ignored, with the last one's error: what the channel to the
+    /// requester reports in place of a run of them ([`super::events`]).
+    MoreBadNotifies { count: u32, last_error: String },
 }
 
 /// The person's INVITE, as far as releasing it goes.

@@ -24,7 +24,7 @@ use super::config::Transport;
 use super::leg::{self, LegEnd, LegOutcome, Signal, SipLeg};
 use super::media::MediaConfig;
 use super::sdp::{self, Codec, Direction, Local, Negotiated};
-use super::transfer::{BlindTransfer, Running, Step};
+use super::transfer::{self, BlindTransfer, Running, Step, TransferPort};
 use super::ua::{self, UserAgent};
 use super::uas::{self, Capacity, Decision, InviteFacts, Nonces, Policy};
 
@@ -83,8 +83,8 @@ pub struct CallDialog {
     /// The INVITE's server transaction (inbound calls), run until ACK.
     invite: Option<JoinHandle<()>>,
     /// Blind transfers asked of this call ([`CallDialog::transfers`]).
-    transfers: mpsc::UnboundedReceiver<BlindTransfer>,
-    transfer_tx: mpsc::UnboundedSender<BlindTransfer>,
+    transfers: mpsc::Receiver<BlindTransfer>,
+    transfer_tx: TransferPort,
 }
 
 /// How a call's signalling ended.
@@ -281,7 +281,7 @@ pub async fn answer(
         sockets,
         settings.event_queue,
     );
-    let (transfer_tx, transfers) = mpsc::unbounded_channel();
+    let (transfer_tx, transfers) = mpsc::channel(transfer::REQUESTS);
     Ok(Connected {
         leg,
         dialog: CallDialog {
@@ -301,8 +301,8 @@ pub async fn answer(
 
 impl CallDialog {
     /// Where blind transfers of this call are asked for while it runs; one at a time (a
-    /// request while one is under way waits for its outcome).
-    pub fn transfers(&self) -> mpsc::UnboundedSender<BlindTransfer> {
+    /// request while one is under way waits for its outcome, [`transfer::REQUESTS`] at most).
+    pub fn transfers(&self) -> TransferPort {
         self.transfer_tx.clone()
     }
 
@@ -653,8 +653,10 @@ pub enum Progress {
 /// Who is told how an outbound INVITE progresses, and what cancels it.
 #[derive(Default)]
 pub struct Watch {
-    /// Every provisional answer, as it comes.
-    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    /// The newest provisional answer: progress is state, so a newer answer replaces one not yet
+    /// seen and a repeat of the value there (another 180) changes nothing. However many 18x a
+    /// peer sends, this holds one value and the INVITE never waits on its reader.
+    pub progress: Option<tokio::sync::watch::Sender<Option<Progress>>>,
     /// The INVITE is cancelled (CANCEL) when this fires or its sender is dropped.
     pub cancel: Option<tokio::sync::oneshot::Receiver<()>>,
 }
@@ -669,7 +671,7 @@ pub async fn place(
     place_watched(ua, dial, settings, Watch::default()).await
 }
 
-/// [`place`], telling `watch.progress` of every provisional answer and sending CANCEL as soon
+/// [`place`], telling `watch.progress` the newest provisional answer and sending CANCEL as soon
 /// as `watch.cancel` fires (the outcome is then no answer, or the final status that crossed
 /// the CANCEL). Early media is reported, never played.
 pub async fn place_watched(
@@ -713,6 +715,8 @@ pub async fn place_watched(
     // Whether the trunk answered at all (100 or any provisional response): a ring timeout with
     // no answer of any kind is a failure to reach it, not a callee who did not pick up.
     let mut responded = false;
+    // Provisional answers that changed nothing for `watch.progress` (repeats), counted for the log.
+    let mut repeats = 0u32;
     let mut states_open = true;
     let deadline = tokio::time::sleep(dial.ring_timeout);
     tokio::pin!(deadline);
@@ -726,7 +730,10 @@ pub async fn place_watched(
                     if let Some(tx) = &progress {
                         let early = u16::from(resp.status_code.clone()) == 183
                             || !resp.body.is_empty();
-                        let _ = tx.send(if early { Progress::EarlyMedia } else { Progress::Ringing });
+                        let p = if early { Progress::EarlyMedia } else { Progress::Ringing };
+                        if !tx.send_if_modified(|now| now.replace(p) != Some(p)) {
+                            repeats = repeats.saturating_add(1);
+                        }
                     }
                 }
                 Some(_) => {}
@@ -736,6 +743,12 @@ pub async fn place_watched(
             _ = cancelled(&mut cancel) => break None,
         }
     };
+    if repeats > 0 {
+        tracing::debug!(
+            repeats,
+            "repeated provisional answers folded into the one reported"
+        );
+    }
     let result = match finished {
         Some(Ok(r)) => r,
         Some(Err(e)) => {
@@ -810,7 +823,7 @@ pub async fn place_watched(
         source: None,
         transport: dial.transport.to_string(),
     };
-    let (transfer_tx, transfers) = mpsc::unbounded_channel();
+    let (transfer_tx, transfers) = mpsc::channel(transfer::REQUESTS);
     Ok(Connected {
         leg,
         dialog: CallDialog {
@@ -839,8 +852,9 @@ pub enum Placing {
 }
 
 /// Places a call as [`place_watched`] does (CANCEL when `cancel` fires or goes), telling `on`
-/// every step, and once answered runs its dialog until either side hangs up (the peer's BYE, or
-/// the media leg dropped: BYE). Returns when the call is over.
+/// every step (provisional answers as they change: a repeat, or one overtaken before `on` saw
+/// it, is folded into the newest), and once answered runs its dialog until either side hangs up
+/// (the peer's BYE, or the media leg dropped: BYE). Returns when the call is over.
 pub async fn place_and_run(
     ua: Arc<UserAgent>,
     dial: Dial,
@@ -848,7 +862,7 @@ pub async fn place_and_run(
     cancel: tokio::sync::oneshot::Receiver<()>,
     mut on: impl FnMut(Placing),
 ) {
-    let (ptx, mut prx) = mpsc::unbounded_channel();
+    let (ptx, mut prx) = tokio::sync::watch::channel(None);
     let watch = Watch {
         progress: Some(ptx),
         cancel: Some(cancel),
@@ -858,11 +872,21 @@ pub async fn place_and_run(
     let placed = loop {
         tokio::select! {
             biased;
-            Some(p) = prx.recv() => on(Placing::Progress(p)),
+            Ok(()) = prx.changed() => {
+                let newest = *prx.borrow_and_update();
+                if let Some(p) = newest {
+                    on(Placing::Progress(p));
+                }
+            }
             r = &mut placing => break r,
         }
     };
-    while let Ok(p) = prx.try_recv() {
+    // A provisional answer that came with the final one goes first.
+    let unseen = {
+        let newest = prx.borrow_and_update();
+        newest.has_changed().then_some(*newest).flatten()
+    };
+    if let Some(p) = unseen {
         on(Placing::Progress(p));
     }
     match placed {

@@ -3,8 +3,10 @@
 //! its final answer and every NOTIFY sipfrag of the implicit `refer` subscription are fed to the
 //! machine, and its actions come back to [`super::call::CallDialog::run`]: leave the call (BYE)
 //! once the destination answered, or keep it (the caller stays with the agent) with the typed
-//! outcome. Every event of the machine goes to the requester, which counts the outcome
-//! ([`crate::transfer::figures`], in the daemon's own recorder).
+//! outcome. Every event of the machine goes to the requester on a bounded channel the dialog
+//! never waits on ([`crate::transfer::events`]: the report always arrives, a flood of bad
+//! NOTIFYs arrives counted), and the requester counts the outcome ([`crate::transfer::figures`],
+//! in the daemon's own recorder).
 //!
 //! rsipstack sends the REFER (`InviteDialog::refer`) and hands the NOTIFYs of the dialog to
 //! the call as `DialogState::Notify`; nothing of the SIP exchange is written by hand here.
@@ -17,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::transfer::{
-    Action, BlindVia, Destination, Event, Failure, Input, Plan, Settings, Transfer,
+    Action, BlindVia, Destination, Event, EventSender, Failure, Input, Plan, Settings, Transfer,
 };
 
 /// A request to hand the call's peer to `target` by REFER. Send it once the agent's
@@ -26,12 +28,18 @@ use crate::transfer::{
 pub struct BlindTransfer {
     pub target: Destination,
     pub settings: Settings,
-    /// Every event of the transfer in order (stages, then the [`Event::Finished`] report).
-    pub events: mpsc::UnboundedSender<Event>,
+    /// Every event of the transfer in order (stages, then the [`Event::Finished`] report),
+    /// from [`crate::transfer::events::channel`].
+    pub events: EventSender,
 }
 
-/// Where a call's blind transfers are asked ([`super::call::CallDialog::transfers`]).
-pub type TransferPort = mpsc::UnboundedSender<BlindTransfer>;
+/// Where a call's blind transfers are asked ([`super::call::CallDialog::transfers`]). It holds
+/// [`REQUESTS`] waiting while one is under way: a call's own request is refused when it is full
+/// (`try_send`), an operator's waits for room.
+pub type TransferPort = mpsc::Sender<BlindTransfer>;
+
+/// Transfer requests that may wait for a call while one is under way.
+pub const REQUESTS: usize = 2;
 
 /// What the dialog does after a step of the transfer.
 #[derive(Debug, PartialEq, Eq)]
@@ -45,7 +53,7 @@ pub(super) enum Step {
 /// One transfer under way on a dialog.
 pub(super) struct Running {
     machine: Transfer,
-    events: mpsc::UnboundedSender<Event>,
+    events: EventSender,
     finished: bool,
     /// The REFER in flight: its final status, or why none came. It runs beside the dialog so
     /// a BYE or the end of the media is taken while the peer decides.
@@ -177,7 +185,7 @@ impl Running {
                     "blind transfer finished"
                 );
             }
-            let _ = self.events.send(event);
+            self.events.send(event);
         }
     }
 }
