@@ -204,6 +204,49 @@ async fn finished(events: &mut EventReceiver) -> (Report, Vec<String>) {
     }
 }
 
+/// A call placed to SIPp playing `steps`, with a blind transfer asked on it at once.
+struct Referred {
+    ua: Arc<UserAgent>,
+    run: tokio::task::JoinHandle<call::Ended>,
+    handle: baton::leg::LegHandle,
+    events: EventReceiver,
+    peer: tokio::task::JoinHandle<sip_support::SippRun>,
+    /// SIPp's files, removed when dropped.
+    _dir: sip_support::Scratch,
+}
+
+async fn refer(name: &str, steps: &[String]) -> Referred {
+    let dir = scratch(name);
+    let sipp_port = free_udp();
+    let xml = scenario(name, steps);
+    let peer = tokio::spawn({
+        let dir = dir.to_path_buf();
+        async move { sipp_on(&dir, Scenario::Xml(xml), sipp_port, None, &["-m", "1"]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let Call { ua, c } = place(sipp_port).await;
+    let Connected { leg, dialog, .. } = c;
+    let requests = dialog.transfers();
+    let run = tokio::spawn(dialog.run(leg.control.clone(), leg.task));
+    let (tx, events) = baton::transfer::events::channel();
+    requests
+        .send(BlindTransfer {
+            target: Destination::parse(TARGET).unwrap(),
+            settings: Settings::default(),
+            events: tx,
+        })
+        .await
+        .unwrap();
+    Referred {
+        ua,
+        run,
+        handle: leg.handle,
+        events,
+        peer,
+        _dir: dir,
+    }
+}
+
 /// Runs one transfer against SIPp playing `steps`; `hang_up` ends the call from baton's side
 /// once the outcome is in. Returns the report, the stages, how the call ended, and SIPp's run.
 async fn transfer(
@@ -214,28 +257,14 @@ async fn transfer(
     if !sip_support::require("sipp", "sip-tester") {
         return None;
     }
-    let dir = scratch(name);
-    let sipp_port = free_udp();
-    let xml = scenario(name, &steps);
-    let peer = tokio::spawn({
-        let dir = dir.to_path_buf();
-        async move { sipp_on(&dir, Scenario::Xml(xml), sipp_port, None, &["-m", "1"]).await }
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let Call { ua, c } = place(sipp_port).await;
-    let Connected { leg, dialog, .. } = c;
-    let requests = dialog.transfers();
-    let run = tokio::spawn(dialog.run(leg.control.clone(), leg.task));
-    let handle = leg.handle;
-    let (tx, mut events) = baton::transfer::events::channel();
-    requests
-        .send(BlindTransfer {
-            target: Destination::parse(TARGET).unwrap(),
-            settings: Settings::default(),
-            events: tx,
-        })
-        .await
-        .unwrap();
+    let Referred {
+        ua,
+        run,
+        handle,
+        mut events,
+        peer,
+        _dir,
+    } = refer(name, &steps).await;
     let (report, stages) = finished(&mut events).await;
     if hang_up {
         // The caller is still with baton: the call runs on until baton ends it.
@@ -299,28 +328,14 @@ async fn a_flood_of_bad_notifies_arrives_counted_ahead_of_the_report() {
         "terminated;reason=noresource",
     ));
     steps.push(bye_answered());
-    let dir = scratch("refer-bad-notifies");
-    let sipp_port = free_udp();
-    let xml = scenario("refer-bad-notifies", &steps);
-    let peer = tokio::spawn({
-        let dir = dir.to_path_buf();
-        async move { sipp_on(&dir, Scenario::Xml(xml), sipp_port, None, &["-m", "1"]).await }
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let Call { ua, c } = place(sipp_port).await;
-    let Connected { leg, dialog, .. } = c;
-    let requests = dialog.transfers();
-    let run = tokio::spawn(dialog.run(leg.control.clone(), leg.task));
-    let _handle = leg.handle;
-    let (tx, mut events) = baton::transfer::events::channel();
-    requests
-        .send(BlindTransfer {
-            target: Destination::parse(TARGET).unwrap(),
-            settings: Settings::default(),
-            events: tx,
-        })
-        .await
-        .unwrap();
+    let Referred {
+        ua,
+        run,
+        handle: _handle,
+        mut events,
+        peer,
+        _dir,
+    } = refer("refer-bad-notifies", &steps).await;
     // Nothing is read until the call is over: baton left it once the 200 came.
     let ended = tokio::time::timeout(Duration::from_secs(20), run)
         .await
@@ -341,22 +356,16 @@ async fn a_flood_of_bad_notifies_arrives_counted_ahead_of_the_report() {
         .iter()
         .filter(|e| matches!(e, Event::BadNotify { .. }))
         .count() as u32;
-    let counted: u32 = got
-        .iter()
-        .filter_map(|e| match e {
-            Event::MoreBadNotifies { count, last_error } => {
-                assert!(last_error.contains("not a SIP status line"), "{last_error}");
-                Some(*count)
-            }
-            _ => None,
-        })
-        .sum();
     assert_eq!(
         alone,
         baton::transfer::events::BAD_NOTIFIES_PASSED,
         "{got:?}"
     );
-    assert_eq!(alone + counted, BAD, "{got:?}");
+    let reported: u32 = got.iter().map(Event::bad_notifies).sum();
+    assert_eq!(reported, BAD, "{got:?}");
+    for error in got.iter().filter_map(Event::bad_notify_error) {
+        assert!(error.contains("not a SIP status line"), "{error}");
+    }
     assert!(
         got.len() <= baton::transfer::events::QUEUE + 1,
         "{} events",

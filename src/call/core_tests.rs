@@ -587,6 +587,18 @@ fn kind(msg: &ClientMessage) -> &'static str {
 }
 
 impl Rig {
+    /// An operator activates `agent` now.
+    fn activate(&mut self, agent: &str) {
+        self.core
+            .handle_command(
+                crate::agents::Input::Activate {
+                    agent: agent.into(),
+                },
+                self.now,
+            )
+            .unwrap();
+    }
+
     /// Messages (not audio) sent to `id` since command `from`.
     fn messages_to(&self, id: SessionId, from: usize) -> Vec<&'static str> {
         self.model[from..]
@@ -773,16 +785,22 @@ impl Rig {
     }
 }
 
+/// The shipped front desk (`config/agents/front_desk.toml`: Ravi is a person reached by a blind
+/// transfer), started on every capability.
+fn front_desk() -> Agents {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
+    let reg = crate::agents::load(&path).unwrap();
+    let mut cfg = SessionConfig::default();
+    Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg)
+}
+
 /// An operator hands the caller to Ravi (`config/agents/front_desk.toml`, a blind transfer)
 /// while the agent's greeting is still being generated: the transfer is asked of the leg once
 /// the whole greeting has been heard, not when the announcement guard (60 s) runs out.
 #[test]
 fn an_operators_transfer_to_a_person_goes_out_once_what_the_caller_hears_has_played() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
-    let reg = crate::agents::load(&path).unwrap();
-    let mut cfg = SessionConfig::default();
-    let agents = Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg);
+    let agents = front_desk();
     let opts = CallOptions {
         caller_silence: Duration::from_millis(200),
         ..CallOptions::default()
@@ -791,14 +809,7 @@ fn an_operators_transfer_to_a_person_goes_out_once_what_the_caller_hears_has_pla
     let start = rig.now;
     rig.model_audio(FIRST, 400);
     rig.advance(Duration::from_millis(100));
-    rig.core
-        .handle_command(
-            crate::agents::Input::Activate {
-                agent: "ravi".into(),
-            },
-            rig.now,
-        )
-        .unwrap();
+    rig.activate("ravi");
     rig.drain();
     rig.model_audio(FIRST, 800);
     rig.advance(Duration::from_millis(300));
@@ -912,11 +923,7 @@ fn handoff_and_event_times_count_from_the_legs_media_start_as_turn_times_do() {
 /// A transfer's events (to a person, asked of the leg) are on the call's media timeline too.
 #[test]
 fn transfer_events_count_from_the_legs_media_start() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
-    let reg = crate::agents::load(&path).unwrap();
-    let mut cfg = SessionConfig::default();
-    let agents = Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg);
+    let agents = front_desk();
     let built = Instant::now();
     let media_zero = built
         .checked_sub(Duration::from_millis(1500))
@@ -1020,14 +1027,7 @@ fn an_unanswered_blind_transfer_ends_the_call_once_the_agents_reply_has_played()
     let mut shell = BlindShell::default();
     // The announcement, and the transfer asked once it has played.
     rig.model_audio(FIRST, 400);
-    rig.core
-        .handle_command(
-            crate::agents::Input::Activate {
-                agent: "ravi".into(),
-            },
-            rig.now,
-        )
-        .unwrap();
+    rig.activate("ravi");
     rig.model_event(FIRST, ModelEvent::GenerationComplete);
     rig.advance(Duration::from_millis(500));
     let Some(Task::Transfer(req)) = rig.tasks.pop() else {

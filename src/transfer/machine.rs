@@ -368,6 +368,26 @@ pub enum Event {
     MoreBadNotifies { count: u32, last_error: String },
 }
 
+impl Event {
+    /// How many ignored NOTIFYs this event reports: one alone, or a run counted.
+    pub fn bad_notifies(&self) -> u32 {
+        match self {
+            Event::BadNotify { .. } => 1,
+            Event::MoreBadNotifies { count, .. } => *count,
+            _ => 0,
+        }
+    }
+
+    /// The error of the (last) ignored NOTIFY this event reports.
+    pub fn bad_notify_error(&self) -> Option<&str> {
+        match self {
+            Event::BadNotify { error } => Some(error),
+            Event::MoreBadNotifies { last_error, .. } => Some(last_error),
+            _ => None,
+        }
+    }
+}
+
 /// The person's INVITE, as far as releasing it goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Leg {
