@@ -51,7 +51,10 @@ pub fn tap(app: &AppState, leg: LegHandle, hooks: Hooks) -> LegHandle {
     let cfg = app.loaded.config.keypad.clone();
     let (rate, media_zero) = (leg.rate, leg.started_at);
     leg.wrap(move |inner| {
-        let (_, feed) = live.subscribe();
+        // The agent's key presses are its `send_tool` calls in the event stream; without such
+        // a tool the tap has nothing to read there.
+        let feed = (!cfg.send_tool.is_empty())
+            .then(|| ReusableBoxFuture::new(next_line(live.subscribe().1)));
         let now = Instant::now();
         Box::new(Tap {
             collector: Collector::new(&cfg),
@@ -62,7 +65,7 @@ pub fn tap(app: &AppState, leg: LegHandle, hooks: Hooks) -> LegHandle {
             media_zero,
             deliveries: 0,
             inner,
-            feed: Some(ReusableBoxFuture::new(next_line(feed))),
+            feed,
             timer: Box::pin(sleep_until(now)),
         })
     })

@@ -81,7 +81,8 @@ pub struct LiveSummary {
 
 struct Feed {
     history: VecDeque<Arc<str>>,
-    tx: broadcast::Sender<Arc<str>>,
+    /// Made when the first subscriber comes (most calls have none: its slots are ~10 KiB).
+    tx: Option<broadcast::Sender<Arc<str>>>,
     agent: String,
 }
 
@@ -100,7 +101,7 @@ impl LiveCall {
             media_zero: OnceLock::new(),
             feed: Mutex::new(Feed {
                 history: VecDeque::new(),
-                tx: broadcast::channel(LAG).0,
+                tx: None,
                 agent: String::new(),
             }),
             hangup: watch::channel(false).0,
@@ -203,7 +204,9 @@ impl LiveCall {
         }
         feed.history.push_back(line.clone());
         // No subscriber is not an error.
-        let _ = feed.tx.send(line);
+        if let Some(tx) = &feed.tx {
+            let _ = tx.send(line);
+        }
     }
 
     /// Appends an orchestrator event; an `agent_start` makes its agent the active one.
@@ -217,8 +220,17 @@ impl LiveCall {
     /// Everything published so far, and a receiver for what follows (nothing is missed or
     /// repeated between the two).
     pub fn subscribe(&self) -> (Vec<Arc<str>>, broadcast::Receiver<Arc<str>>) {
-        let feed = self.feed();
-        (feed.history.iter().cloned().collect(), feed.tx.subscribe())
+        let mut feed = self.feed();
+        let rx = match &feed.tx {
+            Some(tx) => tx.subscribe(),
+            None if self.ended() => broadcast::channel(1).1,
+            None => {
+                let (tx, rx) = broadcast::channel(LAG);
+                feed.tx = Some(tx);
+                rx
+            }
+        };
+        (feed.history.iter().cloned().collect(), rx)
     }
 
     /// Asks the call to end (the caller hung up through the signalling).
@@ -253,9 +265,9 @@ impl LiveCall {
 
     pub(super) fn mark_ended(&self) {
         self.ended.send_replace(true);
-        // Subscribers see the end of the feed: replace the sender so theirs is the last handle.
-        let mut feed = self.feed();
-        feed.tx = broadcast::channel(1).0;
+        // Subscribers see the end of the feed: the sender goes, and a later subscriber gets
+        // the history and a feed already over.
+        self.feed().tx = None;
     }
 
     /// Waits until the call is unlisted, at most `limit`; true if it was.
@@ -306,4 +318,36 @@ pub fn publish_end(live: &LiveCall, reason: &str, figures: serde_json::Value) {
         "type": "call_end", "call_id": live.id, "reason": reason,
         "figures": figures, "at_ms": live.at_ms(),
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::broadcast::error::TryRecvError;
+
+    fn line(n: u32) -> serde_json::Value {
+        serde_json::json!({ "type": "test", "n": n })
+    }
+
+    #[test]
+    fn the_feed_is_made_for_its_first_subscriber_and_over_when_the_call_ends() {
+        let live = LiveCall::new("call_1".into(), "twilio", None);
+        live.publish(&line(1));
+        assert!(live.feed().tx.is_none(), "no subscriber, no feed slots");
+        let (history, mut rx) = live.subscribe();
+        assert_eq!(history.len(), 1);
+        live.publish(&line(2));
+        let (again, mut rx2) = live.subscribe();
+        assert_eq!(again.len(), 2);
+        live.publish(&line(3));
+        assert!(rx.try_recv().unwrap().contains("\"n\":2"));
+        assert!(rx.try_recv().unwrap().contains("\"n\":3"));
+        assert!(rx2.try_recv().unwrap().contains("\"n\":3"));
+        live.mark_ended();
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
+        assert_eq!(rx2.try_recv(), Err(TryRecvError::Closed));
+        let (late, mut rx3) = live.subscribe();
+        assert_eq!(late.len(), 3, "a late subscriber still gets the history");
+        assert_eq!(rx3.try_recv(), Err(TryRecvError::Closed));
+    }
 }
