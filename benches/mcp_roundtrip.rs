@@ -84,7 +84,7 @@ mcp.support = ["get_billing_summary", "get_customer_*"]
     let reg = Arc::new(reg);
     let mut orch = Orchestrator::new(reg, CAPS, Instant::now());
     let mut tasks = ToolTasks::default();
-    let (tx, mut rx) = mpsc::channel::<Input>(16);
+    let (tx, mut rx) = mpsc::channel::<Box<Input>>(16);
 
     // The direct side: a plain rmcp session of its own.
     let tls = baton::model::tls::default_client_config().expect("tls");
@@ -141,7 +141,7 @@ mcp.support = ["get_billing_summary", "get_customer_*"]
             }
             if !answered {
                 let input = rx.recv().await.expect("tool result");
-                let _ = orch.handle(input, Instant::now());
+                let _ = orch.handle(*input, Instant::now());
             }
         }
         let b = t.elapsed();

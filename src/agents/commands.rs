@@ -1,6 +1,7 @@
 //! Commands into a running call's orchestrator from outside the call loop (an operator
 //! activating an agent, a sidecar's result): a bounded channel whose sender never waits, so a
-//! full queue refuses the command (the sender is told), never stalls the frame clock.
+//! full queue refuses the command (the sender is told), never stalls the frame clock. Commands
+//! travel boxed: they are rare, and the channel's first block of slots is made with every call.
 
 use std::sync::Arc;
 
@@ -22,7 +23,7 @@ pub enum CallCommand {
 /// The receiving side of a call's command channel, handed to the call in
 /// `CallOptions::commands` (which the call takes once, at its start).
 #[derive(Clone, Default)]
-pub struct Inbox(Arc<std::sync::Mutex<Option<mpsc::Receiver<CallCommand>>>>);
+pub struct Inbox(Arc<std::sync::Mutex<Option<mpsc::Receiver<Box<CallCommand>>>>>);
 
 impl std::fmt::Debug for Inbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -32,16 +33,16 @@ impl std::fmt::Debug for Inbox {
 
 impl Inbox {
     /// The receiver, once.
-    pub fn take(&self) -> Option<mpsc::Receiver<CallCommand>> {
+    pub fn take(&self) -> Option<mpsc::Receiver<Box<CallCommand>>> {
         self.0.lock().ok().and_then(|mut g| g.take())
     }
 }
 
 /// The next command; never resolves without a channel or once every sender is gone.
-pub async fn recv(rx: &mut Option<mpsc::Receiver<CallCommand>>) -> CallCommand {
+pub async fn recv(rx: &mut Option<mpsc::Receiver<Box<CallCommand>>>) -> CallCommand {
     if let Some(r) = rx.as_mut() {
         if let Some(c) = r.recv().await {
-            return c;
+            return *c;
         }
         *rx = None;
     }
@@ -51,7 +52,7 @@ pub async fn recv(rx: &mut Option<mpsc::Receiver<CallCommand>>) -> CallCommand {
 /// The sending side of a call's command channel (cheap to clone).
 #[derive(Clone, Debug)]
 pub struct Commands {
-    tx: mpsc::Sender<CallCommand>,
+    tx: mpsc::Sender<Box<CallCommand>>,
 }
 
 /// A command could not be delivered: the call ended, or its queue is full.
@@ -78,7 +79,7 @@ impl Commands {
     /// Offers an input without waiting for the call (a sidecar's result).
     pub fn offer(&self, input: Input) -> Result<(), CommandSendError> {
         self.tx
-            .try_send(CallCommand::Agents { input, reply: None })
+            .try_send(Box::new(CallCommand::Agents { input, reply: None }))
             .map_err(|e| match e {
                 mpsc::error::TrySendError::Full(_) => CommandSendError::Busy,
                 mpsc::error::TrySendError::Closed(_) => CommandSendError::Ended,
@@ -89,10 +90,10 @@ impl Commands {
     pub async fn request(&self, input: Input) -> Result<(), CommandSendError> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .try_send(CallCommand::Agents {
+            .try_send(Box::new(CallCommand::Agents {
                 input,
                 reply: Some(reply),
-            })
+            }))
             .map_err(|e| match e {
                 mpsc::error::TrySendError::Full(_) => CommandSendError::Busy,
                 mpsc::error::TrySendError::Closed(_) => CommandSendError::Ended,

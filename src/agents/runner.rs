@@ -103,14 +103,15 @@ pub struct ToolTasks {
 
 impl ToolTasks {
     /// Runs `run` in a task of its own; its outcome goes to `results` as [`Input::ToolResult`]
-    /// (the tool's task waits for room; the call reading them never does).
-    pub fn spawn(&mut self, run: ToolRun, results: mpsc::Sender<Input>) {
+    /// (the tool's task waits for room; the call reading them never does). Boxed: results are
+    /// rare, and the channel's first block of slots is made with every call.
+    pub fn spawn(&mut self, run: ToolRun, results: mpsc::Sender<Box<Input>>) {
         self.running.retain(|_, (_, task)| !task.is_finished());
         let (cancel_tx, cancel_rx) = oneshot::channel();
         let id = run.call_id.clone();
         let task = tokio::spawn(async move {
             let result = run_cancellable(&run, Some(cancel_rx)).await;
-            let _ = results.send(run.into_input(result)).await;
+            let _ = results.send(Box::new(run.into_input(result))).await;
         });
         self.running.insert(id, (cancel_tx, task.abort_handle()));
     }

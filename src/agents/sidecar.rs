@@ -64,7 +64,7 @@ type Done = (Arc<Sidecar>, Duration, Result<Value, String>, bool);
 /// Runs a call's sidecars until its events end; returns what each did.
 pub async fn run(
     sidecars: Vec<Arc<Sidecar>>,
-    mut events: mpsc::Receiver<CallEvent>,
+    mut events: mpsc::Receiver<Arc<CallEvent>>,
     commands: Commands,
     call_id: String,
 ) -> SidecarReport {
@@ -80,12 +80,12 @@ pub async fn run(
         tokio::select! {
             ev = events.recv() => {
                 let Some(ev) = ev else { break };
-                match ev {
-                    CallEvent::AgentStart { agent_id, .. } => lead = agent_id,
+                match &*ev {
+                    CallEvent::AgentStart { agent_id, .. } => lead.clone_from(agent_id),
                     CallEvent::Transcript { role, agent_id, text, .. } => {
-                        let r = if role == Speaker::Caller { "caller" } else { "agent" };
+                        let r = if *role == Speaker::Caller { "caller" } else { "agent" };
                         transcript.push(json!({"role": r, "agent": agent_id, "text": text}));
-                        if role != Speaker::Caller {
+                        if *role != Speaker::Caller {
                             continue;
                         }
                         let payload = json!({

@@ -234,9 +234,10 @@ pub async fn run_with_agents(
                         let OpenRequest {
                             backend, config, ..
                         } = *request;
-                        let _ = tx
-                            .send((id, open_session(&backend, &config, taker).await))
-                            .await;
+                        // Boxed: a session opens rarely, and the channel's first block of
+                        // slots is made with every call.
+                        let opened = Box::new(open_session(&backend, &config, taker).await);
+                        let _ = tx.send((id, opened)).await;
                     });
                 }
                 Task::RunTool(run) => tools.spawn(run, tool_tx.clone()),
@@ -349,7 +350,7 @@ pub async fn run_with_agents(
                     core.handle_model(id, ev, now);
                 }
                 Some((id, opened)) = opened_rx.recv() => {
-                    let opened = match opened {
+                    let opened = match *opened {
                         Ok(s) => {
                             let caps = s.capabilities();
                             sessions.0.push((id, s));
@@ -362,7 +363,7 @@ pub async fn run_with_agents(
                     };
                     core.handle_opened(id, opened, Instant::now().into_std());
                 }
-                Some(input) = tool_rx.recv() => core.handle_tool_result(input, Instant::now().into_std()),
+                Some(input) = tool_rx.recv() => core.handle_tool_result(*input, Instant::now().into_std()),
                 ev = next_transfer_event(&mut transfer_events) => match ev {
                     Some(ev) => {
                         let now = Instant::now().into_std();

@@ -12,10 +12,11 @@ use tokio::sync::mpsc;
 use crate::agents::CallEvent;
 pub use crate::agents::commands::{CallCommand, CommandSendError, Commands, Inbox, recv};
 
-/// Copies call events to every subscriber.
+/// Copies call events to every subscriber: one shared copy of each event, and queues of
+/// pointers (a queue's first block of slots is made with it: 32 pointers, not 32 events).
 #[derive(Clone, Debug, Default)]
 pub struct EventSink {
-    txs: Vec<mpsc::Sender<CallEvent>>,
+    txs: Vec<mpsc::Sender<Arc<CallEvent>>>,
     dropped: Arc<AtomicU64>,
 }
 
@@ -25,7 +26,7 @@ impl EventSink {
     }
 
     /// A new listener with a queue of `capacity` events.
-    pub fn subscribe(&mut self, capacity: usize) -> mpsc::Receiver<CallEvent> {
+    pub fn subscribe(&mut self, capacity: usize) -> mpsc::Receiver<Arc<CallEvent>> {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         self.txs.push(tx);
         rx
@@ -33,6 +34,10 @@ impl EventSink {
 
     /// Offers the event to every listener without waiting.
     pub fn send(&self, ev: &CallEvent) {
+        if self.txs.is_empty() {
+            return;
+        }
+        let ev = Arc::new(ev.clone());
         for tx in &self.txs {
             if tx.try_send(ev.clone()).is_err() && !tx.is_closed() {
                 let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;

@@ -103,7 +103,7 @@ pub struct Observed {
 
 impl Recorder {
     /// Runs until the call's events end.
-    pub async fn run(mut self, mut events: mpsc::Receiver<CallEvent>) -> Observed {
+    pub async fn run(mut self, mut events: mpsc::Receiver<std::sync::Arc<CallEvent>>) -> Observed {
         let mut seen = Observed::default();
         while let Some(ev) = events.recv().await {
             self.on_event(&ev, &mut seen);

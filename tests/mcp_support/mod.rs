@@ -176,8 +176,8 @@ mcp.{server} = [{}]
 pub struct CallSide {
     pub orch: Orchestrator,
     pub tasks: ToolTasks,
-    tx: mpsc::Sender<Input>,
-    rx: mpsc::Receiver<Input>,
+    tx: mpsc::Sender<Box<Input>>,
+    rx: mpsc::Receiver<Box<Input>>,
     pub responses: Vec<FunctionResponse>,
     pub events: Vec<CallEvent>,
     n: u32,
@@ -259,7 +259,7 @@ impl CallSide {
             let input = tokio::time::timeout_at(deadline, self.rx.recv())
                 .await
                 .ok()??;
-            let _ = self.orch.handle(input, Instant::now());
+            let _ = self.orch.handle(*input, Instant::now());
             self.drain();
         }
     }
