@@ -51,9 +51,9 @@ pub fn tap(app: &AppState, leg: LegHandle, hooks: Hooks) -> LegHandle {
     let cfg = app.loaded.config.keypad.clone();
     let (rate, media_zero) = (leg.rate, leg.started_at);
     leg.wrap(move |inner| {
-        // The agent's key presses are its `send_tool` calls in the event stream; without such
-        // a tool the tap has nothing to read there.
-        let feed = (!cfg.send_tool.is_empty())
+        // The agent's key presses are its `send_tool` calls in the event stream; when its agents
+        // cannot make one the tap has nothing to read there.
+        let feed = agents_can_press(&cfg, hooks.agents.as_deref())
             .then(|| ReusableBoxFuture::new(next_line(live.subscribe().1)));
         let now = Instant::now();
         Box::new(Tap {
@@ -72,6 +72,13 @@ pub fn tap(app: &AppState, leg: LegHandle, hooks: Hooks) -> LegHandle {
 }
 
 type Line = (Result<Arc<str>, RecvError>, broadcast::Receiver<Arc<str>>);
+
+/// Whether a call's agents can press keys: its set declares the send tool, or takes tools from
+/// MCP servers (whose lists change while it runs). Without an agent set nothing calls tools.
+fn agents_can_press(cfg: &KeypadConfig, agents: Option<&crate::agents::Registry>) -> bool {
+    !cfg.send_tool.is_empty()
+        && agents.is_some_and(|r| r.tool(&cfg.send_tool).is_some() || !r.mcp_servers().is_empty())
+}
 
 async fn next_line(mut feed: broadcast::Receiver<Arc<str>>) -> Line {
     let r = feed.recv().await;
@@ -283,5 +290,35 @@ fn offer(commands: &crate::call::tap::Commands, text: String) {
     };
     if let Err(e) = commands.offer(input) {
         tracing::debug!(error = %e, "keys not delivered to the agent");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(path: &str) -> crate::agents::Registry {
+        crate::agents::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+    }
+
+    #[test]
+    fn the_tap_reads_the_event_stream_only_when_the_agents_can_press_keys() {
+        let cfg = KeypadConfig::default();
+        assert_eq!(cfg.send_tool, "send_dtmf");
+        let keypad = set("tests/data/keypad/agents.toml");
+        assert!(agents_can_press(&cfg, Some(&keypad)));
+        assert!(!agents_can_press(&cfg, None), "no agents, no tool calls");
+        let front_desk = set("config/agents/front_desk.toml");
+        assert!(!agents_can_press(&cfg, Some(&front_desk)));
+        let mcp = set("config/agents/support_mcp.toml");
+        assert!(
+            agents_can_press(&cfg, Some(&mcp)),
+            "an MCP server's tools may include it"
+        );
+        let off = KeypadConfig {
+            send_tool: String::new(),
+            ..KeypadConfig::default()
+        };
+        assert!(!agents_can_press(&off, Some(&keypad)));
     }
 }

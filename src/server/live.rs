@@ -217,6 +217,11 @@ impl LiveCall {
         self.publish_line(ev.to_json_line());
     }
 
+    /// Everything published so far (no subscription made).
+    pub fn history(&self) -> Vec<Arc<str>> {
+        self.feed().history.iter().cloned().collect()
+    }
+
     /// Everything published so far, and a receiver for what follows (nothing is missed or
     /// repeated between the two).
     pub fn subscribe(&self) -> (Vec<Arc<str>>, broadcast::Receiver<Arc<str>>) {
@@ -333,6 +338,7 @@ mod tests {
     fn the_feed_is_made_for_its_first_subscriber_and_over_when_the_call_ends() {
         let live = LiveCall::new("call_1".into(), "twilio", None);
         live.publish(&line(1));
+        assert_eq!(live.history().len(), 1);
         assert!(live.feed().tx.is_none(), "no subscriber, no feed slots");
         let (history, mut rx) = live.subscribe();
         assert_eq!(history.len(), 1);
@@ -346,6 +352,7 @@ mod tests {
         live.mark_ended();
         assert_eq!(rx.try_recv(), Err(TryRecvError::Closed));
         assert_eq!(rx2.try_recv(), Err(TryRecvError::Closed));
+        assert_eq!(live.history().len(), 3);
         let (late, mut rx3) = live.subscribe();
         assert_eq!(late.len(), 3, "a late subscriber still gets the history");
         assert_eq!(rx3.try_recv(), Err(TryRecvError::Closed));

@@ -69,7 +69,7 @@ pub async fn answer_locally(app: &AppState, op: &Op, starting: Duration) -> Answ
         },
         Op::Events { call } => match app.calls.get(call) {
             Some(c) => {
-                let (lines, _) = c.subscribe();
+                let lines = c.history();
                 let events: Vec<Value> = lines
                     .iter()
                     .filter_map(|l| serde_json::from_str(l).ok())
@@ -308,7 +308,7 @@ mod tests {
             view: SharedView::default(),
         });
         let mut rx = inbox.take().unwrap();
-        let CallCommand::Agents { input, reply } = rx.recv().await.unwrap();
+        let CallCommand::Agents { input, reply } = *rx.recv().await.unwrap();
         assert_eq!(
             input,
             Input::Activate {
