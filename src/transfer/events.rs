@@ -386,6 +386,7 @@ mod tests {
             tx.send(bad(n));
             tx.send(stage(Stage::Following));
         }
+        assert!(tx.held.is_empty(), "held for a receiver that is gone");
         tx.send(Event::Finished(report()));
         assert!(tx.held.is_empty());
     }

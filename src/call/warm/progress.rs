@@ -22,6 +22,7 @@ pub fn channel() -> (ProgressSender, ProgressReceiver) {
         ProgressReceiver {
             ringing: Some(ring_rx),
             outcome: Some(out_rx),
+            held: None,
         },
     )
 }
@@ -82,6 +83,9 @@ impl Drop for ProgressSender {
 pub struct ProgressReceiver {
     ringing: Option<watch::Receiver<Option<Ringing>>>,
     outcome: Option<oneshot::Receiver<PersonProgress>>,
+    /// The outcome, when it was found with a provisional answer not yet read (both sent while
+    /// the slot's wait was already polled): the provisional answer goes first.
+    held: Option<PersonProgress>,
 }
 
 impl ProgressReceiver {
@@ -89,6 +93,9 @@ impl ProgressReceiver {
     /// or once the dialler went without one. Cancel-safe.
     pub async fn recv(&mut self) -> Option<PersonProgress> {
         loop {
+            if let Some(outcome) = self.held.take() {
+                return Some(outcome);
+            }
             if self.ringing.is_none() && self.outcome.is_none() {
                 return None;
             }
@@ -107,10 +114,23 @@ impl ProgressReceiver {
                 }
                 outcome = outcome(&mut self.outcome) => {
                     self.outcome = None;
-                    // Nothing after the outcome matters.
-                    self.ringing = None;
+                    // Nothing after the outcome matters; what came before it and was not read
+                    // yet goes first.
+                    let unread = self.ringing.take().and_then(|mut rx| {
+                        let slot = rx.borrow_and_update();
+                        if slot.has_changed() { *slot } else { None }
+                    });
                     if outcome.is_some() {
-                        return outcome;
+                        return match unread {
+                            Some(r) => {
+                                self.held = outcome;
+                                Some(match r {
+                                    Ringing::Ringing => PersonProgress::Ringing,
+                                    Ringing::EarlyMedia => PersonProgress::EarlyMedia,
+                                })
+                            }
+                            None => outcome,
+                        };
                     }
                 }
             }
