@@ -7,7 +7,7 @@
 //! endian) and the samples. The ring drops whole frames, so what it hands back for a replay is
 //! whole records.
 
-use crate::audio::g711;
+use crate::audio::g711::{self, Law};
 
 const ULAW: u8 = 0;
 const ALAW: u8 = 1;
@@ -24,9 +24,7 @@ pub fn encode(frame: &[i16], out: &mut Vec<u8>) {
             // Digital silence (a fixture's pauses, padding): μ-law's zero, without the codec.
             header(ULAW, part.len(), out);
             out.resize(out.len() + part.len(), ULAW_ZERO);
-        } else if !by_law(part, ULAW, g711::ulaw_encode, g711::ulaw_decode, out)
-            && !by_law(part, ALAW, g711::alaw_encode, g711::alaw_decode, out)
-        {
+        } else if !by_law(part, Law::Ulaw, ULAW, out) && !by_law(part, Law::Alaw, ALAW, out) {
             header(PCM16, part.len(), out);
             let start = out.len();
             out.resize(start + 2 * part.len(), 0);
@@ -47,16 +45,10 @@ const PROBE: usize = 8;
 /// Appends `part` as a record of one law if every sample comes back exact; else appends
 /// nothing and says so.
 #[inline(always)]
-fn by_law(
-    part: &[i16],
-    tag: u8,
-    enc: impl Fn(i16) -> u8,
-    dec: impl Fn(u8) -> i16,
-    out: &mut Vec<u8>,
-) -> bool {
+fn by_law(part: &[i16], law: Law, tag: u8, out: &mut Vec<u8>) -> bool {
     if part[..part.len().min(PROBE)]
         .iter()
-        .any(|&s| dec(enc(s)) != s)
+        .any(|&s| law.decode(law.encode(s)) != s)
     {
         return false;
     }
@@ -66,9 +58,9 @@ fn by_law(
     out.resize(body + part.len(), 0);
     let mut exact = true;
     for (b, &s) in out[body..].iter_mut().zip(part) {
-        let c = enc(s);
+        let c = law.encode(s);
         *b = c;
-        exact &= dec(c) == s;
+        exact &= law.decode(c) == s;
     }
     if !exact {
         out.truncate(start);

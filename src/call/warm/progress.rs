@@ -34,6 +34,15 @@ enum Ringing {
     EarlyMedia,
 }
 
+impl From<Ringing> for PersonProgress {
+    fn from(r: Ringing) -> PersonProgress {
+        match r {
+            Ringing::Ringing => PersonProgress::Ringing,
+            Ringing::EarlyMedia => PersonProgress::EarlyMedia,
+        }
+    }
+}
+
 /// The dialler's end.
 pub struct ProgressSender {
     ringing: watch::Sender<Option<Ringing>>,
@@ -106,10 +115,8 @@ impl ProgressReceiver {
                         self.ringing = None;
                         continue;
                     };
-                    match *rx.borrow_and_update() {
-                        Some(Ringing::Ringing) => return Some(PersonProgress::Ringing),
-                        Some(Ringing::EarlyMedia) => return Some(PersonProgress::EarlyMedia),
-                        None => {}
+                    if let Some(r) = *rx.borrow_and_update() {
+                        return Some(r.into());
                     }
                 }
                 outcome = outcome(&mut self.outcome) => {
@@ -124,10 +131,7 @@ impl ProgressReceiver {
                         return match unread {
                             Some(r) => {
                                 self.held = outcome;
-                                Some(match r {
-                                    Ringing::Ringing => PersonProgress::Ringing,
-                                    Ringing::EarlyMedia => PersonProgress::EarlyMedia,
-                                })
+                                Some(r.into())
                             }
                             None => outcome,
                         };
