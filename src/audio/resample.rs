@@ -5,8 +5,8 @@
 //! # Choice of resampler
 //!
 //! Telephony ratios are fixed and exact (8k↔16k, 24k→8k, 16k→24k, ...), so nothing needs the
-//! variable ratio an asynchronous resampler pays for. rubato's synchronous [`Fft`] resampler is
-//! used, with one FFT block of 20 ms of input (rounded up to an even multiple of the ratio's
+//! variable ratio an asynchronous resampler pays for. rubato's synchronous FFT method is
+//! used ([`super::fft_block`], bit-for-bit rubato's `Fft`), with one FFT block of 20 ms of input (rounded up to an even multiple of the ratio's
 //! smallest block: 160 in → 320 out for 8k→16k, 480 → 160 for 24k→8k, 882 → 320 for 44.1k→16k)
 //! and both block sizes fixed:
 //!
@@ -19,6 +19,9 @@
 //!   is folded into an 8 kHz leg.
 //! * **Cost**: one real FFT of two blocks in and one inverse FFT of two blocks out per 20 ms, about
 //!   1.5 µs per frame for 8k→16k and 24k→8k; no allocation once constructed.
+//! * **Memory**: the filter and the FFT plans are shared by every stream of a rate pair
+//!   ([`super::fft_block`]); a stream holds one input block (i16) and one output block of overlap
+//!   (f32), about 1.6 KiB for either direction of an 8 kHz call.
 //! * **Quality**: the anti-aliasing cutoff sits at ~92 % of the lower Nyquist frequency (about
 //!   3.66 kHz on an 8 kHz leg), above the 3.4 kHz telephone band.
 //!
@@ -30,8 +33,7 @@
 
 use std::time::Duration;
 
-use audioadapter_buffers::direct::InterleavedSlice;
-use rubato::{Fft, FixedSync, Resampler, WindowFunction};
+use super::fft_block::BlockConverter;
 
 /// Lowest sample rate accepted, in Hz.
 pub const MIN_RATE: u32 = 1_000;
@@ -63,9 +65,6 @@ pub enum ResampleError {
         /// Smallest exact input block for the ratio.
         block: usize,
     },
-    /// rubato refused the configuration.
-    #[error("resampler construction failed: {0}")]
-    Construction(#[from] rubato::ResamplerConstructionError),
 }
 
 /// One direction of one call: converts a stream of mono PCM16 from `from_hz` to `to_hz`, keeping
@@ -79,17 +78,15 @@ pub struct StreamResampler {
 
 /// The state of a converting (non-passthrough) stream.
 struct FftStream {
-    fft: Fft<f32>,
+    conv: BlockConverter,
     /// Input samples per block.
     block_in: usize,
     /// Output samples per block.
     block_out: usize,
     /// Input block being filled; `block_in` long.
-    pending: Vec<f32>,
+    pending: Box<[i16]>,
     /// Number of valid samples at the start of `pending`.
     fill: usize,
-    /// Output of one block; `block_out` long.
-    converted: Vec<f32>,
     /// Input samples taken since construction or the last flush.
     consumed: u64,
     /// Output samples emitted since construction or the last flush.
@@ -129,27 +126,16 @@ impl StreamResampler {
                 block,
             });
         }
-        let fft = Fft::<f32>::new_custom(
-            from,
-            to,
-            block,
-            1,
-            1,
-            WindowFunction::BlackmanHarris2,
-            FixedSync::Both,
-        )?;
-        let block_in = fft.input_frames_next();
-        let block_out = fft.output_frames_next();
+        let block_out = block * to / from;
         Ok(Self {
             from_hz,
             to_hz,
             fft: Some(FftStream {
-                fft,
-                block_in,
+                conv: BlockConverter::new(block, block_out),
+                block_in: block,
                 block_out,
-                pending: vec![0.0; block_in],
+                pending: vec![0; block].into_boxed_slice(),
                 fill: 0,
-                converted: vec![0.0; block_out],
                 consumed: 0,
                 emitted: 0,
                 aligned: false,
@@ -168,7 +154,7 @@ impl StreamResampler {
         let mut r = Self::new(from_hz, to_hz)?;
         if let Some(s) = r.fft.as_mut() {
             s.aligned = true;
-            s.skip = s.fft.output_delay();
+            s.skip = s.conv.delay();
         }
         Ok(r)
     }
@@ -184,9 +170,7 @@ impl StreamResampler {
         while !rest.is_empty() {
             let take = (s.block_in - s.fill).min(rest.len());
             let (head, tail) = rest.split_at(take);
-            for (dst, &src) in s.pending[s.fill..s.fill + take].iter_mut().zip(head) {
-                *dst = f32::from(src);
-            }
+            s.pending[s.fill..s.fill + take].copy_from_slice(head);
             s.fill += take;
             s.consumed += take as u64;
             rest = tail;
@@ -204,26 +188,25 @@ impl StreamResampler {
             return;
         };
         if s.consumed > 0 {
-            let target =
-                output_len(s.consumed, self.from_hz, self.to_hz) + s.fft.output_delay() as u64;
+            let target = output_len(s.consumed, self.from_hz, self.to_hz) + s.conv.delay() as u64;
             while s.emitted < target {
-                s.pending[s.fill..].fill(0.0);
+                s.pending[s.fill..].fill(0);
                 s.fill = s.block_in;
                 let want = (target - s.emitted).min(s.block_out as u64) as usize;
                 s.convert_block(out, want);
             }
         }
-        s.fft.reset();
+        s.conv.reset();
         s.fill = 0;
         s.consumed = 0;
         s.emitted = 0;
-        s.skip = if s.aligned { s.fft.output_delay() } else { 0 };
+        s.skip = if s.aligned { s.conv.delay() } else { 0 };
     }
 
     /// The algorithmic delay in output samples: output sample `n` corresponds to input time
     /// `(n - delay_samples()) / to_hz`. Zero for a passthrough.
     pub fn delay_samples(&self) -> usize {
-        self.fft.as_ref().map_or(0, |s| s.fft.output_delay())
+        self.fft.as_ref().map_or(0, |s| s.conv.delay())
     }
 
     /// The algorithmic delay as a duration.
@@ -246,20 +229,11 @@ impl FftStream {
     /// Converts the full `pending` block and appends the first `keep` output samples to `out`.
     fn convert_block(&mut self, out: &mut Vec<i16>, keep: usize) {
         debug_assert_eq!(self.fill, self.block_in);
-        // Invariant: both buffers are mono and sized from the resampler's own fixed block sizes
-        // (FixedSync::Both), which is all process_into_buffer checks; it cannot fail here.
-        let input = InterleavedSlice::new(&self.pending[..], 1, self.block_in)
-            .expect("pending holds exactly one mono input block");
-        let mut output = InterleavedSlice::new_mut(&mut self.converted[..], 1, self.block_out)
-            .expect("converted holds exactly one mono output block");
-        let (_, written) = self
-            .fft
-            .process_into_buffer(&input, &mut output, None)
-            .expect("buffers match the resampler's fixed block sizes");
-        debug_assert_eq!(written, self.block_out);
         let dropped = self.skip.min(keep);
+        self.conv.convert(&self.pending, |block| {
+            out.extend(block[dropped..keep].iter().map(|&v| to_pcm(v)));
+        });
         self.skip -= dropped;
-        out.extend(self.converted[dropped..keep].iter().map(|&v| to_pcm(v)));
         self.fill = 0;
         self.emitted += keep as u64;
     }
