@@ -1,10 +1,11 @@
 //! How the reconnect ring keeps a caller frame: one byte per sample (G.711 μ-law or A-law)
 //! when that byte gives back exactly the frame's PCM — every frame of a μ-law or A-law leg,
 //! whose PCM was decoded from those bytes — else the PCM16 itself. A μ-law caller's ring is
-//! half the size of its PCM and nothing is lost on any leg.
+//! half the size of its PCM and nothing is lost on any leg. A frame of digital silence (a muted
+//! caller, a fixture's pauses, padding) is kept as its length alone: three bytes for 20 ms.
 //!
 //! Each frame is one or more records: a tag byte (the encoding), the sample count (`u16`, little
-//! endian) and the samples. The ring drops whole frames, so what it hands back for a replay is
+//! endian) and the samples (none for silence). The ring drops whole frames, so what it hands back for a replay is
 //! whole records.
 
 use crate::audio::g711::{self, Law};
@@ -12,6 +13,8 @@ use crate::audio::g711::{self, Law};
 const ULAW: u8 = 0;
 const ALAW: u8 = 1;
 const PCM16: u8 = 2;
+/// `n` zero samples, with no body.
+const SILENCE: u8 = 3;
 
 /// Samples per record at most (the count is a `u16`); a 20 ms frame is far shorter.
 const MAX_RECORD: usize = u16::MAX as usize;
@@ -19,12 +22,10 @@ const MAX_RECORD: usize = u16::MAX as usize;
 /// Appends `frame` to `out` as records.
 pub fn encode(frame: &[i16], out: &mut Vec<u8>) {
     for part in frame.chunks(MAX_RECORD) {
-        out.reserve(3 + 2 * part.len());
         if part.iter().all(|&s| s == 0) {
-            // Digital silence (a fixture's pauses, padding): μ-law's zero, without the codec.
-            header(ULAW, part.len(), out);
-            out.resize(out.len() + part.len(), ULAW_ZERO);
+            header(SILENCE, part.len(), out);
         } else if !by_law(part, Law::Ulaw, ULAW, out) && !by_law(part, Law::Alaw, ALAW, out) {
+            out.reserve(3 + 2 * part.len());
             header(PCM16, part.len(), out);
             let start = out.len();
             out.resize(start + 2 * part.len(), 0);
@@ -34,9 +35,6 @@ pub fn encode(frame: &[i16], out: &mut Vec<u8>) {
         }
     }
 }
-
-/// μ-law's code for a zero sample.
-const ULAW_ZERO: u8 = g711::ulaw_encode(0);
 
 /// Samples tried one by one before a whole record is encoded: audio that was never G.711
 /// fails within them.
@@ -52,6 +50,7 @@ fn by_law(part: &[i16], law: Law, tag: u8, out: &mut Vec<u8>) -> bool {
     {
         return false;
     }
+    out.reserve(3 + part.len());
     let start = out.len();
     header(tag, part.len(), out);
     let body = out.len();
@@ -78,7 +77,11 @@ fn header(tag: u8, samples: usize, out: &mut Vec<u8>) {
 pub fn decode(mut bytes: &[u8], out: &mut Vec<i16>) {
     while let [tag, n0, n1, rest @ ..] = bytes {
         let n = usize::from(u16::from_le_bytes([*n0, *n1]));
-        let width = if *tag == PCM16 { 2 } else { 1 };
+        let width = match *tag {
+            PCM16 => 2,
+            SILENCE => 0,
+            _ => 1,
+        };
         let Some(body) = rest.get(..n * width) else {
             debug_assert!(false, "a truncated record in the reconnect ring");
             return;
@@ -86,6 +89,7 @@ pub fn decode(mut bytes: &[u8], out: &mut Vec<i16>) {
         match *tag {
             ULAW => g711::decode_ulaw(body, out),
             ALAW => g711::decode_alaw(body, out),
+            SILENCE => out.resize(out.len() + n, 0),
             _ => out.extend(
                 body.chunks_exact(2)
                     .map(|p| i16::from_le_bytes([p[0], p[1]])),
@@ -122,11 +126,20 @@ mod tests {
     }
 
     #[test]
-    fn silence_is_kept_as_ulaw_zeros() {
+    fn silence_is_kept_as_its_length() {
         let (bytes, pcm) = round_trip(&[0; 320]);
         assert_eq!(pcm, [0; 320]);
-        assert_eq!(bytes.len(), 3 + 320);
-        assert_eq!(bytes[0], ULAW);
+        assert_eq!(bytes, [SILENCE, 64, 1]);
+        // Silence between other frames keeps its place.
+        let ulaw: Vec<i16> = (0..160u8).map(g711::ulaw_decode).collect();
+        let mut bytes = Vec::new();
+        for f in [&ulaw[..], &[0; 160], &ulaw[..]] {
+            encode(f, &mut bytes);
+        }
+        let mut out = Vec::new();
+        decode(&bytes, &mut out);
+        assert_eq!(out, [&ulaw[..], &[0; 160], &ulaw[..]].concat());
+        assert_eq!(bytes.len(), 3 * 3 + 2 * 160);
         // A frame exact only after the probe's first samples still comes out whole.
         let mut late: Vec<i16> = vec![0; 20];
         late.push(1001);
