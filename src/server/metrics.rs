@@ -61,12 +61,12 @@ const HISTOGRAMS: &[(&str, &[f64], &str)] = &[
     (
         "baton_uplink_added_ms",
         FRAME_MS_BUCKETS,
-        "A caller frame fully received to its audio written to the model socket (per call: a sample of at most 3000 values, weighted to count every frame).",
+        "A caller frame fully received to its audio written to the model socket (per call: a sample of at most 1000 values, weighted to count every frame).",
     ),
     (
         "baton_downlink_added_ms",
         FRAME_MS_BUCKETS,
-        "A model audio chunk received to its first frame handed to the leg, minus queueing (per call: a sample of at most 3000 values, weighted to count every chunk).",
+        "A model audio chunk received to its first frame handed to the leg, minus queueing (per call: a sample of at most 1000 values, weighted to count every chunk).",
     ),
     (
         "baton_handoff_gap_ms",
