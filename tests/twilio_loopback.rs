@@ -43,6 +43,8 @@ enum Outcome {
         frames: u64,
         heard: u64,
         dtmf: Vec<char>,
+        /// Frames played whose buffer the leg handed back, the same samples.
+        given_back: u64,
         stats: Box<LegStats>,
     },
 }
@@ -88,7 +90,7 @@ async fn agent(
     mode: Mode,
 ) -> Outcome {
     assert_eq!(leg.rate, 8000);
-    let (mut frames, mut heard, mut dtmf) = (0u64, 0u64, Vec::new());
+    let (mut frames, mut heard, mut dtmf, mut given_back) = (0u64, 0u64, Vec::new(), 0u64);
     let play = |frame, leg: &mut baton::leg::LegHandle| {
         let _ = leg.send(LegCommand::Play {
             frame,
@@ -100,7 +102,15 @@ async fn agent(
             LegEvent::Frame { frame, .. } => {
                 frames += 1;
                 match mode {
-                    Mode::Echo => play(frame, &mut leg),
+                    Mode::Echo => {
+                        let samples = frame.samples.clone();
+                        play(frame, &mut leg);
+                        // The bridge leg writes a frame out in place and hands its buffer back
+                        // for the call's playout to fill again.
+                        if leg.take_spare().is_some_and(|f| f.samples == samples) {
+                            given_back += 1;
+                        }
+                    }
                     Mode::BurstThenClear => {
                         let base = Duration::from_secs(100);
                         if frames == 10 {
@@ -137,6 +147,7 @@ async fn agent(
         frames,
         heard,
         dtmf,
+        given_back,
         stats,
     }
 }
@@ -221,12 +232,14 @@ async fn caller_hears_its_own_audio_back_through_the_leg() {
         info,
         frames,
         heard,
+        given_back,
         stats,
         ..
     } = outcome(&mut outcomes).await
     else {
         panic!("leg refused the caller")
     };
+    assert_eq!(given_back, frames, "every frame played came back for reuse");
     // What start carried reached the leg.
     assert_eq!(info.custom_parameters["tenant"], "acme");
     assert_eq!(

@@ -199,7 +199,12 @@ pub async fn run_with_agents(
                 continue;
             }
             match leg.send(cmd) {
-                Ok(()) => {}
+                // A leg that wrote the frame out in place hands its buffer back for the next tick.
+                Ok(()) => {
+                    if let Some(frame) = leg.take_spare() {
+                        core.recycle(frame);
+                    }
+                }
                 // A leg task that far behind loses this frame; the call goes on.
                 Err(Refused::Full(LegCommand::Play { frame, .. })) => core.recycle(frame),
                 Err(Refused::Full(_)) => {}

@@ -72,6 +72,13 @@ pub trait LegIo: Send {
     fn idle_ticks(&self) -> bool {
         true
     }
+    /// The buffer of the last frame this leg played in place (it writes a frame's bytes out
+    /// during [`command`](Self::command) and keeps no reference), for the call's playout to
+    /// fill again instead of allocating a frame every tick. A leg that passes frames on keeps
+    /// none.
+    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
+        None
+    }
 }
 
 /// Why a leg did not take a command.
@@ -194,6 +201,10 @@ impl LegIo for Prefixed {
     fn idle_ticks(&self) -> bool {
         self.inner.idle_ticks()
     }
+
+    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
+        self.inner.take_spare()
+    }
 }
 
 /// The call's end of a leg.
@@ -258,6 +269,12 @@ impl LegHandle {
     /// Gives the leg a command, or says why it did not take it.
     pub fn send(&mut self, cmd: LegCommand) -> Result<(), Refused> {
         self.io.command(cmd)
+    }
+
+    /// The buffer of the frame the leg played last, when it played it in place
+    /// ([`LegIo::take_spare`]).
+    pub fn take_spare(&mut self) -> Option<crate::audio::Frame> {
+        self.io.take_spare()
     }
 
     /// Starts writing what the commands so far produced (returns at once; the rest goes out

@@ -161,6 +161,10 @@ impl LegIo for Tap {
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         self.inner.poll_flush(cx)
     }
+
+    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
+        self.inner.take_spare()
+    }
 }
 
 impl Tap {

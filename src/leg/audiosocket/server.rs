@@ -180,12 +180,13 @@ where
     let (hold, closed) = Handover::new(leg);
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, info.clone()).in_current_span());
-    let handle = LegHandle::direct(info.rate, started_at, Box::new(AudioSocketIo(hold)));
+    let handle = LegHandle::direct(info.rate, started_at, Box::new(AudioSocketIo(hold, None)));
     (handle, info, task)
 }
 
 /// The call's end of an AudioSocket leg, driven from the call's task.
-struct AudioSocketIo<S>(Handover<Leg<S>>);
+/// The leg, and the buffer of the frame it played last ([`LegIo::take_spare`]).
+struct AudioSocketIo<S>(Handover<Leg<S>>, Option<crate::audio::Frame>);
 
 struct Leg<S> {
     core: AudioSocketSession,
@@ -251,7 +252,11 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> LegIo for AudioSocketIo<S> {
             }
             // After the connection ended nothing is sent; the call hears `Stop`.
             LegCommand::Play { .. } if leg.core.ended().is_some() => return Ok(()),
-            LegCommand::Play { frame, kind } => leg.core.play(&frame, kind, now),
+            LegCommand::Play { frame, kind } => {
+                let r = leg.core.play(&frame, kind, now);
+                self.1 = Some(frame);
+                r
+            }
             LegCommand::Clear => {
                 leg.core.clear();
                 Ok(())
@@ -271,6 +276,10 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> LegIo for AudioSocketIo<S> {
     /// No: idle silence is not sent (`AudioSocketSession::play` skips it).
     fn idle_ticks(&self) -> bool {
         false
+    }
+
+    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
+        self.1.take()
     }
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {

@@ -246,7 +246,7 @@ pub async fn accept(
     let (hold, closed) = Handover::new(leg);
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, info.clone()).in_current_span());
-    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(BridgeIo(hold)))
+    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(BridgeIo(hold, None)))
         .with_law(info.format.encoding.law());
     Ok((handle, info, task))
 }
@@ -254,7 +254,8 @@ pub async fn accept(
 /// The call's end of a bridge leg, driven from the call's task: its polls read the socket into
 /// the core and write what the call's commands produced. On `Hangup`, or dropped, it hands the
 /// socket to the task that closes it and reports the stats.
-struct BridgeIo(Handover<Leg>);
+/// The leg, and the buffer of the frame it played last ([`LegIo::take_spare`]).
+struct BridgeIo(Handover<Leg>, Option<crate::audio::Frame>);
 
 struct Leg {
     core: MediaStream,
@@ -327,7 +328,11 @@ impl LegIo for BridgeIo {
         };
         let now = Instant::now();
         let result = match cmd {
-            LegCommand::Play { frame, kind } => leg.core.play(&frame, kind, now),
+            LegCommand::Play { frame, kind } => {
+                let r = leg.core.play(&frame, kind, now);
+                self.1 = Some(frame);
+                r
+            }
             LegCommand::Clear => leg.core.clear(),
             LegCommand::Hangup => return Ok(()),
         };
@@ -349,6 +354,10 @@ impl LegIo for BridgeIo {
     /// No: idle silence is not sent (`MediaStream::play` skips it).
     fn idle_ticks(&self) -> bool {
         false
+    }
+
+    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
+        self.1.take()
     }
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {

@@ -220,7 +220,11 @@ fn start<S: Socket + 'static>(
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, format).in_current_span());
     StreamLeg {
-        handle: LegHandle::direct(format.sample_rate, started_at, Box::new(StreamIo(hold))),
+        handle: LegHandle::direct(
+            format.sample_rate,
+            started_at,
+            Box::new(StreamIo(hold, None)),
+        ),
         format,
         task,
         notices: notice_tx,
@@ -235,7 +239,8 @@ fn to_message(t: Transmit) -> Message {
 }
 
 /// The call's end of a `/stream` leg, driven from the call's task.
-struct StreamIo<S>(Handover<Leg<S>>);
+/// The leg, and the buffer of the frame it played last ([`LegIo::take_spare`]).
+struct StreamIo<S>(Handover<Leg<S>>, Option<crate::audio::Frame>);
 
 struct Leg<S> {
     core: StreamCore,
@@ -298,7 +303,11 @@ impl<S: Socket> LegIo for StreamIo<S> {
         };
         let now = Instant::now();
         let r = match cmd {
-            LegCommand::Play { frame, kind } => leg.core.play(&frame, kind, now),
+            LegCommand::Play { frame, kind } => {
+                let r = leg.core.play(&frame, kind, now);
+                self.1 = Some(frame);
+                r
+            }
             LegCommand::Clear => leg.core.clear(),
             LegCommand::Hangup => return Ok(()),
         };
@@ -320,6 +329,10 @@ impl<S: Socket> LegIo for StreamIo<S> {
     /// No: idle silence is not sent (`StreamCore::play` skips it).
     fn idle_ticks(&self) -> bool {
         false
+    }
+
+    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
+        self.1.take()
     }
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
