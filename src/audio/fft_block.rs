@@ -27,7 +27,9 @@ struct Plan {
     ifft: Arc<dyn ComplexToReal<f32>>,
 }
 
-/// The transforms' buffers, overwritten by every block: one set per thread.
+/// The transforms' buffers, overwritten by every block: one set per thread, as large as the
+/// largest plan used on it needs (a call's two directions take turns on them every frame, so
+/// they only grow; each block uses a prefix).
 #[derive(Default)]
 struct Work {
     time_in: Vec<f32>,
@@ -72,6 +74,11 @@ impl BlockConverter {
         }
     }
 
+    /// Output samples per block.
+    pub fn size_out(&self) -> usize {
+        self.plan.size_out
+    }
+
     /// Output samples of delay (half an output block).
     pub fn delay(&self) -> usize {
         self.plan.size_out / 2
@@ -89,48 +96,50 @@ impl BlockConverter {
         let (n_in, n_out) = (plan.size_in, plan.size_out);
         debug_assert_eq!(input.len(), n_in);
         WORK.with_borrow_mut(|w| {
-            w.time_in.resize(2 * n_in, 0.0);
-            w.freq_in.resize(n_in + 1, Complex::default());
-            w.freq_out.resize(n_out + 1, Complex::default());
-            w.time_out.resize(2 * n_out, 0.0);
-            w.scratch_fw
-                .resize(plan.fft.get_scratch_len(), Complex::default());
-            w.scratch_inv
-                .resize(plan.ifft.get_scratch_len(), Complex::default());
+            grow(&mut w.time_in, 2 * n_in);
+            grow(&mut w.freq_in, n_in + 1);
+            grow(&mut w.freq_out, n_out + 1);
+            grow(&mut w.time_out, 2 * n_out);
+            grow(&mut w.scratch_fw, plan.fft.get_scratch_len());
+            grow(&mut w.scratch_inv, plan.ifft.get_scratch_len());
+            let time_in = &mut w.time_in[..2 * n_in];
+            let freq_in = &mut w.freq_in[..n_in + 1];
+            let freq_out = &mut w.freq_out[..n_out + 1];
+            let time_out = &mut w.time_out[..2 * n_out];
 
-            for (t, &s) in w.time_in.iter_mut().zip(input) {
+            for (t, &s) in time_in.iter_mut().zip(input) {
                 *t = f32::from(s);
             }
-            w.time_in[n_in..].fill(0.0);
+            time_in[n_in..].fill(0.0);
             // Lengths are the plans' own, so neither transform can refuse them; the inverse only
             // reports (and ignores) a non-zero imaginary part at DC or Nyquist.
-            let fw =
-                plan.fft
-                    .process_with_scratch(&mut w.time_in, &mut w.freq_in, &mut w.scratch_fw);
+            let fw = plan
+                .fft
+                .process_with_scratch(time_in, freq_in, &mut w.scratch_fw);
             debug_assert!(fw.is_ok());
             let kept = if n_in < n_out { n_in + 1 } else { n_out };
-            for ((o, i), f) in w
-                .freq_out
-                .iter_mut()
-                .zip(&w.freq_in[..kept])
-                .zip(&*plan.filter)
-            {
+            for ((o, i), f) in freq_out.iter_mut().zip(&freq_in[..kept]).zip(&*plan.filter) {
                 *o = *i * *f;
             }
-            w.freq_out[kept..].fill(Complex::default());
-            let inv = plan.ifft.process_with_scratch(
-                &mut w.freq_out,
-                &mut w.time_out,
-                &mut w.scratch_inv,
-            );
+            freq_out[kept..].fill(Complex::default());
+            let inv = plan
+                .ifft
+                .process_with_scratch(freq_out, time_out, &mut w.scratch_inv);
             debug_assert!(inv.is_ok());
-            let (head, tail) = w.time_out.split_at_mut(n_out);
+            let (head, tail) = time_out.split_at_mut(n_out);
             for (h, o) in head.iter_mut().zip(self.overlap.iter_mut()) {
                 *h += *o;
             }
             self.overlap.copy_from_slice(tail);
             emit(head);
         });
+    }
+}
+
+/// Lengthens `v` to `n` if it is shorter; a longer one stays as it is.
+fn grow<T: Clone + Default>(v: &mut Vec<T>, n: usize) {
+    if v.len() < n {
+        v.resize(n, T::default());
     }
 }
 

@@ -5,10 +5,10 @@
 //! # Choice of resampler
 //!
 //! Telephony ratios are fixed and exact (8k↔16k, 24k→8k, 16k→24k, ...), so nothing needs the
-//! variable ratio an asynchronous resampler pays for. rubato's synchronous FFT method is
-//! used ([`super::fft_block`], bit-for-bit rubato's `Fft`), with one FFT block of 20 ms of input (rounded up to an even multiple of the ratio's
-//! smallest block: 160 in → 320 out for 8k→16k, 480 → 160 for 24k→8k, 882 → 320 for 44.1k→16k)
-//! and both block sizes fixed:
+//! variable ratio an asynchronous resampler pays for. rubato's synchronous FFT method is used
+//! ([`super::fft_block`], bit for bit rubato's `Fft`), with one FFT block of 20 ms of input
+//! (rounded up to an even multiple of the ratio's smallest block: 160 in → 320 out for 8k→16k,
+//! 480 → 160 for 24k→8k, 882 → 320 for 44.1k→16k) and both block sizes fixed:
 //!
 //! * **Delay**: half an output block, i.e. 10 ms for every telephony pair (80 samples at 8 kHz out,
 //!   160 at 16 kHz, 240 at 24 kHz). Input arrives in 20 ms frames, so a frame in yields its block
@@ -78,12 +78,9 @@ pub struct StreamResampler {
 
 /// The state of a converting (non-passthrough) stream.
 struct FftStream {
+    /// Converts a block of `pending.len()` samples into `conv.size_out()`.
     conv: BlockConverter,
-    /// Input samples per block.
-    block_in: usize,
-    /// Output samples per block.
-    block_out: usize,
-    /// Input block being filled; `block_in` long.
+    /// Input block being filled (one block long).
     pending: Box<[i16]>,
     /// Number of valid samples at the start of `pending`.
     fill: usize,
@@ -126,14 +123,11 @@ impl StreamResampler {
                 block,
             });
         }
-        let block_out = block * to / from;
         Ok(Self {
             from_hz,
             to_hz,
             fft: Some(FftStream {
-                conv: BlockConverter::new(block, block_out),
-                block_in: block,
-                block_out,
+                conv: BlockConverter::new(block, block * to / from),
                 pending: vec![0; block].into_boxed_slice(),
                 fill: 0,
                 consumed: 0,
@@ -168,14 +162,14 @@ impl StreamResampler {
         };
         let mut rest = input;
         while !rest.is_empty() {
-            let take = (s.block_in - s.fill).min(rest.len());
+            let take = (s.pending.len() - s.fill).min(rest.len());
             let (head, tail) = rest.split_at(take);
             s.pending[s.fill..s.fill + take].copy_from_slice(head);
             s.fill += take;
             s.consumed += take as u64;
             rest = tail;
-            if s.fill == s.block_in {
-                s.convert_block(out, s.block_out);
+            if s.fill == s.pending.len() {
+                s.convert_block(out, s.conv.size_out());
             }
         }
     }
@@ -191,8 +185,8 @@ impl StreamResampler {
             let target = output_len(s.consumed, self.from_hz, self.to_hz) + s.conv.delay() as u64;
             while s.emitted < target {
                 s.pending[s.fill..].fill(0);
-                s.fill = s.block_in;
-                let want = (target - s.emitted).min(s.block_out as u64) as usize;
+                s.fill = s.pending.len();
+                let want = (target - s.emitted).min(s.conv.size_out() as u64) as usize;
                 s.convert_block(out, want);
             }
         }
@@ -228,7 +222,7 @@ impl StreamResampler {
 impl FftStream {
     /// Converts the full `pending` block and appends the first `keep` output samples to `out`.
     fn convert_block(&mut self, out: &mut Vec<i16>, keep: usize) {
-        debug_assert_eq!(self.fill, self.block_in);
+        debug_assert_eq!(self.fill, self.pending.len());
         let dropped = self.skip.min(keep);
         self.conv.convert(&self.pending, |block| {
             out.extend(block[dropped..keep].iter().map(|&v| to_pcm(v)));
@@ -263,7 +257,7 @@ pub fn resample_all(input: &[i16], from_hz: u32, to_hz: u32) -> Result<Vec<i16>,
     let mut r = StreamResampler::new(from_hz, to_hz)?;
     let delay = r.delay_samples();
     let len = output_len(input.len() as u64, from_hz, to_hz) as usize;
-    let mut out = Vec::with_capacity(len + delay + r.fft.as_ref().map_or(0, |s| s.block_out));
+    let mut out = Vec::with_capacity(len + delay + r.fft.as_ref().map_or(0, |s| s.conv.size_out()));
     r.process(input, &mut out);
     r.flush(&mut out);
     out.drain(..delay);
@@ -318,14 +312,18 @@ mod tests {
         ] {
             let r = StreamResampler::new(from, to).unwrap();
             let s = r.fft.as_ref().unwrap();
-            assert_eq!((s.block_in, s.block_out), (bin, bout), "{from}->{to}");
+            assert_eq!(
+                (s.pending.len(), s.conv.size_out()),
+                (bin, bout),
+                "{from}->{to}"
+            );
             assert_eq!(r.delay_samples(), bout / 2);
             assert_eq!(r.delay(), Duration::from_millis(10));
         }
         // The smallest exact block of 22.05k -> 16k is 441 -> 320; it is doubled to be even.
         let r = StreamResampler::new(22050, 16000).unwrap();
         let s = r.fft.as_ref().unwrap();
-        assert_eq!((s.block_in, s.block_out), (882, 640));
+        assert_eq!((s.pending.len(), s.conv.size_out()), (882, 640));
         assert_eq!(r.delay_samples(), 320);
     }
 
