@@ -5,8 +5,8 @@
 //! caller, a fixture's pauses, padding) is kept as its length alone: three bytes for 20 ms.
 //!
 //! Each frame is one or more records: a tag byte (the encoding), the sample count (`u16`, little
-//! endian) and the samples (none for silence). The ring drops whole frames, so what it hands back for a replay is
-//! whole records.
+//! endian) and the samples (none for silence). The ring drops whole frames, so what it hands back
+//! for a replay is whole records.
 
 use crate::audio::g711::{self, Law};
 

@@ -184,8 +184,8 @@ where
     (handle, info, task)
 }
 
-/// The call's end of an AudioSocket leg, driven from the call's task.
-/// The leg, and the buffer of the frame it played last ([`LegIo::take_spare`]).
+/// The call's end of an AudioSocket leg, driven from the call's task, and the buffer of the frame
+/// it played last ([`LegIo::take_spare`]).
 struct AudioSocketIo<S>(Handover<Leg<S>>, Option<crate::audio::Frame>);
 
 struct Leg<S> {

@@ -253,8 +253,8 @@ pub async fn accept(
 
 /// The call's end of a bridge leg, driven from the call's task: its polls read the socket into
 /// the core and write what the call's commands produced. On `Hangup`, or dropped, it hands the
-/// socket to the task that closes it and reports the stats.
-/// The leg, and the buffer of the frame it played last ([`LegIo::take_spare`]).
+/// socket to the task that closes it and reports the stats. Beside the leg: the buffer of the
+/// frame it played last ([`LegIo::take_spare`]).
 struct BridgeIo(Handover<Leg>, Option<crate::audio::Frame>);
 
 struct Leg {

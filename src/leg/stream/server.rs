@@ -238,8 +238,8 @@ fn to_message(t: Transmit) -> Message {
     }
 }
 
-/// The call's end of a `/stream` leg, driven from the call's task.
-/// The leg, and the buffer of the frame it played last ([`LegIo::take_spare`]).
+/// The call's end of a `/stream` leg, driven from the call's task, and the buffer of the frame it
+/// played last ([`LegIo::take_spare`]).
 struct StreamIo<S>(Handover<Leg<S>>, Option<crate::audio::Frame>);
 
 struct Leg<S> {
