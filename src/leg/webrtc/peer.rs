@@ -155,8 +155,9 @@ pub struct Peer {
     pub ssrc: u32,
     /// The Opus payload type negotiated for the outbound track.
     pub payload_type: u8,
-    /// Remote tracks as they arrive (the caller's microphone).
-    pub remote_tracks: mpsc::UnboundedReceiver<Arc<dyn TrackRemote>>,
+    /// The caller's microphone track: the first remote track to arrive (the offer has one audio
+    /// section; a further track a peer adds is ignored, so this holds at most one).
+    pub remote_tracks: mpsc::Receiver<Arc<dyn TrackRemote>>,
     /// The connection state, as webrtc-rs reports it.
     pub state: watch::Receiver<RTCPeerConnectionState>,
 }
@@ -170,7 +171,7 @@ pub struct Answered {
 struct Handler {
     gathered: watch::Sender<bool>,
     state: watch::Sender<RTCPeerConnectionState>,
-    tracks: mpsc::UnboundedSender<Arc<dyn TrackRemote>>,
+    tracks: mpsc::Sender<Arc<dyn TrackRemote>>,
 }
 
 #[async_trait::async_trait]
@@ -187,7 +188,11 @@ impl PeerConnectionEventHandler for Handler {
     }
 
     async fn on_track(&self, track: Arc<dyn TrackRemote>) {
-        let _ = self.tracks.send(track);
+        // The leg plays the first track; one more queued or a closed leg means this one is
+        // not heard, and it is not kept.
+        if self.tracks.try_send(track).is_err() {
+            tracing::debug!("a further remote track is ignored");
+        }
     }
 }
 
@@ -227,7 +232,7 @@ pub async fn answer(offer: &str, s: &PeerSettings) -> Result<Answered, PeerError
         .build();
     let (gathered_tx, mut gathered) = watch::channel(false);
     let (state_tx, state) = watch::channel(RTCPeerConnectionState::New);
-    let (tracks_tx, remote_tracks) = mpsc::unbounded_channel();
+    let (tracks_tx, remote_tracks) = mpsc::channel(1);
     let handler = Arc::new(Handler {
         gathered: gathered_tx,
         state: state_tx,
