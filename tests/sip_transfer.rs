@@ -162,7 +162,6 @@ async fn place(sipp_port: u16) -> Call {
         media: MediaConfig::default(),
         codecs: vec![Codec::Pcmu],
         rtp_ports: (30000, 40000),
-        event_queue: 64,
     };
     let dial = Dial {
         target: format!("sip:person@127.0.0.1:{sipp_port}")
@@ -208,7 +207,9 @@ async fn finished(events: &mut EventReceiver) -> (Report, Vec<String>) {
 struct Referred {
     ua: Arc<UserAgent>,
     run: tokio::task::JoinHandle<call::Ended>,
-    handle: baton::leg::LegHandle,
+    /// What a call does with its leg: reads it (a SIP leg runs when its call polls it) until
+    /// the leg's `Stop`, then hangs up. Aborting it drops the leg, which ends the call.
+    caller: tokio::task::JoinHandle<()>,
     events: EventReceiver,
     peer: tokio::task::JoinHandle<sip_support::SippRun>,
     /// SIPp's files, removed when dropped.
@@ -240,10 +241,20 @@ async fn refer(name: &str, steps: &[String]) -> Referred {
     Referred {
         ua,
         run,
-        handle: leg.handle,
+        caller: tokio::spawn(read_until_stop(leg.handle)),
         events,
         peer,
         _dir: dir,
+    }
+}
+
+/// Reads the leg as a call would, and hangs up after its `Stop`.
+async fn read_until_stop(mut leg: baton::leg::LegHandle) {
+    while let Some(ev) = leg.recv().await {
+        if matches!(ev, baton::leg::LegEvent::Stop) {
+            let _ = leg.send(baton::leg::LegCommand::Hangup);
+            return;
+        }
     }
 }
 
@@ -260,7 +271,7 @@ async fn transfer(
     let Referred {
         ua,
         run,
-        handle,
+        caller,
         mut events,
         peer,
         _dir,
@@ -273,7 +284,7 @@ async fn transfer(
             !run.is_finished(),
             "the call ended after a refused transfer"
         );
-        drop(handle);
+        caller.abort();
     }
     let ended = tokio::time::timeout(Duration::from_secs(10), run)
         .await
@@ -331,7 +342,7 @@ async fn a_flood_of_bad_notifies_arrives_counted_ahead_of_the_report() {
     let Referred {
         ua,
         run,
-        handle: _handle,
+        caller: _caller,
         mut events,
         peer,
         _dir,

@@ -408,7 +408,7 @@ pub struct LimitsConfig {
     /// Calls served at once; more are refused with 503.
     pub max_calls: usize,
     /// Bound of each per-call queue between a leg and its call, in 20 ms frames (legs with a
-    /// task of their own: SIP, WebRTC, the microphone; the bridges, AudioSocket and `/stream`
+    /// task of their own: WebRTC, the microphone; the bridges, AudioSocket, `/stream` and SIP
     /// run in their call's task), and of the caller audio kept while the session opens.
     pub leg_queue_frames: usize,
 }

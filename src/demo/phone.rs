@@ -86,7 +86,6 @@ fn settings(c: &SipConfig, ring: Duration, cname: &str) -> CallSettings {
         },
         codecs: c.codec_list(),
         rtp_ports: (c.rtp_port_min, c.rtp_port_max),
-        event_queue: 256,
     }
 }
 

@@ -319,7 +319,6 @@ fn settings(app: &AppState, c: &SipConfig) -> CallSettings {
         },
         codecs: c.codec_list(),
         rtp_ports: (c.rtp_port_min, c.rtp_port_max),
-        event_queue: app.loaded.config.limits.leg_queue_frames,
     }
 }
 

@@ -36,8 +36,6 @@ pub struct CallSettings {
     pub media: MediaConfig,
     pub codecs: Vec<Codec>,
     pub rtp_ports: (u16, u16),
-    /// Bound of the queue of frames toward the call.
-    pub event_queue: usize,
 }
 
 /// Who is calling whom.
@@ -275,12 +273,7 @@ pub async fn answer(
         ua.dialogs.remove_dialog(&dialog.id());
         return Err(NotAnswered::Failed(e.to_string()));
     }
-    let leg = leg::start(
-        settings.media.clone(),
-        negotiated.clone(),
-        sockets,
-        settings.event_queue,
-    );
+    let leg = leg::start(settings.media.clone(), negotiated.clone(), sockets);
     let (transfer_tx, transfers) = mpsc::channel(transfer::REQUESTS);
     Ok(Connected {
         leg,
@@ -810,12 +803,7 @@ pub async fn place_watched(
             });
         }
     };
-    let leg = leg::start(
-        settings.media.clone(),
-        negotiated.clone(),
-        sockets,
-        settings.event_queue,
-    );
+    let leg = leg::start(settings.media.clone(), negotiated.clone(), sockets);
     let parties = Parties {
         call_id: dialog.id().call_id.clone(),
         from: dial.from.to_string(),

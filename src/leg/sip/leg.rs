@@ -1,30 +1,39 @@
 //! The async shell of one SIP call's media: a [`MediaSession`] over its RTP and RTCP sockets,
 //! presented to the call as a [`LegHandle`] and steered by the call's SIP dialog through
 //! [`Signal`]s (the peer hung up, a re-INVITE changed the media, a digit came by INFO, keys to
-//! press). One task owns the core and both sockets; it reads datagrams as they come, wakes at
-//! the core's one timeout, writes what the core queues, and hands the call its frames over a
-//! bounded queue (a frame that finds it full is dropped and counted; other events wait).
+//! press). The leg runs in its call's task, with no task or frame queue of its own: the call's
+//! polls read the datagrams that arrived into the core, run the core's one timer (the jitter
+//! buffer's 20 ms frames, RTCP, the RTP timeout) and take the dialog's signals; its `Play`
+//! commands are packetised at once and sent with the pass's flush (the call's playout clock
+//! paces the output, one 20 ms packet per tick, as on the AudioSocket leg).
 //!
-//! The call's `Play` commands are written at once: the call's playout clock paces the output,
-//! one 20 ms packet per tick, as on the AudioSocket leg.
+//! When the call lets the leg go (hang-up, its handle dropped, or after it has taken the leg's
+//! `Stop`), a closing task sends what is left and yields the [`LegOutcome`] the dialog awaits.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
+use tokio::io::ReadBuf;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{Instant, Sleep, timeout};
+use tracing::Instrument;
 
 use super::dtmf::Timing;
-use super::media::{MediaConfig, MediaEnd, MediaSession, MediaStats, StreamStart};
+use super::media::{MediaConfig, MediaEnd, MediaSession, MediaStats, StreamStart, Transmit};
 use super::sdp::Negotiated;
+use crate::audio::Frame;
+use crate::leg::socket::Handover;
 use crate::leg::twilio::cadence::SendIntervals;
-use crate::leg::{LegCommand, LegEvent, LegHandle};
+use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
 
-/// How long to wait for the call to take the final `Stop`, or to hang up after it.
-const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long the closing task may take to send what the core still has queued.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// What the call's SIP dialog tells its media.
 #[derive(Debug)]
@@ -65,13 +74,15 @@ pub enum LegEnd {
 pub struct LegOutcome {
     pub stats: MediaStats,
     pub end: LegEnd,
-    /// Frames dropped because the call's queue was full.
+    /// Caller frames dropped on the way to the call: none, as nothing queues between the
+    /// sockets and the call (kept for the record's shape).
     pub frames_dropped: u64,
     /// Intervals between consecutive outbound packets as written, in µs.
     pub send_intervals: SendIntervals,
 }
 
-/// A running leg: the call's end, the dialog's control, and the task yielding the outcome.
+/// A running leg: the call's end, the dialog's control, and the closing task yielding the
+/// outcome once the call has let the leg go.
 pub struct SipLeg {
     pub handle: LegHandle,
     pub control: mpsc::Sender<Signal>,
@@ -135,173 +146,277 @@ pub fn random_start() -> StreamStart {
     }
 }
 
-/// Starts the media of an answered call: the timeline starts now.
-pub fn start(cfg: MediaConfig, neg: Negotiated, sockets: Sockets, event_queue: usize) -> SipLeg {
-    let core = MediaSession::new(cfg, neg, random_start(), Instant::now());
-    let (ev_tx, ev_rx) = mpsc::channel(event_queue.max(1));
-    let (cmd_tx, cmd_rx) = crate::leg::command_channel();
+/// Starts the media of an answered call: the timeline starts now. The leg runs when its handle
+/// is polled (by the call's task).
+pub fn start(cfg: MediaConfig, neg: Negotiated, sockets: Sockets) -> SipLeg {
+    let now = Instant::now();
+    let core = MediaSession::new(cfg, neg, random_start(), now);
     let (sig_tx, sig_rx) = mpsc::channel(SIGNALS);
-    let handle = LegHandle::new(core.rate(), core.started_at(), ev_rx, cmd_tx);
-    let driver = Driver {
+    let (rate, started_at) = (core.rate(), core.started_at());
+    let timer = Box::pin(tokio::time::sleep_until(core.poll_timeout()));
+    let media = Media {
         core,
         sockets,
-        commands: cmd_rx,
         signals: sig_rx,
-        events: ev_tx,
-        frames_dropped: 0,
+        signals_open: true,
+        timer,
+        rtp_buf: vec![0u8; super::rtp::MAX_DATAGRAM + 1].into_boxed_slice(),
+        rtcp_buf: vec![0u8; super::rtcp::MAX_DATAGRAM + 1].into_boxed_slice(),
+        held: None,
         stop_sent: false,
         last_send: None,
         send_intervals: SendIntervals::default(),
     };
+    let (hold, closed) = Handover::new(media);
+    // It logs under the caller's span (the server's per-call span).
+    let task = tokio::spawn(close_when_done(closed).in_current_span());
     SipLeg {
-        handle,
+        handle: LegHandle::direct(rate, started_at, Box::new(SipIo(hold, None))),
         control: sig_tx,
-        task: tokio::spawn(driver.run()),
+        task,
     }
 }
 
-struct Driver {
+/// The call's end of a SIP leg, driven from the call's task, and the buffer of the frame it
+/// played last ([`LegIo::take_spare`]).
+struct SipIo(Handover<Media>, Option<Frame>);
+
+struct Media {
     core: MediaSession,
     sockets: Sockets,
-    commands: mpsc::Receiver<LegCommand>,
     signals: mpsc::Receiver<Signal>,
-    events: mpsc::Sender<LegEvent>,
-    frames_dropped: u64,
+    signals_open: bool,
+    /// Armed at the core's `poll_timeout`.
+    timer: Pin<Box<Sleep>>,
+    rtp_buf: Box<[u8]>,
+    rtcp_buf: Box<[u8]>,
+    /// A datagram its socket could not take yet, sent first on the next poll.
+    held: Option<Transmit>,
+    /// The call has been given the leg's `Stop`.
     stop_sent: bool,
     last_send: Option<Instant>,
     send_intervals: SendIntervals,
 }
 
-impl Driver {
-    async fn run(mut self) -> LegOutcome {
-        let mut rtp_buf = vec![0u8; super::rtp::MAX_DATAGRAM + 1];
-        let mut rtcp_buf = vec![0u8; super::rtcp::MAX_DATAGRAM + 1];
-        let mut signals_open = true;
-        let end = loop {
-            let deadline = self.core.poll_timeout();
-            let mut done = None;
-            tokio::select! {
-                biased;
-                cmd = self.commands.recv() => match cmd {
-                    Some(LegCommand::Play { frame, .. }) => {
-                        if self.core.ended().is_none() {
-                            self.core.play(&frame);
-                        }
-                    }
-                    // RTP has no far-end buffer to drop: stopping the frames is the barge-in.
-                    Some(LegCommand::Clear) => {}
-                    Some(LegCommand::Hangup) | None => done = Some(LegEnd::Call),
-                },
-                sig = self.signals.recv(), if signals_open => match sig {
-                    Some(Signal::Hangup) | None => {
-                        signals_open = false;
-                        self.core.stop();
-                    }
-                    Some(Signal::Update(n)) => self.core.update(n, Instant::now()),
-                    Some(Signal::Dtmf(d)) => self.core.dtmf_from_signalling(d),
-                    Some(Signal::SendDtmf { digits, timing, reply }) => {
-                        let _ = reply.send(self.core.send_dtmf(&digits, timing));
-                    }
-                },
-                r = self.sockets.rtp.recv_from(&mut rtp_buf) => {
-                    if let Ok((n, from)) = r {
-                        self.core.handle_rtp(&rtp_buf[..n], from, Instant::now());
-                    }
-                }
-                r = self.sockets.rtcp.recv_from(&mut rtcp_buf) => {
-                    if let Ok((n, from)) = r {
-                        self.core.handle_rtcp(&rtcp_buf[..n], from, Instant::now(), SystemTime::now());
-                    }
-                }
-                _ = sleep_until(deadline) => {
-                    self.core.handle_timeout(Instant::now(), SystemTime::now());
-                }
-            }
-            self.flush().await;
-            self.deliver().await;
-            if let Some(end) = done {
-                break end;
-            }
-            if self.stop_sent {
-                // The call has been told; take its last commands until it hangs up (bounded).
-                let _ = timeout(STOP_GRACE, async {
-                    while let Some(cmd) = self.commands.recv().await {
-                        if matches!(cmd, LegCommand::Hangup) {
-                            break;
-                        }
-                    }
-                })
-                .await;
-                break match self.core.ended() {
-                    Some(MediaEnd::Stopped) | None => LegEnd::Dialog,
-                    Some(e) => LegEnd::Media(e.clone()),
-                };
-            }
+impl LegIo for SipIo {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
+        let Some(m) = self.0.leg() else {
+            return Poll::Ready(None);
         };
-        if !self.stop_sent {
-            let _ = timeout(STOP_GRACE, self.events.send(LegEvent::Stop)).await;
-        }
-        let stats = self.core.stats();
-        tracing::info!(
-            end = ?end,
-            packets_in = stats.packets_in,
-            lost = stats.lost,
-            late = stats.buffer.late,
-            jitter_ms = stats.jitter_ms,
-            concealed_ms = stats.concealed_ms,
-            packets_out = stats.packets_out,
-            "SIP media ended"
-        );
-        LegOutcome {
-            stats,
-            end,
-            frames_dropped: self.frames_dropped,
-            send_intervals: self.send_intervals,
+        loop {
+            if let Some(ev) = m.core.poll_event() {
+                if matches!(ev, LegEvent::Stop) {
+                    m.stop_sent = true;
+                }
+                return Poll::Ready(Some(ev));
+            }
+            if m.stop_sent {
+                // The call has heard `Stop`: nothing more comes through this end.
+                m.poll_send(cx);
+                self.0.hand_over();
+                return Poll::Ready(None);
+            }
+            if m.poll_signal(cx).is_ready()
+                || m.poll_socket(cx, false).is_ready()
+                || m.poll_socket(cx, true).is_ready()
+                || m.poll_timer(cx).is_ready()
+            {
+                m.poll_send(cx);
+                continue;
+            }
+            m.poll_send(cx);
+            return Poll::Pending;
         }
     }
 
-    async fn flush(&mut self) {
-        while let Some(t) = self.core.poll_transmit() {
+    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+        let Some(m) = self.0.leg() else {
+            return Err(Refused::Gone(cmd));
+        };
+        match cmd {
+            LegCommand::Play { frame, .. } => {
+                if m.core.ended().is_none() {
+                    m.core.play(&frame);
+                }
+                self.1 = Some(frame);
+            }
+            // RTP has no far-end buffer to drop: stopping the frames is the barge-in.
+            LegCommand::Clear => {}
+            // Nothing more goes through this end: the closing starts now.
+            LegCommand::Hangup => self.0.hand_over(),
+        }
+        Ok(())
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(m) = self.0.leg() {
+            m.poll_send(cx);
+        }
+        Poll::Ready(())
+    }
+
+    fn take_spare(&mut self) -> Option<Frame> {
+        self.1.take()
+    }
+}
+
+impl Media {
+    /// Takes one signal from the dialog. Ready when one was taken (or the dialog went away).
+    fn poll_signal(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.signals_open {
+            return Poll::Pending;
+        }
+        let sig = match self.signals.poll_recv(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(sig) => sig,
+        };
+        match sig {
+            Some(Signal::Hangup) | None => {
+                self.signals_open = false;
+                self.core.stop();
+            }
+            Some(Signal::Update(n)) => self.core.update(n, Instant::now()),
+            Some(Signal::Dtmf(d)) => self.core.dtmf_from_signalling(d),
+            Some(Signal::SendDtmf {
+                digits,
+                timing,
+                reply,
+            }) => {
+                let _ = reply.send(self.core.send_dtmf(&digits, timing));
+            }
+        }
+        Poll::Ready(())
+    }
+
+    /// Reads one datagram from the RTP (or RTCP) socket into the core. Ready when one was read.
+    fn poll_socket(&mut self, cx: &mut Context<'_>, rtcp: bool) -> Poll<()> {
+        let (sock, buf) = if rtcp {
+            (&self.sockets.rtcp, &mut self.rtcp_buf)
+        } else {
+            (&self.sockets.rtp, &mut self.rtp_buf)
+        };
+        let mut rb = ReadBuf::new(buf);
+        let from = match sock.poll_recv_from(cx, &mut rb) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Ok(from)) => from,
+            // An ICMP error for an earlier send (the peer's port closed): nothing to read.
+            Poll::Ready(Err(e)) => {
+                tracing::debug!(error = %e, rtcp, "RTP socket read failed");
+                return Poll::Ready(());
+            }
+        };
+        let n = rb.filled().len();
+        if rtcp {
+            let (now, wall) = (Instant::now(), SystemTime::now());
+            self.core.handle_rtcp(&self.rtcp_buf[..n], from, now, wall);
+        } else {
+            self.core
+                .handle_rtp(&self.rtp_buf[..n], from, Instant::now());
+        }
+        Poll::Ready(())
+    }
+
+    /// The core's timer. Ready when it ran out and the core ran what was due.
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.core.ended().is_some() {
+            return Poll::Pending;
+        }
+        let due = self.core.poll_timeout();
+        if self.timer.deadline() != due {
+            self.timer.as_mut().reset(due);
+        }
+        if self.timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.core.handle_timeout(Instant::now(), SystemTime::now());
+        Poll::Ready(())
+    }
+
+    /// Sends what the core has queued as far as the sockets take it.
+    fn poll_send(&mut self, cx: &mut Context<'_>) {
+        loop {
+            let Some(t) = self.held.take().or_else(|| self.core.poll_transmit()) else {
+                return;
+            };
             let sock = if t.rtcp {
                 &self.sockets.rtcp
             } else {
-                let now = Instant::now();
-                if let Some(prev) = self.last_send {
-                    let us = (now - prev).as_micros().min(u128::from(u32::MAX)) as u32;
-                    self.send_intervals.push(us);
-                }
-                self.last_send = Some(now);
                 &self.sockets.rtp
             };
-            if let Err(e) = sock.send_to(&t.bytes, t.to).await {
-                tracing::debug!(to = %t.to, error = %e, "RTP send failed");
+            match sock.poll_send_to(cx, &t.bytes, t.to) {
+                Poll::Pending => {
+                    self.held = Some(t);
+                    return;
+                }
+                Poll::Ready(r) => {
+                    if let Err(e) = r {
+                        tracing::debug!(to = %t.to, error = %e, "RTP send failed");
+                    }
+                    if !t.rtcp {
+                        self.sent_rtp();
+                    }
+                }
             }
         }
     }
 
-    async fn deliver(&mut self) {
-        while let Some(ev) = self.core.poll_event() {
-            match ev {
-                LegEvent::Frame { .. } => match self.events.try_send(ev) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        self.frames_dropped += 1;
-                        if self.frames_dropped.is_power_of_two() {
-                            tracing::warn!(
-                                dropped = self.frames_dropped,
-                                "call is not taking caller frames; dropping"
-                            );
-                        }
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => {}
-                },
-                other => {
-                    if matches!(other, LegEvent::Stop) {
-                        self.stop_sent = true;
-                    }
-                    let _ = timeout(STOP_GRACE, self.events.send(other)).await;
-                }
-            }
+    fn sent_rtp(&mut self) {
+        let now = Instant::now();
+        if let Some(prev) = self.last_send {
+            let us = (now - prev).as_micros().min(u128::from(u32::MAX)) as u32;
+            self.send_intervals.push(us);
         }
+        self.last_send = Some(now);
+    }
+}
+
+/// Takes the media back once the call is done with it: sends what the core still has queued
+/// and reports who ended it.
+async fn close_when_done(closed: oneshot::Receiver<Media>) -> LegOutcome {
+    let Ok(mut m) = closed.await else {
+        return LegOutcome {
+            stats: MediaStats::default(),
+            end: LegEnd::Call,
+            frames_dropped: 0,
+            send_intervals: SendIntervals::default(),
+        };
+    };
+    let _ = timeout(
+        CLOSE_GRACE,
+        std::future::poll_fn(|cx| {
+            m.poll_send(cx);
+            if m.held.is_some() {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        }),
+    )
+    .await;
+    // The leg's own `Stop` (the dialog's word, or the media's) came first; else the call ended it.
+    let end = if m.stop_sent {
+        match m.core.ended() {
+            Some(MediaEnd::Stopped) | None => LegEnd::Dialog,
+            Some(e) => LegEnd::Media(e.clone()),
+        }
+    } else {
+        LegEnd::Call
+    };
+    let stats = m.core.stats();
+    tracing::info!(
+        end = ?end,
+        packets_in = stats.packets_in,
+        lost = stats.lost,
+        late = stats.buffer.late,
+        jitter_ms = stats.jitter_ms,
+        concealed_ms = stats.concealed_ms,
+        packets_out = stats.packets_out,
+        "SIP media ended"
+    );
+    LegOutcome {
+        stats,
+        end,
+        frames_dropped: 0,
+        send_intervals: m.send_intervals,
     }
 }
