@@ -143,6 +143,54 @@ fn a_two_step_sweep_reports_every_figure() {
     }
 }
 
+/// With `--call-seconds` calls churn: each caller places calls one after another for the step,
+/// the first shorter by a spread amount, and every call is counted.
+#[test]
+fn a_churning_step_places_a_new_call_as_each_one_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "bench",
+            "load",
+            "--calls",
+            "4",
+            "--duration",
+            "8",
+            "--call-seconds",
+            "3",
+            "--ramp",
+            "0.5",
+            "--report",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["call_seconds"], 3.0, "{report:#}");
+    let step = &report["steps"][0];
+    // Lines of 8 s in calls of 3 s, the first 0.75, 1.5, 2.25 and 3 s long: 4 + 4 + 3 + 3.
+    assert_eq!(step["calls"], 4, "{step:#}");
+    assert_eq!(step["calls_placed"], 14, "{step:#}");
+    assert_eq!(step["started"], 14, "{step:#}");
+    assert_eq!(step["failed"], 0, "{step:#}");
+    assert_eq!(step["ends"]["hung_up"], 14, "{step:#}");
+    assert!(step["intervals"].as_u64().unwrap() > 0, "{step:#}");
+    // CPU and memory are per call held at once, not per call placed.
+    let cpu = step["baton"]["cpu_pct"].as_f64().unwrap();
+    let per_call = step["baton"]["cpu_ms_per_call_s"].as_f64().unwrap();
+    assert!((per_call - cpu * 10.0 / 4.0).abs() <= 0.2, "{step:#}");
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(
+        md.contains("Calls churn: each caller places calls of 3 s"),
+        "{md}"
+    );
+}
+
 /// With `--agents`, `--scenario` and `--store`, the spawned daemon runs the agent set and keeps
 /// every call of the step in the store (transcripts included) while the load runs.
 #[test]

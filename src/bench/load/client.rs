@@ -8,9 +8,15 @@
 //! the agent's turns are spread over time as in a real population of calls, and hangs up after
 //! `--duration`. Nothing is recorded.
 //!
-//! Progress and the result go to stdout as JSON lines: `{"event":"started",…}` once every call
-//! has started (or failed to), `{"event":"first_end"}` when the first call ends, then
-//! `{"event":"report",…}` with [`ClientReport`].
+//! With `--call-seconds S` the calls churn, as on a real trunk: each of the `--calls` callers
+//! (a *line*) places calls of S seconds one after another until `--duration` is up, the next
+//! dialled as soon as the last hangs up, so the server holds `--calls` calls throughout while
+//! every S seconds each of them is a new one. The first call on line `i` of N lasts
+//! `S·(i+1)/N`, so the lines' hang-ups and new calls are spread evenly rather than all at once.
+//!
+//! Progress and the result go to stdout as JSON lines: `{"event":"started",…}` once every line's
+//! first call has started (or failed to), `{"event":"first_end"}` when the first line is done,
+//! then `{"event":"report",…}` with [`ClientReport`].
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -37,9 +43,13 @@ pub struct LoadClientArgs {
     /// Concurrent calls.
     #[arg(long, default_value_t = 10)]
     pub calls: usize,
-    /// Seconds each call lasts.
+    /// Seconds each line places calls for (each call lasts this long without --call-seconds).
     #[arg(long, value_name = "S", default_value_t = 20.0)]
     pub duration: f64,
+    /// Seconds each call lasts, replaced by a new call as it ends until --duration is up (a
+    /// churn soak). Default: one call per line, lasting --duration.
+    #[arg(long, value_name = "S")]
+    pub call_seconds: Option<f64>,
     /// Seconds over which call starts are spread evenly.
     #[arg(long, value_name = "S", default_value_t = 1.0)]
     pub ramp: f64,
@@ -92,6 +102,9 @@ impl Pct {
 /// What the load client measured over all its calls.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ClientReport {
+    /// Callers placing calls at once (`--calls`).
+    pub lines: usize,
+    /// Calls placed over the run: one per line, or more when calls churn.
     pub calls: usize,
     /// Calls whose stream started.
     pub started: usize,
@@ -176,6 +189,14 @@ pub fn run(args: &LoadClientArgs) -> Result<(), LoadError> {
             "--calls must be positive, --duration positive and --ramp not negative".into(),
         ));
     }
+    if let Some(s) = args.call_seconds
+        && !(s >= 1.0 && s <= args.duration)
+    {
+        return Err(LoadError::Args(format!(
+            "--call-seconds ({s}) must be at least 1 and at most --duration ({})",
+            args.duration
+        )));
+    }
     let fixture = args
         .fixture
         .clone()
@@ -201,43 +222,77 @@ pub fn run(args: &LoadClientArgs) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// How long the calls of line `i` of `n` last, in 20 ms frames, over a line of `frames` frames:
+/// one call of `frames`, or (churning) calls of `call` frames, the first `call·(i+1)/n` long.
+fn call_lengths(i: usize, n: usize, frames: usize, call: Option<usize>) -> Vec<usize> {
+    let Some(call) = call.filter(|&c| c > 0 && c < frames) else {
+        return vec![frames];
+    };
+    let mut lengths = vec![(call * (i + 1) / n.max(1)).max(1)];
+    let mut placed = lengths[0];
+    while placed < frames {
+        let next = call.min(frames - placed);
+        lengths.push(next);
+        placed += next;
+    }
+    lengths
+}
+
 async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
     let n = args.calls;
     let frames = (args.duration * 50.0).round().max(1.0) as usize;
+    let call_frames = args.call_seconds.map(|s| (s * 50.0).round() as usize);
     let fixture_frames = base.samples.len().div_ceil(160).max(1);
     let samples = Arc::new(base.samples.clone());
-    let started = Arc::new(AtomicUsize::new(0));
+    // Starts of each line's first call (and its failures), and of the calls that replace them.
+    let first_started = Arc::new(AtomicUsize::new(0));
+    let more_started = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
     let t0 = tokio::time::Instant::now();
+    // (the line's last call, its result)
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
     for i in 0..n {
         let at = t0 + Duration::from_secs_f64(args.ramp * i as f64 / n as f64);
-        // Start each call at a different point of the fixture, evenly spread, so agent turns
-        // do not line up.
-        let offset = i * fixture_frames / n;
-        let mut opts = base.clone();
-        opts.samples = looped(&samples, offset, frames);
-        opts.max_tail = Duration::ZERO;
-        opts.record_audio = false;
-        opts.started = Some(started.clone());
-        opts.call_sid = format!("CA{i:032}");
-        opts.stream_sid = format!("MZ{i:032}");
+        // Start each line at a different point of the fixture, evenly spread, so agent turns
+        // do not line up; a line's next call goes on where its last one stopped.
+        let mut offset = i * fixture_frames / n;
+        let lengths = call_lengths(i, n, frames, call_frames);
+        let last = lengths.len() - 1;
+        let mut calls = Vec::with_capacity(lengths.len());
+        for (k, len) in lengths.into_iter().enumerate() {
+            let mut opts = base.clone();
+            opts.samples = looped(&samples, offset, len);
+            offset += len;
+            opts.max_tail = Duration::ZERO;
+            opts.record_audio = false;
+            opts.started = Some(if k == 0 {
+                first_started.clone()
+            } else {
+                more_started.clone()
+            });
+            opts.call_sid = format!("CA{i:016}{k:016}");
+            opts.stream_sid = format!("MZ{i:016}{k:016}");
+            calls.push(opts);
+        }
         let url = args.url.clone();
         let failed = failed.clone();
         let done = done_tx.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
-            let r = caller::dial(&url, opts).await;
-            if r.is_err() {
-                failed.fetch_add(1, Ordering::AcqRel);
+            for (k, opts) in calls.into_iter().enumerate() {
+                let r = caller::dial(&url, opts).await;
+                if r.is_err() && k == 0 {
+                    failed.fetch_add(1, Ordering::AcqRel);
+                }
+                let _ = done.send((k == last, r));
             }
-            let _ = done.send(r);
         });
     }
     drop(done_tx);
+    let started = first_started.clone();
 
     let mut report = ClientReport {
-        calls: n,
+        lines: n,
         late_ms: args.late_ms,
         ..Default::default()
     };
@@ -247,7 +302,7 @@ async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
     let mut ticks: Vec<u32> = Vec::new();
     let mut announced_start = false;
     let mut announced_end = false;
-    let mut finished = 0usize;
+    let mut lines_done = 0usize;
     let mut poll = tokio::time::interval(Duration::from_millis(20));
     loop {
         if !announced_start {
@@ -263,15 +318,16 @@ async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
                 });
             }
         }
-        let r = tokio::select! {
+        let (line_done, r) = tokio::select! {
             r = done_rx.recv() => match r {
                 Some(r) => r,
                 None => break,
             },
             _ = poll.tick() => continue,
         };
-        finished += 1;
-        if !announced_end {
+        report.calls += 1;
+        lines_done += usize::from(line_done);
+        if line_done && !announced_end {
             if !announced_start {
                 // A call ended before all had started (a failure or a very short call).
                 let s = started.load(Ordering::Acquire);
@@ -300,7 +356,7 @@ async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
                 &mut ticks,
             ),
         }
-        if finished == n {
+        if lines_done == n {
             break;
         }
     }
@@ -310,7 +366,7 @@ async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
             failed: failed.load(Ordering::Acquire),
         });
     }
-    report.started = started.load(Ordering::Acquire);
+    report.started = started.load(Ordering::Acquire) + more_started.load(Ordering::Acquire);
     report.intervals = all_dev.len();
     report.jitter_ms = Pct::of_us(&mut all_dev);
     report.call_p99_ms = Pct::of_us(&mut call_p99);
@@ -363,6 +419,23 @@ mod tests {
         let l = looped(&s, 1, 3);
         assert_eq!(l.len(), 480);
         assert_eq!((l[0], l[160], l[320]), (160, 0, 160));
+    }
+
+    #[test]
+    fn churning_lines_fill_the_duration_with_staggered_calls() {
+        // No churn: one call per line.
+        assert_eq!(call_lengths(0, 4, 1000, None), [1000]);
+        assert_eq!(call_lengths(3, 4, 1000, Some(1000)), [1000]);
+        // Calls of 400 frames over 1000, the first a quarter longer per line.
+        assert_eq!(call_lengths(0, 4, 1000, Some(400)), [100, 400, 400, 100]);
+        assert_eq!(call_lengths(1, 4, 1000, Some(400)), [200, 400, 400]);
+        assert_eq!(call_lengths(3, 4, 1000, Some(400)), [400, 400, 200]);
+        for i in 0..4 {
+            assert_eq!(
+                call_lengths(i, 4, 1000, Some(400)).iter().sum::<usize>(),
+                1000
+            );
+        }
     }
 
     #[test]

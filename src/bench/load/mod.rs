@@ -9,7 +9,8 @@
 //! The binary spawned is the current executable. Every step starts fresh processes, so each
 //! step's RSS and counters are its own. During a step `/proc/<pid>/stat` and `/proc/<pid>/status`
 //! of each process are read every 100 ms. The **steady window** runs from the moment every call
-//! has started to the moment the first one ends; CPU % and RSS are taken over it.
+//! has started to the moment the first one ends (with `--call-seconds`, the calls churn: from
+//! every caller's first call started to the first caller done); CPU % and RSS are taken over it.
 //!
 //! Figures per step (see the report's glossary for the exact definitions):
 //! * egress jitter: `|interval − 20 ms|` between consecutive `media` messages **as the load
@@ -22,7 +23,8 @@
 //!   ends), because an underrun is sent as a silent `media` frame and cannot be told from quiet
 //!   speech by the caller; late frames: received intervals longer than 20 ms + `--late-ms`;
 //! * CPU % of one core and CPU ms per call-second; RSS idle, steady (median) and peak; RSS per
-//!   call and the slope of steady RSS over calls across steps (least squares, KiB/call).
+//!   call and the slope of steady RSS over calls across steps (least squares, KiB/call); over a
+//!   window of a minute or more, the RSS drift after warm-up (a soak's flatness).
 //!
 //! A step **holds** when every call started and ran to its end, jitter p99 ≤ `--max-jitter-ms`
 //! and there were 0 underruns. `--target URL` drives any Twilio-protocol server instead (CPU and
@@ -66,9 +68,15 @@ pub struct LoadArgs {
         default_value = "50,100,200"
     )]
     pub calls: Vec<usize>,
-    /// Seconds each call lasts.
+    /// Seconds each step lasts (each call, without --call-seconds).
     #[arg(long, value_name = "S", default_value_t = 20.0)]
     pub duration: f64,
+    /// Calls churn: each lasts this many seconds and is replaced by a new one as it ends, so a
+    /// step holds its number of calls for --duration while they come and go (a soak of a
+    /// trunk's traffic rather than of N calls lasting the whole step). The first call of each
+    /// caller is shorter by a spread amount, so hang-ups and new calls do not line up.
+    #[arg(long, value_name = "S")]
+    pub call_seconds: Option<f64>,
     /// Seconds over which the calls of a step start (evenly spread).
     #[arg(long, value_name = "S", default_value_t = 1.0)]
     pub ramp: f64,
@@ -170,6 +178,8 @@ pub struct Step {
     pub failed: usize,
     pub failures: BTreeMap<String, u64>,
     pub ends: BTreeMap<String, u64>,
+    /// Calls placed over the step: `calls`, or more when calls churn (`--call-seconds`).
+    pub calls_placed: usize,
     /// Seconds between the last call start and the first call end.
     pub window_s: f64,
     /// Receive intervals behind `jitter_ms`.
@@ -195,6 +205,12 @@ pub struct Step {
     pub baton: ProcFigures,
     /// (steady − idle) ÷ calls, KiB.
     pub rss_per_call_kib: Option<f64>,
+    /// Over a steady window of 60 s or more: the window after its first fifth (warm-up) in four
+    /// equal slices, each slice's median RSS (KiB)…
+    pub rss_slices_kib: Vec<u64>,
+    /// …and the largest minus the smallest of them, in % of the smallest: how flat memory
+    /// stays under a constant load.
+    pub rss_drift_pct: Option<f64>,
     /// The same of the private resident set (RssAnon), KiB.
     pub anon_per_call_kib: Option<f64>,
     pub mock_cpu_pct: Option<f64>,
@@ -227,6 +243,8 @@ pub struct LoadReport {
     /// `spawned baton serve` or the --target URL.
     pub target: String,
     pub duration_s: f64,
+    /// Each call's length when calls churn (`--call-seconds`).
+    pub call_seconds: Option<f64>,
     pub ramp_s: f64,
     pub max_jitter_ms: f64,
     pub steps: Vec<Step>,
@@ -294,6 +312,14 @@ pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
             args.duration, args.ramp
         )));
     }
+    if let Some(s) = args.call_seconds
+        && !(s >= 1.0 && s <= args.duration)
+    {
+        return Err(LoadError::Args(format!(
+            "--call-seconds ({s}) must be at least 1 and at most --duration ({})",
+            args.duration
+        )));
+    }
     let max = *args.calls.iter().max().unwrap_or(&1);
     if let Some(limit) = procs::open_files_limit() {
         // baton holds two sockets per call (caller and model); the client one.
@@ -349,6 +375,7 @@ pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
             t
         }),
         duration_s: args.duration,
+        call_seconds: args.call_seconds,
         ramp_s: args.ramp,
         max_jitter_ms: args.max_jitter_ms,
         largest_held: steps.iter().filter(|s| s.held).map(|s| s.calls).max(),
@@ -366,7 +393,10 @@ pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
 pub fn rss_fit(steps: &[Step]) -> (Option<f64>, Option<f64>) {
     let pts: Vec<(f64, f64)> = steps
         .iter()
-        .filter_map(|s| Some((s.started as f64, s.baton.rss_steady_kib? as f64)))
+        .filter_map(|s| {
+            let up = s.started.min(s.calls);
+            Some((up as f64, s.baton.rss_steady_kib? as f64))
+        })
         .collect();
     if pts.len() < 2 {
         return (None, None);

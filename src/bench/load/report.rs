@@ -78,6 +78,16 @@ pub fn summary(r: &LoadReport, dir: &Path) -> String {
         r.largest_held
             .map_or("none".into(), |n| format!("{n} calls"))
     );
+    for st in r.steps.iter().filter(|st| st.rss_drift_pct.is_some()) {
+        let _ = writeln!(
+            s,
+            "{} calls ({} placed): RSS drift after warm-up {} % over {:.0} s.",
+            st.calls,
+            st.calls_placed,
+            opt(st.rss_drift_pct),
+            st.window_s
+        );
+    }
     let _ = writeln!(s, "report: {}", dir.join("report.md").display());
     s
 }
@@ -89,9 +99,23 @@ fn markdown(r: &LoadReport) -> String {
     let _ = writeln!(s, "`{}`\n", r.command);
     let _ = writeln!(
         s,
-        "Machine: {} core(s), {}, {} MiB, Linux {}; {} build. Target: {}. Each call lasts {} s; \
-         starts spread over {} s.\n",
-        m.cores, m.cpu, m.mem_mib, m.kernel, m.build, r.target, r.duration_s, r.ramp_s
+        "Machine: {} core(s), {}, {} MiB, Linux {}; {} build. Target: {}. {}; starts spread \
+         over {} s.\n",
+        m.cores,
+        m.cpu,
+        m.mem_mib,
+        m.kernel,
+        m.build,
+        r.target,
+        match r.call_seconds {
+            None => format!("Each call lasts {} s", r.duration_s),
+            Some(c) => format!(
+                "Calls churn: each caller places calls of {c} s one after another for {} s \
+                 (its first one shorter, spread over the callers)",
+                r.duration_s
+            ),
+        },
+        r.ramp_s
     );
     let _ = writeln!(
         s,
@@ -160,6 +184,34 @@ fn markdown(r: &LoadReport) -> String {
                 format!("no: {}", st.failed_because.join("; "))
             }
         );
+    }
+    let soaks: Vec<&Step> = r
+        .steps
+        .iter()
+        .filter(|st| st.rss_drift_pct.is_some())
+        .collect();
+    if !soaks.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n**Memory over the window** (after its first fifth, in four equal slices: each \
+             slice's median RSS; drift = largest − smallest, in % of the smallest):\n"
+        );
+        for st in soaks {
+            let slices: Vec<String> = st
+                .rss_slices_kib
+                .iter()
+                .map(|k| format!("{:.1}", *k as f64 / 1024.0))
+                .collect();
+            let _ = writeln!(
+                s,
+                "- {} calls ({} placed, {:.0} s window): {} MiB; drift {} %",
+                st.calls,
+                st.calls_placed,
+                st.window_s,
+                slices.join(" → "),
+                opt(st.rss_drift_pct)
+            );
+        }
     }
     s.push_str(
         "\n![jitter](jitter.svg)\n![cpu](cpu.svg)\n![rss](rss.svg)\n\n## What the columns mean\n\n\
@@ -470,6 +522,7 @@ mod tests {
     fn step(calls: usize, with_proc: bool) -> Step {
         Step {
             calls,
+            calls_placed: calls,
             started: calls,
             failed: 0,
             failures: Default::default(),
@@ -501,6 +554,8 @@ mod tests {
                 anon_after_kib: with_proc.then_some(2_100),
             },
             rss_per_call_kib: with_proc.then_some(300.0),
+            rss_slices_kib: Vec::new(),
+            rss_drift_pct: None,
             anon_per_call_kib: with_proc.then_some(250.0),
             mock_cpu_pct: with_proc.then_some(calls as f64 * 0.12),
             client_cpu_pct: Some(calls as f64 * 0.1),
@@ -529,6 +584,7 @@ mod tests {
             },
             target: "spawned baton serve".into(),
             duration_s: 20.0,
+            call_seconds: None,
             ramp_s: 1.0,
             max_jitter_ms: 5.0,
             largest_held: Some(200),

@@ -86,6 +86,10 @@ pub(super) fn run_step(
         cargs.push("--threads".into());
         cargs.push(t.to_string());
     }
+    if let Some(c) = args.call_seconds {
+        cargs.push("--call-seconds".into());
+        cargs.push(c.to_string());
+    }
     if args.client_batch_us > 0 {
         cargs.push("--batch-us".into());
         cargs.push(args.client_batch_us.to_string());
@@ -180,7 +184,8 @@ pub(super) fn run_step(
     let cpu = cpu_pct(&trace.baton, from, to);
     let mock_cpu = cpu_pct(&trace.mock, from, to);
     let client_cpu = cpu_pct(&trace.client, from, to);
-    let calls_up = r.started.max(1) as f64;
+    // Calls up at once: a churning step places more than `n` but holds `n`.
+    let calls_up = r.started.min(n).max(1) as f64;
     // % of a core → ms per second, per call.
     let per_call_s = |c: Option<f64>| c.map(|c| round(c * 10.0 / calls_up, 3));
     let baton = ProcFigures {
@@ -198,6 +203,7 @@ pub(super) fn run_step(
         (Some(s), Some(i)) => Some(round((s as f64 - i.rss_kib as f64) / calls_up, 1)),
         _ => None,
     };
+    let (rss_slices_kib, rss_drift_pct) = rss_drift(&trace.baton, from, to);
     let anon_per_call = match (anon_steady, idle) {
         (Some(s), Some(i)) => Some(round((s as f64 - i.anon_kib as f64) / calls_up, 1)),
         _ => None,
@@ -221,7 +227,7 @@ pub(super) fn run_step(
         p99_bound(&a.jitter_buckets, &b)
     });
 
-    let failed = r.calls - r.started;
+    let failed = r.calls.saturating_sub(r.started);
     let mut why = Vec::new();
     if failed > 0 {
         why.push(format!("{failed} call(s) did not start: {:?}", r.failures));
@@ -249,6 +255,7 @@ pub(super) fn run_step(
     }
     Ok(Step {
         calls: n,
+        calls_placed: r.calls,
         started: r.started,
         failed,
         failures: r.failures,
@@ -266,6 +273,8 @@ pub(super) fn run_step(
         frames_sent: r.frames_sent,
         baton,
         rss_per_call_kib: rss_per_call,
+        rss_slices_kib,
+        rss_drift_pct,
         anon_per_call_kib: anon_per_call,
         mock_cpu_pct: mock_cpu.map(|c| round(c, 1)),
         client_cpu_pct: client_cpu.map(|c| round(c, 1)),
@@ -281,6 +290,43 @@ pub(super) fn run_step(
         held: why.is_empty(),
         failed_because: why,
     })
+}
+
+/// The RSS of `samples` over the window `from`–`to` after its first fifth (warm-up), in four
+/// equal slices: each slice's median (KiB), and the largest minus the smallest in % of the
+/// smallest. Nothing for a window under 60 s.
+pub(super) fn rss_drift(
+    samples: &[ProcSample],
+    from: Instant,
+    to: Instant,
+) -> (Vec<u64>, Option<f64>) {
+    const SLICES: u32 = 4;
+    let window = to.saturating_duration_since(from);
+    if window < Duration::from_secs(60) {
+        return (Vec::new(), None);
+    }
+    let start = from + window / 5;
+    let slice = (to - start) / SLICES;
+    let mut medians = Vec::new();
+    for k in 0..SLICES {
+        let (a, b) = (start + slice * k, start + slice * (k + 1));
+        let mut v: Vec<u64> = samples
+            .iter()
+            .filter(|s| s.at >= a && s.at < b)
+            .map(|s| s.rss_kib)
+            .collect();
+        if v.is_empty() {
+            return (Vec::new(), None);
+        }
+        v.sort_unstable();
+        medians.push(v[v.len() / 2]);
+    }
+    let (lo, hi) = (
+        medians.iter().min().copied().unwrap_or(0),
+        medians.iter().max().copied().unwrap_or(0),
+    );
+    let drift = (lo > 0).then(|| round((hi - lo) as f64 * 100.0 / lo as f64, 2));
+    (medians, drift)
 }
 
 /// Which of the three processes used the most CPU (`None` when none was measured).
@@ -316,4 +362,41 @@ fn p99_bound(after: &[(f64, f64)], before: &[(f64, f64)]) -> Option<f64> {
         .find(|(_, c)| *c >= 0.99 * total)
         .map(|(le, _)| *le)
         .filter(|le| le.is_finite())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(t0: Instant, rss: impl Fn(u64) -> u64) -> Vec<ProcSample> {
+        (0..=1000)
+            .map(|i| ProcSample {
+                at: t0 + Duration::from_millis(100 * i),
+                cpu_ms: 0.0,
+                rss_kib: rss(i),
+                hwm_kib: 0,
+                anon_kib: 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn drift_is_taken_after_the_warm_up_in_four_slices() {
+        let t0 = Instant::now();
+        let to = t0 + Duration::from_secs(100);
+        // Climbing for the first 20 s (warm-up), flat after it.
+        let flat = samples(t0, |i| if i < 200 { 50_000 + 100 * i } else { 70_000 });
+        let (slices, drift) = rss_drift(&flat, t0, to);
+        assert_eq!((slices, drift), (vec![70_000; 4], Some(0.0)));
+        // Growing 1 KiB a second after it: the last slice's median is 60 KiB above the first's.
+        let growing = samples(t0, |i| 100_000 + i / 10);
+        let (slices, drift) = rss_drift(&growing, t0, to);
+        assert_eq!(slices, [100_030, 100_050, 100_070, 100_090]);
+        assert_eq!(drift, Some(0.06));
+        // A window under a minute says nothing.
+        assert_eq!(
+            rss_drift(&growing, t0, t0 + Duration::from_secs(59)),
+            (Vec::new(), None)
+        );
+    }
 }
