@@ -170,7 +170,10 @@ fn main() -> ExitCode {
             init_logging("info", LogFormat::Human);
             run_mock(args)
         }
-        Cmd::Serve(args) => run_serve(args, format),
+        Cmd::Serve(args) => {
+            tune_allocator();
+            run_serve(args, format)
+        }
         Cmd::Bench(BenchTarget::Fixtures(args)) => {
             init_logging_with("warn", format.unwrap_or(LogFormat::Human), true);
             baton::bench::fixtures::run(&args).map_err(anyhow::Error::from)
@@ -496,6 +499,30 @@ fn run_dial_audiosocket(args: &DialAudioSocketArgs) -> anyhow::Result<()> {
         print!("{}", dial::render_audiosocket(&report));
     }
     Ok(())
+}
+
+/// Runs the daemon with glibc's per-thread cache of freed chunks off, so memory a load freed
+/// can be given back (`server::memory::allocator_tunables`): glibc reads its tunables only when a
+/// process starts, so while nothing else has started yet `serve` executes itself again, once,
+/// with them in `GLIBC_TUNABLES` (same process id, same arguments). An operator's own
+/// `glibc.malloc.tcache_count` is kept; if re-executing fails, the daemon runs as it is.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::os::unix::process::CommandExt;
+        let current = std::env::var("GLIBC_TUNABLES").ok();
+        let Some(tunables) = baton::server::memory::allocator_tunables(current.as_deref()) else {
+            return;
+        };
+        let mut args = std::env::args_os();
+        let argv0 = args.next().unwrap_or_else(|| "baton".into());
+        let err = std::process::Command::new("/proc/self/exe")
+            .arg0(argv0)
+            .args(args)
+            .env("GLIBC_TUNABLES", tunables)
+            .exec();
+        eprintln!("baton: running with glibc's thread cache on ({err})");
+    }
 }
 
 fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<()> {
