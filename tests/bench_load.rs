@@ -32,6 +32,9 @@ const STEP_FIELDS: &[&str] = &[
     "baton.anon_idle_kib",
     "baton.anon_steady_kib",
     "baton.anon_after_kib",
+    "baton.rss_warm_kib",
+    "baton.anon_warm_kib",
+    "rss_after_vs_warm_pct",
     "anon_per_call_kib",
     "mock_cpu_pct",
     "client_cpu_pct",
@@ -244,7 +247,8 @@ fn a_step_with_the_agent_set_and_a_store_keeps_every_call() {
         }
         (calls, lines)
     });
-    assert_eq!(calls.len(), 4, "{calls:?}");
+    // The step's four calls and the 2-second call that warmed the daemon up before it.
+    assert_eq!(calls.len(), 5, "{calls:?}");
     assert!(calls.iter().all(|c| c.ended_at.is_some()), "{calls:?}");
     assert!(lines >= 4, "{lines} transcript lines for 4 calls");
 }

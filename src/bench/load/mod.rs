@@ -156,6 +156,11 @@ pub struct ProcFigures {
     pub cpu_ms_per_call_s: Option<f64>,
     /// Before the first call (KiB).
     pub rss_idle_kib: Option<u64>,
+    /// After one 2-second call and 10 s with none live, before the step (KiB): a daemon that has
+    /// served a call, with the call path's code resident.
+    pub rss_warm_kib: Option<u64>,
+    /// Its private part (RssAnon, KiB).
+    pub anon_warm_kib: Option<u64>,
     /// Median over the steady window (KiB).
     pub rss_steady_kib: Option<u64>,
     /// Largest over the step (KiB).
@@ -203,7 +208,7 @@ pub struct Step {
     pub media_received: u64,
     pub frames_sent: u64,
     pub baton: ProcFigures,
-    /// (steady − idle) ÷ calls, KiB.
+    /// (steady − warm) ÷ calls, KiB (idle when there is no warm reading).
     pub rss_per_call_kib: Option<f64>,
     /// Over a steady window of 60 s or more: the window after its first fifth (warm-up) in four
     /// equal slices, each slice's median RSS (KiB)…
@@ -211,6 +216,9 @@ pub struct Step {
     /// …and the largest minus the smallest of them, in % of the smallest: how flat memory
     /// stays under a constant load.
     pub rss_drift_pct: Option<f64>,
+    /// RSS 10 s after the step's last call against the warm daemon before it, in %: what the
+    /// daemon gave back.
+    pub rss_after_vs_warm_pct: Option<f64>,
     /// The same of the private resident set (RssAnon), KiB.
     pub anon_per_call_kib: Option<f64>,
     pub mock_cpu_pct: Option<f64>,

@@ -42,12 +42,12 @@ pub fn summary(r: &LoadReport, dir: &Path) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "calls  jitter p50/p99/max ms  underruns  late  baton CPU%  CPU ms/call·s baton/mock/client  RSS steady/peak/after MiB  KiB/call  private idle/after MiB  KiB/call  busiest  held"
+        "calls  jitter p50/p99/max ms  underruns  late  baton CPU%  CPU ms/call·s baton/mock/client  RSS steady/peak/after MiB  after vs warm %  KiB/call  private idle/after MiB  KiB/call  busiest  held"
     );
     for st in &r.steps {
         let _ = writeln!(
             s,
-            "{:>5}  {:>6.2} {:>6.2} {:>7.2}  {:>9}  {:>4}  {:>10}  {:>11} {:>5} {:>6}  {:>8} {:>5} {:>5}  {:>8}  {:>11} {:>10}  {:>8}  {:>7}  {}",
+            "{:>5}  {:>6.2} {:>6.2} {:>7.2}  {:>9}  {:>4}  {:>10}  {:>11} {:>5} {:>6}  {:>8} {:>5} {:>5}  {:>14}  {:>8}  {:>11} {:>10}  {:>8}  {:>7}  {}",
             st.calls,
             st.jitter_ms.p50,
             st.jitter_ms.p99,
@@ -61,6 +61,7 @@ pub fn summary(r: &LoadReport, dir: &Path) -> String {
             mib(st.baton.rss_steady_kib),
             mib(st.baton.rss_peak_kib),
             mib(st.baton.rss_after_kib),
+            opt(st.rss_after_vs_warm_pct),
             opt(st.rss_per_call_kib),
             mib(st.baton.anon_idle_kib),
             mib(st.baton.anon_after_kib),
@@ -139,16 +140,16 @@ fn markdown(r: &LoadReport) -> String {
     }
     let _ = writeln!(
         s,
-        "| calls | started | jitter p50 / p99 / max ms | worst call p99 ms | underruns | late ticks | late frames | baton send p99 ≤ ms | wake-ups per call per 20 ms | baton CPU % | CPU ms per call-s | RSS idle / steady / peak / after MiB | KiB per call | private idle / steady / after MiB | private KiB per call | mock CPU % | client CPU % | mock / client CPU ms per call-s | busiest | other CPU % | client tick late p99 ms | held |"
+        "| calls | started | jitter p50 / p99 / max ms | worst call p99 ms | underruns | late ticks | late frames | baton send p99 ≤ ms | wake-ups per call per 20 ms | baton CPU % | CPU ms per call-s | RSS idle / warm / steady / peak / after MiB | after vs warm % | KiB per call | private idle / steady / after MiB | private KiB per call | mock CPU % | client CPU % | mock / client CPU ms per call-s | busiest | other CPU % | client tick late p99 ms | held |"
     );
     let _ = writeln!(
         s,
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---|---|---:|---:|---|"
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---|---|---:|---:|---|"
     );
     for st in &r.steps {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.2} / {:.2} / {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} | {} | {} / {} / {} | {} | {} | {} | {} / {} | {} | {} | {:.2} | {} |",
+            "| {} | {} | {:.2} / {:.2} / {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} / {} | {} | {} | {} / {} / {} | {} | {} | {} | {} / {} | {} | {} | {:.2} | {} |",
             st.calls,
             st.started,
             st.jitter_ms.p50,
@@ -163,9 +164,11 @@ fn markdown(r: &LoadReport) -> String {
             opt(st.baton.cpu_pct),
             opt(st.baton.cpu_ms_per_call_s),
             mib(st.baton.rss_idle_kib),
+            mib(st.baton.rss_warm_kib),
             mib(st.baton.rss_steady_kib),
             mib(st.baton.rss_peak_kib),
             mib(st.baton.rss_after_kib),
+            opt(st.rss_after_vs_warm_pct),
             opt(st.rss_per_call_kib),
             mib(st.baton.anon_idle_kib),
             mib(st.baton.anon_steady_kib),
@@ -236,14 +239,16 @@ out the same way, so the three read side by side.\n\
 - **busiest**: the process with the most CPU over the window. The mock and the client are the \
 measuring rig; when one of them is the busiest, the rig, not baton, is what limits the step.\n\
 - **RSS**: `VmRSS` from `/proc/<pid>/status`, read every 100 ms: before the first call (idle), \
-median over the steady window (steady), the largest reading or `VmHWM` (peak), and 10 s after the \
-step's last call ended (after: what the daemon gave back). **KiB per \
-call**: (steady − idle) ÷ calls. The slope is fitted over the steps' steady RSS.\n\
+after one 2-second call and 10 s with none live, before the step (warm: a daemon that has served \
+a call), median over the steady window (steady), the largest reading or `VmHWM` (peak), and 10 s \
+after the step's last call ended (after). **after vs warm**: (after − warm) ÷ warm, what the \
+daemon did not give back. **KiB per call**: (steady − warm) ÷ calls. The slope is fitted over \
+the steps' steady RSS.\n\
 - **private**: the part of RSS only this process holds (`RssAnon`: heap, stacks), read with RSS. \
 RSS also counts the executable's own pages once they have run; the first calls bring in the call \
 path's code (about 10 MiB of a release build), which stays resident but is shared and clean, so \
-RSS after a step stays that much above an idle daemon that has served no call. The private \
-figures are what the daemon holds per call and gives back.\n\
+RSS after a step stays that much above an idle daemon that has served no call (hence the warm \
+reading). The private figures are what the daemon holds per call and gives back.\n\
 - **other CPU %**: the whole machine's busy time (`/proc/stat`) over the window minus baton, \
 the mock and the client: other work sharing the cores during the step.\n\
 - **client tick late**: how late the callers' own 20 ms send timers fired; when it is large the \
@@ -546,6 +551,8 @@ mod tests {
                 cpu_pct: with_proc.then_some(calls as f64 * 0.25),
                 cpu_ms_per_call_s: with_proc.then_some(2.5),
                 rss_idle_kib: with_proc.then_some(11_000),
+                rss_warm_kib: with_proc.then_some(11_100),
+                anon_warm_kib: with_proc.then_some(2_050),
                 rss_steady_kib: with_proc.then_some(11_000 + 300 * calls as u64),
                 rss_peak_kib: with_proc.then_some(11_500 + 300 * calls as u64),
                 rss_after_kib: with_proc.then_some(11_200),
@@ -556,6 +563,7 @@ mod tests {
             rss_per_call_kib: with_proc.then_some(300.0),
             rss_slices_kib: Vec::new(),
             rss_drift_pct: None,
+            rss_after_vs_warm_pct: with_proc.then_some(2.5),
             anon_per_call_kib: with_proc.then_some(250.0),
             mock_cpu_pct: with_proc.then_some(calls as f64 * 0.12),
             client_cpu_pct: Some(calls as f64 * 0.1),

@@ -63,8 +63,9 @@ pub(super) fn run_step(
         Some(url) => target(args, url),
     };
     std::thread::sleep(Duration::from_millis(300));
-    let loadavg_before = procs::loadavg();
     let idle = under.pid.and_then(|p| procs::sample(p, ticks));
+    let warm = warm_up(exe, &under, &args.report, n, ticks);
+    let loadavg_before = procs::loadavg();
     let before = scrape(&under);
 
     let mut cargs = vec![
@@ -192,6 +193,8 @@ pub(super) fn run_step(
         cpu_pct: cpu.map(|c| round(c, 1)),
         cpu_ms_per_call_s: per_call_s(cpu),
         rss_idle_kib: idle.map(|s| s.rss_kib),
+        rss_warm_kib: warm.map(|s| s.rss_kib),
+        anon_warm_kib: warm.map(|s| s.anon_kib),
         rss_steady_kib: rss_steady,
         rss_peak_kib: rss_peak,
         rss_after_kib: settled.map(|s| s.rss_kib),
@@ -199,12 +202,21 @@ pub(super) fn run_step(
         anon_steady_kib: anon_steady,
         anon_after_kib: settled.map(|s| s.anon_kib),
     };
-    let rss_per_call = match (rss_steady, idle) {
+    // Per call above the warm daemon (its code resident), else above the idle one.
+    let base = warm.or(idle);
+    let rss_per_call = match (rss_steady, base) {
         (Some(s), Some(i)) => Some(round((s as f64 - i.rss_kib as f64) / calls_up, 1)),
         _ => None,
     };
+    let rss_after_vs_warm_pct = match (settled, warm) {
+        (Some(a), Some(w)) if w.rss_kib > 0 => Some(round(
+            (a.rss_kib as f64 - w.rss_kib as f64) * 100.0 / w.rss_kib as f64,
+            1,
+        )),
+        _ => None,
+    };
     let (rss_slices_kib, rss_drift_pct) = rss_drift(&trace.baton, from, to);
-    let anon_per_call = match (anon_steady, idle) {
+    let anon_per_call = match (anon_steady, base) {
         (Some(s), Some(i)) => Some(round((s as f64 - i.anon_kib as f64) / calls_up, 1)),
         _ => None,
     };
@@ -275,6 +287,7 @@ pub(super) fn run_step(
         rss_per_call_kib: rss_per_call,
         rss_slices_kib,
         rss_drift_pct,
+        rss_after_vs_warm_pct,
         anon_per_call_kib: anon_per_call,
         mock_cpu_pct: mock_cpu.map(|c| round(c, 1)),
         client_cpu_pct: client_cpu.map(|c| round(c, 1)),
@@ -290,6 +303,39 @@ pub(super) fn run_step(
         held: why.is_empty(),
         failed_because: why,
     })
+}
+
+/// One 2-second call before the step, then [`SETTLE`] with none live: the daemon as it is once it
+/// has served a call (the call path's code resident, its memory given back), what RSS after the
+/// step is compared with. `None` when the daemon's process is not known or the call failed.
+fn warm_up(exe: &Path, under: &Under, report: &Path, n: usize, ticks: f64) -> Option<ProcSample> {
+    let pid = under.pid?;
+    let args: Vec<String> = [
+        "bench",
+        "load-client",
+        &under.url,
+        "--calls",
+        "1",
+        "--duration",
+        "2",
+        "--ramp",
+        "0",
+    ]
+    .map(str::to_owned)
+    .into();
+    let log = report.join("logs").join(format!("warm-up-{n}.log"));
+    let mut client =
+        ChildGuard::spawn("baton bench load-client (warm-up)", exe, &args, &log).ok()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !client.exited() {
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_idle(under, Duration::from_secs(15));
+    std::thread::sleep(SETTLE);
+    procs::sample(pid, ticks)
 }
 
 /// The RSS of `samples` over the window `from`–`to` after its first fifth (warm-up), in four
