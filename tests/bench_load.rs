@@ -2,7 +2,25 @@
 //! serve` and the load client as separate processes, and writes a report with every figure for
 //! every step, and the plots.
 
+use std::path::Path;
 use std::process::Command;
+
+/// Runs `baton bench load ARGS --report REPORT`, fails with its output unless it succeeds, and
+/// returns its report.json, stdout and stderr.
+fn bench_load(args: &[&str], report: &Path) -> (serde_json::Value, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["bench", "load"])
+        .args(args)
+        .arg("--report")
+        .arg(report)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let json = std::fs::read_to_string(report.join("report.json")).unwrap();
+    (serde_json::from_str(&json).unwrap(), stdout, stderr)
+}
 
 /// Every figure a step must carry (none may be null when baton serve is spawned).
 const STEP_FIELDS: &[&str] = &[
@@ -51,31 +69,12 @@ const STEP_FIELDS: &[&str] = &[
 #[test]
 fn a_two_step_sweep_reports_every_figure() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args([
-            "bench",
-            "load",
-            "--calls",
-            "5,10",
-            "--duration",
-            "6",
-            "--ramp",
-            "0.5",
-            "--report",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let args = ["--calls", "5,10", "--duration", "6", "--ramp", "0.5"];
+    let (report, stdout, stderr) = bench_load(&args, dir.path());
     assert!(stdout.contains("Largest step with jitter p99"), "{stdout}");
     // Progress went to stderr as plain lines (not a terminal here).
     assert!(stderr.contains("bench load: step 2/2"), "{stderr}");
 
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
-            .unwrap();
     let steps = report["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 2);
     for (step, calls) in steps.iter().zip([5u64, 10]) {
@@ -151,29 +150,17 @@ fn a_two_step_sweep_reports_every_figure() {
 #[test]
 fn a_churning_step_places_a_new_call_as_each_one_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args([
-            "bench",
-            "load",
-            "--calls",
-            "4",
-            "--duration",
-            "8",
-            "--call-seconds",
-            "3",
-            "--ramp",
-            "0.5",
-            "--report",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stderr}\n{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
-            .unwrap();
+    let args = [
+        "--calls",
+        "4",
+        "--duration",
+        "8",
+        "--call-seconds",
+        "3",
+        "--ramp",
+        "0.5",
+    ];
+    let (report, _, _) = bench_load(&args, dir.path());
     assert_eq!(report["call_seconds"], 3.0, "{report:#}");
     let step = &report["steps"][0];
     // Lines of 8 s in calls of 3 s, the first 0.75, 1.5, 2.25 and 3 s long: 4 + 4 + 3 + 3.
@@ -202,33 +189,23 @@ fn a_step_with_the_agent_set_and_a_store_keeps_every_call() {
     let root = env!("CARGO_MANIFEST_DIR");
     let db = dir.path().join("load.db");
     let url = format!("sqlite://{}", db.display());
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args([
-            "bench",
-            "load",
-            "--calls",
-            "4",
-            "--duration",
-            "8",
-            "--ramp",
-            "0.5",
-        ])
-        .args(["--store", &url])
-        .arg("--agents")
-        .arg(format!("{root}/config/agents/financial.toml"))
-        .arg("--scenario")
-        .arg(format!("{root}/audio-fixtures/scenarios/seed000.toml"))
-        .arg("--report")
-        .arg(dir.path().join("report"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stderr}\n{stdout}");
-    let report: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("report/report.json")).unwrap(),
-    )
-    .unwrap();
+    let agents = format!("{root}/config/agents/financial.toml");
+    let scenario = format!("{root}/audio-fixtures/scenarios/seed000.toml");
+    let args = [
+        "--calls",
+        "4",
+        "--duration",
+        "8",
+        "--ramp",
+        "0.5",
+        "--store",
+        &url,
+        "--agents",
+        &agents,
+        "--scenario",
+        &scenario,
+    ];
+    let (report, _, _) = bench_load(&args, &dir.path().join("report"));
     assert!(
         report["target"]
             .as_str()
