@@ -12,8 +12,13 @@ pub fn rms_dbfs(samples: &[i16]) -> f32 {
     if samples.is_empty() {
         return -120.0;
     }
-    let sum: f64 = samples.iter().map(|&s| f64::from(s) * f64::from(s)).sum();
-    let rms = (sum / samples.len() as f64).sqrt() / 32768.0;
+    // Squares summed as integers (exact, and the loop vectorises); below 2^23 samples the sum
+    // is exact in f64 too, so this is the same value a float sum would give.
+    let sum: i64 = samples
+        .iter()
+        .map(|&s| i64::from(i32::from(s) * i32::from(s)))
+        .sum();
+    let rms = (sum as f64 / samples.len() as f64).sqrt() / 32768.0;
     if rms <= 1e-6 {
         -120.0
     } else {
@@ -110,6 +115,36 @@ mod tests {
         (0..n)
             .map(|i| (amp * (i as f64 * 0.2).sin()) as i16)
             .collect()
+    }
+
+    #[test]
+    fn the_level_is_the_float_sum_of_squares_exactly() {
+        let reference = |v: &[i16]| {
+            let sum: f64 = v.iter().map(|&s| f64::from(s) * f64::from(s)).sum();
+            let rms = (sum / v.len() as f64).sqrt() / 32768.0;
+            if rms <= 1e-6 {
+                -120.0
+            } else {
+                (20.0 * rms.log10()) as f32
+            }
+        };
+        let mut x: u32 = 12345;
+        let noise: Vec<i16> = (0..960)
+            .map(|_| {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (x >> 16) as i16
+            })
+            .collect();
+        for v in [
+            vec![i16::MIN; 960],
+            vec![i16::MAX; 320],
+            vec![0; 160],
+            vec![1; 160],
+            noise,
+            tone(480, 9000.0),
+        ] {
+            assert_eq!(rms_dbfs(&v).to_bits(), reference(&v).to_bits());
+        }
     }
 
     #[test]
