@@ -92,10 +92,12 @@ async fn agent(
     assert_eq!(leg.rate, 8000);
     let (mut frames, mut heard, mut dtmf, mut given_back) = (0u64, 0u64, Vec::new(), 0u64);
     let play = |frame, leg: &mut baton::leg::LegHandle| {
-        let _ = leg.send(LegCommand::Play {
+        leg.send(LegCommand::Play {
             frame,
             kind: PlayedKind::Voice,
-        });
+        })
+        .ok()
+        .flatten()
     };
     while let Some(ev) = leg.recv().await {
         match ev {
@@ -104,10 +106,9 @@ async fn agent(
                 match mode {
                     Mode::Echo => {
                         let samples = frame.samples.clone();
-                        play(frame, &mut leg);
                         // The bridge leg writes a frame out in place and hands its buffer back
                         // for the call's playout to fill again.
-                        if leg.take_spare().is_some_and(|f| f.samples == samples) {
+                        if play(frame, &mut leg).is_some_and(|f| f.samples == samples) {
                             given_back += 1;
                         }
                     }

@@ -200,11 +200,8 @@ pub async fn run_with_agents(
             }
             match leg.send(cmd) {
                 // A leg that wrote the frame out in place hands its buffer back for the next tick.
-                Ok(()) => {
-                    if let Some(frame) = leg.take_spare() {
-                        core.recycle(frame);
-                    }
-                }
+                Ok(Some(frame)) => core.recycle(frame),
+                Ok(None) => {}
                 // A leg task that far behind loses this frame; the call goes on.
                 Err(Refused::Full(LegCommand::Play { frame, .. })) => core.recycle(frame),
                 Err(Refused::Full(_)) => {}

@@ -60,7 +60,10 @@ pub trait LegIo: Send {
     /// reads what arrived and writes what the commands produced. Cancel-safe.
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>>;
     /// Takes a command, or says why not. Never waits: what it writes goes out on the next poll.
-    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused>;
+    /// A leg that writes a played frame out in place (its bytes rendered during the call, no
+    /// reference kept) gives the frame back, for the call's playout to fill again instead of
+    /// allocating a frame every tick; a leg that passes frames on keeps them (`Ok(None)`).
+    fn command(&mut self, cmd: LegCommand) -> Result<Option<Frame>, Refused>;
     /// Pushes out what the commands wrote so far (one flush); a leg that writes elsewhere has
     /// nothing to do.
     fn poll_flush(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
@@ -71,13 +74,6 @@ pub trait LegIo: Send {
     /// runs such a tick with its next input (the caller's next frame) instead of waking for it.
     fn idle_ticks(&self) -> bool {
         true
-    }
-    /// The buffer of the last frame this leg played in place (it writes a frame's bytes out
-    /// during [`command`](Self::command) and keeps no reference), for the call's playout to
-    /// fill again instead of allocating a frame every tick. A leg that passes frames on keeps
-    /// none.
-    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
-        None
     }
 }
 
@@ -145,7 +141,7 @@ impl LegIo for ChannelLeg {
         self.events.poll_recv(cx)
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+    fn command(&mut self, cmd: LegCommand) -> Result<Option<Frame>, Refused> {
         self.send_held();
         if !self.held.is_empty() {
             // Behind a held command: keep the order (a frame would overtake a held clear).
@@ -153,19 +149,19 @@ impl LegIo for ChannelLeg {
                 LegCommand::Play { .. } => Err(Refused::Full(cmd)),
                 cmd => {
                     self.held.push_back(cmd);
-                    Ok(())
+                    Ok(None)
                 }
             };
         }
         match self.commands.try_send(cmd) {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(None),
             Err(mpsc::error::TrySendError::Closed(cmd)) => Err(Refused::Gone(cmd)),
             Err(mpsc::error::TrySendError::Full(cmd @ LegCommand::Play { .. })) => {
                 Err(Refused::Full(cmd))
             }
             Err(mpsc::error::TrySendError::Full(cmd)) => {
                 self.held.push_back(cmd);
-                Ok(())
+                Ok(None)
             }
         }
     }
@@ -190,7 +186,7 @@ impl LegIo for Prefixed {
         }
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+    fn command(&mut self, cmd: LegCommand) -> Result<Option<Frame>, Refused> {
         self.inner.command(cmd)
     }
 
@@ -200,10 +196,6 @@ impl LegIo for Prefixed {
 
     fn idle_ticks(&self) -> bool {
         self.inner.idle_ticks()
-    }
-
-    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
-        self.inner.take_spare()
     }
 }
 
@@ -266,15 +258,10 @@ impl LegHandle {
         self.io.idle_ticks()
     }
 
-    /// Gives the leg a command, or says why it did not take it.
-    pub fn send(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+    /// Gives the leg a command, or says why it did not take it; a frame the leg played in
+    /// place comes back ([`LegIo::command`]).
+    pub fn send(&mut self, cmd: LegCommand) -> Result<Option<Frame>, Refused> {
         self.io.command(cmd)
-    }
-
-    /// The buffer of the frame the leg played last, when it played it in place
-    /// ([`LegIo::take_spare`]).
-    pub fn take_spare(&mut self) -> Option<crate::audio::Frame> {
-        self.io.take_spare()
     }
 
     /// Starts writing what the commands so far produced (returns at once; the rest goes out

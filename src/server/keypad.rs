@@ -143,7 +143,7 @@ impl LegIo for Tap {
         self.tones.busy() || self.inner.idle_ticks()
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+    fn command(&mut self, cmd: LegCommand) -> Result<Option<crate::audio::Frame>, Refused> {
         match cmd {
             LegCommand::Play {
                 mut frame,
@@ -160,10 +160,6 @@ impl LegIo for Tap {
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         self.inner.poll_flush(cx)
-    }
-
-    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
-        self.inner.take_spare()
     }
 }
 

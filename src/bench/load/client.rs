@@ -289,7 +289,6 @@ async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
         });
     }
     drop(done_tx);
-    let started = first_started.clone();
 
     let mut report = ClientReport {
         lines: n,
@@ -307,7 +306,7 @@ async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
     loop {
         if !announced_start {
             let (s, f) = (
-                started.load(Ordering::Acquire),
+                first_started.load(Ordering::Acquire),
                 failed.load(Ordering::Acquire),
             );
             if s + f >= n {
@@ -330,7 +329,7 @@ async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
         if line_done && !announced_end {
             if !announced_start {
                 // A call ended before all had started (a failure or a very short call).
-                let s = started.load(Ordering::Acquire);
+                let s = first_started.load(Ordering::Acquire);
                 let f = failed.load(Ordering::Acquire);
                 if s + f >= n {
                     announced_start = true;
@@ -362,11 +361,11 @@ async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
     }
     if !announced_start {
         emit(&ClientLine::Started {
-            started: started.load(Ordering::Acquire),
+            started: first_started.load(Ordering::Acquire),
             failed: failed.load(Ordering::Acquire),
         });
     }
-    report.started = started.load(Ordering::Acquire) + more_started.load(Ordering::Acquire);
+    report.started = first_started.load(Ordering::Acquire) + more_started.load(Ordering::Acquire);
     report.intervals = all_dev.len();
     report.jitter_ms = Pct::of_us(&mut all_dev);
     report.call_p99_ms = Pct::of_us(&mut call_p99);

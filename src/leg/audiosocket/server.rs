@@ -180,13 +180,12 @@ where
     let (hold, closed) = Handover::new(leg);
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, info.clone()).in_current_span());
-    let handle = LegHandle::direct(info.rate, started_at, Box::new(AudioSocketIo(hold, None)));
+    let handle = LegHandle::direct(info.rate, started_at, Box::new(AudioSocketIo(hold)));
     (handle, info, task)
 }
 
-/// The call's end of an AudioSocket leg, driven from the call's task, and the buffer of the frame
-/// it played last ([`LegIo::take_spare`]).
-struct AudioSocketIo<S>(Handover<Leg<S>>, Option<crate::audio::Frame>);
+/// The call's end of an AudioSocket leg, driven from the call's task.
+struct AudioSocketIo<S>(Handover<Leg<S>>);
 
 struct Leg<S> {
     core: AudioSocketSession,
@@ -238,23 +237,24 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> LegIo for AudioSocketIo<S> {
         }
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+    fn command(&mut self, cmd: LegCommand) -> Result<Option<crate::audio::Frame>, Refused> {
         let Some(leg) = self.0.leg() else {
             return Err(Refused::Gone(cmd));
         };
         let now = Instant::now();
+        let mut spare = None;
         let r = match cmd {
             LegCommand::Hangup => {
                 leg.core.hangup();
                 // Nothing more goes through this end: the closing starts now.
                 self.0.hand_over();
-                return Ok(());
+                return Ok(None);
             }
             // After the connection ended nothing is sent; the call hears `Stop`.
-            LegCommand::Play { .. } if leg.core.ended().is_some() => return Ok(()),
+            LegCommand::Play { .. } if leg.core.ended().is_some() => return Ok(None),
             LegCommand::Play { frame, kind } => {
                 let r = leg.core.play(&frame, kind, now);
-                self.1 = Some(frame);
+                spare = Some(frame);
                 r
             }
             LegCommand::Clear => {
@@ -270,16 +270,12 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> LegIo for AudioSocketIo<S> {
             tracing::warn!(uuid = %leg.start.uuid, "AudioSocket peer stopped reading; giving the call up");
             leg.core.handle_write_failed(why, now);
         }
-        Ok(())
+        Ok(spare)
     }
 
     /// No: idle silence is not sent (`AudioSocketSession::play` skips it).
     fn idle_ticks(&self) -> bool {
         false
-    }
-
-    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
-        self.1.take()
     }
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {

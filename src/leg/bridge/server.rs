@@ -246,16 +246,15 @@ pub async fn accept(
     let (hold, closed) = Handover::new(leg);
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, info.clone()).in_current_span());
-    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(BridgeIo(hold, None)))
+    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(BridgeIo(hold)))
         .with_law(info.format.encoding.law());
     Ok((handle, info, task))
 }
 
 /// The call's end of a bridge leg, driven from the call's task: its polls read the socket into
 /// the core and write what the call's commands produced. On `Hangup`, or dropped, it hands the
-/// socket to the task that closes it and reports the stats. Beside the leg: the buffer of the
-/// frame it played last ([`LegIo::take_spare`]).
-struct BridgeIo(Handover<Leg>, Option<crate::audio::Frame>);
+/// socket to the task that closes it and reports the stats.
+struct BridgeIo(Handover<Leg>);
 
 struct Leg {
     core: MediaStream,
@@ -309,7 +308,7 @@ impl LegIo for BridgeIo {
         }
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+    fn command(&mut self, cmd: LegCommand) -> Result<Option<crate::audio::Frame>, Refused> {
         if matches!(cmd, LegCommand::Hangup)
             && let Some(leg) = self.0.leg()
         {
@@ -321,20 +320,21 @@ impl LegIo for BridgeIo {
             });
             // Nothing more goes through this end: the closing starts now.
             self.0.hand_over();
-            return Ok(());
+            return Ok(None);
         }
         let Some(leg) = self.0.leg().filter(|l| l.end.is_none()) else {
             return Err(Refused::Gone(cmd));
         };
         let now = Instant::now();
+        let mut spare = None;
         let result = match cmd {
             LegCommand::Play { frame, kind } => {
                 let r = leg.core.play(&frame, kind, now);
-                self.1 = Some(frame);
+                spare = Some(frame);
                 r
             }
             LegCommand::Clear => leg.core.clear(),
-            LegCommand::Hangup => return Ok(()),
+            LegCommand::Hangup => return Ok(None),
         };
         if let Err(e) = result {
             // After `stop` the bridge takes nothing more; that is not worth a warning.
@@ -348,16 +348,12 @@ impl LegIo for BridgeIo {
                 WRITE_STALL.as_secs()
             )));
         }
-        Ok(())
+        Ok(spare)
     }
 
     /// No: idle silence is not sent (`MediaStream::play` skips it).
     fn idle_ticks(&self) -> bool {
         false
-    }
-
-    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
-        self.1.take()
     }
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {

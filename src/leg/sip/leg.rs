@@ -171,15 +171,14 @@ pub fn start(cfg: MediaConfig, neg: Negotiated, sockets: Sockets) -> SipLeg {
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed).in_current_span());
     SipLeg {
-        handle: LegHandle::direct(rate, started_at, Box::new(SipIo(hold, None))),
+        handle: LegHandle::direct(rate, started_at, Box::new(SipIo(hold))),
         control: sig_tx,
         task,
     }
 }
 
-/// The call's end of a SIP leg, driven from the call's task, and the buffer of the frame it
-/// played last ([`LegIo::take_spare`]).
-struct SipIo(Handover<Media>, Option<Frame>);
+/// The call's end of a SIP leg, driven from the call's task.
+struct SipIo(Handover<Media>);
 
 struct Media {
     core: MediaSession,
@@ -216,20 +215,18 @@ impl LegIo for SipIo {
                 self.0.hand_over();
                 return Poll::Ready(None);
             }
-            if m.poll_signal(cx).is_ready()
+            let progressed = m.poll_signal(cx).is_ready()
                 || m.poll_socket(cx, false).is_ready()
                 || m.poll_socket(cx, true).is_ready()
-                || m.poll_timer(cx).is_ready()
-            {
-                m.poll_send(cx);
-                continue;
-            }
+                || m.poll_timer(cx).is_ready();
             m.poll_send(cx);
-            return Poll::Pending;
+            if !progressed {
+                return Poll::Pending;
+            }
         }
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+    fn command(&mut self, cmd: LegCommand) -> Result<Option<Frame>, Refused> {
         let Some(m) = self.0.leg() else {
             return Err(Refused::Gone(cmd));
         };
@@ -238,14 +235,14 @@ impl LegIo for SipIo {
                 if m.core.ended().is_none() {
                     m.core.play(&frame);
                 }
-                self.1 = Some(frame);
+                return Ok(Some(frame));
             }
             // RTP has no far-end buffer to drop: stopping the frames is the barge-in.
             LegCommand::Clear => {}
             // Nothing more goes through this end: the closing starts now.
             LegCommand::Hangup => self.0.hand_over(),
         }
-        Ok(())
+        Ok(None)
     }
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -253,10 +250,6 @@ impl LegIo for SipIo {
             m.poll_send(cx);
         }
         Poll::Ready(())
-    }
-
-    fn take_spare(&mut self) -> Option<Frame> {
-        self.1.take()
     }
 }
 

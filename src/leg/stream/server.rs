@@ -220,11 +220,7 @@ fn start<S: Socket + 'static>(
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, format).in_current_span());
     StreamLeg {
-        handle: LegHandle::direct(
-            format.sample_rate,
-            started_at,
-            Box::new(StreamIo(hold, None)),
-        ),
+        handle: LegHandle::direct(format.sample_rate, started_at, Box::new(StreamIo(hold))),
         format,
         task,
         notices: notice_tx,
@@ -238,9 +234,8 @@ fn to_message(t: Transmit) -> Message {
     }
 }
 
-/// The call's end of a `/stream` leg, driven from the call's task, and the buffer of the frame it
-/// played last ([`LegIo::take_spare`]).
-struct StreamIo<S>(Handover<Leg<S>>, Option<crate::audio::Frame>);
+/// The call's end of a `/stream` leg, driven from the call's task.
+struct StreamIo<S>(Handover<Leg<S>>);
 
 struct Leg<S> {
     core: StreamCore,
@@ -289,27 +284,28 @@ impl<S: Socket> LegIo for StreamIo<S> {
         }
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<(), Refused> {
+    fn command(&mut self, cmd: LegCommand) -> Result<Option<crate::audio::Frame>, Refused> {
         if matches!(cmd, LegCommand::Hangup)
             && let Some(leg) = self.0.leg()
         {
             leg.end.get_or_insert(leg.ended_by_call());
             // Nothing more goes through this end: the closing starts now.
             self.0.hand_over();
-            return Ok(());
+            return Ok(None);
         }
         let Some(leg) = self.0.leg().filter(|l| l.end.is_none()) else {
             return Err(Refused::Gone(cmd));
         };
         let now = Instant::now();
+        let mut spare = None;
         let r = match cmd {
             LegCommand::Play { frame, kind } => {
                 let r = leg.core.play(&frame, kind, now);
-                self.1 = Some(frame);
+                spare = Some(frame);
                 r
             }
             LegCommand::Clear => leg.core.clear(),
-            LegCommand::Hangup => return Ok(()),
+            LegCommand::Hangup => return Ok(None),
         };
         if let Err(e) = r
             && !matches!(e, StreamError::Ended(_))
@@ -323,16 +319,12 @@ impl<S: Socket> LegIo for StreamIo<S> {
                 WRITE_STALL.as_secs()
             )));
         }
-        Ok(())
+        Ok(spare)
     }
 
     /// No: idle silence is not sent (`StreamCore::play` skips it).
     fn idle_ticks(&self) -> bool {
         false
-    }
-
-    fn take_spare(&mut self) -> Option<crate::audio::Frame> {
-        self.1.take()
     }
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
