@@ -1,7 +1,8 @@
 //! What the legs driven from their call's task (the bridge dialects, AudioSocket, `/stream`) share:
 //! [`Outbox`] writes a protocol core's messages as far as the socket takes them with one flush
-//! per pass, [`Handover`] gives the leg to its closing task when the call lets it go, and
-//! [`close`] and [`close_websocket`] end a WebSocket leg (refused, or the call over).
+//! per pass, [`Handover`] gives the leg to its closing task when the call lets it go, [`SocketIo`]
+//! is the one shell through which the call drives each of them ([`SocketLeg`]), and [`close`] and
+//! [`close_websocket`] end a WebSocket leg (refused, or the call over).
 
 use std::future::poll_fn;
 use std::pin::Pin;
@@ -12,6 +13,9 @@ use axum::extract::ws::{CloseFrame, Message, close_code};
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout};
+
+use crate::audio::Frame;
+use crate::leg::{LegCommand, LegEvent, LegIo, PlayedKind, Refused};
 
 /// The longest a write may wait for the peer to read before the leg is given up.
 pub const WRITE_STALL: Duration = Duration::from_secs(5);
@@ -194,6 +198,114 @@ impl<L> Drop for Handover<L> {
     }
 }
 
+/// A leg whose socket its call's task drives: what the shared shell ([`SocketIo`]) asks of each
+/// protocol. The shell keeps the rules every such leg follows — the call hears `Stop` once, then
+/// that the leg is gone; a hang-up hands the leg to its closing task; nothing is played once the
+/// leg has ended — and the leg keeps what is its own: how it reads and writes, and what ends it.
+pub trait SocketLeg: Send {
+    /// The core's next event for the call.
+    fn next_event(&mut self) -> Option<LegEvent>;
+    /// The leg has ended (its peer or socket gone, or the call hung up).
+    fn ended(&self) -> bool;
+    /// Writes what the core has, then reads what arrived (and runs the leg's timers). Ready when
+    /// anything moved, for the shell to look at the core again; pending when all of it waits.
+    fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<()>;
+    /// Writes what the core has and flushes it (the end of the call's pass).
+    fn poll_write(&mut self, cx: &mut Context<'_>);
+    /// Plays one frame (rendered into the core's next message at once).
+    fn play(&mut self, frame: &Frame, kind: PlayedKind, now: Instant);
+    /// Drops what the peer has buffered (barge-in).
+    fn clear(&mut self);
+    /// The call hangs up: the leg notes how it ends.
+    fn hang_up(&mut self);
+    /// Gives the leg up if its peer has read nothing for [`WRITE_STALL`].
+    fn give_up_if_stalled(&mut self, now: Instant);
+}
+
+/// The call's end of a [`SocketLeg`]: the leg driven from the call's task, given to its closing
+/// task on hang-up or when the call drops it.
+pub struct SocketIo<L> {
+    hold: Handover<L>,
+    /// The call has been given the leg's `Stop`.
+    stop_sent: bool,
+}
+
+impl<L> SocketIo<L> {
+    pub fn new(hold: Handover<L>) -> Self {
+        SocketIo {
+            hold,
+            stop_sent: false,
+        }
+    }
+}
+
+impl<L: SocketLeg> LegIo for SocketIo<L> {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
+        let Some(leg) = self.hold.leg() else {
+            return Poll::Ready(None);
+        };
+        loop {
+            if let Some(ev) = leg.next_event() {
+                self.stop_sent |= matches!(ev, LegEvent::Stop);
+                return Poll::Ready(Some(ev));
+            }
+            if leg.ended() {
+                // Whatever ended it, the call hears `Stop` once, then that the leg is gone; the
+                // closing task writes what is left.
+                if !std::mem::replace(&mut self.stop_sent, true) {
+                    return Poll::Ready(Some(LegEvent::Stop));
+                }
+                self.hold.hand_over();
+                return Poll::Ready(None);
+            }
+            if leg.poll_io(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    fn command(&mut self, cmd: LegCommand) -> Result<Option<Frame>, Refused> {
+        let Some(leg) = self.hold.leg() else {
+            return Err(Refused::Gone(cmd));
+        };
+        if matches!(cmd, LegCommand::Hangup) {
+            leg.hang_up();
+            // Nothing more goes through this end: the closing starts now.
+            self.hold.hand_over();
+            return Ok(None);
+        }
+        if leg.ended() {
+            return Err(Refused::Gone(cmd));
+        }
+        let now = Instant::now();
+        let played = match cmd {
+            LegCommand::Play { frame, kind } => {
+                leg.play(&frame, kind, now);
+                Some(frame)
+            }
+            LegCommand::Clear => {
+                leg.clear();
+                None
+            }
+            LegCommand::Hangup => None,
+        };
+        leg.give_up_if_stalled(now);
+        Ok(played)
+    }
+
+    /// No: idle silence is not sent (each core's `play` skips it).
+    fn idle_ticks(&self) -> bool {
+        false
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(leg) = self.hold.leg().filter(|l| !l.ended()) {
+            leg.poll_write(cx);
+        }
+        Poll::Ready(())
+    }
+}
+
 /// For the legs' tests: plays a voiced frame every 20 ms on `leg` (at `rate`) until the leg
 /// reports something, and checks that it stopped after [`WRITE_STALL`] (within a second) because
 /// its peer read nothing; returns the event.
@@ -280,5 +392,120 @@ mod tests {
         let (hold, mut closed) = Handover::new("dropped");
         drop(hold);
         assert_eq!(closed.try_recv().ok(), Some("dropped"));
+    }
+}
+
+#[cfg(test)]
+mod shell_tests {
+    //! The rules [`SocketIo`] keeps for every socket leg, on a leg whose I/O is a script.
+
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Scripted {
+        events: VecDeque<LegEvent>,
+        ended: bool,
+        played: usize,
+        cleared: usize,
+        hung_up: bool,
+        writes: usize,
+        /// What `poll_io` does next: `true` ends the leg, `false` waits.
+        io: VecDeque<bool>,
+    }
+
+    impl SocketLeg for Scripted {
+        fn next_event(&mut self) -> Option<LegEvent> {
+            self.events.pop_front()
+        }
+        fn ended(&self) -> bool {
+            self.ended
+        }
+        fn poll_io(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
+            match self.io.pop_front() {
+                Some(true) => {
+                    self.ended = true;
+                    Poll::Ready(())
+                }
+                _ => Poll::Pending,
+            }
+        }
+        fn poll_write(&mut self, _cx: &mut Context<'_>) {
+            self.writes += 1;
+        }
+        fn play(&mut self, _frame: &Frame, _kind: PlayedKind, _now: Instant) {
+            self.played += 1;
+        }
+        fn clear(&mut self) {
+            self.cleared += 1;
+        }
+        fn hang_up(&mut self) {
+            self.hung_up = true;
+        }
+        fn give_up_if_stalled(&mut self, _now: Instant) {}
+    }
+
+    fn poll(io: &mut SocketIo<Scripted>) -> Poll<Option<LegEvent>> {
+        let waker = futures_util::task::noop_waker();
+        io.poll_event(&mut Context::from_waker(&waker))
+    }
+
+    fn play() -> LegCommand {
+        LegCommand::Play {
+            frame: Frame::silence(8000, Duration::ZERO),
+            kind: PlayedKind::Voice,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_ended_leg_says_stop_once_then_goes_to_its_closer() {
+        let leg = Scripted {
+            io: [false, true].into(),
+            ..Default::default()
+        };
+        let (hold, closed) = Handover::new(leg);
+        let mut io = SocketIo::new(hold);
+        assert!(poll(&mut io).is_pending());
+        // A frame played while the leg lives is handed back for reuse.
+        assert!(matches!(io.command(play()), Ok(Some(_))));
+        assert!(matches!(io.command(LegCommand::Clear), Ok(None)));
+        // The peer goes: the call hears `Stop` once, then that the leg is gone.
+        assert!(matches!(poll(&mut io), Poll::Ready(Some(LegEvent::Stop))));
+        assert!(matches!(poll(&mut io), Poll::Ready(None)));
+        assert!(matches!(poll(&mut io), Poll::Ready(None)));
+        let leg = closed.await.unwrap();
+        assert_eq!((leg.played, leg.cleared, leg.hung_up), (1, 1, false));
+        assert!(matches!(io.command(play()), Err(Refused::Gone(_))));
+    }
+
+    #[tokio::test]
+    async fn the_core_stop_is_not_repeated_and_nothing_plays_after_the_end() {
+        let leg = Scripted {
+            events: [LegEvent::Stop].into(),
+            ended: true,
+            ..Default::default()
+        };
+        let (hold, _closed) = Handover::new(leg);
+        let mut io = SocketIo::new(hold);
+        assert!(matches!(io.command(play()), Err(Refused::Gone(_))));
+        assert!(matches!(poll(&mut io), Poll::Ready(Some(LegEvent::Stop))));
+        assert!(matches!(poll(&mut io), Poll::Ready(None)));
+    }
+
+    #[tokio::test]
+    async fn a_hang_up_hands_the_leg_over_at_once() {
+        let (hold, closed) = Handover::new(Scripted::default());
+        let mut io = SocketIo::new(hold);
+        let _ = io.poll_flush(&mut Context::from_waker(&futures_util::task::noop_waker()));
+        assert!(matches!(io.command(LegCommand::Hangup), Ok(None)));
+        let leg = closed.await.unwrap();
+        assert!(leg.hung_up);
+        assert_eq!((leg.writes, leg.played), (1, 0));
+        assert!(matches!(poll(&mut io), Poll::Ready(None)));
+        assert!(matches!(
+            io.command(LegCommand::Hangup),
+            Err(Refused::Gone(_))
+        ));
     }
 }

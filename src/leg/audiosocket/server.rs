@@ -29,9 +29,9 @@ use tracing::Instrument;
 
 use super::session::{AudioSocketSession, EndReason, SessionError, SessionStats, StartInfo};
 use super::wire;
-use crate::leg::socket::{Handover, Outbox, WRITE_STALL};
+use crate::leg::socket::{Handover, Outbox, SocketIo, SocketLeg, WRITE_STALL};
 use crate::leg::twilio::cadence::{Cadence, SendIntervals};
-use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
+use crate::leg::{LegEvent, LegHandle, PlayedKind};
 
 /// How long the closing task waits for the last bytes to be written and the socket shut down.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -173,19 +173,15 @@ where
         buf,
         last_read: now,
         timer: Box::pin(tokio::time::sleep_until(now + wait)),
-        stop_sent: false,
         opts,
         start: info.clone(),
     };
     let (hold, closed) = Handover::new(leg);
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, info.clone()).in_current_span());
-    let handle = LegHandle::direct(info.rate, started_at, Box::new(AudioSocketIo(hold)));
+    let handle = LegHandle::direct(info.rate, started_at, Box::new(SocketIo::new(hold)));
     (handle, info, task)
 }
-
-/// The call's end of an AudioSocket leg, driven from the call's task.
-struct AudioSocketIo<S>(Handover<Leg<S>>);
 
 struct Leg<S> {
     core: AudioSocketSession,
@@ -197,96 +193,29 @@ struct Leg<S> {
     last_read: Instant,
     /// Fires at the stall or idle deadline (re-armed lazily: a read only moves `last_read`).
     timer: Pin<Box<Sleep>>,
-    stop_sent: bool,
     opts: AudioSocketLegOptions,
     start: StartInfo,
 }
 
-impl<S: AsyncRead + AsyncWrite + Send + 'static> LegIo for AudioSocketIo<S> {
-    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
-        let Some(leg) = self.0.leg() else {
-            return Poll::Ready(None);
-        };
-        loop {
-            if let Some(ev) = leg.core.poll_event() {
-                if matches!(ev, LegEvent::Stop) {
-                    leg.stop_sent = true;
-                }
-                return Poll::Ready(Some(ev));
-            }
-            if leg.core.ended().is_some() {
-                // Whatever ended it, the call hears `Stop` once, then that the leg is gone;
-                // the closing task writes what is left (a hang-up baton owes the peer).
-                if !std::mem::replace(&mut leg.stop_sent, true) {
-                    return Poll::Ready(Some(LegEvent::Stop));
-                }
-                self.0.hand_over();
-                return Poll::Ready(None);
-            }
-            leg.poll_write(cx);
-            if leg.core.ended().is_some() {
-                continue;
-            }
-            if leg.poll_read(cx).is_ready() {
-                continue;
-            }
-            if leg.poll_timer(cx).is_ready() {
-                continue;
-            }
-            return Poll::Pending;
-        }
+/// An AudioSocket leg as its call drives it ([`SocketIo`]); the closing task writes what is
+/// left (a hang-up baton owes the peer).
+impl<S: AsyncRead + AsyncWrite + Send + 'static> SocketLeg for Leg<S> {
+    fn next_event(&mut self) -> Option<LegEvent> {
+        self.core.poll_event()
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<Option<crate::audio::Frame>, Refused> {
-        let Some(leg) = self.0.leg() else {
-            return Err(Refused::Gone(cmd));
-        };
-        let now = Instant::now();
-        let mut spare = None;
-        let r = match cmd {
-            LegCommand::Hangup => {
-                leg.core.hangup();
-                // Nothing more goes through this end: the closing starts now.
-                self.0.hand_over();
-                return Ok(None);
-            }
-            // After the connection ended nothing is sent; the call hears `Stop`.
-            LegCommand::Play { .. } if leg.core.ended().is_some() => return Ok(None),
-            LegCommand::Play { frame, kind } => {
-                let r = leg.core.play(&frame, kind, now);
-                spare = Some(frame);
-                r
-            }
-            LegCommand::Clear => {
-                leg.core.clear();
-                Ok(())
-            }
-        };
-        if let Err(e) = r {
-            tracing::warn!(uuid = %leg.start.uuid, error = %e, "cannot send to the AudioSocket peer");
-        }
-        if leg.core.ended().is_none() && leg.outbox.stalled(now) {
-            let why = format!("it read nothing for {} s", WRITE_STALL.as_secs());
-            tracing::warn!(uuid = %leg.start.uuid, "AudioSocket peer stopped reading; giving the call up");
-            leg.core.handle_write_failed(why, now);
-        }
-        Ok(spare)
+    fn ended(&self) -> bool {
+        self.core.ended().is_some()
     }
 
-    /// No: idle silence is not sent (`AudioSocketSession::play` skips it).
-    fn idle_ticks(&self) -> bool {
-        false
-    }
-
-    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let Some(leg) = self.0.leg().filter(|l| l.core.ended().is_none()) {
-            leg.poll_write(cx);
+    fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.poll_write(cx);
+        if self.ended() || self.poll_read(cx).is_ready() {
+            return Poll::Ready(());
         }
-        Poll::Ready(())
+        self.poll_timer(cx)
     }
-}
 
-impl<S: AsyncRead + AsyncWrite + Send + 'static> Leg<S> {
     /// Writes what the core has for the peer; a failed write ends the connection.
     fn poll_write(&mut self, cx: &mut Context<'_>) {
         let core = &mut self.core;
@@ -299,6 +228,30 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> Leg<S> {
         }
     }
 
+    fn play(&mut self, frame: &crate::audio::Frame, kind: PlayedKind, now: Instant) {
+        if let Err(e) = self.core.play(frame, kind, now) {
+            tracing::warn!(uuid = %self.start.uuid, error = %e, "cannot send to the AudioSocket peer");
+        }
+    }
+
+    fn clear(&mut self) {
+        self.core.clear();
+    }
+
+    fn hang_up(&mut self) {
+        self.core.hangup();
+    }
+
+    fn give_up_if_stalled(&mut self, now: Instant) {
+        if !self.ended() && self.outbox.stalled(now) {
+            let why = format!("it read nothing for {} s", WRITE_STALL.as_secs());
+            tracing::warn!(uuid = %self.start.uuid, "AudioSocket peer stopped reading; giving the call up");
+            self.core.handle_write_failed(why, now);
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Send + 'static> Leg<S> {
     /// Reads what arrived into the core. Ready when something was read (or the stream ended).
     fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let mut rb = ReadBuf::new(&mut self.buf);

@@ -6,7 +6,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 use super::*;
 use crate::audio::Frame;
-use crate::leg::PlayedKind;
+use crate::leg::{LegCommand, PlayedKind};
 
 /// The UUID and one 20 ms message of 8 kHz audio: what starts a call.
 fn call_start() -> Vec<u8> {

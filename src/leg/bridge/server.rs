@@ -41,9 +41,11 @@ use super::stream::{EndReason, MediaStream, StartInfo, StreamError, StreamOption
 use super::wire::Outgoing;
 use super::{Dialect, DialectChoice};
 pub use crate::leg::socket::WRITE_STALL;
-use crate::leg::socket::{CLOSE_GRACE, Handover, Outbox, close, close_websocket};
+use crate::leg::socket::{
+    CLOSE_GRACE, Handover, Outbox, SocketIo, SocketLeg, close, close_websocket,
+};
 use crate::leg::twilio::cadence::{Cadence, SendIntervals};
-use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
+use crate::leg::{LegEvent, LegHandle, PlayedKind};
 
 /// Largest WebSocket message the socket layer accepts: above the parser's own 64 KiB limit, so
 /// an oversized message is refused alone (the stream carries on) rather than closing the socket.
@@ -234,7 +236,6 @@ pub async fn accept(
             BridgeLegError::Socket("the socket's halves do not belong together".into())
         })?,
         log,
-        stop_sent: false,
         start: info.clone(),
         frames_in,
         frames_out,
@@ -246,21 +247,15 @@ pub async fn accept(
     let (hold, closed) = Handover::new(leg);
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, info.clone()).in_current_span());
-    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(BridgeIo(hold)))
+    let handle = LegHandle::direct(info.format.rate, started_at, Box::new(SocketIo::new(hold)))
         .with_law(info.format.encoding.law());
     Ok((handle, info, task))
 }
-
-/// The call's end of a bridge leg, driven from the call's task: its polls read the socket into
-/// the core and write what the call's commands produced. On `Hangup`, or dropped, it hands the
-/// socket to the task that closes it and reports the stats.
-struct BridgeIo(Handover<Leg>);
 
 struct Leg {
     core: MediaStream,
     socket: WebSocket,
     log: BadLog,
-    stop_sent: bool,
     start: StartInfo,
     frames_in: metrics::Counter,
     frames_out: metrics::Counter,
@@ -272,97 +267,61 @@ struct Leg {
     outbox: Outbox<Message>,
 }
 
-impl LegIo for BridgeIo {
-    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
-        let Some(leg) = self.0.leg() else {
-            return Poll::Ready(None);
-        };
-        loop {
-            if let Some(ev) = leg.core.poll_event() {
-                if matches!(ev, LegEvent::Stop) {
-                    leg.stop_sent = true;
-                }
-                leg.count_frames();
-                return Poll::Ready(Some(ev));
-            }
-            if leg.end.is_some() {
-                // Whatever ended it, the call hears `Stop` once, then that the leg is gone.
-                if !std::mem::replace(&mut leg.stop_sent, true) {
-                    return Poll::Ready(Some(LegEvent::Stop));
-                }
-                self.0.hand_over();
-                return Poll::Ready(None);
-            }
-            if let Err(end) = leg.poll_write(cx) {
-                leg.end = Some(end);
-                continue;
-            }
-            match leg.socket.poll_next_unpin(cx) {
-                Poll::Ready(msg) => {
-                    if let Some(end) = leg.inbound(msg) {
-                        leg.end = Some(end);
-                    }
-                }
-                Poll::Pending => return Poll::Pending,
-            }
+/// A bridge leg as its call drives it ([`SocketIo`]): on `Hangup`, or dropped, it hands the
+/// socket to the task that closes it and reports the stats.
+impl SocketLeg for Leg {
+    fn next_event(&mut self) -> Option<LegEvent> {
+        let ev = self.core.poll_event()?;
+        self.count_frames();
+        Some(ev)
+    }
+
+    fn ended(&self) -> bool {
+        self.end.is_some()
+    }
+
+    fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Err(end) = self.write(cx) {
+            self.end = Some(end);
+            return Poll::Ready(());
+        }
+        let msg = std::task::ready!(self.socket.poll_next_unpin(cx));
+        self.end = self.inbound(msg);
+        Poll::Ready(())
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>) {
+        if let Err(end) = self.write(cx) {
+            self.end = Some(end);
         }
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<Option<crate::audio::Frame>, Refused> {
-        if matches!(cmd, LegCommand::Hangup)
-            && let Some(leg) = self.0.leg()
-        {
-            let stopped = leg.core.ended() == Some(&EndReason::Stopped);
-            leg.end.get_or_insert(if stopped {
-                LegEnd::Stopped
-            } else {
-                LegEnd::Hangup
-            });
-            // Nothing more goes through this end: the closing starts now.
-            self.0.hand_over();
-            return Ok(None);
-        }
-        let Some(leg) = self.0.leg().filter(|l| l.end.is_none()) else {
-            return Err(Refused::Gone(cmd));
-        };
-        let now = Instant::now();
-        let mut spare = None;
-        let result = match cmd {
-            LegCommand::Play { frame, kind } => {
-                let r = leg.core.play(&frame, kind, now);
-                spare = Some(frame);
-                r
-            }
-            LegCommand::Clear => leg.core.clear(),
-            LegCommand::Hangup => return Ok(None),
-        };
-        if let Err(e) = result {
-            // After `stop` the bridge takes nothing more; that is not worth a warning.
-            if !matches!(e, StreamError::AfterEnd { .. }) {
-                tracing::warn!(stream_sid = %leg.start.stream_sid, error = %e, "cannot send to the bridge");
-            }
-        }
-        if leg.outbox.stalled(now) {
-            leg.end = Some(LegEnd::SocketError(format!(
+    fn play(&mut self, frame: &crate::audio::Frame, kind: PlayedKind, now: Instant) {
+        let r = self.core.play(frame, kind, now);
+        self.refused_to_send(r);
+    }
+
+    fn clear(&mut self) {
+        let r = self.core.clear();
+        self.refused_to_send(r);
+    }
+
+    fn hang_up(&mut self) {
+        let stopped = self.core.ended() == Some(&EndReason::Stopped);
+        self.end.get_or_insert(if stopped {
+            LegEnd::Stopped
+        } else {
+            LegEnd::Hangup
+        });
+    }
+
+    fn give_up_if_stalled(&mut self, now: Instant) {
+        if self.outbox.stalled(now) {
+            self.end = Some(LegEnd::SocketError(format!(
                 "the bridge read nothing for {} s; giving the stream up",
                 WRITE_STALL.as_secs()
             )));
         }
-        Ok(spare)
-    }
-
-    /// No: idle silence is not sent (`MediaStream::play` skips it).
-    fn idle_ticks(&self) -> bool {
-        false
-    }
-
-    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let Some(leg) = self.0.leg().filter(|l| l.end.is_none())
-            && let Err(end) = leg.poll_write(cx)
-        {
-            leg.end = Some(end);
-        }
-        Poll::Ready(())
     }
 }
 
@@ -460,6 +419,16 @@ impl Leg {
         }
     }
 
+    /// A play or clear the stream did not take (after `stop` it takes nothing more: not worth a
+    /// warning).
+    fn refused_to_send(&self, r: Result<(), StreamError>) {
+        if let Err(e) = r
+            && !matches!(e, StreamError::AfterEnd { .. })
+        {
+            tracing::warn!(stream_sid = %self.start.stream_sid, error = %e, "cannot send to the bridge");
+        }
+    }
+
     fn closed(&self, code: Option<u16>, reason: String) -> LegEnd {
         if self.core.ended() == Some(&EndReason::Stopped) {
             LegEnd::Stopped
@@ -470,7 +439,7 @@ impl Leg {
 
     /// Writes what the core has to send as far as the socket takes it, then flushes once
     /// ([`Outbox::poll_write`]).
-    fn poll_write(&mut self, cx: &mut Context<'_>) -> Result<(), LegEnd> {
+    fn write(&mut self, cx: &mut Context<'_>) -> Result<(), LegEnd> {
         let core = &mut self.core;
         self.outbox
             .poll_write(&mut self.socket, cx, || next_message(core))

@@ -26,9 +26,11 @@ use tracing::Instrument;
 
 use super::core::{EndReason, StreamCore, StreamError, StreamStats, Transmit};
 use super::wire::{Format, ToClient};
-use crate::leg::socket::{CLOSE_GRACE, Handover, Outbox, WRITE_STALL, close, close_websocket};
+use crate::leg::socket::{
+    CLOSE_GRACE, Handover, Outbox, SocketIo, SocketLeg, WRITE_STALL, close, close_websocket,
+};
 use crate::leg::twilio::cadence::{Cadence, SendIntervals};
-use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
+use crate::leg::{LegEvent, LegHandle, PlayedKind};
 
 /// Largest WebSocket message accepted (about 8 s of 16 kHz PCM16); a larger one fails the socket.
 pub const MAX_SOCKET_MESSAGE: usize = 256 * 1024;
@@ -213,14 +215,17 @@ fn start<S: Socket + 'static>(
         notices_open: true,
         finish_early: None,
         bad: 0,
-        stop_sent: false,
         end: None,
     };
     let (hold, closed) = Handover::new(leg);
     // It logs under the caller's span (the server's per-call span).
     let task = tokio::spawn(close_when_done(closed, format).in_current_span());
     StreamLeg {
-        handle: LegHandle::direct(format.sample_rate, started_at, Box::new(StreamIo(hold))),
+        handle: LegHandle::direct(
+            format.sample_rate,
+            started_at,
+            Box::new(SocketIo::new(hold)),
+        ),
         format,
         task,
         notices: notice_tx,
@@ -234,9 +239,6 @@ fn to_message(t: Transmit) -> Message {
     }
 }
 
-/// The call's end of a `/stream` leg, driven from the call's task.
-struct StreamIo<S>(Handover<Leg<S>>);
-
 struct Leg<S> {
     core: StreamCore,
     socket: S,
@@ -247,91 +249,72 @@ struct Leg<S> {
     /// A summary that arrived before the call's hang-up.
     finish_early: Option<(String, serde_json::Value)>,
     bad: u64,
-    stop_sent: bool,
     /// Why the stream ended, once it has.
     end: Option<LegEnd>,
 }
 
-impl<S: Socket> LegIo for StreamIo<S> {
-    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<LegEvent>> {
-        let Some(leg) = self.0.leg() else {
-            return Poll::Ready(None);
-        };
-        loop {
-            if let Some(ev) = leg.core.poll_event() {
-                if matches!(ev, LegEvent::Stop) {
-                    leg.stop_sent = true;
-                }
-                return Poll::Ready(Some(ev));
-            }
-            if leg.end.is_some() {
-                // Whatever ended it, the call hears `Stop` once, then that the leg is gone.
-                if !std::mem::replace(&mut leg.stop_sent, true) {
-                    return Poll::Ready(Some(LegEvent::Stop));
-                }
-                self.0.hand_over();
-                return Poll::Ready(None);
-            }
-            leg.take_notices(cx);
-            leg.poll_write(cx);
-            if leg.end.is_some() {
-                continue;
-            }
-            match leg.socket.poll_next_unpin(cx) {
-                Poll::Ready(msg) => leg.end = leg.inbound(msg),
-                Poll::Pending => return Poll::Pending,
-            }
+/// A `/stream` leg as its call drives it ([`SocketIo`]).
+impl<S: Socket> SocketLeg for Leg<S> {
+    fn next_event(&mut self) -> Option<LegEvent> {
+        self.core.poll_event()
+    }
+
+    fn ended(&self) -> bool {
+        self.end.is_some()
+    }
+
+    fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.take_notices(cx);
+        self.poll_write(cx);
+        if self.end.is_some() {
+            return Poll::Ready(());
+        }
+        let msg = std::task::ready!(self.socket.poll_next_unpin(cx));
+        self.end = self.inbound(msg);
+        Poll::Ready(())
+    }
+
+    /// Writes what the core has for the client; a failed write ends the stream.
+    fn poll_write(&mut self, cx: &mut Context<'_>) {
+        let core = &mut self.core;
+        if let Err(e) = self.outbox.poll_write(&mut self.socket, cx, || {
+            core.poll_transmit().map(to_message)
+        }) {
+            self.end = Some(LegEnd::SocketError(e.to_string()));
         }
     }
 
-    fn command(&mut self, cmd: LegCommand) -> Result<Option<crate::audio::Frame>, Refused> {
-        if matches!(cmd, LegCommand::Hangup)
-            && let Some(leg) = self.0.leg()
-        {
-            leg.end.get_or_insert(leg.ended_by_call());
-            // Nothing more goes through this end: the closing starts now.
-            self.0.hand_over();
-            return Ok(None);
-        }
-        let Some(leg) = self.0.leg().filter(|l| l.end.is_none()) else {
-            return Err(Refused::Gone(cmd));
-        };
-        let now = Instant::now();
-        let mut spare = None;
-        let r = match cmd {
-            LegCommand::Play { frame, kind } => {
-                let r = leg.core.play(&frame, kind, now);
-                spare = Some(frame);
-                r
-            }
-            LegCommand::Clear => leg.core.clear(),
-            LegCommand::Hangup => return Ok(None),
-        };
-        if let Err(e) = r
-            && !matches!(e, StreamError::Ended(_))
-        {
-            tracing::warn!(error = %e, "cannot send to the stream client");
-        }
-        if leg.outbox.stalled(now) {
+    fn play(&mut self, frame: &crate::audio::Frame, kind: PlayedKind, now: Instant) {
+        let r = self.core.play(frame, kind, now);
+        refused_to_send(r);
+    }
+
+    fn clear(&mut self) {
+        refused_to_send(self.core.clear());
+    }
+
+    fn hang_up(&mut self) {
+        let end = self.ended_by_call();
+        self.end.get_or_insert(end);
+    }
+
+    fn give_up_if_stalled(&mut self, now: Instant) {
+        if self.outbox.stalled(now) {
             tracing::warn!("the stream client stopped reading; giving the stream up");
-            leg.end = Some(LegEnd::SocketError(format!(
+            self.end = Some(LegEnd::SocketError(format!(
                 "the client read nothing for {} s; giving the stream up",
                 WRITE_STALL.as_secs()
             )));
         }
-        Ok(spare)
     }
+}
 
-    /// No: idle silence is not sent (`StreamCore::play` skips it).
-    fn idle_ticks(&self) -> bool {
-        false
-    }
-
-    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let Some(leg) = self.0.leg().filter(|l| l.end.is_none()) {
-            leg.poll_write(cx);
-        }
-        Poll::Ready(())
+/// A play or clear the stream did not take (after its end it takes nothing: not worth a warning).
+fn refused_to_send(r: Result<(), StreamError>) {
+    if let Err(e) = r
+        && !matches!(e, StreamError::Ended(_))
+    {
+        tracing::warn!(error = %e, "cannot send to the stream client");
     }
 }
 
@@ -347,16 +330,6 @@ impl<S: Socket> Leg<S> {
                 Poll::Ready(None) => self.notices_open = false,
                 Poll::Pending => return,
             }
-        }
-    }
-
-    /// Writes what the core has for the client; a failed write ends the stream.
-    fn poll_write(&mut self, cx: &mut Context<'_>) {
-        let core = &mut self.core;
-        if let Err(e) = self.outbox.poll_write(&mut self.socket, cx, || {
-            core.poll_transmit().map(to_message)
-        }) {
-            self.end = Some(LegEnd::SocketError(e.to_string()));
         }
     }
 

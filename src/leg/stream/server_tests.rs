@@ -6,6 +6,7 @@ use std::pin::Pin;
 use tokio_util::sync::PollSender;
 
 use super::*;
+use crate::leg::LegCommand;
 
 const START16: &str = r#"{"event":"start","format":{"encoding":"pcm16","sample_rate":16000}}"#;
 
