@@ -199,7 +199,7 @@ fn mock_gemini_endpoint() -> Result<Endpoint, OpenError> {
         "v1beta",
         None,
     )
-    .map_err(|e| OpenError::from(session::SessionError::from(e)))
+    .map_err(OpenError::from)
 }
 
 fn protocol_of(opts: &MockOptions) -> Protocol {

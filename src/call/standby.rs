@@ -127,9 +127,10 @@ fn dial(backend: &ModelBackend) -> Dialing {
     Box::pin(async move {
         match tokio::time::timeout(DIAL_TIMEOUT, backend.dial()).await {
             Ok(r) => r,
-            Err(_) => Err(OpenError::Gemini(
-                crate::model::gemini::session::SessionError::SetupTimeout(DIAL_TIMEOUT),
-            )),
+            Err(_) => Err(OpenError::SetupTimeout {
+                awaited: "WebSocket upgrade",
+                after: DIAL_TIMEOUT,
+            }),
         }
     })
 }

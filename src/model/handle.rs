@@ -61,45 +61,8 @@ impl Protocol {
     }
 }
 
-/// A session could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error(transparent)]
-    Gemini(#[from] gemini::session::SessionError),
-    #[error(transparent)]
-    OpenAi(#[from] openai::session::SessionError),
-    #[error(transparent)]
-    OpenAiEndpoint(#[from] openai::endpoint::EndpointError),
-}
-
-impl OpenError {
-    /// The socket ended before answering the setup at all (closed without a close frame, or an
-    /// I/O error): a socket dialed ahead that went stale, not a refusal.
-    pub fn stale_socket(&self) -> bool {
-        matches!(
-            self,
-            OpenError::Gemini(
-                gemini::session::SessionError::Io(_)
-                    | gemini::session::SessionError::SetupRefused { code: 1006, .. }
-            ) | OpenError::OpenAi(
-                openai::session::SessionError::Io(_)
-                    | openai::session::SessionError::SetupRefused { code: 1006, .. }
-            )
-        )
-    }
-
-    /// The service refused the session's setup as invalid (1007/1008): for a resumption, the
-    /// handle was refused.
-    pub fn setup_refused_as_invalid(&self) -> bool {
-        matches!(
-            self,
-            OpenError::Gemini(gemini::session::SessionError::SetupRefused {
-                code: 1007 | 1008,
-                ..
-            })
-        )
-    }
-}
+/// A session could not be opened (either protocol).
+pub use crate::model::session::SessionError as OpenError;
 
 /// An OpenAI Realtime session and its translation state.
 pub struct OpenAiSession {

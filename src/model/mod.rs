@@ -3,6 +3,8 @@
 //! depends on a protocol's JSON.
 
 pub mod catalog;
+pub mod decode;
+pub mod endpoint;
 pub mod gemini;
 pub mod handle;
 pub mod openai;

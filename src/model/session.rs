@@ -1,5 +1,5 @@
 //! What every model session shares with the call, whatever its protocol: where the WebSocket
-//! runs ([`Transport`]), a socket dialed ahead of its setup ([`Dialed`]), what the call hands a
+//! runs ([`Transport`]), how opening one fails ([`SessionError`]), a socket dialed ahead of its setup ([`Dialed`]), what the call hands a
 //! session ([`Outbound`]) and what a session reports back ([`SessionEvent`]).
 
 use std::time::Duration;
@@ -18,6 +18,100 @@ use tokio_tungstenite::{
 };
 
 use crate::model::ModelEvent;
+use crate::model::endpoint::EndpointError;
+use crate::model::protocol::SetupFailure;
+
+/// A session could not be established (either protocol).
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    #[error("cannot connect to the model at {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("the model closed the session during setup (code {code}): {reason}")]
+    SetupRefused { code: u16, reason: String },
+    /// The service answered the setup with an error message (OpenAI; Gemini Live refuses a setup
+    /// with a close frame).
+    #[error("the model refused the session configuration: {0}")]
+    Rejected(String),
+    /// `awaited` (the setup's answer, or the WebSocket upgrade) did not come within `after`.
+    #[error("no {awaited} from the model within {after:?}")]
+    SetupTimeout {
+        awaited: &'static str,
+        after: Duration,
+    },
+    #[error("model connection failed during setup: {0}")]
+    Io(String),
+}
+
+impl SessionError {
+    /// Why a session did not start, its setup's answer being `awaited`.
+    pub(crate) fn setup(f: SetupFailure, awaited: &'static str) -> Self {
+        match f {
+            SetupFailure::Refused { code, reason } => SessionError::SetupRefused { code, reason },
+            SetupFailure::Rejected(e) => SessionError::Rejected(e),
+            SetupFailure::Timeout(after) => SessionError::SetupTimeout { awaited, after },
+            SetupFailure::Io(e) => SessionError::Io(e),
+        }
+    }
+
+    /// The socket ended before answering the setup at all (closed without a close frame, or an
+    /// I/O error): a socket dialed ahead that went stale, not a refusal.
+    pub fn stale_socket(&self) -> bool {
+        matches!(
+            self,
+            SessionError::Io(_) | SessionError::SetupRefused { code: 1006, .. }
+        )
+    }
+
+    /// The service refused the session's setup as invalid (1007/1008): for a resumption, the
+    /// handle was refused.
+    pub fn setup_refused_as_invalid(&self) -> bool {
+        matches!(
+            self,
+            SessionError::SetupRefused {
+                code: 1007 | 1008,
+                ..
+            }
+        )
+    }
+}
+
+/// Dials `url` with the upgrade request `req` ([`dial`]), for frames of `max_frame_bytes`; TLS
+/// from `connector` on the network. A failure names the URL (never the credential, which is in
+/// the request's header only).
+pub(crate) async fn dial_endpoint(
+    url: &str,
+    req: Request,
+    connector: impl FnOnce() -> Result<Connector, EndpointError>,
+    transport: Transport,
+    max_frame_bytes: usize,
+) -> Result<Dialed, SessionError> {
+    let tls = match transport {
+        Transport::Network => Some(connector()?),
+        Transport::InMemory(_) => None,
+    };
+    dial(req, tls, transport, max_frame_bytes)
+        .await
+        .map_err(|e| SessionError::Connect {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// Runs `open` (dial and setup) within `limit`; the setup's answer is `awaited`.
+pub(crate) async fn open_within<T>(
+    limit: Duration,
+    awaited: &'static str,
+    open: impl Future<Output = Result<T, SessionError>>,
+) -> Result<T, SessionError> {
+    tokio::time::timeout(limit, open)
+        .await
+        .unwrap_or(Err(SessionError::SetupTimeout {
+            awaited,
+            after: limit,
+        }))
+}
 
 /// Where the WebSocket runs.
 pub enum Transport {

@@ -10,20 +10,10 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 
 use super::wire::{self, ClientMessage, ServerMessage};
+use crate::model::decode::decode_object;
 use crate::model::{ModelEvent, ToolCallRequest};
 
-/// A server frame baton cannot use.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum DecodeError {
-    #[error("model frame is not valid JSON ({0})")]
-    NotJson(String),
-    #[error("model frame has a bad value at `{path}`: {message}")]
-    Field { path: String, message: String },
-    #[error("model frame is {0} bytes, over the {1}-byte limit")]
-    TooLarge(usize, usize),
-    #[error("model frame is not a JSON object (got {0}); every server message is one")]
-    NotObject(&'static str),
-}
+pub use crate::model::decode::DecodeError;
 
 /// Largest server frame accepted (a few seconds of 24 kHz audio is ~200 KiB of base64).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -53,35 +43,7 @@ pub fn encode_audio(samples: &[i16], rate: u32, scratch: &mut Vec<u8>, out: &mut
 
 /// Parses one server frame (text or binary; the service sends binary).
 pub fn decode(frame: &[u8]) -> Result<ServerMessage, DecodeError> {
-    if frame.len() > MAX_FRAME_BYTES {
-        return Err(DecodeError::TooLarge(frame.len(), MAX_FRAME_BYTES));
-    }
-    // serde reads a struct from a JSON array too (fields by position): `[{"setupComplete":{}}]`
-    // would pass for a setupComplete. A server message is always an object.
-    let first = frame.iter().find(|b| !b.is_ascii_whitespace()).copied();
-    if first == Some(b'[') {
-        return Err(DecodeError::NotObject("an array"));
-    }
-    let de = &mut serde_json::Deserializer::from_slice(frame);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            DecodeError::NotJson(inner.to_string())
-        } else if path == "." {
-            DecodeError::NotObject(match first {
-                Some(b'"') => "a string",
-                Some(b't' | b'f') => "a boolean",
-                Some(b'n') => "null",
-                _ => "a number",
-            })
-        } else {
-            DecodeError::Field {
-                path,
-                message: inner.to_string(),
-            }
-        }
-    })
+    decode_object(frame, MAX_FRAME_BYTES)
 }
 
 /// Decodes base64 PCM16 LE (standard alphabet, or URL-safe) into samples appended to `out`.

@@ -4,12 +4,11 @@
 //! never into URLs, logs, errors or events.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::{HeaderValue, Request};
+use tokio_tungstenite::tungstenite::http::Request;
 
-pub use crate::secret::Secret;
+pub use crate::model::endpoint::{EndpointError, Secret};
+use crate::model::endpoint::{Trust, parse_base, request};
 
 /// Which Gemini Live service family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,41 +24,12 @@ pub const DEVELOPER_API_BASE: &str = "wss://generativelanguage.googleapis.com";
 
 /// A resolved endpoint: full WebSocket URL (no credentials in it), the credential header, and the
 /// TLS trust for `wss://` (see [`crate::model::tls`]).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Endpoint {
     pub url: String,
     pub backend: Backend,
     pub credential: Option<Secret>,
-    /// Trust for `wss://`; `None`: the platform's roots. Verification is always on.
-    pub tls: Option<Arc<rustls::ClientConfig>>,
-}
-
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("url", &self.url)
-            .field("backend", &self.backend)
-            .field("credential", &self.credential)
-            .field("extra_ca", &self.tls.is_some())
-            .finish()
-    }
-}
-
-/// An endpoint could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum EndpointError {
-    #[error("model URL {0:?} is not a ws:// or wss:// URL")]
-    BadScheme(String),
-    #[error("model URL {url:?} is not valid: {reason}")]
-    BadUrl { url: String, reason: String },
-    #[error("credential contains characters that cannot go in an HTTP header")]
-    BadCredential,
-    #[error(transparent)]
-    Tls(#[from] crate::model::tls::TlsError),
-    #[error(
-        "the model URL must not carry a query or user info (credentials go in an environment variable, sent as a header): {0}"
-    )]
-    CredentialInUrl(String),
+    pub tls: Trust,
 }
 
 impl Endpoint {
@@ -72,23 +42,7 @@ impl Endpoint {
         version: &str,
         credential: Option<Secret>,
     ) -> Result<Self, EndpointError> {
-        let parsed = url::Url::parse(base).map_err(|e| EndpointError::BadUrl {
-            url: base.to_owned(),
-            reason: e.to_string(),
-        })?;
-        if !matches!(parsed.scheme(), "ws" | "wss") {
-            return Err(EndpointError::BadScheme(base.to_owned()));
-        }
-        if parsed.query().is_some() || !parsed.username().is_empty() || parsed.password().is_some()
-        {
-            let shown = format!(
-                "{}://{}{}",
-                parsed.scheme(),
-                parsed.host_str().unwrap_or(""),
-                parsed.path()
-            );
-            return Err(EndpointError::CredentialInUrl(shown));
-        }
+        let parsed = parse_base(base)?;
         let url = if parsed.path().starts_with("/ws/") {
             base.to_owned()
         } else {
@@ -106,46 +60,24 @@ impl Endpoint {
             url,
             backend,
             credential,
-            tls: None,
+            tls: Trust::default(),
         })
     }
 
     /// Trusts the CA certificates in the PEM file `ca_file` too (a private gateway), besides the
     /// platform's roots.
     pub fn with_ca_file(mut self, ca_file: &Path) -> Result<Self, EndpointError> {
-        self.tls = Some(crate::model::tls::client_config(Some(ca_file))?);
+        self.tls = Trust::with_ca_file(ca_file)?;
         Ok(self)
-    }
-
-    /// The TLS connector for `wss://` (unused for `ws://`): certificates always verified.
-    pub fn connector(&self) -> Result<tokio_tungstenite::Connector, EndpointError> {
-        let config = match &self.tls {
-            Some(c) => c.clone(),
-            None => crate::model::tls::default_client_config()?,
-        };
-        Ok(tokio_tungstenite::Connector::Rustls(config))
     }
 
     /// The WebSocket upgrade request, credential in its header.
     pub fn request(&self) -> Result<Request<()>, EndpointError> {
-        let mut req =
-            self.url
-                .as_str()
-                .into_client_request()
-                .map_err(|e| EndpointError::BadUrl {
-                    url: self.url.clone(),
-                    reason: e.to_string(),
-                })?;
-        if let Some(secret) = &self.credential {
-            let (name, value) = match self.backend {
-                Backend::DeveloperApi => ("x-goog-api-key", secret.expose().to_owned()),
-                Backend::Vertex => ("authorization", format!("Bearer {}", secret.expose())),
-            };
-            let mut v = HeaderValue::from_str(&value).map_err(|_| EndpointError::BadCredential)?;
-            v.set_sensitive(true);
-            req.headers_mut().insert(name, v);
-        }
-        Ok(req)
+        let header = self.credential.as_ref().map(|secret| match self.backend {
+            Backend::DeveloperApi => ("x-goog-api-key", secret.expose().to_owned()),
+            Backend::Vertex => ("authorization", format!("Bearer {}", secret.expose())),
+        });
+        request(&self.url, header)
     }
 }
 

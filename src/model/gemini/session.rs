@@ -5,35 +5,19 @@
 //! ([`crate::model::shell`]), which reports [`SessionEvent`]s stamped with their arrival time.
 //! The call's task drives the session by polling it; sending never waits.
 
-use std::time::Duration;
-
 use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 
 use super::codec;
-use super::endpoint::{Endpoint, EndpointError};
+use super::codec::MAX_FRAME_BYTES;
+use super::endpoint::Endpoint;
 use super::protocol::GeminiCore;
 pub use super::setup::{Compression, SessionConfig};
 use super::wire::ClientMessage;
-use crate::model::protocol::SetupFailure;
-pub use crate::model::session::{Dialed, Outbound, SessionEvent, Transport};
+pub use crate::model::session::{Dialed, Outbound, SessionError, SessionEvent, Transport};
+use crate::model::session::{dial_endpoint, open_within};
 use crate::model::shell;
-
-/// A session could not be established.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    #[error(transparent)]
-    Endpoint(#[from] EndpointError),
-    #[error("cannot connect to the model at {url}: {reason}")]
-    Connect { url: String, reason: String },
-    #[error("the model closed the session during setup (code {code}): {reason}")]
-    SetupRefused { code: u16, reason: String },
-    #[error("no setupComplete from the model within {0:?}")]
-    SetupTimeout(Duration),
-    #[error("model connection failed during setup: {0}")]
-    Io(String),
-}
 
 /// A live session: send with [`Session::send`], receive with [`Session::recv`] (or
 /// [`Session::poll_event`]); its polls drive the socket.
@@ -71,6 +55,9 @@ impl Session {
     }
 }
 
+/// The setup's answer.
+const AWAITED: &str = "setupComplete";
+
 /// Connects, sends `setup` and waits for `setupComplete`, all within `config.setup_timeout`
 /// (a peer that accepts TCP but never completes TLS or the upgrade cannot hold a call).
 pub async fn connect(
@@ -78,47 +65,28 @@ pub async fn connect(
     transport: Transport,
     config: &SessionConfig,
 ) -> Result<Session, SessionError> {
-    tokio::time::timeout(config.setup_timeout, async {
-        let dialed = dial(endpoint, transport).await?;
-        start_dialed(dialed, config).await
+    open_within(config.setup_timeout, AWAITED, async {
+        start_dialed(dial(endpoint, transport).await?, config).await
     })
     .await
-    .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
 }
 
 /// Dials the endpoint (transport, TLS, WebSocket upgrade) without sending anything: a socket to
 /// start a session on later with [`start_dialed`]. No timeout of its own.
 pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, SessionError> {
     let req = endpoint.request()?;
-    let tls = match transport {
-        Transport::Network => Some(endpoint.connector()?),
-        Transport::InMemory(_) => None,
-    };
-    crate::model::session::dial(req, tls, transport, codec::MAX_FRAME_BYTES)
-        .await
-        .map_err(|e| SessionError::Connect {
-            url: endpoint.url.clone(),
-            reason: e.to_string(),
-        })
+    let connector = || endpoint.tls.connector();
+    dial_endpoint(&endpoint.url, req, connector, transport, MAX_FRAME_BYTES).await
 }
 
 /// Starts a session on a socket [`dial`]ed to a Gemini Live endpoint: sends `setup` and waits
 /// for `setupComplete` within `config.setup_timeout` (the core keeps that deadline).
 pub async fn start_dialed(dialed: Dialed, config: &SessionConfig) -> Result<Session, SessionError> {
     let core = GeminiCore::new(config, Instant::now());
-    let shell = shell::start(dialed, core).await?;
+    let shell = shell::start(dialed, core)
+        .await
+        .map_err(|f| SessionError::setup(f, AWAITED))?;
     Ok(Session { shell })
-}
-
-impl From<SetupFailure> for SessionError {
-    fn from(f: SetupFailure) -> Self {
-        match f {
-            SetupFailure::Refused { code, reason } => SessionError::SetupRefused { code, reason },
-            SetupFailure::Timeout(d) => SessionError::SetupTimeout(d),
-            // Gemini Live refuses a setup with a close frame, never with a message.
-            SetupFailure::Io(e) | SetupFailure::Rejected(e) => SessionError::Io(e),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -30,22 +30,10 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use serde_json::Value;
 
 use super::wire::{self, AudioFormat, ClientEvent, EventKind, ServerEvent};
+use crate::model::decode::decode_object;
 use crate::model::{ModelEvent, ToolCallRequest};
 
-/// A server frame baton cannot use.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum DecodeError {
-    #[error("model event is not valid JSON ({0})")]
-    NotJson(String),
-    #[error("model event has a bad value at `{path}`: {message}")]
-    Field { path: String, message: String },
-    #[error("model event is {0} bytes, over the {1}-byte limit")]
-    TooLarge(usize, usize),
-    #[error("model event is not a JSON object (got {0}); every server event is one")]
-    NotObject(&'static str),
-    #[error("model event has no `type`")]
-    NoType,
-}
+pub use crate::model::decode::DecodeError;
 
 /// Largest server frame accepted (audio deltas are a few KiB; `session.updated` echoes tools).
 pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
@@ -79,35 +67,7 @@ pub fn encode_append_bytes(bytes: &[u8], out: &mut String) {
 
 /// Parses one server frame (the service sends text frames; binary is accepted too).
 pub fn decode(frame: &[u8]) -> Result<ServerEvent, DecodeError> {
-    if frame.len() > MAX_FRAME_BYTES {
-        return Err(DecodeError::TooLarge(frame.len(), MAX_FRAME_BYTES));
-    }
-    let first = frame.iter().find(|b| !b.is_ascii_whitespace()).copied();
-    if first == Some(b'[') {
-        return Err(DecodeError::NotObject("an array"));
-    }
-    let de = &mut serde_json::Deserializer::from_slice(frame);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            DecodeError::NotJson(inner.to_string())
-        } else if path == "." && inner.to_string().contains("missing field `type`") {
-            DecodeError::NoType
-        } else if path == "." {
-            DecodeError::NotObject(match first {
-                Some(b'"') => "a string",
-                Some(b't' | b'f') => "a boolean",
-                Some(b'n') => "null",
-                _ => "a number",
-            })
-        } else {
-            DecodeError::Field {
-                path,
-                message: inner.to_string(),
-            }
-        }
-    })
+    decode_object(frame, MAX_FRAME_BYTES)
 }
 
 /// Decodes one base64 audio delta in `format` into PCM16 samples appended to `out`; returns the

@@ -5,24 +5,12 @@
 //! events. A custom base URL (the mock, a gateway) replaces the host part.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, Request};
 
 use super::wire::Api;
-use crate::model::gemini::endpoint::EndpointError as UrlError;
-pub use crate::secret::Secret;
-
-/// An endpoint could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum EndpointError {
-    /// A bad URL, credential characters or CA file (the same rules as for Gemini).
-    #[error(transparent)]
-    Url(#[from] UrlError),
-    #[error("environment variable {var} (the OpenAI API key) is not set or empty")]
-    KeyEnv { var: String },
-}
+pub use crate::model::endpoint::{EndpointError, Secret};
+use crate::model::endpoint::{Trust, parse_base, request};
 
 /// The public service's WebSocket base (the SDK's `websocket_base_url` default).
 pub const OPENAI_BASE: &str = "wss://api.openai.com/v1";
@@ -32,24 +20,12 @@ pub const DEFAULT_KEY_ENV: &str = "OPENAI_API_KEY";
 
 /// A resolved endpoint: the full WebSocket URL (no credentials in it), the key, the dialect, and
 /// the TLS trust for `wss://`.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Endpoint {
     pub url: String,
     pub api: Api,
     pub credential: Option<Secret>,
-    /// Trust for `wss://`; `None`: the platform's roots. Verification is always on.
-    pub tls: Option<Arc<rustls::ClientConfig>>,
-}
-
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("url", &self.url)
-            .field("api", &self.api)
-            .field("credential", &self.credential)
-            .field("extra_ca", &self.tls.is_some())
-            .finish()
-    }
+    pub tls: Trust,
 }
 
 impl Endpoint {
@@ -62,23 +38,7 @@ impl Endpoint {
         api: Api,
         credential: Option<Secret>,
     ) -> Result<Self, EndpointError> {
-        let mut parsed = url::Url::parse(base).map_err(|e| UrlError::BadUrl {
-            url: base.to_owned(),
-            reason: e.to_string(),
-        })?;
-        if !matches!(parsed.scheme(), "ws" | "wss") {
-            return Err(UrlError::BadScheme(base.to_owned()).into());
-        }
-        if parsed.query().is_some() || !parsed.username().is_empty() || parsed.password().is_some()
-        {
-            let shown = format!(
-                "{}://{}{}",
-                parsed.scheme(),
-                parsed.host_str().unwrap_or(""),
-                parsed.path()
-            );
-            return Err(UrlError::CredentialInUrl(shown).into());
-        }
+        let mut parsed = parse_base(base)?;
         let path = parsed.path().trim_end_matches('/').to_owned();
         if !path.ends_with("/realtime") {
             parsed.set_path(&format!("{path}/realtime"));
@@ -88,7 +48,7 @@ impl Endpoint {
             url: parsed.into(),
             api,
             credential,
-            tls: None,
+            tls: Trust::default(),
         })
     }
 
@@ -99,36 +59,18 @@ impl Endpoint {
 
     /// Trusts the CA certificates in the PEM file `ca_file` too, besides the platform's roots.
     pub fn with_ca_file(mut self, ca_file: &Path) -> Result<Self, EndpointError> {
-        self.tls = Some(crate::model::tls::client_config(Some(ca_file)).map_err(UrlError::from)?);
+        self.tls = Trust::with_ca_file(ca_file)?;
         Ok(self)
-    }
-
-    /// The TLS connector for `wss://` (unused for `ws://`): certificates always verified.
-    pub fn connector(&self) -> Result<tokio_tungstenite::Connector, EndpointError> {
-        let config = match &self.tls {
-            Some(c) => c.clone(),
-            None => crate::model::tls::default_client_config().map_err(UrlError::from)?,
-        };
-        Ok(tokio_tungstenite::Connector::Rustls(config))
     }
 
     /// The WebSocket upgrade request: the key as `Authorization: Bearer`, the beta header when
     /// the beta dialect is asked for.
     pub fn request(&self) -> Result<Request<()>, EndpointError> {
-        let mut req = self
-            .url
-            .as_str()
-            .into_client_request()
-            .map_err(|e| UrlError::BadUrl {
-                url: self.url.clone(),
-                reason: e.to_string(),
-            })?;
-        if let Some(secret) = &self.credential {
-            let mut v = HeaderValue::from_str(&format!("Bearer {}", secret.expose()))
-                .map_err(|_| UrlError::BadCredential)?;
-            v.set_sensitive(true);
-            req.headers_mut().insert("authorization", v);
-        }
+        let header = self
+            .credential
+            .as_ref()
+            .map(|secret| ("authorization", format!("Bearer {}", secret.expose())));
+        let mut req = request(&self.url, header)?;
         if self.api == Api::Beta {
             req.headers_mut()
                 .insert("openai-beta", HeaderValue::from_static("realtime=v1"));
@@ -144,6 +86,7 @@ pub fn key_from_env(var: &str) -> Result<Secret, EndpointError> {
         Ok(k) if !k.trim().is_empty() => Ok(Secret::new(k.trim())),
         _ => Err(EndpointError::KeyEnv {
             var: var.to_owned(),
+            what: "OpenAI API key",
         }),
     }
 }
@@ -194,10 +137,7 @@ mod tests {
             "{leaky}"
         );
         let bad = Endpoint::new("ws://h", "m", Api::Ga, Some(Secret::new("a\nb"))).unwrap();
-        assert!(matches!(
-            bad.request(),
-            Err(EndpointError::Url(UrlError::BadCredential))
-        ));
+        assert!(matches!(bad.request(), Err(EndpointError::BadCredential)));
         let missing = key_from_env("BATON_TEST_SURELY_UNSET_OPENAI_KEY").unwrap_err();
         assert!(
             missing

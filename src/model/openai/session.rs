@@ -7,8 +7,6 @@
 //! barge-in sends are the core's decisions, taken where the frames arrive, with no shared state.
 //! The call's task drives the session by polling it; sending never waits.
 
-use std::time::Duration;
-
 use serde_json::Value;
 use std::task::{Context, Poll};
 
@@ -16,30 +14,14 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::codec;
-use super::endpoint::{Endpoint, EndpointError};
+use super::codec::MAX_FRAME_BYTES;
+use super::endpoint::Endpoint;
 use super::protocol::{Command, OpenAiCore};
 pub use super::setup::{SessionConfig, update_event};
 use super::wire::{Api, ClientEvent, FunctionTool, Item};
-use crate::model::protocol::SetupFailure;
-pub use crate::model::session::{Dialed, Outbound, SessionEvent, Transport};
+pub use crate::model::session::{Dialed, Outbound, SessionError, SessionEvent, Transport};
+use crate::model::session::{dial_endpoint, open_within};
 use crate::model::shell;
-
-/// A session could not be established.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    #[error(transparent)]
-    Endpoint(#[from] EndpointError),
-    #[error("cannot connect to the model at {url}: {reason}")]
-    Connect { url: String, reason: String },
-    #[error("the model closed the session during setup (code {code}): {reason}")]
-    SetupRefused { code: u16, reason: String },
-    #[error("the model refused the session configuration: {0}")]
-    Rejected(String),
-    #[error("no session.updated from the model within {0:?}")]
-    SetupTimeout(Duration),
-    #[error("model connection failed during setup: {0}")]
-    Io(String),
-}
 
 /// A live session: send with [`Session::send`] and the helpers, receive with
 /// [`Session::recv`] (or [`Session::poll_event`]); its polls drive the socket.
@@ -172,6 +154,9 @@ impl Session {
     }
 }
 
+/// The setup's answer.
+const AWAITED: &str = "session.updated";
+
 /// Connects, sends `session.update` and waits for `session.updated`, all within
 /// `config.setup_timeout`.
 pub async fn connect(
@@ -179,28 +164,18 @@ pub async fn connect(
     transport: Transport,
     config: &SessionConfig,
 ) -> Result<Session, SessionError> {
-    tokio::time::timeout(config.setup_timeout, async {
-        let dialed = dial(endpoint, transport).await?;
-        start_dialed(dialed, endpoint.api, config).await
+    open_within(config.setup_timeout, AWAITED, async {
+        start_dialed(dial(endpoint, transport).await?, endpoint.api, config).await
     })
     .await
-    .unwrap_or(Err(SessionError::SetupTimeout(config.setup_timeout)))
 }
 
 /// Dials the endpoint (transport, TLS, WebSocket upgrade) without sending anything: a socket to
 /// start a session on later with [`start_dialed`]. No timeout of its own.
 pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, SessionError> {
     let req = endpoint.request()?;
-    let tls = match transport {
-        Transport::Network => Some(endpoint.connector()?),
-        Transport::InMemory(_) => None,
-    };
-    crate::model::session::dial(req, tls, transport, codec::MAX_FRAME_BYTES)
-        .await
-        .map_err(|e| SessionError::Connect {
-            url: endpoint.url.clone(),
-            reason: e.to_string(),
-        })
+    let connector = || endpoint.tls.connector();
+    dial_endpoint(&endpoint.url, req, connector, transport, MAX_FRAME_BYTES).await
 }
 
 /// Starts a session in `api`'s dialect on a socket [`dial`]ed to an OpenAI Realtime endpoint:
@@ -212,17 +187,8 @@ pub async fn start_dialed(
     config: &SessionConfig,
 ) -> Result<Session, SessionError> {
     let core = OpenAiCore::new(config, api, Instant::now());
-    let shell = shell::start(dialed, core).await?;
+    let shell = shell::start(dialed, core)
+        .await
+        .map_err(|f| SessionError::setup(f, AWAITED))?;
     Ok(Session { shell, api })
-}
-
-impl From<SetupFailure> for SessionError {
-    fn from(f: SetupFailure) -> Self {
-        match f {
-            SetupFailure::Refused { code, reason } => SessionError::SetupRefused { code, reason },
-            SetupFailure::Rejected(e) => SessionError::Rejected(e),
-            SetupFailure::Timeout(d) => SessionError::SetupTimeout(d),
-            SetupFailure::Io(e) => SessionError::Io(e),
-        }
-    }
 }
