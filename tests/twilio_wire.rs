@@ -309,3 +309,43 @@ fn outbound_parser_refuses_garbage_too() {
     };
     assert_eq!(parse_to_twilio(&minute.to_json()).unwrap(), minute);
 }
+
+/// A `media` message reads the same whether its strings are plain (read in one pass, borrowed)
+/// or escaped (read the general way); garbage in either shape is refused alike.
+#[test]
+fn media_reads_the_same_plain_or_escaped() {
+    let plain = parse_from_twilio(
+        r#"{"event":"media","sequenceNumber":"3","streamSid":"MZ/1",
+            "media":{"track":"inbound","chunk":"1","timestamp":5,"payload":"//7+"}}"#,
+    )
+    .unwrap();
+    let escaped = parse_from_twilio(
+        r#"{"event":"m\u0065dia","sequenceNumber":"3","streamSid":"MZ\/1",
+            "media":{"track":"in\u0062ound","chunk":1,"timestamp":"5","payload":"\/\/7+"}}"#,
+    )
+    .unwrap();
+    assert_eq!(plain, escaped);
+    assert_eq!(plain.stream_sid.as_deref(), Some("MZ/1"));
+    // Positional (array) form is not an object, whatever it holds.
+    assert_mentions(
+        &err(r#"["media","3","MZ1",{"payload":"//7+"}]"#),
+        &["not a JSON object"],
+    );
+    assert_mentions(
+        &err(r#"{"event":"media","media":{"payload":"@@"}}"#),
+        &["media", "media.payload", "base64"],
+    );
+    assert_mentions(
+        &err(r#"{"event":"media","media":{"track":7,"payload":"//7+"}}"#),
+        &["media", "track"],
+    );
+    // Toward Twilio likewise.
+    let out = parse_to_twilio(r#"{"event":"media","streamSid":"MZ1","media":{"payload":"//7+"}}"#)
+        .unwrap();
+    assert_eq!(
+        out,
+        parse_to_twilio(r#"{"event":"media","streamSid":"MZ\u0031","media":{"payload":"\/\/7+"}}"#)
+            .unwrap()
+    );
+    assert_eq!(parse_to_twilio(&out.to_json()).unwrap(), out);
+}

@@ -62,7 +62,11 @@ pub fn to_twilio(t: &Transmit, stream_sid: &str) -> ToTwilio {
 }
 
 pub fn render(t: &Transmit, ctx: Ctx<'_>) -> Outgoing {
-    Outgoing::Text(to_twilio(t, ctx.stream_sid).to_json())
+    Outgoing::Text(match t {
+        // The per-frame message, written without copying the frame or the stream id first.
+        Transmit::Media(payload) => ToTwilio::media_json(ctx.stream_sid, payload),
+        t => to_twilio(t, ctx.stream_sid).to_json(),
+    })
 }
 
 pub fn parse_reply(text: &str) -> Result<Reply, WireError> {
