@@ -301,6 +301,18 @@ fn push_json_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// The length of `s` written by [`push_json_str`].
+fn json_str_len(s: &str) -> usize {
+    2 + s
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum::<usize>()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Media server → Twilio
 // ---------------------------------------------------------------------------------------------
@@ -346,12 +358,16 @@ impl ToTwilio {
     /// The `media` message carrying `payload` (μ-law), written straight into one string: the
     /// per-frame message toward Twilio, 50 a second per call. The same text as the serde form.
     pub fn media_json(stream_sid: &str, payload: &[u8]) -> String {
-        let mut out = String::with_capacity(64 + stream_sid.len() + payload.len().div_ceil(3) * 4);
+        // Exactly the text's length: a string that fills its buffer becomes the socket's
+        // message without another allocation.
+        let len = 53 + json_str_len(stream_sid) + payload.len().div_ceil(3) * 4;
+        let mut out = String::with_capacity(len);
         out.push_str(r#"{"event":"media","streamSid":"#);
         push_json_str(&mut out, stream_sid);
         out.push_str(r#","media":{"payload":""#);
         STANDARD.encode_string(payload, &mut out);
         out.push_str("\"}}");
+        debug_assert_eq!(out.len(), len);
         out
     }
 
@@ -412,7 +428,9 @@ mod tests {
                     mark: None,
                 })
                 .unwrap();
-                assert_eq!(ToTwilio::media_json(sid, payload), serde_form);
+                let text = ToTwilio::media_json(sid, payload);
+                assert_eq!(text, serde_form);
+                assert_eq!(text.len(), text.capacity());
             }
         }
     }

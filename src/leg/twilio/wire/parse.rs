@@ -20,15 +20,15 @@ use super::{
 
 /// Parses one text message from Twilio (limit [`MAX_INBOUND_MESSAGE`]).
 pub fn parse_from_twilio(text: &str) -> Result<FromTwilio, WireError> {
-    if let Some(m) = fast_media(text, MAX_INBOUND_MESSAGE) {
-        let payload = decode_payload("media", Some(m.media.payload))?;
+    if let Some((m, media)) = fast_media(text, MAX_INBOUND_MESSAGE) {
+        let payload = decode_payload("media", Some(media.payload))?;
         return Ok(FromTwilio {
             sequence_number: m.sequence_number,
             stream_sid: m.stream_sid.map(str::to_owned),
             event: TwilioEvent::Media(Media {
-                track: m.media.track.map(str::to_owned),
-                chunk: m.media.chunk,
-                timestamp: m.media.timestamp,
+                track: media.track.map(str::to_owned),
+                chunk: media.chunk,
+                timestamp: media.timestamp,
                 payload,
             }),
         });
@@ -135,10 +135,10 @@ pub fn parse_from_twilio(text: &str) -> Result<FromTwilio, WireError> {
 
 /// Parses one text message sent toward Twilio (limit [`MAX_OUTBOUND_MESSAGE`]).
 pub fn parse_to_twilio(text: &str) -> Result<ToTwilio, WireError> {
-    if let Some(m) = fast_media(text, MAX_OUTBOUND_MESSAGE) {
+    if let Some((m, media)) = fast_media(text, MAX_OUTBOUND_MESSAGE) {
         return Ok(ToTwilio::Media {
             stream_sid: m.stream_sid.unwrap_or_default().to_owned(),
-            payload: decode_payload("media", Some(m.media.payload))?,
+            payload: decode_payload("media", Some(media.payload))?,
         });
     }
     let env = envelope(text, MAX_OUTBOUND_MESSAGE)?;
@@ -181,8 +181,9 @@ struct FastMedia<'a> {
     sequence_number: Option<u64>,
     #[serde(default, borrow)]
     stream_sid: Option<&'a str>,
-    #[serde(borrow)]
-    media: FastMediaBody<'a>,
+    /// Optional here so that another event (a `mark`) is told apart without building an error.
+    #[serde(default, borrow)]
+    media: Option<FastMediaBody<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -196,13 +197,14 @@ struct FastMediaBody<'a> {
     payload: &'a str,
 }
 
-fn fast_media(text: &str, limit: usize) -> Option<FastMedia<'_>> {
+fn fast_media(text: &str, limit: usize) -> Option<(FastMedia<'_>, FastMediaBody<'_>)> {
     // serde reads a struct from a JSON array too; a Twilio message is always an object.
     if text.len() > limit || !text.trim_start().starts_with('{') {
         return None;
     }
-    let m = FastMedia::deserialize(&mut serde_json::Deserializer::from_str(text)).ok()?;
-    (m.event == "media").then_some(m)
+    let mut m = FastMedia::deserialize(&mut serde_json::Deserializer::from_str(text)).ok()?;
+    let body = m.media.take().filter(|_| m.event == "media")?;
+    Some((m, body))
 }
 
 #[derive(Deserialize)]
