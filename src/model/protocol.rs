@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::ModelEvent;
 use super::gemini::keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
-use super::session::{Outbound, SessionEvent};
+use super::session::{Outbound, SessionError, SessionEvent};
 
 /// An inbound WebSocket frame, as the core sees it.
 #[derive(Clone, Copy, Debug)]
@@ -67,6 +67,18 @@ pub enum SetupFailure {
     Timeout(Duration),
     /// Reading or writing failed.
     Io(String),
+}
+
+impl SetupFailure {
+    /// The session's error, its setup's answer being `awaited`.
+    pub(crate) fn into_error(self, awaited: &'static str) -> SessionError {
+        match self {
+            SetupFailure::Refused { code, reason } => SessionError::SetupRefused { code, reason },
+            SetupFailure::Rejected(e) => SessionError::Rejected(e),
+            SetupFailure::Timeout(after) => SessionError::SetupTimeout { awaited, after },
+            SetupFailure::Io(e) => SessionError::Io(e),
+        }
+    }
 }
 
 /// How long a closed session waits for the service's close answer before it lets go.

@@ -19,7 +19,6 @@ use tokio_tungstenite::{
 
 use crate::model::ModelEvent;
 use crate::model::endpoint::EndpointError;
-use crate::model::protocol::SetupFailure;
 
 /// A session could not be established (either protocol).
 #[derive(Debug, thiserror::Error)]
@@ -45,16 +44,6 @@ pub enum SessionError {
 }
 
 impl SessionError {
-    /// Why a session did not start, its setup's answer being `awaited`.
-    pub(crate) fn setup(f: SetupFailure, awaited: &'static str) -> Self {
-        match f {
-            SetupFailure::Refused { code, reason } => SessionError::SetupRefused { code, reason },
-            SetupFailure::Rejected(e) => SessionError::Rejected(e),
-            SetupFailure::Timeout(after) => SessionError::SetupTimeout { awaited, after },
-            SetupFailure::Io(e) => SessionError::Io(e),
-        }
-    }
-
     /// The socket ended before answering the setup at all (closed without a close frame, or an
     /// I/O error): a socket dialed ahead that went stale, not a refusal.
     pub fn stale_socket(&self) -> bool {

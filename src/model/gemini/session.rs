@@ -85,7 +85,7 @@ pub async fn start_dialed(dialed: Dialed, config: &SessionConfig) -> Result<Sess
     let core = GeminiCore::new(config, Instant::now());
     let shell = shell::start(dialed, core)
         .await
-        .map_err(|f| SessionError::setup(f, AWAITED))?;
+        .map_err(|f| f.into_error(AWAITED))?;
     Ok(Session { shell })
 }
 

@@ -189,6 +189,6 @@ pub async fn start_dialed(
     let core = OpenAiCore::new(config, api, Instant::now());
     let shell = shell::start(dialed, core)
         .await
-        .map_err(|f| SessionError::setup(f, AWAITED))?;
+        .map_err(|f| f.into_error(AWAITED))?;
     Ok(Session { shell, api })
 }
