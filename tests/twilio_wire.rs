@@ -348,4 +348,6 @@ fn media_reads_the_same_plain_or_escaped() {
             .unwrap()
     );
     assert_eq!(parse_to_twilio(&out.to_json()).unwrap(), out);
+    // A body in positional (array) form is refused toward Twilio as it always was.
+    assert!(parse_to_twilio(r#"{"event":"media","media":["a","1","2","//7+"]}"#).is_err());
 }

@@ -54,7 +54,8 @@ impl SessionError {
     }
 
     /// The service refused the session's setup as invalid (1007/1008): for a resumption, the
-    /// handle was refused.
+    /// handle was refused (only a Gemini session resumes with a handle; the call asks this only
+    /// of a resumption).
     pub fn setup_refused_as_invalid(&self) -> bool {
         matches!(
             self,

@@ -292,6 +292,8 @@ fn push_json_str(out: &mut String, s: &str) {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
             c if (c as u32) < 0x20 => {
                 let _ = write!(out, "\\u{:04x}", c as u32);
             }
@@ -306,7 +308,7 @@ fn json_str_len(s: &str) -> usize {
     2 + s
         .chars()
         .map(|c| match c {
-            '"' | '\\' | '\n' | '\r' | '\t' => 2,
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
             c if (c as u32) < 0x20 => 6,
             c => c.len_utf8(),
         })
@@ -418,7 +420,7 @@ mod tests {
     /// The hand-written `media` text is the one the serde form gives, escapes included.
     #[test]
     fn media_json_is_the_serde_form() {
-        for sid in ["MZ0123", "M\"Z\\\n\u{1}é", ""] {
+        for sid in ["MZ0123", "M\"Z\\\n\u{1}\u{8}\u{c}\u{1f}é", ""] {
             for payload in [&[][..], &[0xff, 0x7f, 0x00], &[0x55; 160]] {
                 let b64 = STANDARD.encode(payload);
                 let serde_form = serde_json::to_string(&OutMsg {

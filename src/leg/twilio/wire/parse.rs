@@ -20,7 +20,7 @@ use super::{
 
 /// Parses one text message from Twilio (limit [`MAX_INBOUND_MESSAGE`]).
 pub fn parse_from_twilio(text: &str) -> Result<FromTwilio, WireError> {
-    if let Some((m, media)) = fast_media(text, MAX_INBOUND_MESSAGE) {
+    if let Some((m, media)) = fast_media::<FastInBody>(text, MAX_INBOUND_MESSAGE) {
         let payload = decode_payload("media", Some(media.payload))?;
         return Ok(FromTwilio {
             sequence_number: m.sequence_number,
@@ -135,7 +135,7 @@ pub fn parse_from_twilio(text: &str) -> Result<FromTwilio, WireError> {
 
 /// Parses one text message sent toward Twilio (limit [`MAX_OUTBOUND_MESSAGE`]).
 pub fn parse_to_twilio(text: &str) -> Result<ToTwilio, WireError> {
-    if let Some((m, media)) = fast_media(text, MAX_OUTBOUND_MESSAGE) {
+    if let Some((m, media)) = fast_media::<FastOutBody>(text, MAX_OUTBOUND_MESSAGE) {
         return Ok(ToTwilio::Media {
             stream_sid: m.stream_sid.unwrap_or_default().to_owned(),
             payload: decode_payload("media", Some(media.payload))?,
@@ -172,22 +172,28 @@ pub fn parse_to_twilio(text: &str) -> Result<ToTwilio, WireError> {
 
 /// A `media` message (50 a second each way) read in one pass, its strings borrowed from the text.
 /// Anything else — another event, a string with escapes, a field of the wrong type, a missing
-/// payload — is not one, and goes the general way, which also names what is wrong.
+/// payload — is not one, and goes the general way, which also names what is wrong. `B` is the
+/// body each direction reads (the same fields as the general way's, so that both accept alike).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct FastMedia<'a> {
+struct FastMedia<'a, B> {
     event: &'a str,
     #[serde(default, deserialize_with = "opt_num")]
     sequence_number: Option<u64>,
     #[serde(default, borrow)]
     stream_sid: Option<&'a str>,
     /// Optional here so that another event (a `mark`) is told apart without building an error.
-    #[serde(default, borrow)]
-    media: Option<FastMediaBody<'a>>,
+    #[serde(default = "none")]
+    media: Option<B>,
 }
 
+fn none<B>() -> Option<B> {
+    None
+}
+
+/// A `media` body from Twilio.
 #[derive(Deserialize)]
-struct FastMediaBody<'a> {
+struct FastInBody<'a> {
     #[serde(default, borrow)]
     track: Option<&'a str>,
     #[serde(default, deserialize_with = "opt_num")]
@@ -197,12 +203,21 @@ struct FastMediaBody<'a> {
     payload: &'a str,
 }
 
-fn fast_media(text: &str, limit: usize) -> Option<(FastMedia<'_>, FastMediaBody<'_>)> {
+/// A `media` body toward Twilio.
+#[derive(Deserialize)]
+struct FastOutBody<'a> {
+    payload: &'a str,
+}
+
+fn fast_media<'a, B: Deserialize<'a>>(
+    text: &'a str,
+    limit: usize,
+) -> Option<(FastMedia<'a, B>, B)> {
     // serde reads a struct from a JSON array too; a Twilio message is always an object.
     if text.len() > limit || !text.trim_start().starts_with('{') {
         return None;
     }
-    let mut m = FastMedia::deserialize(&mut serde_json::Deserializer::from_str(text)).ok()?;
+    let mut m = FastMedia::<B>::deserialize(&mut serde_json::Deserializer::from_str(text)).ok()?;
     let body = m.media.take().filter(|_| m.event == "media")?;
     Some((m, body))
 }
