@@ -31,6 +31,12 @@ pub const PARSERS: &[Parser] = &[
         run: gemini_server,
     },
     Parser {
+        name: "openai_server",
+        input: "one OpenAI Realtime server event (codec::decode, then the Decoder of a 24 kHz \
+                session)",
+        run: openai_server,
+    },
+    Parser {
         name: "twilio_event",
         input: "one Twilio Media Streams text message (wire::parse_from_twilio)",
         run: twilio_event,
@@ -328,6 +334,20 @@ fn gemini_server(bytes: &[u8], _name: &Path) -> Result<(), String> {
     let msg = codec::decode(bytes).map_err(|e| e.to_string())?;
     let mut events = Vec::new();
     codec::into_events(msg, &mut events);
+    protocol_errors(events)
+}
+
+fn openai_server(bytes: &[u8], _name: &Path) -> Result<(), String> {
+    use crate::model::openai::codec;
+    use crate::model::openai::wire::AudioFormat;
+    let ev = codec::decode(bytes).map_err(|e| e.to_string())?;
+    let mut events = Vec::new();
+    codec::Decoder::new(AudioFormat::PCM24K).into_events(ev, &mut events);
+    protocol_errors(events)
+}
+
+/// A model message's events: an error where the message made any protocol error.
+fn protocol_errors(events: Vec<ModelEvent>) -> Result<(), String> {
     let errors: Vec<String> = events
         .into_iter()
         .filter_map(|e| match e {
