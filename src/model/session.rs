@@ -18,7 +18,7 @@ use tokio_tungstenite::{
 };
 
 use crate::model::ModelEvent;
-use crate::model::endpoint::EndpointError;
+use crate::model::endpoint::{EndpointError, Trust};
 
 /// A session could not be established (either protocol).
 #[derive(Debug, thiserror::Error)]
@@ -68,17 +68,17 @@ impl SessionError {
 }
 
 /// Dials `url` with the upgrade request `req` ([`dial`]), for frames of `max_frame_bytes`; TLS
-/// from `connector` on the network. A failure names the URL (never the credential, which is in
-/// the request's header only).
+/// with `trust` on the network. A failure names the URL (never the credential, which is in the
+/// request's header only).
 pub(crate) async fn dial_endpoint(
     url: &str,
     req: Request,
-    connector: impl FnOnce() -> Result<Connector, EndpointError>,
+    trust: &Trust,
     transport: Transport,
     max_frame_bytes: usize,
 ) -> Result<Dialed, SessionError> {
     let tls = match transport {
-        Transport::Network => Some(connector()?),
+        Transport::Network => Some(trust.connector()?),
         Transport::InMemory(_) => None,
     };
     dial(req, tls, transport, max_frame_bytes)

@@ -281,8 +281,8 @@ impl SocketLeg for Leg {
     }
 
     fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if let Err(end) = self.write(cx) {
-            self.end = Some(end);
+        self.poll_write(cx);
+        if self.end.is_some() {
             return Poll::Ready(());
         }
         let msg = std::task::ready!(self.socket.poll_next_unpin(cx));

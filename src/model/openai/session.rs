@@ -174,8 +174,14 @@ pub async fn connect(
 /// start a session on later with [`start_dialed`]. No timeout of its own.
 pub async fn dial(endpoint: &Endpoint, transport: Transport) -> Result<Dialed, SessionError> {
     let req = endpoint.request()?;
-    let connector = || endpoint.tls.connector();
-    dial_endpoint(&endpoint.url, req, connector, transport, MAX_FRAME_BYTES).await
+    dial_endpoint(
+        &endpoint.url,
+        req,
+        &endpoint.tls,
+        transport,
+        MAX_FRAME_BYTES,
+    )
+    .await
 }
 
 /// Starts a session in `api`'s dialect on a socket [`dial`]ed to an OpenAI Realtime endpoint:

@@ -182,13 +182,9 @@ struct FastMedia<'a, B> {
     sequence_number: Option<u64>,
     #[serde(default, borrow)]
     stream_sid: Option<&'a str>,
-    /// Optional here so that another event (a `mark`) is told apart without building an error.
-    #[serde(default = "none")]
+    /// Optional here (a missing `Option` reads as `None`) so that another event (a `mark`) is
+    /// told apart without building an error.
     media: Option<B>,
-}
-
-fn none<B>() -> Option<B> {
-    None
 }
 
 /// A `media` body from Twilio.
