@@ -521,7 +521,7 @@ async fn run_prepared_with(
     // The fixture starts when the call is ready (after the caller's contexts have loaded).
     let started = std::sync::Mutex::new(None);
     let leg = || {
-        let (leg, recording) = fixture.spawn();
+        let (leg, recording) = fixture.start();
         if let Ok(mut g) = started.lock() {
             *g = Some(recording);
         }

@@ -85,7 +85,7 @@ async fn garbage_from_the_model_is_reported_and_the_call_carries_on() {
         "silence",
     )
     .unwrap();
-    let (leg, recording) = fixture.spawn();
+    let (leg, recording) = fixture.start();
     let session = baton::model::handle::ModelSession::gemini(
         session,
         baton::model::catalog::lookup(

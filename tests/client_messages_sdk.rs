@@ -66,7 +66,7 @@ fn record_bundled_call(record: &Path) -> usize {
         let session = backend.open(&config).await.unwrap();
         let fixture =
             FixtureCaller::from_wav(scenario.caller.as_ref().unwrap(), LegCodec::L16k16).unwrap();
-        let (leg, rec) = fixture.spawn();
+        let (leg, rec) = fixture.start();
         let report = call::run(leg, session, CallOptions::default())
             .await
             .unwrap();

@@ -50,7 +50,7 @@ fn the_caller_talks_over_a_reply_and_the_model_hears_where_it_was_cut() {
         let backend = ModelBackend::in_process(Arc::new(opts));
         let session = backend.open(&SessionConfig::default()).await.unwrap();
         let fixture = FixtureCaller::from_wav(&wav, LegCodec::L16k16).unwrap();
-        let (leg, rec) = fixture.spawn();
+        let (leg, rec) = fixture.start();
         let report = call::run(leg, session, CallOptions::default())
             .await
             .unwrap();

@@ -82,7 +82,7 @@ async fn run(sc: &Scenario, backend: ModelBackend, samples: &[i16], standby: boo
     };
     let session = backend.open(&config).await.unwrap();
     let fixture = FixtureCaller::from_pcm(samples, 16_000, LegCodec::L16k16, "dithered").unwrap();
-    let (leg, recording) = fixture.spawn();
+    let (leg, recording) = fixture.start();
     let opts = CallOptions {
         caller_silence: sc.timing.silence,
         model: Some(ModelSource { backend, config }),

@@ -155,7 +155,7 @@ async fn call_seed004(agent_set: &str, record: Option<&Path>) -> Ran {
         leg: "fixture",
         caller: None,
     };
-    attach::run_attached(open, || fixture.spawn().0, info, attach)
+    attach::run_attached(open, || fixture.start().0, info, attach)
         .await
         .unwrap()
 }

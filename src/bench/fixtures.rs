@@ -335,6 +335,8 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
             scenario: path.display().to_string(),
             error,
         })?;
+        // The sweep reads each call's report, not what its caller heard.
+        loaded.fixture.record = false;
         // Two recordings with one file name (or a recording named like a scenario) stay apart.
         let base = loaded.scenario.name.clone();
         let mut n = 1;

@@ -4,8 +4,8 @@
 //! A single task per call selects over the leg's frames, the session's events, the playout
 //! deadline and (with agents) tool results, standby sessions and the orchestrator's timer; input
 //! that is ready at a tick's instant is taken before that tick is played. Uplink: leg frame →
-//! energy VAD (for voice-to-voice timing) → resample to the model's input rate → JSON → writer
-//! channel. Downlink: model audio → resample to the leg's rate → playout queue; every 20 ms tick
+//! energy VAD (for voice-to-voice timing) → resample to the model's input rate → JSON → the
+//! session's protocol core, written by this task's next poll of the session. Downlink: model audio → resample to the leg's rate → playout queue; every 20 ms tick
 //! playout releases exactly one frame to the leg. The clock is tokio's, so the same code runs in
 //! real time or on a paused (accelerated) clock.
 

@@ -92,7 +92,7 @@ pub async fn run_call_on(
     };
     let session = backend.open(&config).await.unwrap();
     let fixture = FixtureCaller::from_pcm(samples, 16_000, codec, "dithered").unwrap();
-    let (leg, recording) = fixture.spawn();
+    let (leg, recording) = fixture.start();
     let opts = CallOptions {
         caller_silence: sc.timing.silence,
         model: Some(ModelSource { backend, config }),
@@ -212,7 +212,7 @@ pub async fn run_agent_call(sc: &Scenario, faults: Faults, samples: &[i16]) -> O
     let agents = call::Agents::start(Arc::new(reg), caps, backend.clone(), &mut config);
     let session = backend.open(&config).await.unwrap();
     let fixture = FixtureCaller::from_pcm(samples, 16_000, LegCodec::L16k16, "dithered").unwrap();
-    let (leg, recording) = fixture.spawn();
+    let (leg, recording) = fixture.start();
     let opts = CallOptions {
         caller_silence: sc.timing.silence,
         reconnect: in_process(),
