@@ -6,6 +6,7 @@
 
 pub mod agents;
 pub mod audio;
+pub mod b64;
 pub mod backend;
 pub mod bench;
 pub mod call;

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use crate::b64::{STANDARD_PAD_INDIFFERENT, URL_SAFE_PAD_INDIFFERENT};
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD_PAD_INDIFFERENT, URL_SAFE_PAD_INDIFFERENT};
 
 use super::inbound::Rejection;
 use crate::audio::vad::{TurnDetector, VadEvent};

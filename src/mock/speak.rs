@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::b64::STANDARD;
 use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 
 use super::clip::{Clip, OUTPUT_RATE};
 use super::scenario::Reply;

@@ -3,8 +3,8 @@
 //! transcript spread over them. Pure data and arithmetic; the session (`respond.rs`) decides when
 //! each part goes out.
 
+use crate::b64::STANDARD;
 use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use crate::mock::scenario::Reply;

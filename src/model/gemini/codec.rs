@@ -6,8 +6,8 @@
 //! modelTurn audio, outputTranscription, toolCall, generationComplete, interrupted, turnComplete,
 //! sessionResumptionUpdate, goAway, usageMetadata.
 
+use crate::b64::{STANDARD, URL_SAFE};
 use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 
 use super::wire::{self, ClientMessage, ServerMessage};
 use crate::model::decode::decode_object;

@@ -25,8 +25,8 @@
 
 use std::collections::HashSet;
 
+use crate::b64::{STANDARD, STANDARD_NO_PAD};
 use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use serde_json::Value;
 
 use super::wire::{self, AudioFormat, ClientEvent, EventKind, ServerEvent};

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::b64::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
 use super::{Inbound, Media, MediaFormat};

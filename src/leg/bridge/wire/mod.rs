@@ -14,8 +14,8 @@ mod telnyx;
 pub mod twilio_adapter;
 mod vonage;
 
+use crate::b64::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 
 use super::Dialect;
 use super::audio::AudioFormat;

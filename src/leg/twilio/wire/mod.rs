@@ -17,8 +17,8 @@ mod parse;
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
+use crate::b64::STANDARD;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
 use serde_json::{Value, json};
 
