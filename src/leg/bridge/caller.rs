@@ -539,8 +539,15 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     // A media message held back to be sent after the next one (swap_every).
     let mut held: Option<Outgoing> = None;
     let mut n: usize = 0;
+    // One timer for the call, re-armed per frame (a sleep made anew on every message would
+    // register with the timer wheel each time).
+    let tick = sleep_until(t0 + TICK);
+    tokio::pin!(tick);
     let end = loop {
         let due = t0 + TICK * (n as u32 + 1);
+        if tick.deadline() != due {
+            tick.as_mut().reset(due);
+        }
         tokio::select! {
             biased;
             msg = stream.next() => {
@@ -552,7 +559,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                     break CallerEnd::ConnectionLost(e);
                 }
             }
-            _ = sleep_until(due) => {
+            () = &mut tick => {
                 let now = Instant::now();
                 let late = now.saturating_duration_since(due).as_micros();
                 call.report.tick_late_us.push(u32::try_from(late).unwrap_or(u32::MAX));
