@@ -325,6 +325,13 @@ pub async fn run_attached(
         .unwrap_or_default();
     let resumed_ids: Vec<String> = contexts.iter().map(|c| c.context_id.clone()).collect();
     let view = SharedView::default();
+    // The admin API sees the lead agent from the moment the call runs, not only once the
+    // observer has read its `agent_start` (which keeps it first, once).
+    if let (Some(a), Ok(mut v)) = (agents.as_ref(), view.lock())
+        && let Some(lead) = a.orchestrator.history().last()
+    {
+        v.active.push(lead.agent.clone());
+    }
     let (commands, inbox) = Commands::channel(64);
     let mut sink = EventSink::new();
     let mut recorder_task = None;
