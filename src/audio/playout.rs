@@ -485,7 +485,14 @@ impl Queue {
     /// Moves the first `n` samples to the end of `out`.
     fn take(&mut self, n: usize, out: &mut Vec<i16>) {
         match self {
-            Queue::Linear(q) => out.extend(q.drain(..n)),
+            Queue::Linear(q) => {
+                // Copied slice by slice (a drained iterator extends one sample at a time).
+                let (front, back) = q.as_slices();
+                let from_front = n.min(front.len());
+                out.extend_from_slice(&front[..from_front]);
+                out.extend_from_slice(&back[..n - from_front]);
+                q.drain(..n);
+            }
             Queue::Coded(law, q) => out.extend(q.drain(..n).map(|c| law.decode(c))),
         }
     }
