@@ -1,26 +1,66 @@
 //! Base64 for the audio payloads every message carries (telephony bridges, both model
 //! protocols, the mock): the base64 crate's SIMD engine (AVX2 or NEON, detected once at run
-//! time, the scalar engine otherwise) with the same alphabets and padding rules as the crate's
+//! time, the scalar engine otherwise or on targets it has none for) with the same alphabets and padding rules as the crate's
 //! `general_purpose` constants of the same names, so what is accepted, refused and written is
 //! unchanged.
 
 use std::sync::LazyLock;
 
-use base64::engine::Simd;
 use base64::engine::general_purpose::{NO_PAD, PAD, PAD_INDIFFERENT};
 
+/// The crate's SIMD engine where it has one for the target ...
+#[cfg(any(
+    target_arch = "x86_64",
+    all(target_arch = "aarch64", target_feature = "neon")
+))]
+mod pick {
+    use base64::engine::GeneralPurposeConfig;
+
+    pub type Engine = base64::engine::Simd;
+
+    pub fn standard(config: GeneralPurposeConfig) -> Engine {
+        Engine::standard(config)
+    }
+
+    pub fn url_safe(config: GeneralPurposeConfig) -> Engine {
+        Engine::url_safe(config)
+    }
+}
+
+/// ... and its scalar engine elsewhere.
+#[cfg(not(any(
+    target_arch = "x86_64",
+    all(target_arch = "aarch64", target_feature = "neon")
+)))]
+mod pick {
+    use base64::alphabet;
+    use base64::engine::GeneralPurposeConfig;
+
+    pub type Engine = base64::engine::GeneralPurpose;
+
+    pub fn standard(config: GeneralPurposeConfig) -> Engine {
+        Engine::new(&alphabet::STANDARD, config)
+    }
+
+    pub fn url_safe(config: GeneralPurposeConfig) -> Engine {
+        Engine::new(&alphabet::URL_SAFE, config)
+    }
+}
+
+use pick::Engine;
+
 /// Standard alphabet, padding written and required.
-pub static STANDARD: LazyLock<Simd> = LazyLock::new(|| Simd::standard(PAD));
+pub static STANDARD: LazyLock<Engine> = LazyLock::new(|| pick::standard(PAD));
 /// Standard alphabet, no padding written, none accepted.
-pub static STANDARD_NO_PAD: LazyLock<Simd> = LazyLock::new(|| Simd::standard(NO_PAD));
+pub static STANDARD_NO_PAD: LazyLock<Engine> = LazyLock::new(|| pick::standard(NO_PAD));
 /// Standard alphabet, padding written, accepted with or without it.
-pub static STANDARD_PAD_INDIFFERENT: LazyLock<Simd> =
-    LazyLock::new(|| Simd::standard(PAD_INDIFFERENT));
+pub static STANDARD_PAD_INDIFFERENT: LazyLock<Engine> =
+    LazyLock::new(|| pick::standard(PAD_INDIFFERENT));
 /// URL-safe alphabet, padding written and required.
-pub static URL_SAFE: LazyLock<Simd> = LazyLock::new(|| Simd::url_safe(PAD));
+pub static URL_SAFE: LazyLock<Engine> = LazyLock::new(|| pick::url_safe(PAD));
 /// URL-safe alphabet, padding written, accepted with or without it.
-pub static URL_SAFE_PAD_INDIFFERENT: LazyLock<Simd> =
-    LazyLock::new(|| Simd::url_safe(PAD_INDIFFERENT));
+pub static URL_SAFE_PAD_INDIFFERENT: LazyLock<Engine> =
+    LazyLock::new(|| pick::url_safe(PAD_INDIFFERENT));
 
 #[cfg(test)]
 mod tests {

@@ -282,6 +282,9 @@ impl LegIo for FixtureLeg {
         let mut samples = Vec::with_capacity(spf);
         samples.extend_from_slice(&all[lo..hi]);
         samples.resize(spf, 0);
+        // The frame arrived when it was due, however late the call's task came to read it:
+        // that wait is the call's, and counts in its uplink figures.
+        let arrived = self.tick.deadline();
         self.next = n + 1;
         self.tick
             .as_mut()
@@ -293,7 +296,7 @@ impl LegIo for FixtureLeg {
         };
         Poll::Ready(Some(LegEvent::Frame {
             frame,
-            received_at: now,
+            received_at: arrived,
         }))
     }
 
