@@ -2,14 +2,13 @@
 //! telephony codec, and records what the caller hears. The recording is a stereo WAV sample-aligned
 //! on the caller's timeline: left = the caller, right = the agent's audio as played out.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
-
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep, sleep_until};
