@@ -216,6 +216,20 @@ async fn an_audiosocket_caller_presses_a_key_and_hears_the_agents_tones() {
             && e["as"] == "tones"),
         "{events:#?}"
     );
-    assert_eq!(keys_heard(&report.recording.agent, 8000), ['4', '2', '#']);
+    let heard = keys_heard(&report.recording.agent, 8000);
+    // A key lost here has been rare and unexplained: say when each of the agent's frames came.
+    let arrivals = || {
+        let a = &report.arrivals_ms;
+        a.windows(2)
+            .map(|w| format!("+{:.0}@{:.0}", w[1] - w[0], w[1]))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        heard,
+        ['4', '2', '#'],
+        "the agent's frames arrived (ms since the previous @ ms into the call): {}",
+        arrivals()
+    );
     d.stop().await;
 }

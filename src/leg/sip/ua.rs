@@ -19,6 +19,7 @@ use rsipstack::transport::TransportLayer;
 use rsipstack::transport::tcp_listener::TcpListenerConnection;
 use rsipstack::transport::tls::{TlsConfig, TlsListenerConnection};
 use rsipstack::transport::udp::UdpConnection;
+use tokio::net::{TcpSocket, UdpSocket};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{SipConfig, Transport};
@@ -56,15 +57,26 @@ pub struct UserAgent {
     /// The CA certificates (PEM) TLS connections baton opens are verified against.
     trusted: Option<Vec<u8>>,
     cancel: CancellationToken,
+    /// Ports picked for `:0` TCP and TLS addresses, held until the stack's listeners own them.
+    _reserved: Vec<TcpSocket>,
 }
 
-fn free_tcp_port(addr: SocketAddr) -> std::io::Result<SocketAddr> {
+fn free_tcp_port(addr: SocketAddr) -> std::io::Result<(SocketAddr, Option<TcpSocket>)> {
     if addr.port() != 0 {
-        return Ok(addr);
+        return Ok((addr, None));
     }
-    // The stack binds TCP listeners only when it starts serving: find a free port first.
-    let l = std::net::TcpListener::bind(addr)?;
-    l.local_addr()
+    // The stack binds TCP listeners only when it starts serving, to an address it is given:
+    // pick a free port and keep it bound (not listening, address reuse on, as the stack's own
+    // listener sets it) so that nothing else takes it in between; the stack's listener then
+    // binds beside it.
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    Ok((socket.local_addr()?, Some(socket)))
 }
 
 /// The host's first non-loopback IPv4 address (what a wildcard bind is reached at), else
@@ -102,6 +114,7 @@ impl UserAgent {
             });
         }
         let mut bound = Vec::new();
+        let mut reserved = Vec::new();
         for (t, addr) in listens {
             let err = |e: &dyn std::fmt::Display| UaError::Bind {
                 transport: t,
@@ -110,12 +123,13 @@ impl UserAgent {
             };
             match t {
                 Transport::Udp => {
-                    let socket = std::net::UdpSocket::bind(addr).map_err(|e| err(&e))?;
+                    // Bound here and handed over, so that a `:0` port cannot be taken by
+                    // another socket between finding it and binding it.
+                    let socket = UdpSocket::bind(addr).await.map_err(|e| err(&e))?;
                     let local = socket.local_addr().map_err(|e| err(&e))?;
-                    drop(socket);
                     let external = public_ip.map(|ip| SocketAddr::new(ip, local.port()));
-                    let conn = UdpConnection::create_connection(
-                        local,
+                    let conn = UdpConnection::from_socket(
+                        Arc::new(socket),
                         external,
                         Some(cancel.child_token()),
                     )
@@ -125,7 +139,8 @@ impl UserAgent {
                     bound.push((t, local));
                 }
                 Transport::Tcp => {
-                    let local = free_tcp_port(addr).map_err(|e| err(&e))?;
+                    let (local, reservation) = free_tcp_port(addr).map_err(|e| err(&e))?;
+                    reserved.extend(reservation);
                     let external = public_ip.map(|ip| SocketAddr::new(ip, local.port()));
                     let l = TcpListenerConnection::new(local, external)
                         .await
@@ -135,7 +150,8 @@ impl UserAgent {
                 }
                 Transport::Tls => {
                     let (cert, key) = tls.clone().ok_or(UaError::NoCertificate)?;
-                    let local = free_tcp_port(addr).map_err(|e| err(&e))?;
+                    let (local, reservation) = free_tcp_port(addr).map_err(|e| err(&e))?;
+                    reserved.extend(reservation);
                     let external = public_ip.map(|ip| SocketAddr::new(ip, local.port()));
                     let config = TlsConfig {
                         cert: Some(cert),
@@ -181,6 +197,7 @@ impl UserAgent {
                 public_ip,
                 trusted,
                 cancel,
+                _reserved: reserved,
             }),
             incoming,
         ))
@@ -428,5 +445,36 @@ pub async fn dispatch(
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_picked_tcp_port_stays_free_for_the_stacks_listener_only() {
+        let (local, reservation) = free_tcp_port("127.0.0.1:0".parse().unwrap()).unwrap();
+        assert_ne!(local.port(), 0);
+        assert!(reservation.is_some());
+        // Another socket cannot take the port in the meantime...
+        let other = TcpSocket::new_v4().unwrap();
+        assert_eq!(
+            other.bind(local).unwrap_err().kind(),
+            std::io::ErrorKind::AddrInUse
+        );
+        // ...while a listener that reuses addresses, as the stack's does, binds beside it.
+        let stack = TcpSocket::new_v4().unwrap();
+        stack.set_reuseaddr(true).unwrap();
+        stack.bind(local).unwrap();
+        let listener = stack.listen(8).unwrap();
+        let client = tokio::net::TcpStream::connect(local).await.unwrap();
+        let (_, from) = listener.accept().await.unwrap();
+        assert_eq!(from, client.local_addr().unwrap());
+        // A fixed port is used as given, with nothing held.
+        let fixed: SocketAddr = "127.0.0.1:5060".parse().unwrap();
+        let (addr, held) = free_tcp_port(fixed).unwrap();
+        assert_eq!(addr, fixed);
+        assert!(held.is_none());
     }
 }
