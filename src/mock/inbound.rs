@@ -144,12 +144,43 @@ fn audio_chunk(text: &str) -> Option<ClientMessage> {
         mime_type: String,
         data: String,
     }
+    if let Some(message) = canonical_audio_chunk(text) {
+        return Some(message);
+    }
     let Object(m) = serde_json::from_str::<Object<Message>>(text).ok()?;
     let Object(audio) = m.realtime_input.0.audio;
     Some(ClientMessage::RealtimeInput(RealtimeInput {
         audio: Some(Blob {
             mime_type: Some(audio.mime_type),
             data: Some(audio.data),
+        }),
+        ..RealtimeInput::default()
+    }))
+}
+
+/// The audio chunk exactly as baton and the official SDKs write it, without whitespace:
+/// `{"realtimeInput":{"audio":{"mimeType":"…","data":"…"}}}`, read by its layout instead of by a
+/// JSON parser. It takes only strings a parser would read as they stand (no quote, backslash
+/// or control character), so it reads nothing differently from the parser; anything else is
+/// `None`. What the data holds is the base64 decoder's to judge, on either path.
+fn canonical_audio_chunk(text: &str) -> Option<ClientMessage> {
+    let rest = text.strip_prefix(r#"{"realtimeInput":{"audio":{"mimeType":""#)?;
+    let (mime, rest) = rest.split_once('"')?;
+    let data = rest.strip_prefix(r#","data":""#)?.strip_suffix(r#""}}}"#)?;
+    // A JSON string's characters as they are: no quote, backslash or control character (a
+    // fold without early exit, so that it runs over whole vectors).
+    let verbatim = |s: &str| {
+        !s.bytes().fold(false, |bad, b| {
+            bad | (b < 0x20) | (b == b'"') | (b == b'\\')
+        })
+    };
+    if !verbatim(mime) || !verbatim(data) {
+        return None;
+    }
+    Some(ClientMessage::RealtimeInput(RealtimeInput {
+        audio: Some(Blob {
+            mime_type: Some(mime.to_owned()),
+            data: Some(data.to_owned()),
         }),
         ..RealtimeInput::default()
     }))
@@ -387,6 +418,36 @@ mod tests {
         ];
         for m in general {
             assert!(audio_chunk(m).is_none(), "{m}");
+            assert!(canonical_audio_chunk(m).is_none(), "{m}");
+            assert_eq!(parse(m.as_bytes()), parse_any(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn the_audio_layout_is_read_only_where_a_parser_reads_it_the_same() {
+        let canonical = [
+            r#"{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate=16000","data":"AAD/fw=="}}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"audio/pcm","data":"AA-_"}}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"","data":""}}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"é","data":"A A"}}}"#,
+        ];
+        for m in canonical {
+            let read = canonical_audio_chunk(m).expect("canonical layout");
+            assert_eq!(Ok(read), parse_any(m), "{m}");
+        }
+        // Escapes, other characters, extra fields or spacing inside the layout: left to the
+        // parser, which accepts or refuses them as it would any message.
+        let other = [
+            r#"{"realtimeInput":{"audio":{"mimeType":"a\"b","data":"AAA="}}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"a\\","data":"AAA="}}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"a","data":"\u0041"}}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"a","data":"AA","x":"A"}}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"a","data":"AA"}},"x":{"y":"A"}}}"#,
+            r#"{"realtimeInput":{"audio":{"mimeType":"a","data":"AA"}}} "#,
+            "{\"realtimeInput\":{\"audio\":{\"mimeType\":\"a\tb\",\"data\":\"AA\"}}}",
+        ];
+        for m in other {
+            assert!(canonical_audio_chunk(m).is_none(), "{m}");
             assert_eq!(parse(m.as_bytes()), parse_any(m), "{m}");
         }
     }
