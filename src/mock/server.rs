@@ -346,7 +346,7 @@ async fn run_session<S>(
         while let Some(out) = session.poll_transmit() {
             match out {
                 Outgoing::Message(m) => {
-                    let json = match serde_json::to_vec(&m) {
+                    let json = match super::speak::to_json(m) {
                         Ok(j) => j,
                         Err(e) => {
                             tracing::error!(error = %e, "cannot encode a server message");

@@ -176,6 +176,52 @@ impl ReplyStream {
     }
 }
 
+/// A server message as the JSON the mock sends. An audio chunk's base64 is written beside the
+/// serializer's output rather than through it: it holds no character JSON escapes, so the bytes
+/// are the same without the serializer's look at each of its characters. Any other message, or
+/// data that would need escaping, goes through the serializer whole.
+pub fn to_json(mut m: ServerMessage) -> serde_json::Result<Vec<u8>> {
+    let data = m
+        .server_content
+        .as_mut()
+        .and_then(|sc| sc.model_turn.as_mut())
+        .filter(|c| c.parts.len() == 1)
+        .and_then(|c| c.parts[0].inline_data.as_mut())
+        .and_then(|b| b.data.as_mut())
+        .filter(|d| {
+            // No quote, backslash or control character (a fold without early exit, so that it
+            // runs over whole vectors).
+            !d.bytes().fold(false, |bad, b| {
+                bad | (b < 0x20) | (b == b'"') | (b == b'\\')
+            })
+        })
+        .map(std::mem::take);
+    let json = serde_json::to_vec(&m)?;
+    let Some(data) = data else {
+        return Ok(json);
+    };
+    // The blob's (now empty) data is the first `"data":""` of the message: every key before it
+    // is a field name, and a quote inside a string value is escaped.
+    const EMPTY: &[u8] = br#""data":"""#;
+    let Some(at) = json.windows(EMPTY.len()).position(|w| w == EMPTY) else {
+        if let Some(b) = m
+            .server_content
+            .as_mut()
+            .and_then(|sc| sc.model_turn.as_mut())
+            .and_then(|c| c.parts[0].inline_data.as_mut())
+        {
+            b.data = Some(data);
+        }
+        return serde_json::to_vec(&m);
+    };
+    let at = at + EMPTY.len() - 1;
+    let mut out = Vec::with_capacity(json.len() + data.len());
+    out.extend_from_slice(&json[..at]);
+    out.extend_from_slice(data.as_bytes());
+    out.extend_from_slice(&json[at..]);
+    Ok(out)
+}
+
 /// A server message carrying only `serverContent`.
 pub fn content(sc: ServerContent) -> ServerMessage {
     ServerMessage {
@@ -262,5 +308,52 @@ mod tests {
                 .output_transcription
                 .is_none()
         );
+    }
+
+    #[test]
+    fn audio_chunks_are_written_as_the_serializer_writes_them() {
+        let mut stream = ReplyStream::new(
+            &reply(4800, "Your balance is five dollars."),
+            Duration::from_millis(40),
+            true,
+        );
+        let mut messages = stream.burst(10, Instant::now());
+        assert!(messages.len() > 5, "{messages:?}");
+        // Other messages and parts, and a blob whose data would need escaping, go the slow way.
+        messages.push(content(ServerContent {
+            turn_complete: Some(true),
+            ..Default::default()
+        }));
+        let part = |data: &str| Part {
+            inline_data: Some(Blob {
+                mime_type: Some("a\"b".into()),
+                data: Some(data.into()),
+            }),
+            ..Default::default()
+        };
+        let turn = |parts: Vec<Part>| {
+            content(ServerContent {
+                model_turn: Some(Content {
+                    role: Some("model".into()),
+                    parts,
+                }),
+                output_transcription: Some(Transcription {
+                    text: Some(r#"say "data":"" twice"#.into()),
+                    finished: None,
+                }),
+                ..Default::default()
+            })
+        };
+        messages.push(turn(vec![part("AAAA")]));
+        messages.push(turn(vec![part("A\"B\n")]));
+        messages.push(turn(vec![part("AAAA"), part("BBBB")]));
+        messages.push(turn(vec![part("")]));
+        for m in messages {
+            let want = serde_json::to_vec(&m).unwrap();
+            assert_eq!(
+                String::from_utf8(to_json(m).unwrap()).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        }
     }
 }
