@@ -38,17 +38,6 @@ impl Inbox {
     }
 }
 
-/// The next command; never resolves without a channel or once every sender is gone.
-pub async fn recv(rx: &mut Option<mpsc::Receiver<Box<CallCommand>>>) -> CallCommand {
-    if let Some(r) = rx.as_mut() {
-        if let Some(c) = r.recv().await {
-            return *c;
-        }
-        *rx = None;
-    }
-    std::future::pending().await
-}
-
 /// The sending side of a call's command channel (cheap to clone).
 #[derive(Clone, Debug)]
 pub struct Commands {

@@ -16,6 +16,7 @@ mod core_tests;
 mod kept;
 pub mod metrics;
 mod no_answer;
+mod occasional;
 pub mod outbox;
 pub mod reconnect;
 pub mod recording;
@@ -161,7 +162,11 @@ pub async fn run_with_agents(
     let mut sessions = Sessions(vec![(SessionId(0), session)]);
     let standby = core.standby_backend().map(Standby::spawn);
     let mut hangup = opts.hangup.take();
-    let mut commands = opts.commands.take().and_then(|i| i.take());
+    let mut commands = opts
+        .commands
+        .take()
+        .and_then(|i| i.take())
+        .map(occasional::Occasional::new);
     let tap = opts.recording.take();
     let transfer_port = opts.transfer.take();
     let dialer = opts.dialer.take();
@@ -174,8 +179,10 @@ pub async fn run_with_agents(
     let mut blind: Option<(String, crate::transfer::OnNoAnswer)> = None;
     let mut after: Option<no_answer::Aftermath> = None;
     let mut transfer_events: Option<crate::transfer::EventReceiver> = None;
-    let (opened_tx, mut opened_rx) = mpsc::channel(4);
-    let (tool_tx, mut tool_rx) = mpsc::channel(TOOL_RESULTS);
+    let (opened_tx, opened_rx) = mpsc::channel(4);
+    let mut opened_rx = occasional::Occasional::new(opened_rx);
+    let (tool_tx, tool_rx) = mpsc::channel(TOOL_RESULTS);
+    let mut tool_rx = occasional::Occasional::new(tool_rx);
     let mut tools = ToolTasks::default();
     let mut leg_open = true;
     let sleep = tokio::time::sleep_until(Instant::from_std(core.poll_timeout().0));
@@ -379,7 +386,7 @@ pub async fn run_with_agents(
                     }
                     None => transfer_events = None,
                 },
-                cmd = tap::recv(&mut commands) => {
+                cmd = next_command(&mut commands) => {
                     let tap::CallCommand::Agents { input, reply } = cmd;
                     let result = core.handle_command(input, Instant::now().into_std());
                     if let Some(r) = reply {
@@ -573,6 +580,19 @@ async fn next_transfer_event(
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
     }
+}
+
+/// The next operator command; never resolves without a channel or once every sender is gone.
+async fn next_command(
+    rx: &mut Option<occasional::Occasional<Box<tap::CallCommand>>>,
+) -> tap::CallCommand {
+    if let Some(r) = rx.as_mut() {
+        if let Some(c) = r.recv().await {
+            return *c;
+        }
+        *rx = None;
+    }
+    std::future::pending().await
 }
 
 /// Resolves when the watched flag is (or becomes) true; never without a watch.

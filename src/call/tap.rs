@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
 
 use crate::agents::CallEvent;
-pub use crate::agents::commands::{CallCommand, CommandSendError, Commands, Inbox, recv};
+pub use crate::agents::commands::{CallCommand, CommandSendError, Commands, Inbox};
 
 /// Copies call events to every subscriber: one shared copy of each event, and queues of
 /// pointers (a queue's first block of slots is made with it: 32 pointers, not 32 events).
