@@ -436,3 +436,56 @@ fn any_wav_is_benched_with_fixture_and_the_report_states_its_format() {
     );
     assert!(!err.contains("UTF-8"), "{err}");
 }
+
+/// An accelerated call whose agent set opens sockets of its own (an HTTP sidecar) keeps the
+/// runtime's I/O driver, which the sweep drops for calls that need none: the sidecar's POST
+/// reaches a loopback server and the call ends well.
+#[test]
+fn an_agent_set_that_reaches_the_network_still_reaches_it_when_accelerated() {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/research", server.local_addr().unwrap());
+    let posts = Arc::new(AtomicUsize::new(0));
+    let seen = posts.clone();
+    std::thread::spawn(move || {
+        for stream in server.incoming() {
+            let Ok(mut s) = stream else { return };
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+            let mut buf = [0u8; 8192];
+            if matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"POST /research")) {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+            let body = r#"{"text":"Series I bonds: up to 10,000 dollars a year."}"#;
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let set = std::fs::read_to_string(root().join("config/agents/sidecars.toml")).unwrap();
+    let slow = "backend = \"static\"\nreply = { text = \"Series I bonds: up to 10,000 dollars a year per person.\" }\ndelay_ms = 8000";
+    assert!(set.contains(slow), "the shipped set changed: {set}");
+    let set = set.replace(slow, &format!("backend = \"http\"\nurl = \"{url}\""));
+    let dir = tempfile::tempdir().unwrap();
+    let agents = dir.path().join("sidecars_http.toml");
+    std::fs::write(&agents, set).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["bench", "fixtures", "--scenario", "seed000", "--calls", "1"])
+        .arg("--agents")
+        .arg(&agents)
+        .arg("--report")
+        .arg(dir.path().join("report"))
+        .env_remove("BATON_LOG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let md = std::fs::read_to_string(dir.path().join("report/report.md")).unwrap();
+    assert!(md.contains("0 failed"), "{md}");
+    assert!(!md.contains("IO is disabled"), "{md}");
+    assert!(posts.load(Ordering::SeqCst) >= 1, "{err}\n{md}");
+}

@@ -339,6 +339,18 @@ impl Registry {
         self.tools.get(name)
     }
 
+    /// Whether a call of this set may open a socket of its own: an HTTP tool or sidecar. (MCP
+    /// servers are reached through the daemon's hub, people through a leg.)
+    pub fn reaches_network(&self) -> bool {
+        self.tools
+            .values()
+            .any(|t| matches!(t.backend, Backend::Http(_)))
+            || self
+                .sidecars
+                .iter()
+                .any(|s| matches!(s.backend, SidecarBackend::Http(_)))
+    }
+
     /// The MCP servers the set's agents name, sorted.
     pub fn mcp_servers(&self) -> Vec<String> {
         let mut v: Vec<String> = self

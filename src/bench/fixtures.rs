@@ -495,14 +495,16 @@ fn run_one(
     let mark: std::sync::Arc<dyn Fn() + Send + Sync> =
         std::sync::Arc::new(move || capture::mark_thread(Some(sink.clone())));
     capture::mark_thread(Some(warnings.clone()));
-    let rt = demo::runtime_with(realtime, Some(mark)).map_err(|e| e.to_string());
+    let prepared = &plan.prepared[cell.prepared];
+    // An accelerated call that opens no socket of its own runs without the I/O driver.
+    let io = prepared
+        .registry
+        .as_ref()
+        .is_some_and(|r| r.reaches_network());
+    let rt = demo::runtime_with(realtime, io, Some(mark)).map_err(|e| e.to_string());
     let outcome = rt.and_then(|rt| {
         let outcome = rt
-            .block_on(demo::run_prepared(
-                &plan.prepared[cell.prepared],
-                &args,
-                realtime,
-            ))
+            .block_on(demo::run_prepared(prepared, &args, realtime))
             .map_err(|e| format!("{} {}: {e}", cell.scenario_name, describe(cell)));
         // Background tasks of a paused-clock runtime (the in-process mock's connection) end
         // with it.
