@@ -162,6 +162,10 @@ pub async fn run_with_agents(
     let mut sessions = Sessions(vec![(SessionId(0), session)]);
     let standby = core.standby_backend().map(Standby::spawn);
     let mut hangup = opts.hangup.take();
+    // One wait for the whole call: a fresh `watch` wait per pass locked the channel's waiter
+    // list twice a pass (enter and leave).
+    let mut shutdown = std::pin::pin!(wait_true(&mut hangup));
+    let mut shutting_down = false;
     let mut commands = opts
         .commands
         .take()
@@ -347,7 +351,10 @@ pub async fn run_with_agents(
         crate::wakeups::counted(async {
             tokio::select! {
                 biased;
-                _ = wait_true(&mut hangup) => core.hang_up("server is shutting down"),
+                () = &mut shutdown, if !shutting_down => {
+                    shutting_down = true;
+                    core.hang_up("server is shutting down");
+                }
                 (id, ev) = sessions.next() => {
                     if ev.is_none() {
                         sessions.forget(id);
