@@ -27,7 +27,9 @@ impl<T> Occasional<T> {
             return Poll::Pending;
         }
         let r = self.rx.poll_recv(cx);
-        self.armed = r.is_pending();
+        // A `Pending` from a task whose coop budget ran out left no waker with the channel
+        // (tokio only asks to poll the task again): not armed then, the next pass polls.
+        self.armed = r.is_pending() && tokio::task::coop::has_budget_remaining();
         r
     }
 
@@ -82,6 +84,42 @@ mod tests {
         drop(tx);
         assert_eq!(count.0.load(Ordering::SeqCst), woken + 2);
         assert_eq!(o.poll_recv(&mut cx), Poll::Ready(None));
+    }
+
+    /// A poll refused for lack of coop budget registers nothing (tokio only has the task polled
+    /// again): the pass after it must poll the channel, or a later send would wake nobody.
+    #[tokio::test]
+    async fn a_poll_refused_for_budget_is_not_taken_for_a_registration() {
+        let (tx, rx) = mpsc::channel(4);
+        let mut o = Occasional::new(rx);
+        let mut first = true;
+        let receive = poll_fn(move |cx| {
+            if std::mem::take(&mut first) {
+                while tokio::task::coop::has_budget_remaining() {
+                    let mut spend = std::pin::pin!(tokio::task::coop::consume_budget());
+                    let _ = spend.as_mut().poll(cx);
+                }
+                assert!(o.poll_recv(cx).is_pending());
+                return Poll::Pending;
+            }
+            o.poll_recv(cx)
+        });
+        let sender = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            tx.send(7).await.unwrap();
+            tx
+        });
+        // The deadline first: at it the receiver is not looked at again, so only the send's
+        // wake-up can bring the message.
+        let got = tokio::select! {
+            biased;
+            () = tokio::time::sleep(std::time::Duration::from_secs(5)) => {
+                panic!("the send did not wake the receiver")
+            }
+            got = receive => got,
+        };
+        assert_eq!(got, Some(7));
+        drop(sender.await.unwrap());
     }
 
     #[tokio::test]

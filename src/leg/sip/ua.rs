@@ -57,7 +57,8 @@ pub struct UserAgent {
     /// The CA certificates (PEM) TLS connections baton opens are verified against.
     trusted: Option<Vec<u8>>,
     cancel: CancellationToken,
-    /// Ports picked for `:0` TCP and TLS addresses, held until the stack's listeners own them.
+    /// Ports picked for `:0` TCP and TLS addresses, held (bound, not listening) while the user
+    /// agent lives so that nothing else takes them; the stack's listeners bind beside them.
     _reserved: Vec<TcpSocket>,
 }
 
