@@ -43,6 +43,12 @@ pub struct CallerOptions {
     /// A pause between audio messages from the server longer than this starts a new burst (a new
     /// agent turn); pauses between bursts are not pacing samples.
     pub burst_gap: Duration,
+    /// The caller's jitter buffer: an audio message that arrives at most this long after the
+    /// audio before it has finished playing plays right after it; one that arrives later plays
+    /// at its arrival, after silence. (With none, a frame a millisecond late would put a
+    /// millisecond of silence into the recording, and a key's tone chopped that way is not
+    /// heard as a key.)
+    pub jitter: Duration,
 }
 
 impl CallerOptions {
@@ -60,6 +66,7 @@ impl CallerOptions {
             max_tail: Duration::from_secs(20),
             connect_timeout: Duration::from_secs(5),
             burst_gap: Duration::from_millis(200),
+            jitter: Duration::from_millis(10),
         }
     }
 }
@@ -166,6 +173,7 @@ where
     let mut last_voiced: Option<Instant> = None;
     // Where the next agent sample plays on the caller's timeline.
     let mut play_cursor = 0usize;
+    let jitter = (opts.jitter.as_secs_f64() * f64::from(opts.rate)) as usize;
     let mut frame = vec![0i16; spf];
 
     let t0 = Instant::now();
@@ -209,9 +217,10 @@ where
                                 _ => rep.bursts += 1,
                             }
                             last_audio = Some(now);
-                            // Played at once: at its arrival, or after what is still playing.
+                            // Played at once: at its arrival, or right after what is still
+                            // playing or has just finished (within the jitter buffer).
                             let arrival = (at_ms * f64::from(opts.rate) / 1000.0) as usize;
-                            let at = play_cursor.max(arrival);
+                            let at = play_at(play_cursor, arrival, jitter);
                             let agent = &mut rep.recording.agent;
                             agent.resize(at, 0);
                             wire::decode_samples(&payload, agent);
@@ -283,5 +292,44 @@ async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+/// Where an audio message arriving at sample `arrival` of the caller's timeline starts playing,
+/// when what came before plays until `cursor`: right after it if it arrives no more than
+/// `jitter` samples after that (or before), else at its arrival, after silence.
+fn play_at(cursor: usize, arrival: usize, jitter: usize) -> usize {
+    if arrival <= cursor + jitter {
+        cursor
+    } else {
+        arrival
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_a_little_late_plays_on_from_the_one_before() {
+        // 8 kHz: 10 ms of jitter buffer is 80 samples; the previous audio ends at 1000.
+        assert_eq!(play_at(1000, 900, 80), 1000, "early: after what is playing");
+        assert_eq!(
+            play_at(1000, 1008, 80),
+            1000,
+            "1 ms late: no silence inserted"
+        );
+        assert_eq!(play_at(1000, 1080, 80), 1000);
+        assert_eq!(
+            play_at(1000, 1081, 80),
+            1081,
+            "later: a pause, played at arrival"
+        );
+        assert_eq!(
+            play_at(0, 8968, 80),
+            8968,
+            "the first message at its arrival"
+        );
+        assert_eq!(play_at(1000, 1008, 0), 1008, "no jitter buffer");
     }
 }
