@@ -217,7 +217,8 @@ async fn an_audiosocket_caller_presses_a_key_and_hears_the_agents_tones() {
         "{events:#?}"
     );
     let heard = keys_heard(&report.recording.agent, 8000);
-    // A key lost here has been rare and unexplained: say when each of the agent's frames came.
+    // If a key is lost, say when each of the agent's frames came: one later than the caller's
+    // jitter buffer allows puts silence into a tone, and a tone cut that way is not a key.
     let arrivals = || {
         let a = &report.arrivals_ms;
         a.windows(2)

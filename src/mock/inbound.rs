@@ -167,13 +167,6 @@ fn canonical_audio_chunk(text: &str) -> Option<ClientMessage> {
     let rest = text.strip_prefix(r#"{"realtimeInput":{"audio":{"mimeType":""#)?;
     let (mime, rest) = rest.split_once('"')?;
     let data = rest.strip_prefix(r#","data":""#)?.strip_suffix(r#""}}}"#)?;
-    // A JSON string's characters as they are: no quote, backslash or control character (a
-    // fold without early exit, so that it runs over whole vectors).
-    let verbatim = |s: &str| {
-        !s.bytes().fold(false, |bad, b| {
-            bad | (b < 0x20) | (b == b'"') | (b == b'\\')
-        })
-    };
     if !verbatim(mime) || !verbatim(data) {
         return None;
     }
@@ -184,6 +177,15 @@ fn canonical_audio_chunk(text: &str) -> Option<ClientMessage> {
         }),
         ..RealtimeInput::default()
     }))
+}
+
+/// Whether `s` stands in JSON as it is, between quotes: no quote, backslash or control
+/// character, so a parser reads it unchanged and a serializer writes it unchanged. (A fold
+/// without early exit, so that it runs over whole vectors: audio data is a few KiB.)
+pub(super) fn verbatim(s: &str) -> bool {
+    !s.bytes().fold(false, |bad, b| {
+        bad | (b < 0x20) | (b == b'"') | (b == b'\\')
+    })
 }
 
 /// `T` read only from a JSON object: serde's derived structs also accept an array, field by

@@ -188,13 +188,7 @@ pub fn to_json(mut m: ServerMessage) -> serde_json::Result<Vec<u8>> {
         .filter(|c| c.parts.len() == 1)
         .and_then(|c| c.parts[0].inline_data.as_mut())
         .and_then(|b| b.data.as_mut())
-        .filter(|d| {
-            // No quote, backslash or control character (a fold without early exit, so that it
-            // runs over whole vectors).
-            !d.bytes().fold(false, |bad, b| {
-                bad | (b < 0x20) | (b == b'"') | (b == b'\\')
-            })
-        })
+        .filter(|d| super::inbound::verbatim(d))
         .map(std::mem::take);
     let json = serde_json::to_vec(&m)?;
     let Some(data) = data else {
