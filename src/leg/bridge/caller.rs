@@ -465,7 +465,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let (sink, mut stream): (_, SplitStream<_>) = ws.split();
     let format = opts.format;
     let frame = format.frame_samples();
-    let fixture_frames = opts.samples.len().div_ceil(frame);
+    let said = opts.said();
+    let fixture_frames = said.len().div_ceil(frame);
     let expected_frames = fixture_frames + opts.max_tail.as_millis() as usize / 20;
     let record = opts.record_audio;
     let recorded = if record { fixture_frames * frame } else { 0 };
@@ -575,10 +576,10 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                 }
                 // Frame n has just been "spoken": send it.
-                let lo = (n * frame).min(opts.samples.len());
-                let hi = ((n + 1) * frame).min(opts.samples.len());
+                let lo = (n * frame).min(said.len());
+                let hi = ((n + 1) * frame).min(said.len());
                 pcm.fill(0);
-                pcm[..hi - lo].copy_from_slice(&opts.samples[lo..hi]);
+                pcm[..hi - lo].copy_from_slice(&said[lo..hi]);
                 codes.clear();
                 format.encode(&pcm, &mut codes);
                 if record {

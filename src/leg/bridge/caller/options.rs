@@ -1,7 +1,9 @@
 //! How a bridge caller behaves: its dialect and format, what it says, its ids, and when it hangs up.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::audio::resample;
@@ -17,8 +19,11 @@ pub struct CallerOptions {
     pub dialect: Dialect,
     /// The stream's format, both directions (Twilio: μ-law 8 kHz).
     pub format: AudioFormat,
-    /// The caller's audio, mono at `format.rate`.
-    pub samples: Vec<i16>,
+    /// The caller's audio, mono at `format.rate` (shared: the callers of a load run say parts
+    /// of one looped fixture).
+    pub samples: Arc<[i16]>,
+    /// The part of `samples` this caller says, in samples (default: all of it).
+    pub span: Option<Range<usize>>,
     /// Extra headers on the upgrade request (a Telnyx streaming token, Basic auth, ...).
     pub headers: Vec<(String, String)>,
     /// Every this many media messages, send a pair in swapped order (0: never), as a bridge that
@@ -48,19 +53,29 @@ pub struct CallerOptions {
     pub record_audio: bool,
     /// Incremented once the stream has started (the dialect's opening sent), so a load client
     /// can tell when its calls are all up.
-    pub started: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+    pub started: Option<Arc<std::sync::atomic::AtomicUsize>>,
     /// Told when the stream starts and each time the agent starts speaking (`baton dial`'s
     /// progress); dropped events cost nothing.
     pub events: Option<tokio::sync::mpsc::UnboundedSender<super::CallerEvent>>,
 }
 
 impl CallerOptions {
+    /// What the caller says: [`span`](Self::span) of [`samples`](Self::samples), or nothing when
+    /// the span lies outside them.
+    pub fn said(&self) -> &[i16] {
+        match &self.span {
+            Some(r) => self.samples.get(r.clone()).unwrap_or(&[]),
+            None => &self.samples,
+        }
+    }
+
     /// A caller saying `samples_8k` (8 kHz mono), with made-up account, call and stream ids.
     pub fn new(samples_8k: Vec<i16>) -> Self {
         CallerOptions {
             dialect: Dialect::Twilio,
             format: AudioFormat::PCMU_8K,
-            samples: samples_8k,
+            samples: samples_8k.into(),
+            span: None,
             headers: Vec::new(),
             swap_every: 0,
             custom_parameters: BTreeMap::new(),
