@@ -112,7 +112,6 @@ async fn until(s: &mut Session, stop: impl Fn(&ModelEvent) -> bool) -> Vec<Model
                     return got;
                 }
             }
-            Some(SessionEvent::Written { .. }) => {}
             other => panic!("session ended: {other:?} after {got:?}"),
         }
     }

@@ -115,6 +115,9 @@ async fn output_is_paced_one_frame_per_tick() {
     );
     let call = call.await.unwrap().expect("a call ran");
     assert!(!call.uplink_added_ms.is_empty() && !call.downlink_added_ms.is_empty());
+    // Every caller frame reached the model socket and was counted once: the writes the call
+    // takes between passes, and those of the last pass before the hang-up.
+    assert_eq!(call.uplink_added_seen, report.frames_sent, "{call:?}");
     assert_eq!(call.underruns, 0);
     assert_eq!(app.calls.active(), 0);
 }

@@ -38,7 +38,7 @@ use crate::model::gemini::wire::{
     ClientContent, ClientMessage, Content, FunctionResponse, ToolResponse,
 };
 use crate::model::handle::Protocol;
-use crate::model::session::{Outbound, SessionEvent};
+use crate::model::session::{Outbound, SessionEvent, Written};
 use crate::model::{ModelEvent, ToolCallRequest};
 
 /// Why the core wants to be woken.
@@ -258,6 +258,19 @@ impl CallCore {
         }
     }
 
+    /// Session `id` wrote a caller frame (`uplink_added_ms`); only the current session's count
+    /// (an old one closing and the standby carry no caller audio the call measures).
+    pub fn handle_written(&mut self, id: SessionId, w: Written) {
+        if self.session.is_none_or(|s| s.id != id) {
+            return;
+        }
+        self.report.uplink_added_seen += 1;
+        self.uplink_sample.push(
+            &mut self.report.uplink_added_ms,
+            ms(w.written_at.saturating_duration_since(w.received_at)),
+        );
+    }
+
     fn on_session_event(&mut self, ev: Option<SessionEvent>, now: Instant) {
         let resumes = self.resume.is_some();
         match ev {
@@ -272,16 +285,6 @@ impl CallCore {
                 if let Some(e) = resumable {
                     self.resume_event(&e, at);
                 }
-            }
-            Some(SessionEvent::Written {
-                received_at,
-                written_at,
-            }) => {
-                self.report.uplink_added_seen += 1;
-                self.uplink_sample.push(
-                    &mut self.report.uplink_added_ms,
-                    ms(written_at.saturating_duration_since(received_at)),
-                );
             }
             Some(SessionEvent::Closed { code, reason }) if resumes => {
                 tracing::warn!(?code, %reason, "model session closed; reconnecting");
@@ -1040,7 +1043,7 @@ impl CallCore {
             return;
         };
         match ev {
-            Some(SessionEvent::Model(..) | SessionEvent::Written { .. }) => return,
+            Some(SessionEvent::Model(..)) => return,
             _ => {
                 if let Some(old) = r.closing.take() {
                     self.out.drop_session(old);

@@ -192,6 +192,9 @@ pub async fn run_with_agents(
     let sleep = tokio::time::sleep_until(Instant::from_std(core.poll_timeout().0));
     tokio::pin!(sleep);
     loop {
+        // What the sessions wrote since the last pass: figures only, so they are taken here
+        // rather than woken for (every caller frame makes one).
+        sessions.written(&mut core);
         // Carry out what the core decided.
         while let Some(cmd) = core.poll_leg() {
             if let (Some(t), LegCommand::Play { frame, .. }) = (&tap, &cmd) {
@@ -426,19 +429,14 @@ pub async fn run_with_agents(
         })
         .await;
     }
-    // Late `Written` reports for frames sent just before the end.
-    if let Some(cur) = core.current_session() {
-        for (id, s) in &mut sessions.0 {
-            if *id != cur {
-                continue;
-            }
-            while let Some(ev) = s.try_event() {
-                if let SessionEvent::Written { .. } = ev {
-                    core.handle_model(cur, Some(ev), Instant::now().into_std());
-                }
-            }
-        }
+    // Frames written just before the end: the current session is read once more, without
+    // waiting, for the writes it has yet to report.
+    if let Some(cur) = core.current_session()
+        && let Some(s) = sessions.get(cur)
+    {
+        while s.try_event().is_some() {}
     }
+    sessions.written(&mut core);
     Ok(core.finish(None))
 }
 
@@ -458,6 +456,15 @@ impl Sessions {
             Poll::Pending
         })
         .await
+    }
+
+    /// Hands the core every caller frame the sessions report written.
+    fn written(&mut self, core: &mut CallCore) {
+        for (id, s) in &mut self.0 {
+            while let Some(w) = s.take_written() {
+                core.handle_written(*id, w);
+            }
+        }
     }
 
     fn get(&mut self, id: SessionId) -> Option<&mut ModelSession> {

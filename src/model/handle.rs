@@ -161,6 +161,16 @@ impl ModelSession {
         ev
     }
 
+    /// The oldest caller frame reported written to the socket and not yet taken (the session
+    /// keeps the last [`WRITTEN_KEPT`](crate::model::shell::WRITTEN_KEPT)): `uplink_added_ms`'s
+    /// samples, taken rather than woken for.
+    pub fn take_written(&mut self) -> Option<crate::model::session::Written> {
+        match &mut self.inner {
+            Inner::Gemini(s) => s.take_written(),
+            Inner::OpenAi(s) => s.session.take_written(),
+        }
+    }
+
     /// Queues ready text (caller audio encoded by [`Protocol::encode_audio`]), a close or a
     /// ping; never waits. False if the session is gone.
     pub fn send(&mut self, out: Outbound) -> bool {

@@ -204,16 +204,20 @@ pub(crate) async fn dial(
     })
 }
 
+/// A caller frame received at `received_at` was written to the socket at `written_at`: taken
+/// from the session when the call likes ([`ModelSession::take_written`](super::handle::ModelSession)),
+/// not an event that wakes it (every caller frame makes one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Written {
+    pub received_at: Instant,
+    pub written_at: Instant,
+}
+
 /// Something the session reports to the call.
 #[derive(Debug)]
 pub enum SessionEvent {
     /// A model event and when its frame arrived.
     Model(ModelEvent, Instant),
-    /// A caller frame received at `received_at` was written to the socket at `written_at`.
-    Written {
-        received_at: Instant,
-        written_at: Instant,
-    },
     /// The connection ended. `code` is absent when there was no close frame (1006).
     Closed { code: Option<u16>, reason: String },
     /// Nothing at all arrived for `silent_for` although pings were sent: the socket is dead and

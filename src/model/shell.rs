@@ -2,9 +2,10 @@
 //! of its own: whoever polls the session's handle (the call's task) drives it — each poll
 //! writes what the [`ProtocolCore`] has to send as one batch (one flush), reads the frames that
 //! arrived, keeps the core's one timer, feeds all of it to the core and returns the core's
-//! events, reporting when each caller frame reached the socket. Commands go straight into the
-//! core. Reads go on while a write waits for the socket. Once the handle is dropped a task of
-//! its own closes the session.
+//! events. When each caller frame reached the socket is kept for the handle's owner to take
+//! (the oldest go beyond [`WRITTEN_KEPT`]). Commands go straight into the core. Reads go on
+//! while a write waits for the socket. Once the handle is dropped a task of its own closes the
+//! session.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -21,7 +22,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::protocol::{Frame, ProtocolCore, SetupFailure, SocketEnd};
-use super::session::{Dialed, DialedWs, Outbound, SessionEvent};
+use super::session::{Dialed, DialedWs, Outbound, SessionEvent, Written};
 
 /// A running session as its handle holds it: the shell with its socket and core, driven by
 /// whoever polls the handle (the call's task), or by a task of its own once the handle is
@@ -35,6 +36,7 @@ trait Driven<Cmd>: Send {
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>>;
     fn poll_setup(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), SetupFailure>>;
     fn command(&mut self, cmd: Cmd) -> bool;
+    fn take_written(&mut self) -> Option<Written>;
     /// The handle is gone: close the session in a task of its own.
     fn abandon(self: Box<Self>);
 }
@@ -58,6 +60,11 @@ impl<Cmd> Handle<Cmd> {
     /// The session's next event.
     pub async fn recv(&mut self) -> Option<SessionEvent> {
         std::future::poll_fn(|cx| self.poll_event(cx)).await
+    }
+
+    /// The oldest caller frame reported written and not yet taken.
+    pub fn take_written(&mut self) -> Option<Written> {
+        self.shell.as_mut()?.take_written()
     }
 
     /// An event that is ready now, if any (the socket is read but nothing is waited for).
@@ -104,6 +111,9 @@ where
 const LINGER: Duration = Duration::from_secs(1);
 /// Inbound frames taken in one pass at most (the rest in the next).
 const READ_BATCH: usize = 16;
+/// Write reports kept for the handle's owner to take; beyond it the oldest go (an owner that
+/// never takes them, or a call between passes, which takes them every pass).
+pub(crate) const WRITTEN_KEPT: usize = 64;
 
 /// What one pass brought besides frames (those wait in [`Io`]).
 #[derive(Default)]
@@ -121,8 +131,8 @@ struct Shell<S, C> {
     ws: WebSocketStream<S>,
     core: C,
     io: Io,
-    /// Reports of the shell's own (caller frames written), ahead of the core's events.
-    written: VecDeque<SessionEvent>,
+    /// Caller frames written, for the handle's owner to take.
+    written: VecDeque<Written>,
 }
 
 impl<S, C> Shell<S, C>
@@ -159,7 +169,10 @@ where
         let now = Instant::now();
         if pass.flushed {
             for received_at in self.io.unflushed.drain(..) {
-                self.written.push_back(SessionEvent::Written {
+                if self.written.len() == WRITTEN_KEPT {
+                    self.written.pop_front();
+                }
+                self.written.push_back(Written {
                     received_at,
                     written_at: now,
                 });
@@ -188,9 +201,6 @@ where
 {
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
         loop {
-            if let Some(ev) = self.written.pop_front() {
-                return Poll::Ready(Some(ev));
-            }
             if let Some(ev) = self.core.poll_event() {
                 return Poll::Ready(Some(ev));
             }
@@ -225,6 +235,10 @@ where
         }
         self.core.handle_outbound(cmd, Instant::now());
         true
+    }
+
+    fn take_written(&mut self) -> Option<Written> {
+        self.written.pop_front()
     }
 
     fn abandon(self: Box<Self>) {

@@ -357,7 +357,7 @@ impl AgentsDriver {
     pub fn on_standby_event(&mut self, ev: Option<SessionEvent>, now: Instant, out: &mut Outbox) {
         self.input_at = now;
         let reason = match ev {
-            Some(SessionEvent::Model(..) | SessionEvent::Written { .. }) => return,
+            Some(SessionEvent::Model(..)) => return,
             Some(SessionEvent::Dead { silent_for }) => {
                 format!("standby session silent for {silent_for:?} (dead socket)")
             }

@@ -47,6 +47,11 @@ impl Session {
         self.shell.try_event()
     }
 
+    /// The oldest caller frame reported written and not yet taken.
+    pub fn take_written(&mut self) -> Option<crate::model::session::Written> {
+        self.shell.take_written()
+    }
+
     pub fn send_message(&mut self, msg: &ClientMessage) -> bool {
         self.send(Outbound::Text {
             json: codec::encode(msg),

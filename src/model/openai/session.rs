@@ -152,6 +152,11 @@ impl Session {
     pub fn try_event(&mut self) -> Option<SessionEvent> {
         self.shell.try_event()
     }
+
+    /// The oldest caller frame reported written and not yet taken.
+    pub fn take_written(&mut self) -> Option<crate::model::session::Written> {
+        self.shell.take_written()
+    }
 }
 
 /// The setup's answer.
