@@ -25,7 +25,6 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::{Instant, sleep_until, timeout};
@@ -233,7 +232,9 @@ struct Playback {
 }
 
 struct Call<S> {
-    sink: SplitSink<WebSocketStream<S>, Message>,
+    /// One socket both ways: a tick's handler writes once the read it raced is dropped (no
+    /// split halves and the lock between them).
+    ws: WebSocketStream<S>,
     writer: BridgeWriter,
     seq: u64,
     report: CallerReport,
@@ -260,7 +261,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
     /// Sends `out` and everything fed before it, in one write.
     async fn send(&mut self, out: Outgoing) -> Result<(), String> {
         self.unflushed = false;
-        self.sink
+        self.ws
             .send(message(out))
             .await
             .map_err(|e| e.to_string())
@@ -269,7 +270,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
     /// Queues `out` for the next write (a mark echo goes out with the tick's media).
     async fn feed(&mut self, out: Outgoing) -> Result<(), String> {
         self.unflushed = true;
-        self.sink
+        self.ws
             .feed(message(out))
             .await
             .map_err(|e| e.to_string())
@@ -281,7 +282,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
             return Ok(());
         }
         self.unflushed = false;
-        self.sink.flush().await.map_err(|e| e.to_string())
+        self.ws.flush().await.map_err(|e| e.to_string())
     }
 
     /// Bytes per ms of the stream's format.
@@ -462,7 +463,6 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     ws: WebSocketStream<S>,
     opts: CallerOptions,
 ) -> Result<CallerReport, String> {
-    let (sink, mut stream): (_, SplitStream<_>) = ws.split();
     let format = opts.format;
     let frame = format.frame_samples();
     let said = opts.said();
@@ -471,7 +471,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let record = opts.record_audio;
     let recorded = if record { fixture_frames * frame } else { 0 };
     let mut call = Call {
-        sink,
+        ws,
         writer: BridgeWriter::new(
             opts.dialect,
             CallIds {
@@ -551,7 +551,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         }
         tokio::select! {
             biased;
-            msg = stream.next() => {
+            msg = call.ws.next() => {
                 if let Err(end) = call.inbound(msg, Instant::now(), opts.burst_gap).await {
                     break end;
                 }
@@ -621,10 +621,10 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             code: CloseCode::Normal,
             reason: "call ended".into(),
         };
-        let _ = call.sink.send(Message::Close(Some(close))).await;
+        let _ = call.ws.send(Message::Close(Some(close))).await;
         // Wait (briefly) for the server's close reply.
         let _ = timeout(Duration::from_secs(1), async {
-            while let Some(Ok(m)) = stream.next().await {
+            while let Some(Ok(m)) = call.ws.next().await {
                 if matches!(m, Message::Close(_)) {
                     break;
                 }
