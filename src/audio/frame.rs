@@ -37,3 +37,28 @@ impl Frame {
         Duration::from_micros(self.samples.len() as u64 * 1_000_000 / u64::from(self.rate.max(1)))
     }
 }
+
+/// Appends `samples` as little-endian PCM16 bytes (the model protocols' and AudioSocket's wire
+/// format). Written in place over a resized buffer, which compiles to a vector copy; a push per
+/// sample re-checked the capacity 160–480 times a frame.
+pub fn push_pcm16le(samples: &[i16], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.resize(start + 2 * samples.len(), 0);
+    for (b, s) in out[start..].chunks_exact_mut(2).zip(samples) {
+        b.copy_from_slice(&s.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pcm16le_appends_each_sample_low_byte_first() {
+        let mut out = vec![9];
+        push_pcm16le(&[0x0102, -2, i16::MIN], &mut out);
+        assert_eq!(out, [9, 0x02, 0x01, 0xFE, 0xFF, 0x00, 0x80]);
+        push_pcm16le(&[], &mut out);
+        assert_eq!(out.len(), 7);
+    }
+}

@@ -11,5 +11,5 @@ pub mod resample;
 pub mod vad;
 pub mod wav;
 
-pub use frame::{FRAME_MS, Frame, samples_per_frame};
+pub use frame::{FRAME_MS, Frame, push_pcm16le, samples_per_frame};
 pub use reframe::Reframer;

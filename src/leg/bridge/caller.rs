@@ -261,19 +261,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Call<S> {
     /// Sends `out` and everything fed before it, in one write.
     async fn send(&mut self, out: Outgoing) -> Result<(), String> {
         self.unflushed = false;
-        self.ws
-            .send(message(out))
-            .await
-            .map_err(|e| e.to_string())
+        self.ws.send(message(out)).await.map_err(|e| e.to_string())
     }
 
     /// Queues `out` for the next write (a mark echo goes out with the tick's media).
     async fn feed(&mut self, out: Outgoing) -> Result<(), String> {
         self.unflushed = true;
-        self.ws
-            .feed(message(out))
-            .await
-            .map_err(|e| e.to_string())
+        self.ws.feed(message(out)).await.map_err(|e| e.to_string())
     }
 
     /// Writes whatever was fed.

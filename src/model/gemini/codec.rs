@@ -29,10 +29,7 @@ pub fn encode(msg: &ClientMessage) -> String {
 pub fn encode_audio(samples: &[i16], rate: u32, scratch: &mut Vec<u8>, out: &mut String) {
     use std::fmt::Write;
     scratch.clear();
-    scratch.reserve(samples.len() * 2);
-    for s in samples {
-        scratch.extend_from_slice(&s.to_le_bytes());
-    }
+    crate::audio::push_pcm16le(samples, scratch);
     out.clear();
     out.push_str(r#"{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate="#);
     let _ = write!(out, "{rate}");

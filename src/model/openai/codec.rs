@@ -49,10 +49,7 @@ pub fn encode(ev: &ClientEvent) -> String {
 /// session the samples must be 24 kHz.
 pub fn encode_append_pcm16(samples: &[i16], scratch: &mut Vec<u8>, out: &mut String) {
     scratch.clear();
-    scratch.reserve(samples.len() * 2);
-    for s in samples {
-        scratch.extend_from_slice(&s.to_le_bytes());
-    }
+    crate::audio::push_pcm16le(samples, scratch);
     encode_append_bytes(scratch, out);
 }
 
