@@ -385,8 +385,8 @@ fn finish(
         .build()
         .map_err(|e| DialError::Runtime(e.to_string()))?;
     let rate = opts.format.rate;
-    let ends = caller_turn_ends(&opts.samples, rate);
-    let fixture = Duration::from_secs_f64(opts.samples.len() as f64 / f64::from(rate.max(1)));
+    let ends = caller_turn_ends(opts.said(), rate);
+    let fixture = Duration::from_secs_f64(opts.said().len() as f64 / f64::from(rate.max(1)));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     opts.events = Some(tx);
     let (r, starts) = rt.block_on(async {

@@ -38,9 +38,9 @@ impl Frame {
     }
 }
 
-/// Appends `samples` as little-endian PCM16 bytes (the model protocols' and AudioSocket's wire
-/// format). Written in place over a resized buffer, which compiles to a vector copy; a push per
-/// sample re-checked the capacity 160–480 times a frame.
+/// Appends `samples` as little-endian PCM16 bytes (the model protocols' audio, L16 legs, the
+/// reconnect ring). Written in place over a resized buffer, a loop the compiler vectorises; a
+/// push per sample re-checked the capacity 160–480 times a frame.
 pub fn push_pcm16le(samples: &[i16], out: &mut Vec<u8>) {
     let start = out.len();
     out.resize(start + 2 * samples.len(), 0);

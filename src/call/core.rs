@@ -258,12 +258,10 @@ impl CallCore {
         }
     }
 
-    /// Session `id` wrote a caller frame (`uplink_added_ms`); only the current session's count
-    /// (an old one closing and the standby carry no caller audio the call measures).
-    pub fn handle_written(&mut self, id: SessionId, w: Written) {
-        if self.session.is_none_or(|s| s.id != id) {
-            return;
-        }
+    /// A session wrote a caller frame (`uplink_added_ms`). Only the current session is sent
+    /// caller frames that carry their arrival (`uplink`; what is buffered or replayed carries
+    /// none), so every stamp counts, also one taken after the session stopped being current.
+    pub fn handle_written(&mut self, w: Written) {
         self.report.uplink_added_seen += 1;
         self.uplink_sample.push(
             &mut self.report.uplink_added_ms,

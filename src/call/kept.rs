@@ -27,11 +27,7 @@ pub fn encode(frame: &[i16], out: &mut Vec<u8>) {
         } else if !by_law(part, Law::Ulaw, ULAW, out) && !by_law(part, Law::Alaw, ALAW, out) {
             out.reserve(3 + 2 * part.len());
             header(PCM16, part.len(), out);
-            let start = out.len();
-            out.resize(start + 2 * part.len(), 0);
-            for (b, s) in out[start..].chunks_exact_mut(2).zip(part) {
-                b.copy_from_slice(&s.to_le_bytes());
-            }
+            crate::audio::push_pcm16le(part, out);
         }
     }
 }

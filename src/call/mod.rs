@@ -460,9 +460,9 @@ impl Sessions {
 
     /// Hands the core every caller frame the sessions report written.
     fn written(&mut self, core: &mut CallCore) {
-        for (id, s) in &mut self.0 {
+        for (_, s) in &mut self.0 {
             while let Some(w) = s.take_written() {
-                core.handle_written(*id, w);
+                core.handle_written(w);
             }
         }
     }

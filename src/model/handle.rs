@@ -125,7 +125,7 @@ impl ModelSession {
         self.caps
     }
 
-    /// The session's next event (model events, writes, the end); `None` once it is over.
+    /// The session's next event (model events, the end); `None` once it is over.
     /// Polling drives the session's socket. Cancel-safe.
     pub fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<SessionEvent>> {
         let ev = match &mut self.inner {

@@ -205,7 +205,7 @@ pub(crate) async fn dial(
 }
 
 /// A caller frame received at `received_at` was written to the socket at `written_at`: taken
-/// from the session when the call likes ([`ModelSession::take_written`](super::handle::ModelSession)),
+/// from the session when the call likes ([`ModelSession::take_written`](super::handle::ModelSession::take_written)),
 /// not an event that wakes it (every caller frame makes one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Written {

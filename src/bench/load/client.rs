@@ -169,20 +169,13 @@ fn failure_kind(e: &CallerError) -> String {
 /// Samples in one 20 ms frame at 8 kHz.
 const FRAME: usize = crate::leg::twilio::stream::FRAME_SAMPLES;
 
-/// The fixture looped (or cut) to `frames` 20 ms frames, starting `offset` frames in.
-fn looped(samples: &[i16], offset: usize, frames: usize) -> Vec<i16> {
-    const F: usize = FRAME;
-    let want = frames * F;
+/// The fixture looped (or cut) to `frames` 20 ms frames.
+fn looped(samples: &[i16], frames: usize) -> Vec<i16> {
+    let want = frames * FRAME;
     if samples.is_empty() {
         return vec![0; want];
     }
-    samples
-        .iter()
-        .copied()
-        .cycle()
-        .skip((offset * F) % samples.len())
-        .take(want)
-        .collect()
+    samples.iter().copied().cycle().take(want).collect()
 }
 
 /// Runs the calls and prints the JSON lines.
@@ -245,11 +238,11 @@ async fn run_calls(args: &LoadClientArgs, base: CallerOptions) -> ClientReport {
     let n = args.calls;
     let frames = (args.duration * 50.0).round().max(1.0) as usize;
     let call_frames = args.call_seconds.map(|s| (s * 50.0).round() as usize);
-    let fixture_frames = base.samples.len().div_ceil(160).max(1);
+    let fixture_frames = base.samples.len().div_ceil(FRAME).max(1);
     // One looped copy of the fixture, long enough for the line that starts furthest into it,
-    // shared by every call: each says its own span of it (a copy per call was 320 KB per
+    // shared by every call: each says its own span of it (a copy per call was 960 KB per
     // call-minute of memory the client's caches had to stream through).
-    let samples: Arc<[i16]> = looped(&base.samples, 0, fixture_frames + frames).into();
+    let samples: Arc<[i16]> = looped(&base.samples, fixture_frames + frames).into();
     // Starts of each line's first call (and its failures), and of the calls that replace them.
     let first_started = Arc::new(AtomicUsize::new(0));
     let more_started = Arc::new(AtomicUsize::new(0));
@@ -422,9 +415,10 @@ mod tests {
         assert_eq!((p.p50, p.p99, p.max), (50.0, 99.0, 100.0));
         assert_eq!(Pct::of_us(&mut []), Pct::default());
         let s: Vec<i16> = (0..320).map(|i| i as i16).collect();
-        let l = looped(&s, 1, 3);
+        let l = looped(&s, 3);
         assert_eq!(l.len(), 480);
-        assert_eq!((l[0], l[160], l[320]), (160, 0, 160));
+        assert_eq!((l[0], l[160], l[320], l[479]), (0, 160, 0, 159));
+        assert_eq!(looped(&[], 2), vec![0; 320]);
     }
 
     #[test]

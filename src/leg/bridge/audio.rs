@@ -112,7 +112,7 @@ impl AudioFormat {
         match self.encoding {
             Encoding::Pcmu => g711::encode_ulaw(pcm, out),
             Encoding::Pcma => g711::encode_alaw(pcm, out),
-            Encoding::L16Le => out.extend(pcm.iter().flat_map(|s| s.to_le_bytes())),
+            Encoding::L16Le => crate::audio::push_pcm16le(pcm, out),
             Encoding::L16Be => out.extend(pcm.iter().flat_map(|s| s.to_be_bytes())),
         }
     }

@@ -60,11 +60,19 @@ pub struct CallerOptions {
 }
 
 impl CallerOptions {
-    /// What the caller says: [`span`](Self::span) of [`samples`](Self::samples), or nothing when
-    /// the span lies outside them.
+    /// What the caller says: [`span`](Self::span) of [`samples`](Self::samples) (a span that
+    /// lies outside them is a caller's mistake: nothing is said).
     pub fn said(&self) -> &[i16] {
         match &self.span {
-            Some(r) => self.samples.get(r.clone()).unwrap_or(&[]),
+            Some(r) => {
+                let said = self.samples.get(r.clone());
+                debug_assert!(
+                    said.is_some(),
+                    "span {r:?} of {} samples",
+                    self.samples.len()
+                );
+                said.unwrap_or(&[])
+            }
             None => &self.samples,
         }
     }
