@@ -535,6 +535,8 @@ impl Warm {
                 _ => {}
             }
         }
+        // The person's frames the brief's session wrote: its own figures, taken as the call's are.
+        b.sessions.written(&mut b.core);
         while let Some(cmd) = b.core.poll_model() {
             b.sessions.carry_out(cmd);
         }

@@ -114,8 +114,8 @@ const READ_BATCH: usize = 16;
 /// Write reports kept for the handle's owner to take; beyond it the oldest go. The call takes
 /// them every pass, so they pile up only behind a stalled socket, whose flush then reports
 /// every frame queued meanwhile at once: half a minute of frames is kept (32 bytes each), so
-/// a stall's slowest frames still reach `uplink_added_ms`. An owner that never takes them
-/// (one that sends no caller frames makes none) holds this many at most.
+/// a stall's slowest frames still reach `uplink_added_ms`. An owner that never takes them holds
+/// this many at most.
 pub const WRITTEN_KEPT: usize = 1_500;
 
 /// What one pass brought besides frames (those wait in [`Io`]).
