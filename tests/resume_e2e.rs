@@ -20,9 +20,9 @@ use baton::mock::faults::{DropRule, Ending, Faults, When};
 use baton::model::gemini::keepalive::KeepaliveConfig;
 use resume_support::*;
 
-/// A phone caller (8 kHz μ-law): the reconnect ring keeps the leg's frames and a replay
-/// resamples them again, so the resumed lineage holds the whole call's audio at the model's
-/// 16 kHz, none of it lost.
+/// A phone caller (8 kHz μ-law): the reconnect ring keeps the leg's frames and a replay sends
+/// them again at the rate live audio goes (the leg's own 8 kHz on Gemini), so the resumed
+/// lineage holds the whole call's audio, none of it lost.
 #[tokio::test(start_paused = true)]
 async fn a_phone_callers_audio_is_replayed_from_the_legs_frames() {
     use baton::leg::fixture::LegCodec;
@@ -48,10 +48,16 @@ async fn a_phone_callers_audio_is_replayed_from_the_legs_frames() {
         );
         resumed += r.reconnects.len();
         let (got, _) = received(&o.store);
-        // Every 20 ms of the caller reached the model's state (at its 16 kHz), within one frame.
+        // Sent at the leg's rate, not resampled to 16 kHz on the way.
         assert!(
-            got.len() + 320 >= samples.len(),
-            "call {seed}: {} of {} samples",
+            o.store.lineages().iter().all(|l| l.rate == 8_000),
+            "call {seed}"
+        );
+        assert_eq!(r.uplink_resampler_delay_ms, 0.0, "call {seed}");
+        // Every 20 ms of the caller (16 kHz samples) reached the model's state, within one frame.
+        assert!(
+            got.len() * 2 + 320 >= samples.len(),
+            "call {seed}: {} 8 kHz samples for {} at 16 kHz",
             got.len(),
             samples.len()
         );

@@ -63,6 +63,8 @@ pub struct CallCore {
     pub(super) agents: Option<AgentsDriver>,
     pub(super) playout: Playout,
     pub(super) leg_rate: u32,
+    /// The rate caller audio is sent to the model at (`Protocol::input_rate`).
+    pub(super) up_rate: u32,
     pub(super) up: StreamResampler,
     pub(super) down: StreamResampler,
     pub(super) down_buf: Vec<i16>,
@@ -116,7 +118,8 @@ impl CallCore {
         agents: Option<Agents>,
         now: Instant,
     ) -> Result<CallCore, CallError> {
-        let up = resampler(leg_rate, protocol.input_rate())?;
+        let up_rate = protocol.input_rate(leg_rate, opts.resample_input);
+        let up = resampler(leg_rate, up_rate)?;
         let down = downlink_resampler(protocol.output_rate(), leg_rate)?;
         let report = CallReport {
             uplink_resampler_delay_ms: ms(up.delay()),
@@ -133,6 +136,7 @@ impl CallCore {
             agents: agents.map(|a| AgentsDriver::new(a, now, media_zero)),
             playout: Playout::new(leg_rate, media_zero),
             leg_rate,
+            up_rate,
             up,
             down,
             down_buf: Vec::new(),
@@ -990,7 +994,9 @@ impl CallCore {
         }
         match (self.session, self.agents.as_mut()) {
             (Some(s), _) => {
-                let json = self.protocol.audio_message(&self.up_buf, &mut self.scratch);
+                let json =
+                    self.protocol
+                        .audio_message(&self.up_buf, self.up_rate, &mut self.scratch);
                 self.out.send(
                     s.id,
                     Outbound::Text {
@@ -1001,7 +1007,9 @@ impl CallCore {
             }
             // Between sessions of a cold recreate: kept and delivered to the next session.
             (None, Some(a)) => a.buffer_uplink(Outbound::Text {
-                json: self.protocol.audio_message(&self.up_buf, &mut self.scratch),
+                json: self
+                    .protocol
+                    .audio_message(&self.up_buf, self.up_rate, &mut self.scratch),
                 received_at: Some(received_at),
             }),
             (None, None) => {}
@@ -1057,7 +1065,9 @@ impl CallCore {
         if samples.is_empty() {
             return;
         }
-        let json = self.protocol.audio_message(samples, &mut self.scratch);
+        let json = self
+            .protocol
+            .audio_message(samples, self.up_rate, &mut self.scratch);
         self.out.send(
             id,
             Outbound::Text {
@@ -1080,13 +1090,13 @@ impl CallCore {
         if !replay.is_empty() {
             // The kept leg frames through a fresh resampler (the call's own carries on with the
             // live stream); delivered late on purpose: not counted as uplink latency.
-            match StreamResampler::aligned(self.leg_rate, self.protocol.input_rate()) {
+            match StreamResampler::aligned(self.leg_rate, self.up_rate) {
                 Ok(mut rs) => {
                     let mut out = Vec::new();
                     rs.process(&replay, &mut out);
                     rs.flush(&mut out);
                     // One message per 20 ms of the session's input, as live audio goes.
-                    let per = (self.protocol.input_rate() / 50).max(1) as usize;
+                    let per = (self.up_rate / 50).max(1) as usize;
                     for chunk in out.chunks(per) {
                         self.send_replayed(s.id, chunk);
                     }

@@ -276,27 +276,92 @@ fn one_deadline_and_playout_ticks_every_20_ms() {
     assert_eq!(report.frames_played, 11);
 }
 
+/// The caller audio of each message sent to the model: (the message, its PCM16 bytes).
+fn uplink_audio(rig: &Rig) -> Vec<(String, usize)> {
+    use base64::Engine;
+    rig.model
+        .iter()
+        .filter_map(|c| match c {
+            ModelCommand::Send {
+                out: Outbound::Text { json, .. },
+                ..
+            } => {
+                let v: serde_json::Value = serde_json::from_str(json).unwrap();
+                let data = v["realtimeInput"]["audio"]["data"]
+                    .as_str()
+                    .or(v["audio"].as_str())?;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap();
+                Some((json.clone(), bytes.len()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
-fn caller_audio_is_resampled_and_encoded_for_the_current_session() {
+fn a_phone_callers_audio_goes_to_gemini_at_the_legs_own_rate() {
     let mut rig = Rig::gemini();
     rig.caller(100, true);
     let (sent, replayed) = rig.uplink_to(FIRST);
-    assert!(
-        sent >= 4,
-        "one message per caller frame once the resampler runs ({sent})"
+    assert_eq!(
+        (sent, replayed),
+        (5, 0),
+        "one message per caller frame, none held back"
     );
-    assert_eq!(replayed, 0);
-    let Some(ModelCommand::Send {
-        out: Outbound::Text { json, .. },
-        ..
-    }) = rig
-        .model
-        .iter()
-        .find(|c| matches!(c, ModelCommand::Send { .. }))
-    else {
-        panic!("no audio sent");
-    };
-    assert!(json.contains("realtimeInput"), "{json}");
+    let audio = uplink_audio(&rig);
+    assert_eq!(audio.len(), 5);
+    for (json, bytes) in &audio {
+        assert!(
+            json.contains(r#""mimeType":"audio/pcm;rate=8000""#),
+            "{json}"
+        );
+        assert_eq!(*bytes, 320, "160 samples: the leg's frame as it is");
+    }
+    let report = rig.core.finish(Some("test".into()));
+    assert_eq!(report.uplink_resampler_delay_ms, 0.0);
+}
+
+#[test]
+fn resample_input_sends_gemini_its_native_16_khz_and_openai_always_gets_24() {
+    for (protocol, resample, rate) in [
+        (Protocol::Gemini, true, 16_000),
+        (Protocol::OpenAi, false, 24_000),
+        (Protocol::OpenAi, true, 24_000),
+    ] {
+        let opts = CallOptions {
+            caller_silence: Duration::from_millis(200),
+            resample_input: resample,
+            ..CallOptions::default()
+        };
+        let mut rig = Rig::new(protocol, opts);
+        rig.caller(200, true);
+        let audio = uplink_audio(&rig);
+        assert!(audio.len() >= 5, "{protocol:?}: {} messages", audio.len());
+        for (json, bytes) in &audio {
+            match protocol {
+                Protocol::Gemini => {
+                    assert!(
+                        json.contains(r#""mimeType":"audio/pcm;rate=16000""#),
+                        "{json}"
+                    )
+                }
+                Protocol::OpenAi => assert!(json.contains("input_audio_buffer.append"), "{json}"),
+            }
+            // Whole 20 ms blocks at the session's rate once the resampler runs.
+            assert_eq!(
+                bytes % (rate as usize / 50 * 2),
+                0,
+                "{protocol:?}: {bytes} bytes"
+            );
+        }
+        let report = rig.core.finish(Some("test".into()));
+        assert!(
+            report.uplink_resampler_delay_ms > 0.0,
+            "{protocol:?}: the uplink is resampled"
+        );
+    }
 }
 
 #[test]

@@ -74,6 +74,9 @@ pub struct CallOptions {
     /// Where a warm transfer records the person's leg (left: the person, right: what they
     /// heard — the brief, then the caller), written off the audio path like the call's own.
     pub person_recording: Option<std::path::PathBuf>,
+    /// Gemini: caller audio at 8–16 kHz is resampled to the model's 16 kHz here rather than sent
+    /// at the leg's own rate (`[model] resample_input`).
+    pub resample_input: bool,
 }
 
 impl Default for CallOptions {
@@ -88,6 +91,7 @@ impl Default for CallOptions {
             transfer: None,
             dialer: None,
             person_recording: None,
+            resample_input: false,
         }
     }
 }
@@ -267,6 +271,7 @@ pub async fn run_with_agents(
                                 d.clone(),
                                 leg.rate,
                                 person_recording.clone(),
+                                opts.resample_input,
                                 now,
                             );
                             w.handle_timeout(&mut core, now);

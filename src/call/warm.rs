@@ -152,6 +152,9 @@ pub(super) struct Warm {
     after: Aftermath,
     /// Hold audio at the caller's rate and where it has got to (looped), when configured.
     hold: Option<(Vec<i16>, usize)>,
+    /// The brief's session is sent the person's audio as the call's sessions are sent the
+    /// caller's (`CallOptions::resample_input`).
+    resample_input: bool,
 }
 
 /// The person's INVITE's next progress; pending forever once it has none.
@@ -175,6 +178,7 @@ impl Warm {
         dialer: std::sync::Arc<dyn Dialer>,
         caller_rate: u32,
         recording: Option<std::path::PathBuf>,
+        resample_input: bool,
         now: Instant,
     ) -> Warm {
         let machine = Transfer::new(Plan::Warm, req.target, req.settings, now);
@@ -207,6 +211,7 @@ impl Warm {
             tap: None,
             after,
             hold,
+            resample_input,
         }
     }
 
@@ -429,7 +434,10 @@ impl Warm {
             id: SessionId(0),
             caps,
         };
-        let opts = CallOptions::default();
+        let opts = CallOptions {
+            resample_input: self.resample_input,
+            ..CallOptions::default()
+        };
         let core = match CallCore::new(
             leg.rate,
             leg.started_at.into_std(),

@@ -287,6 +287,10 @@ pub struct ModelConfig {
     pub profile: String,
     /// backend = openai: the beta dialect (`OpenAI-Beta: realtime=v1`) instead of GA.
     pub beta: bool,
+    /// Gemini Live: caller audio from a leg at 8–16 kHz is resampled to the model's native 16 kHz
+    /// here instead of being sent at the leg's own rate, declared in its MIME type (the default:
+    /// the service resamples it; no resampler delay and half the bytes for an 8 kHz phone call).
+    pub resample_input: bool,
 }
 
 /// `[model.capabilities]`: what a model takes inside a live session (see
@@ -362,6 +366,7 @@ impl Default for ModelConfig {
             compression_target_tokens: 0,
             profile: String::new(),
             beta: false,
+            resample_input: false,
         }
     }
 }

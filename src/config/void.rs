@@ -98,6 +98,16 @@ pub fn check(c: &Config, written: &Written<'_>, out: &mut Vec<Problem>) {
         "remove the line, or set backend = \"openai\"",
     );
     void(
+        "model.resample_input",
+        m.resample_input
+            && (m.backend == BackendKind::Openai
+                || (m.backend == BackendKind::Mock && m.profile.eq_ignore_ascii_case("openai"))),
+        "is ignored: OpenAI Realtime takes PCM at 24 kHz only, so caller audio is always \
+         resampled to it"
+            .into(),
+        "remove the line",
+    );
+    void(
         "model.compression_target_tokens",
         m.compression_trigger_tokens == 0 && m.compression_target_tokens > 0,
         "is ignored: there is no compression without compression_trigger_tokens".into(),

@@ -22,8 +22,10 @@ use crate::model::gemini::wire::Content;
 /// The caller audio one lineage's model state is built on.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LineageAudio {
-    /// PCM16 as received (16 kHz from baton).
+    /// PCM16 as received, at `rate`.
     pub samples: Vec<i16>,
+    /// The rate the audio was declared at (the latest chunk's; 0 before any).
+    pub rate: u32,
     /// Where each resume cut the record (sample index).
     pub resumes: Vec<usize>,
     /// The record's length when the latest resumable handle was issued.
@@ -168,7 +170,7 @@ impl Resumption {
     }
 
     /// Caller audio the connection consumed.
-    pub fn capture(&self, conn: u64, samples: &[i16]) {
+    pub fn capture(&self, conn: u64, samples: &[i16], rate: u32) {
         if !self.capture {
             return;
         }
@@ -176,6 +178,7 @@ impl Resumption {
         let lineage = s.lineage_of(conn);
         if let Some(l) = s.lineages.get_mut(lineage) {
             l.samples.extend_from_slice(samples);
+            l.rate = rate;
         }
     }
 

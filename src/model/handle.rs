@@ -7,8 +7,6 @@
 
 use std::task::{Context, Poll};
 
-use tokio::time::Instant;
-
 use super::Capabilities;
 use super::gemini;
 use super::gemini::wire::ClientMessage;
@@ -19,16 +17,25 @@ use super::session::{Outbound, SessionEvent};
 /// A session's wire protocol: how caller audio is encoded and at which rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
-    /// Gemini Live: `realtimeInput.audio`, PCM16 at 16 kHz.
+    /// Gemini Live: `realtimeInput.audio`, PCM16 at the rate its MIME type declares.
     Gemini,
     /// OpenAI Realtime: `input_audio_buffer.append`, `audio/pcm` (PCM16 at 24 kHz).
     OpenAi,
 }
 
 impl Protocol {
-    /// The rate caller audio is sent at.
-    pub const fn input_rate(self) -> u32 {
+    /// The rate caller audio from a leg at `leg_rate` is sent at. Gemini takes PCM at any rate
+    /// its MIME type declares and resamples it itself: a leg at 8–16 kHz is sent as it is (no
+    /// resampler on the uplink, none of its delay, fewer bytes), unless `resample` asks for the
+    /// model's native 16 kHz; a faster leg is brought down to 16 kHz. OpenAI's `audio/pcm` is
+    /// 24 kHz only.
+    pub const fn input_rate(self, leg_rate: u32, resample: bool) -> u32 {
         match self {
+            Protocol::Gemini
+                if !resample && leg_rate >= 8_000 && leg_rate <= gemini::INPUT_RATE =>
+            {
+                leg_rate
+            }
             Protocol::Gemini => gemini::INPUT_RATE,
             Protocol::OpenAi => openai::PCM_RATE,
         }
@@ -42,21 +49,29 @@ impl Protocol {
         }
     }
 
-    /// Writes the client message carrying `samples` (PCM16 at [`Protocol::input_rate`]) into
-    /// `json` (cleared first); `scratch` holds the raw bytes. Both buffers are reused.
-    pub fn encode_audio(self, samples: &[i16], scratch: &mut Vec<u8>, json: &mut String) {
+    /// Writes the client message carrying `samples` (PCM16 at `rate`, the session's
+    /// [`Protocol::input_rate`]) into `json` (cleared first); `scratch` holds the raw bytes. Both
+    /// buffers are reused.
+    pub fn encode_audio(
+        self,
+        samples: &[i16],
+        rate: u32,
+        scratch: &mut Vec<u8>,
+        json: &mut String,
+    ) {
         match self {
-            Protocol::Gemini => {
-                gemini::codec::encode_audio(samples, gemini::INPUT_RATE, scratch, json)
+            Protocol::Gemini => gemini::codec::encode_audio(samples, rate, scratch, json),
+            Protocol::OpenAi => {
+                debug_assert_eq!(rate, openai::PCM_RATE);
+                openai::codec::encode_append_pcm16(samples, scratch, json)
             }
-            Protocol::OpenAi => openai::codec::encode_append_pcm16(samples, scratch, json),
         }
     }
 
-    /// The client message carrying `samples`, in a string of its own.
-    pub fn audio_message(self, samples: &[i16], scratch: &mut Vec<u8>) -> String {
+    /// The client message carrying `samples` (at `rate`), in a string of its own.
+    pub fn audio_message(self, samples: &[i16], rate: u32, scratch: &mut Vec<u8>) -> String {
         let mut json = String::with_capacity(samples.len() * 3 + 96);
-        self.encode_audio(samples, scratch, &mut json);
+        self.encode_audio(samples, rate, scratch, &mut json);
         json
     }
 }
@@ -113,11 +128,6 @@ impl ModelSession {
             Inner::Gemini(_) => Protocol::Gemini,
             Inner::OpenAi(_) => Protocol::OpenAi,
         }
-    }
-
-    /// The rate caller audio is sent at.
-    pub fn input_rate(&self) -> u32 {
-        self.protocol().input_rate()
     }
 
     /// What the model can do in place.
@@ -178,17 +188,6 @@ impl ModelSession {
             Inner::Gemini(s) => s.send(out),
             Inner::OpenAi(s) => s.session.send(out),
         }
-    }
-
-    /// Caller audio at the session's input rate; `received_at` measures `uplink_added_ms`.
-    pub fn send_audio(
-        &mut self,
-        samples: &[i16],
-        received_at: Option<Instant>,
-        scratch: &mut Vec<u8>,
-    ) -> bool {
-        let json = self.protocol().audio_message(samples, scratch);
-        self.send(Outbound::Text { json, received_at })
     }
 
     /// Carries one of baton's messages on this session's wire.

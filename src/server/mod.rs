@@ -504,6 +504,7 @@ impl AppState {
                 config: self.session.clone(),
             }),
             reconnect: self.loaded.config.resume.policy(),
+            resample_input: self.loaded.config.model.resample_input,
             dialer: self.sip.get().map(|svc| {
                 Arc::new(sip_person::SipDialer(svc.clone())) as Arc<dyn crate::call::warm::Dialer>
             }),

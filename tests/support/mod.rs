@@ -162,8 +162,8 @@ pub fn dominant_hz(track: &[i16], rate: u32, lo: f64, hi: f64) -> f64 {
     best.0
 }
 
-/// A Live model that answers every audio chunk with the same audio: each caller hears only
-/// itself unless calls get mixed up.
+/// A Live model that answers every audio chunk with the same audio at the rate it was declared
+/// at: each caller hears only itself unless calls get mixed up.
 pub struct EchoModel {
     pub url: String,
 }
@@ -187,9 +187,12 @@ impl EchoModel {
                         let Ok(v) = serde_json::from_str::<serde_json::Value>(t.as_str()) else {
                             continue;
                         };
-                        if let Some(data) = v["realtimeInput"]["audio"]["data"].as_str() {
+                        let audio = &v["realtimeInput"]["audio"];
+                        if let (Some(data), Some(mime)) =
+                            (audio["data"].as_str(), audio["mimeType"].as_str())
+                        {
                             let reply = serde_json::json!({"serverContent": {"modelTurn": {"parts": [
-                                {"inlineData": {"mimeType": "audio/pcm;rate=16000", "data": data}}]}}});
+                                {"inlineData": {"mimeType": mime, "data": data}}]}}});
                             if ws
                                 .send(Message::binary(reply.to_string().into_bytes()))
                                 .await

@@ -79,7 +79,7 @@ impl MockSession {
         if let Some((blob, at)) = blob {
             let audio = listen::decode_audio(blob, at)?;
             self.prompt_tokens += speak::audio_tokens(audio.duration());
-            self.store.capture(self.conn, &audio.samples);
+            self.store.capture(self.conn, &audio.samples, audio.rate);
             if let Some(l) = self.listener.as_mut() {
                 l.audio(&audio, &mut heard);
             }

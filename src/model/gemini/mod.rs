@@ -9,7 +9,8 @@ pub mod session;
 pub mod setup;
 pub mod wire;
 
-/// Audio the model accepts from baton.
+/// The model's native input rate: caller audio from a leg faster than this is resampled to it
+/// (slower legs are sent at their own rate, declared in the MIME type).
 pub const INPUT_RATE: u32 = 16_000;
 /// Audio the model always produces.
 pub const OUTPUT_RATE: u32 = 24_000;
