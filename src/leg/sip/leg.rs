@@ -102,14 +102,27 @@ impl Sockets {
     }
 }
 
-/// Where the next search for free ports starts (spreads calls over the range).
-static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+/// Where the next search for free ports starts (spreads calls over the range). It starts at a
+/// random pair, so a restarted daemon, or another one on the host, does not first take the
+/// ports the last one freed: RTP from their old peers may still be flowing there, and a call's
+/// first packet latches its symmetric RTP.
+static NEXT_PORT: std::sync::OnceLock<AtomicU16> = std::sync::OnceLock::new();
+
+fn next_port() -> &'static AtomicU16 {
+    NEXT_PORT.get_or_init(|| {
+        let mut b = [0u8; 2];
+        // No entropy source: the first pair, as before.
+        let _ = getrandom::fill(&mut b);
+        AtomicU16::new(u16::from_le_bytes(b))
+    })
+}
 
 /// Binds a free even/odd pair on `ip` within `[min, max]`.
 pub async fn bind_pair(ip: IpAddr, min: u16, max: u16) -> std::io::Result<Sockets> {
     let first = min + (min % 2);
     let pairs = (max.saturating_sub(first) / 2).max(1);
-    let start = NEXT_PORT.fetch_add(1, Ordering::Relaxed) % pairs;
+    let next = next_port();
+    let start = next.fetch_add(1, Ordering::Relaxed) % pairs;
     for i in 0..pairs {
         let port = first + ((start + i) % pairs) * 2;
         let Ok(rtp) = UdpSocket::bind(SocketAddr::new(ip, port)).await else {
@@ -118,7 +131,7 @@ pub async fn bind_pair(ip: IpAddr, min: u16, max: u16) -> std::io::Result<Socket
         let Ok(rtcp) = UdpSocket::bind(SocketAddr::new(ip, port + 1)).await else {
             continue;
         };
-        NEXT_PORT.store(start + i + 1, Ordering::Relaxed);
+        next.store(start + i + 1, Ordering::Relaxed);
         return Ok(Sockets { rtp, rtcp });
     }
     Err(std::io::Error::new(
