@@ -76,7 +76,11 @@ fn check_config_names_file_key_and_fix() {
         "check-config",
         concat!(env!("CARGO_MANIFEST_DIR"), "/config/baton.toml"),
     ]);
-    assert!(ok, "{err}");
+    // Another test may be probing the shipped port at the same moment.
+    assert!(
+        ok || (err.contains("already in use") && err.contains("1 problem(s)")),
+        "{err}"
+    );
     assert!(
         out.contains("checking is OFF"),
         "the shipped config must say signatures are off:\n{out}"

@@ -973,8 +973,8 @@ impl CallCore {
     /// resampler made of it for the model, possibly nothing yet): the leg frame is kept for
     /// replay until a handle covers it, and `up_buf` is encoded for the session if one is live.
     /// The ring keeps the leg's audio, not the model's, in one byte per sample on a G.711 leg
-    /// ([`super::kept`]): at 8 kHz a quarter of the model's 16 kHz PCM; a replay decodes and
-    /// resamples it again.
+    /// ([`super::kept`]): at 8 kHz half its PCM; a replay decodes it and brings it to the
+    /// session's rate as live audio goes.
     pub(super) fn uplink(
         &mut self,
         leg_frame: &[i16],

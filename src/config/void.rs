@@ -99,9 +99,7 @@ pub fn check(c: &Config, written: &Written<'_>, out: &mut Vec<Problem>) {
     );
     void(
         "model.resample_input",
-        m.resample_input
-            && (m.backend == BackendKind::Openai
-                || (m.backend == BackendKind::Mock && m.profile.eq_ignore_ascii_case("openai"))),
+        m.resample_input && m.openai(),
         "is ignored: OpenAI Realtime takes PCM at 24 kHz only, so caller audio is always \
          resampled to it"
             .into(),
