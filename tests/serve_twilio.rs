@@ -127,6 +127,44 @@ async fn twenty_concurrent_calls_each_hear_only_themselves() {
     d.stop().await;
 }
 
+/// A Twilio caller's 8 kHz audio reaches a Gemini model at 8 kHz, declared as such; with
+/// `[model] resample_input = true` it is resampled to 16 kHz first. Both still hear themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phone_callers_audio_is_declared_at_the_rate_it_is_sent() {
+    for (resample, want) in [
+        (false, "audio/pcm;rate=8000"),
+        (true, "audio/pcm;rate=16000"),
+    ] {
+        let echo = support::EchoModel::start().await;
+        let d = Daemon::start(&support::mock_config(
+            "",
+            &format!("url = \"{}\"\nresample_input = {resample}", echo.url),
+        ))
+        .await;
+        let tone: Vec<i16> = (0..8000 * 2)
+            .map(|n| {
+                (8000.0 * (2.0 * std::f64::consts::PI * 440.0 * f64::from(n) / 8000.0).sin()) as i16
+            })
+            .collect();
+        let mut opts = CallerOptions::from_pcm(&tone, 8000, "tone").unwrap();
+        opts.max_tail = Duration::from_secs(3);
+        let report = caller::dial(&d.twilio_url(), opts).await.unwrap();
+        let mimes = echo.mimes.lock().unwrap().clone();
+        assert!(mimes.len() >= 50, "{resample}: {} chunks", mimes.len());
+        let wrong = mimes.iter().filter(|m| *m != want).count();
+        assert_eq!(
+            wrong,
+            0,
+            "{resample}: {wrong} of {} chunks not {want}: {:?}",
+            mimes.len(),
+            mimes.first()
+        );
+        let heard = support::dominant_hz(&report.recording.agent, 8000, 250.0, 1250.0);
+        assert!((heard - 440.0).abs() < 10.0, "{resample}: heard {heard} Hz");
+        d.stop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_input_ends_only_that_call() {
     let d = Daemon::start(&support::mock_config("", "")).await;

@@ -166,14 +166,19 @@ pub fn dominant_hz(track: &[i16], rate: u32, lo: f64, hi: f64) -> f64 {
 /// at: each caller hears only itself unless calls get mixed up.
 pub struct EchoModel {
     pub url: String,
+    /// The MIME type of every audio chunk received, in order.
+    pub mimes: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl EchoModel {
     pub async fn start() -> EchoModel {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}", listener.local_addr().unwrap());
+        let mimes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = mimes.clone();
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
+                let seen = seen.clone();
                 tokio::spawn(async move {
                     let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
                         return;
@@ -191,6 +196,7 @@ impl EchoModel {
                         if let (Some(data), Some(mime)) =
                             (audio["data"].as_str(), audio["mimeType"].as_str())
                         {
+                            seen.lock().unwrap().push(mime.to_owned());
                             let reply = serde_json::json!({"serverContent": {"modelTurn": {"parts": [
                                 {"inlineData": {"mimeType": mime, "data": data}}]}}});
                             if ws
@@ -205,7 +211,7 @@ impl EchoModel {
                 });
             }
         });
-        EchoModel { url }
+        EchoModel { url, mimes }
     }
 }
 
