@@ -89,6 +89,13 @@ async fn signatures_are_checked_before_the_upgrade() {
     d.stop().await;
 }
 
+/// Two seconds of a loud `hz` tone at 8 kHz: what a test caller says.
+fn tone(hz: f64) -> Vec<i16> {
+    (0..8000 * 2)
+        .map(|n| (8000.0 * (2.0 * std::f64::consts::PI * hz * f64::from(n) / 8000.0).sin()) as i16)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_concurrent_calls_each_hear_only_themselves() {
     let echo = support::EchoModel::start().await;
@@ -100,12 +107,7 @@ async fn twenty_concurrent_calls_each_hear_only_themselves() {
     let mut calls = Vec::new();
     for i in 0..20u32 {
         let hz = 300.0 + 45.0 * f64::from(i);
-        let tone: Vec<i16> = (0..8000 * 2)
-            .map(|n| {
-                (8000.0 * (2.0 * std::f64::consts::PI * hz * f64::from(n) / 8000.0).sin()) as i16
-            })
-            .collect();
-        let mut opts = CallerOptions::from_pcm(&tone, 8000, "tone").unwrap();
+        let mut opts = CallerOptions::from_pcm(&tone(hz), 8000, "tone").unwrap();
         opts.max_tail = Duration::from_secs(3);
         opts.call_sid = format!("CA{i:032}");
         let url = d.twilio_url();
@@ -141,12 +143,7 @@ async fn a_phone_callers_audio_is_declared_at_the_rate_it_is_sent() {
             &format!("url = \"{}\"\nresample_input = {resample}", echo.url),
         ))
         .await;
-        let tone: Vec<i16> = (0..8000 * 2)
-            .map(|n| {
-                (8000.0 * (2.0 * std::f64::consts::PI * 440.0 * f64::from(n) / 8000.0).sin()) as i16
-            })
-            .collect();
-        let mut opts = CallerOptions::from_pcm(&tone, 8000, "tone").unwrap();
+        let mut opts = CallerOptions::from_pcm(&tone(440.0), 8000, "tone").unwrap();
         opts.max_tail = Duration::from_secs(3);
         let report = caller::dial(&d.twilio_url(), opts).await.unwrap();
         let mimes = echo.mimes.lock().unwrap().clone();
