@@ -110,7 +110,7 @@ pub async fn talk(
     mut out: impl Write + Send + 'static,
 ) -> Result<CallReport, TalkError> {
     let leg = mic::start(device, MicOptions::default())?;
-    let (mut session, agents) = match app.open_call().await {
+    let (mut session, agents) = match app.open_call(None).await {
         Ok(x) => x,
         Err(e) => {
             let mut handle = leg.handle;

@@ -162,6 +162,56 @@ async fn a_phone_callers_audio_is_declared_at_the_rate_it_is_sent() {
     }
 }
 
+/// An OpenAI Realtime model hears a Twilio caller in μ-law and answers in it, so the call
+/// resamples nothing either way: on the embedded mock and on a separate `baton mock-model
+/// --profile openai` addressed as `gpt-realtime`. `[model] resample_input = true` brings back
+/// 24 kHz PCM both ways. Every call is answered, and the caller hears the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_model_hears_and_answers_a_phone_caller_in_its_own_law() {
+    let scenario = "audio-fixtures/scenarios/demo.toml";
+    let (_remote, url) = support::start_mock_model("openai", &Path::new(ROOT).join(scenario));
+    let url = &url;
+    let runs = [false, true].into_iter().flat_map(|remote| {
+        [false, true].map(move |resample| async move {
+            let config = if remote {
+                support::mock_config(
+                    "",
+                    &format!(
+                        "profile = \"openai\"\nurl = \"{url}\"\nmodel = \"gpt-realtime\"\n\
+                         resample_input = {resample}"
+                    ),
+                )
+            } else {
+                support::mock_config(
+                    scenario,
+                    &format!("profile = \"openai\"\nresample_input = {resample}"),
+                )
+            };
+            let d = Daemon::start(&config).await;
+            let mut finished = d.app.calls.subscribe_finished();
+            let sid = format!("openai-{remote}-{resample}");
+            let caller = support::speaking_caller(&sid, Duration::from_secs(3));
+            let heard = caller::dial(&d.twilio_url(), caller).await.unwrap();
+            let ended = support::finished_calls(&mut finished, 1, Duration::from_secs(10)).await;
+            d.stop().await;
+            (remote, resample, heard, ended.into_iter().next().unwrap())
+        })
+    });
+    for (remote, resample, heard, call) in futures_util::future::join_all(runs).await {
+        let what = format!("remote {remote}, resample_input {resample}");
+        support::assert_normal(&call, 5);
+        let r = call.outcome.as_ref().unwrap();
+        let delays = (r.uplink_resampler_delay_ms, r.downlink_resampler_delay_ms);
+        if resample {
+            assert!(delays.0 > 0.0 && delays.1 > 0.0, "{what}: {delays:?}");
+        } else {
+            assert_eq!(delays, (0.0, 0.0), "{what}: resampled");
+        }
+        let answer = voiced_segments(&heard.recording.agent, 8000);
+        assert!(!answer.is_empty(), "{what}: the caller heard nothing");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_input_ends_only_that_call() {
     let d = Daemon::start(&support::mock_config("", "")).await;

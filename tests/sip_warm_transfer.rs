@@ -772,45 +772,6 @@ const REMOTE: [(&str, &str); 4] = [
     ("openai", "gpt-realtime"),
 ];
 
-/// A `baton mock-model` child, killed on drop.
-struct Mock(std::process::Child);
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_mock(profile: &str) -> (Mock, String) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args([
-            "mock-model",
-            "--listen",
-            "127.0.0.1:0",
-            "--profile",
-            profile,
-        ])
-        .arg("--scenario")
-        .arg(Path::new(ROOT).join(SCENARIO))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("cannot start the baton binary");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    std::io::BufReader::new(stdout)
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("baton mock-model listening on ")
-        .unwrap_or_else(|| panic!("mock-model did not announce its URL: {line:?}"))
-        .to_owned();
-    (Mock(child), url)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warm_transfer_connects_on_a_separate_model_addressed_by_a_real_model_id() {
     // All four at once: each call has its own daemon, mock, SIPp pair and ports.
@@ -818,7 +779,7 @@ async fn a_warm_transfer_connects_on_a_separate_model_addressed_by_a_real_model_
 }
 
 async fn remote(profile: &'static str, id: &'static str) {
-    let (_mock, url) = start_mock(profile);
+    let (_mock, url) = support::start_mock_model(profile, &Path::new(ROOT).join(SCENARIO));
     let openai = if profile == "openai" {
         "profile = \"openai\"\n"
     } else {

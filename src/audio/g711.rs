@@ -61,6 +61,9 @@ pub const fn alaw_decode(code: u8) -> i16 {
     ALAW_TABLE[code as usize]
 }
 
+/// G.711's one sample rate (Hz).
+pub const RATE: u32 = 8_000;
+
 /// One of the two G.711 laws, for code that holds audio in whichever one its leg speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Law {

@@ -37,7 +37,7 @@ use crate::model::Capabilities;
 use crate::model::gemini::wire::{
     ClientContent, ClientMessage, Content, FunctionResponse, ToolResponse,
 };
-use crate::model::handle::Protocol;
+use crate::model::handle::{Protocol, Wire};
 use crate::model::session::{Outbound, SessionEvent, Written};
 use crate::model::{ModelEvent, ToolCallRequest};
 
@@ -58,8 +58,9 @@ pub struct CallCore {
     /// Bound what the per-frame figures keep (`uplink_added_ms`, `downlink_added_ms`).
     uplink_sample: Reservoir,
     downlink_sample: Reservoir,
-    /// The wire protocol of every session of this call (all come from one backend).
-    pub(super) protocol: Protocol,
+    /// The wire of every session of this call (all come from one backend and one set of
+    /// settings): the protocol and, on OpenAI for a G.711 phone leg, that law both ways.
+    pub(super) wire: Wire,
     pub(super) agents: Option<AgentsDriver>,
     pub(super) playout: Playout,
     pub(super) leg_rate: u32,
@@ -108,31 +109,37 @@ struct Bridged {
 
 impl CallCore {
     /// A call on a leg at `leg_rate` whose media timeline starts at `media_zero`, with its first
-    /// session `first` (protocol `protocol`) live at `now`.
+    /// session `first` (on `wire`) live at `now`.
     pub fn new(
         leg_rate: u32,
         media_zero: Instant,
         first: Live,
-        protocol: Protocol,
+        wire: Wire,
         opts: &CallOptions,
         agents: Option<Agents>,
         now: Instant,
     ) -> Result<CallCore, CallError> {
-        let up_rate = protocol.input_rate(leg_rate, opts.resample_input);
+        let up_rate = wire.input_rate(leg_rate, opts.resample_input);
         let up = resampler(leg_rate, up_rate)?;
-        let down = downlink_resampler(protocol.output_rate(), leg_rate)?;
+        let down = downlink_resampler(wire.output_rate(), leg_rate)?;
         let report = CallReport {
             uplink_resampler_delay_ms: ms(up.delay()),
             downlink_resampler_delay_ms: ms(down.delay()),
             ..Default::default()
         };
+        // Sessions reopened without an agent set take the first one's wire: a phone caller
+        // heard in G.711 stays in it.
+        let source = opts.model.clone().map(|mut m| {
+            m.config.phone_law = wire.law;
+            m
+        });
         let resume = (opts.model.is_some() || agents.is_some())
-            .then(|| Resume::new(opts.reconnect.clone(), opts.model.clone(), media_zero, now));
+            .then(|| Resume::new(opts.reconnect.clone(), source, media_zero, now));
         let mut call = CallCore {
             uplink_sample: Reservoir::default(),
             downlink_sample: Reservoir::default(),
             session: Some(first),
-            protocol,
+            wire,
             agents: agents.map(|a| AgentsDriver::new(a, now, media_zero)),
             playout: Playout::new(leg_rate, media_zero),
             leg_rate,
@@ -735,7 +742,7 @@ impl CallCore {
                     // the queued announcement keeps playing.
                     return;
                 }
-                if self.protocol == Protocol::OpenAi
+                if self.wire.protocol == Protocol::OpenAi
                     && !self.turn_open
                     && self.playout.queued().is_zero()
                 {
@@ -994,9 +1001,9 @@ impl CallCore {
         }
         match (self.session, self.agents.as_mut()) {
             (Some(s), _) => {
-                let json =
-                    self.protocol
-                        .audio_message(&self.up_buf, self.up_rate, &mut self.scratch);
+                let json = self
+                    .wire
+                    .audio_message(&self.up_buf, self.up_rate, &mut self.scratch);
                 self.out.send(
                     s.id,
                     Outbound::Text {
@@ -1008,7 +1015,7 @@ impl CallCore {
             // Between sessions of a cold recreate: kept and delivered to the next session.
             (None, Some(a)) => a.buffer_uplink(Outbound::Text {
                 json: self
-                    .protocol
+                    .wire
                     .audio_message(&self.up_buf, self.up_rate, &mut self.scratch),
                 received_at: Some(received_at),
             }),
@@ -1066,7 +1073,7 @@ impl CallCore {
             return;
         }
         let json = self
-            .protocol
+            .wire
             .audio_message(samples, self.up_rate, &mut self.scratch);
         self.out.send(
             id,

@@ -8,12 +8,13 @@ use super::core::{CallCore, Live, ModelCommand, Reason, SessionId, Task};
 use super::{Agents, CallOptions, ModelSource, ReconnectPolicy};
 use crate::agents::Strategy;
 use crate::audio::Frame;
+use crate::audio::g711::Law;
 use crate::audio::playout::PlayedKind;
 use crate::backend::ModelBackend;
 use crate::leg::{LegCommand, LegEvent};
 use crate::model::gemini::session::SessionConfig;
 use crate::model::gemini::wire::ClientMessage;
-use crate::model::handle::Protocol;
+use crate::model::handle::{Protocol, Wire};
 use crate::model::session::{Outbound, SessionEvent};
 use crate::model::{Capabilities, ModelEvent, ToolCallRequest};
 
@@ -103,8 +104,8 @@ fn agents(strategy: Strategy) -> Agents {
 }
 
 impl Rig {
-    fn new(protocol: Protocol, opts: CallOptions) -> Rig {
-        Rig::build(protocol, opts, None)
+    fn new(wire: impl Into<Wire>, opts: CallOptions) -> Rig {
+        Rig::build(wire, opts, None)
     }
 
     fn with_agents(strategy: Strategy) -> Rig {
@@ -119,16 +120,16 @@ impl Rig {
         Rig::build(Protocol::Gemini, opts, Some(agents(strategy)))
     }
 
-    fn build(protocol: Protocol, opts: CallOptions, agents: Option<Agents>) -> Rig {
+    fn build(wire: impl Into<Wire>, opts: CallOptions, agents: Option<Agents>) -> Rig {
         let t0 = Instant::now();
-        Rig::build_timed(protocol, opts, agents, t0, t0)
+        Rig::build_timed(wire.into(), opts, agents, t0, t0)
     }
 
     /// A core built at `built` on a leg whose media starts at `media_zero` (before: the leg's
     /// frames waited for the model session to open; after: a leg that starts once the call is
     /// ready). The clock starts at the later of the two.
     fn build_timed(
-        protocol: Protocol,
+        wire: Wire,
         opts: CallOptions,
         agents: Option<Agents>,
         built: Instant,
@@ -138,7 +139,7 @@ impl Rig {
             id: FIRST,
             caps: if agents.is_some() { all_caps() } else { caps() },
         };
-        let core = CallCore::new(RATE, media_zero, first, protocol, &opts, agents, built).unwrap();
+        let core = CallCore::new(RATE, media_zero, first, wire, &opts, agents, built).unwrap();
         let now = built.max(media_zero);
         let mut rig = Rig {
             core,
@@ -323,8 +324,79 @@ fn a_phone_callers_audio_goes_to_gemini_at_the_legs_own_rate() {
     assert_eq!(report.uplink_resampler_delay_ms, 0.0);
 }
 
+/// An OpenAI session set up for a μ-law phone leg hears the caller in the leg's own law: one
+/// message of 160 codes per 20 ms frame, the caller's samples quantised as the phone network
+/// did, and answers at 8 kHz played as it comes. Nothing is resampled either way, and a session
+/// reopened after a drop is asked for the same format and sent the kept audio in it.
 #[test]
-fn resample_input_sends_gemini_its_native_16_khz_and_openai_always_gets_24() {
+fn a_phone_callers_audio_goes_to_openai_in_its_own_law_and_stays_in_it() {
+    let wire = Wire {
+        protocol: Protocol::OpenAi,
+        law: Some(Law::Ulaw),
+    };
+    let mut rig = Rig::new(wire, resuming());
+    rig.caller(100, true);
+    let audio = uplink_audio(&rig);
+    assert_eq!(audio.len(), 5, "one message per frame");
+    let frame: Vec<u8> = tone(RATE, 20, true)
+        .iter()
+        .map(|&s| Law::Ulaw.encode(s))
+        .collect();
+    for (json, bytes) in &audio {
+        assert!(json.contains("input_audio_buffer.append"), "{json}");
+        assert_eq!(*bytes, 160, "one code per sample at 8 kHz");
+    }
+    let first = {
+        use base64::Engine;
+        let v: serde_json::Value = serde_json::from_str(&audio[0].0).unwrap();
+        base64::engine::general_purpose::STANDARD
+            .decode(v["audio"].as_str().unwrap())
+            .unwrap()
+    };
+    assert_eq!(
+        first, frame,
+        "the caller's frame in μ-law, sample for sample"
+    );
+    rig.model_event(
+        FIRST,
+        ModelEvent::Audio {
+            rate: 8_000,
+            samples: tone(8_000, 400, true),
+        },
+    );
+    let start = rig.now;
+    rig.advance(Duration::from_millis(200));
+    assert_eq!(rig.voiced_since(start), 11, "played from its arrival");
+    // The socket drops: the next session is opened in the same format.
+    rig.core.handle_model(FIRST, None, rig.now);
+    rig.drain();
+    rig.caller(60, true);
+    let Some(Task::Open { id, request }) = rig.tasks.pop() else {
+        panic!("no open: {:?}", rig.tasks);
+    };
+    assert_eq!(request.config.phone_law, Some(Law::Ulaw));
+    rig.core.handle_opened(id, Ok(caps()), rig.now);
+    rig.drain();
+    let sizes: Vec<usize> = uplink_audio(&rig)[audio.len()..]
+        .iter()
+        .map(|(_, b)| *b)
+        .collect();
+    assert!(
+        !sizes.is_empty(),
+        "the kept caller audio goes to the new session"
+    );
+    assert!(
+        sizes.iter().all(|b| *b <= 160),
+        "μ-law at 8 kHz to the new session too: {sizes:?}"
+    );
+    let report = rig.core.finish(Some("test".into()));
+    assert_eq!(report.uplink_resampler_delay_ms, 0.0);
+    assert_eq!(report.downlink_resampler_delay_ms, 0.0);
+    assert_eq!(report.audio_lost_ms, 0.0);
+}
+
+#[test]
+fn resample_input_sends_gemini_its_native_16_khz_and_openai_pcm_always_gets_24() {
     for (protocol, resample, rate) in [
         (Protocol::Gemini, true, 16_000),
         (Protocol::OpenAi, false, 24_000),
@@ -918,7 +990,13 @@ fn handoff_and_event_times_count_from_the_legs_media_start_as_turn_times_do() {
             caller_silence: Duration::from_millis(200),
             ..CallOptions::default()
         };
-        let mut rig = Rig::build_timed(Protocol::Gemini, opts, Some(agents), built, media_zero);
+        let mut rig = Rig::build_timed(
+            Protocol::Gemini.into(),
+            opts,
+            Some(agents),
+            built,
+            media_zero,
+        );
         rig.caller(400, true);
         rig.caller(300, false);
         let announced = rig.now - media_zero;
@@ -997,7 +1075,13 @@ fn transfer_events_count_from_the_legs_media_start() {
         caller_silence: Duration::from_millis(200),
         ..CallOptions::default()
     };
-    let mut rig = Rig::build_timed(Protocol::Gemini, opts, Some(agents), built, media_zero);
+    let mut rig = Rig::build_timed(
+        Protocol::Gemini.into(),
+        opts,
+        Some(agents),
+        built,
+        media_zero,
+    );
     rig.advance(Duration::from_millis(500));
     let at = rig.now - media_zero;
     rig.core.handle_transfer(

@@ -155,7 +155,7 @@ pub async fn run_with_agents(
         leg.rate,
         leg.started_at.into_std(),
         first,
-        session.protocol(),
+        session.wire(),
         &opts,
         agents,
         Instant::now().into_std(),

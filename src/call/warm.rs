@@ -442,7 +442,7 @@ impl Warm {
             leg.rate,
             leg.started_at.into_std(),
             first,
-            session.protocol(),
+            session.wire(),
             &opts,
             None,
             now,

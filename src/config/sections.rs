@@ -287,9 +287,12 @@ pub struct ModelConfig {
     pub profile: String,
     /// backend = openai: the beta dialect (`OpenAI-Beta: realtime=v1`) instead of GA.
     pub beta: bool,
-    /// Gemini Live: caller audio from a leg at 8–16 kHz is resampled to the model's native 16 kHz
-    /// here instead of being sent at the leg's own rate, declared in its MIME type (the default:
-    /// the service resamples it; no resampler delay and half the bytes for an 8 kHz phone call).
+    /// Caller audio goes as PCM at the model's native rate, resampled here, instead of as the
+    /// leg has it (the default). Gemini Live: a leg at 8–16 kHz is otherwise sent at its own
+    /// rate, declared in its MIME type (the service resamples it: no resampler delay, half the
+    /// bytes of a phone call). OpenAI Realtime: a G.711 phone leg is otherwise heard and
+    /// answered in its own law at 8 kHz (`audio/pcmu`, `audio/pcma`: no resampler either way);
+    /// with this, 24 kHz PCM both ways.
     pub resample_input: bool,
 }
 

@@ -98,14 +98,6 @@ pub fn check(c: &Config, written: &Written<'_>, out: &mut Vec<Problem>) {
         "remove the line, or set backend = \"openai\"",
     );
     void(
-        "model.resample_input",
-        m.resample_input && m.openai(),
-        "is ignored: OpenAI Realtime takes PCM at 24 kHz only, so caller audio is always \
-         resampled to it"
-            .into(),
-        "remove the line",
-    );
-    void(
         "model.compression_target_tokens",
         m.compression_trigger_tokens == 0 && m.compression_target_tokens > 0,
         "is ignored: there is no compression without compression_trigger_tokens".into(),

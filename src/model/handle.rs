@@ -13,6 +13,7 @@ use super::gemini::wire::ClientMessage;
 use super::openai;
 use super::openai::translate::Translator;
 use super::session::{Outbound, SessionEvent};
+use crate::audio::g711::Law;
 
 /// A session's wire protocol: how caller audio is encoded and at which rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +66,69 @@ impl Protocol {
                 debug_assert_eq!(rate, openai::PCM_RATE);
                 openai::codec::encode_append_pcm16(samples, scratch, json)
             }
+        }
+    }
+}
+
+/// How a session carries caller audio and speaks: its protocol and, for an OpenAI Realtime
+/// session set up for a G.711 phone leg ([`SessionConfig::phone_law`]), that law at 8 kHz both
+/// ways instead of 24 kHz PCM. Every session of a call is opened from the same settings, so
+/// the first one's answers for all.
+///
+/// [`SessionConfig::phone_law`]: crate::model::gemini::session::SessionConfig::phone_law
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wire {
+    pub protocol: Protocol,
+    /// The G.711 law caller audio is sent in and the model speaks (OpenAI only).
+    pub law: Option<Law>,
+}
+
+impl From<Protocol> for Wire {
+    /// PCM16 both ways.
+    fn from(protocol: Protocol) -> Wire {
+        Wire {
+            protocol,
+            law: None,
+        }
+    }
+}
+
+impl Wire {
+    /// The rate caller audio from a leg at `leg_rate` is sent at: 8 kHz in G.711, else
+    /// [`Protocol::input_rate`].
+    pub const fn input_rate(self, leg_rate: u32, resample: bool) -> u32 {
+        match self.law {
+            Some(_) => crate::audio::g711::RATE,
+            None => self.protocol.input_rate(leg_rate, resample),
+        }
+    }
+
+    /// The rate the model speaks at.
+    pub const fn output_rate(self) -> u32 {
+        match self.law {
+            Some(_) => crate::audio::g711::RATE,
+            None => self.protocol.output_rate(),
+        }
+    }
+
+    /// Writes the client message carrying `samples` (PCM16 at `rate`, the session's
+    /// [`Wire::input_rate`]) into `json` (cleared first), in the session's law if it has one;
+    /// `scratch` holds the raw bytes. Both buffers are reused.
+    pub fn encode_audio(
+        self,
+        samples: &[i16],
+        rate: u32,
+        scratch: &mut Vec<u8>,
+        json: &mut String,
+    ) {
+        match (self.protocol, self.law) {
+            (Protocol::OpenAi, Some(law)) => {
+                debug_assert_eq!(rate, crate::audio::g711::RATE);
+                scratch.clear();
+                scratch.extend(samples.iter().map(|&s| law.encode(s)));
+                openai::codec::encode_append_bytes(scratch, json);
+            }
+            _ => self.protocol.encode_audio(samples, rate, scratch, json),
         }
     }
 
@@ -127,6 +191,17 @@ impl ModelSession {
         match &self.inner {
             Inner::Gemini(_) => Protocol::Gemini,
             Inner::OpenAi(_) => Protocol::OpenAi,
+        }
+    }
+
+    /// How the session takes caller audio and speaks.
+    pub fn wire(&self) -> Wire {
+        match &self.inner {
+            Inner::Gemini(_) => Protocol::Gemini.into(),
+            Inner::OpenAi(s) => Wire {
+                protocol: Protocol::OpenAi,
+                law: s.session.input_law(),
+            },
         }
     }
 

@@ -163,9 +163,10 @@ pub async fn run_call_with_transfer(
         native: None,
     };
     let leg = super::keypad::tap(app, leg, hooks);
+    let law = app.phone_law(&leg);
     run_call_transferable(
         app,
-        Box::pin(app.open_call()),
+        Box::pin(app.open_call(law)),
         leg,
         info,
         live,

@@ -512,9 +512,22 @@ impl AppState {
         }
     }
 
-    /// Opens the model session for a new call and, with an agent set, its orchestrator.
+    /// The G.711 law the model may take and speak straight from `leg`: a leg in one law at
+    /// 8 kHz for the whole call (an OpenAI session then resamples nothing), unless `[model]
+    /// resample_input` asks for PCM at the model's own rate.
+    pub fn phone_law(&self, leg: &crate::leg::LegHandle) -> Option<crate::audio::g711::Law> {
+        if self.loaded.config.model.resample_input || leg.rate != crate::audio::g711::RATE {
+            return None;
+        }
+        leg.law
+    }
+
+    /// Opens the model session for a new call and, with an agent set, its orchestrator; a
+    /// caller whose leg is G.711 throughout is heard and answered in `law` where the model
+    /// takes it ([`AppState::phone_law`]).
     pub async fn open_call(
         &self,
+        law: Option<crate::audio::g711::Law>,
     ) -> Result<
         (
             crate::model::handle::ModelSession,
@@ -523,6 +536,7 @@ impl AppState {
         crate::model::handle::OpenError,
     > {
         let mut cfg = self.session.clone();
+        cfg.phone_law = law;
         let agents = self.agents.as_ref().map(|reg| {
             crate::call::Agents::start(
                 reg.clone(),

@@ -566,7 +566,7 @@ async fn open_for(
     crate::model::handle::OpenError,
 > {
     let Some(reg) = set else {
-        return app.open_call().await;
+        return app.open_call(None).await;
     };
     let mut cfg = app.session.clone();
     let agents = crate::call::Agents::start(reg, app.capabilities(), app.backend.clone(), &mut cfg);

@@ -69,7 +69,7 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
     let forward = std::sync::Mutex::new(None);
     let notices = stream.notices.clone();
     let open = async {
-        let (mut session, agents) = app.open_call().await?;
+        let (mut session, agents) = app.open_call(None).await?;
         let mut fragments = transcripts::tap(&mut session);
         let task = tokio::spawn(async move {
             while let Some(f) = fragments.recv().await {

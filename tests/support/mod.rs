@@ -405,3 +405,45 @@ pub fn speaking_caller(
     o.max_tail = max_tail;
     o
 }
+
+/// A separate `baton mock-model` process, killed when dropped.
+pub struct MockModel(std::process::Child);
+
+impl Drop for MockModel {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `baton mock-model --profile <profile> --scenario <scenario>` on a loopback port: the
+/// process and the URL it announced (an OpenAI profile's endpoint is that URL + `/v1`).
+pub fn start_mock_model(profile: &str, scenario: &Path) -> (MockModel, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "mock-model",
+            "--listen",
+            "127.0.0.1:0",
+            "--profile",
+            profile,
+        ])
+        .arg("--scenario")
+        .arg(scenario)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("cannot start the baton binary");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mock = MockModel(child);
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("baton mock-model listening on ")
+        .unwrap_or_else(|| panic!("mock-model did not announce its URL: {line:?}"))
+        .to_owned();
+    (mock, url)
+}

@@ -509,6 +509,8 @@ impl AgentsDriver {
             from = h.from,
         ));
         config.tools = crate::agents::tools::brief_declarations(name);
+        // The person's leg is not the caller's: the brief speaks PCM, at the person's rate.
+        config.phone_law = None;
         config.resume_handle = None;
         config.history_in_client_content = false;
         super::outbox::BriefRequest {

@@ -38,6 +38,11 @@ pub struct SessionConfig {
     pub compression: Option<Compression>,
     /// WebSocket pings and dead-socket detection.
     pub keepalive: KeepaliveConfig,
+    /// The G.711 law of a phone caller whose leg carries it for the whole call at 8 kHz: an
+    /// OpenAI Realtime session is then set up to take and speak it (`audio/pcmu`,
+    /// `audio/pcma`), so the call resamples nothing either way. Gemini Live takes PCM only and
+    /// ignores it.
+    pub phone_law: Option<crate::audio::g711::Law>,
 }
 
 /// `contextWindowCompression.slidingWindow`: when the context reaches `trigger_tokens`, the
@@ -79,6 +84,7 @@ impl Default for SessionConfig {
             resume_handle: None,
             compression: None,
             keepalive: KeepaliveConfig::default(),
+            phone_law: None,
         }
     }
 }

@@ -18,7 +18,8 @@ use super::codec::MAX_FRAME_BYTES;
 use super::endpoint::Endpoint;
 use super::protocol::{Command, OpenAiCore};
 pub use super::setup::{SessionConfig, update_event};
-use super::wire::{Api, ClientEvent, FunctionTool, Item};
+use super::wire::{Api, AudioFormat, ClientEvent, FunctionTool, Item};
+use crate::audio::g711::Law;
 pub use crate::model::session::{Dialed, Outbound, SessionError, SessionEvent, Transport};
 use crate::model::session::{dial_endpoint, open_within};
 use crate::model::shell;
@@ -28,6 +29,9 @@ use crate::model::shell;
 pub struct Session {
     shell: shell::Handle<Command>,
     api: Api,
+    /// The G.711 law the session takes caller audio in (`audio/pcmu`, `audio/pcma`); `None`:
+    /// 24 kHz PCM.
+    input_law: Option<Law>,
 }
 
 impl Session {
@@ -102,6 +106,12 @@ impl Session {
     /// The session's dialect.
     pub fn api(&self) -> Api {
         self.api
+    }
+
+    /// The G.711 law the session was set up to take caller audio in, at 8 kHz; `None`: PCM16
+    /// at 24 kHz.
+    pub fn input_law(&self) -> Option<Law> {
+        self.input_law
     }
 
     /// The caller barged in having heard `heard_ms` of the item being played: the core sends
@@ -201,5 +211,14 @@ pub async fn start_dialed(
     let shell = shell::start(dialed, core)
         .await
         .map_err(|f| f.into_error(AWAITED))?;
-    Ok(Session { shell, api })
+    let input_law = match config.input_format {
+        AudioFormat::Pcmu => Some(Law::Ulaw),
+        AudioFormat::Pcma => Some(Law::Alaw),
+        AudioFormat::Pcm { .. } | AudioFormat::Other => None,
+    };
+    Ok(Session {
+        shell,
+        api,
+        input_law,
+    })
 }

@@ -18,7 +18,8 @@
 use serde_json::Value;
 
 use super::setup::SessionConfig;
-use super::wire::{Api, ClientEvent, ContentPart, FunctionTool, Item, TurnDetection};
+use super::wire::{Api, AudioFormat, ClientEvent, ContentPart, FunctionTool, Item, TurnDetection};
+use crate::audio::g711::Law;
 use crate::model::gemini::session::SessionConfig as BatonConfig;
 use crate::model::gemini::wire::{
     ClientContent, ClientMessage, Content, FunctionResponse, FunctionResponseScheduling,
@@ -261,9 +262,19 @@ pub fn session_config(cfg: &BatonConfig, model: &str) -> SessionConfig {
             .then(|| SessionConfig::default().transcription)
             .flatten(),
         turn_detection: Some(TurnDetection::server_vad(cfg.silence_duration_ms)),
+        input_format: phone_format(cfg.phone_law),
+        output_format: phone_format(cfg.phone_law),
         setup_timeout: cfg.setup_timeout,
         keepalive: cfg.keepalive,
-        ..Default::default()
+    }
+}
+
+/// The session's audio format both ways: a phone caller's own G.711 law, else 24 kHz PCM.
+fn phone_format(law: Option<Law>) -> AudioFormat {
+    match law {
+        Some(Law::Ulaw) => AudioFormat::Pcmu,
+        Some(Law::Alaw) => AudioFormat::Pcma,
+        None => AudioFormat::PCM24K,
     }
 }
 

@@ -220,3 +220,27 @@ fn session_settings_map_to_the_first_session_update() {
     assert_eq!(oa.voice.as_deref(), Some("marin"));
     assert!(oa.transcription.is_none());
 }
+
+/// A phone caller's law sets the session up in it both ways, in either dialect's words; without
+/// one the session stays at 24 kHz PCM.
+#[test]
+fn a_phone_law_sets_the_session_up_in_g711() {
+    for (law, ga, beta) in [
+        (Some(Law::Ulaw), "audio/pcmu", "g711_ulaw"),
+        (Some(Law::Alaw), "audio/pcma", "g711_alaw"),
+        (None, "audio/pcm", "pcm16"),
+    ] {
+        let cfg = BatonConfig {
+            phone_law: law,
+            ..Default::default()
+        };
+        let oa = session_config(&cfg, "gpt-realtime");
+        let update = serde_json::to_value(oa.session_update(Api::Ga)).unwrap();
+        let audio = &update["session"]["audio"];
+        assert_eq!(audio["input"]["format"]["type"], ga, "{update}");
+        assert_eq!(audio["output"]["format"]["type"], ga, "{update}");
+        let update = serde_json::to_value(oa.session_update(Api::Beta)).unwrap();
+        assert_eq!(update["session"]["input_audio_format"], beta, "{update}");
+        assert_eq!(update["session"]["output_audio_format"], beta, "{update}");
+    }
+}
