@@ -512,6 +512,9 @@ async fn run_prepared_with(
         }
     }
 
+    // A phone caller (`--leg-codec pcmu8k`) is heard and answered in μ-law where the model
+    // takes it (OpenAI Realtime), as a served bridge call is.
+    session_cfg.phone_law = fixture.law();
     let agents = registry.map(|reg| {
         call::Agents::start(
             reg,

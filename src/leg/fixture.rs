@@ -158,6 +158,11 @@ impl FixtureCaller {
         &self.samples
     }
 
+    /// The G.711 law the leg carries for the whole call, if it does (`pcmu8k`).
+    pub fn law(&self) -> Option<crate::audio::g711::Law> {
+        (self.codec == LegCodec::Pcmu8k).then_some(crate::audio::g711::Law::Ulaw)
+    }
+
     /// Starts replaying at real-time pace (tokio's clock, so a paused clock accelerates it).
     /// Returns the call's end of the leg — driven from the call's own task, with no task or
     /// channel of its own — and the recording, delivered when the call hangs up or lets go of
@@ -166,7 +171,7 @@ impl FixtureCaller {
         let (done, recording) = oneshot::channel();
         let started_at = Instant::now();
         let rate = self.codec.rate();
-        let law = (self.codec == LegCodec::Pcmu8k).then_some(crate::audio::g711::Law::Ulaw);
+        let law = self.law();
         let spf = samples_per_frame(rate);
         let leg = FixtureLeg {
             start: started_at,
