@@ -91,10 +91,16 @@ pub fn check(c: &Config, written: &Written<'_>, out: &mut Vec<Problem>) {
         .to_lowercase(),
         "remove the line",
     );
+    // The dialect is spoken to the service and to a separate `baton mock-model --profile
+    // openai` at `url`; the embedded mock speaks GA.
+    let remote_openai = m.backend == BackendKind::Openai || (m.openai() && !m.url.is_empty());
     void(
         "model.beta",
-        m.backend != BackendKind::Openai && m.beta,
-        "is ignored: the beta dialect is OpenAI Realtime's (backend = \"openai\")".into(),
+        m.beta && !remote_openai,
+        "is ignored: the beta dialect is OpenAI Realtime's, spoken to the service (backend = \
+         \"openai\") or to a separate mock-model at url (profile = \"openai\"); the embedded \
+         mock speaks GA"
+            .into(),
         "remove the line, or set backend = \"openai\"",
     );
     void(
@@ -165,6 +171,21 @@ mod tests {
         assert_eq!(p[0].key, "model.scenario");
         assert!(p[0].fix.contains("baton mock-model --scenario"), "{p:?}");
         assert!(problems("[model]\nscenario = \"s.toml\"\n").is_empty());
+    }
+
+    #[test]
+    fn beta_is_void_only_where_no_openai_endpoint_hears_it() {
+        for (model, void) in [
+            ("backend = \"openai\"", false),
+            ("profile = \"openai\"\nurl = \"ws://127.0.0.1:9300\"", false),
+            ("profile = \"openai\"", true),
+            ("url = \"ws://127.0.0.1:9300\"", true),
+            ("", true),
+        ] {
+            let p = problems(&format!("[model]\n{model}\nbeta = true\n"));
+            let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+            assert_eq!(keys.contains(&"model.beta"), void, "{model}: {p:?}");
+        }
     }
 
     #[test]

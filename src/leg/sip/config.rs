@@ -274,6 +274,16 @@ pub fn validate(c: &SipConfig, dir: &Path, problem: &mut impl FnMut(&str, String
             ),
             "e.g. rtp_port_min = 20000, rtp_port_max = 29999 (two ports per call)",
         );
+    } else if crate::leg::sip::leg::port_pairs(c.rtp_port_min, c.rtp_port_max).1 == 0 {
+        problem(
+            "sip.rtp_port_min",
+            format!(
+                "the RTP ports {}–{} hold no even/odd pair: a call needs an even port for RTP \
+                 and the next one for RTCP",
+                c.rtp_port_min, c.rtp_port_max
+            ),
+            "e.g. rtp_port_min = 20000, rtp_port_max = 29999 (two ports per call)",
+        );
     }
     let codecs = c.codec_list();
     if codecs.len() != c.codecs.len() || codecs.is_empty() {
@@ -423,6 +433,23 @@ mod tests {
             Err(ConfigError::Invalid { problems, .. }) => problems,
             other => panic!("expected problems, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_rtp_range_without_a_whole_pair_is_refused() {
+        for (min, max) in [(20_000, 20_000), (20_001, 20_002)] {
+            let p = problems(&format!(
+                "[sip]\nlisten = [\"udp:127.0.0.1:5060\"]\nrtp_port_min = {min}\nrtp_port_max = {max}\n"
+            ));
+            assert_eq!(p.len(), 1, "{p:?}");
+            assert_eq!(p[0].key, "sip.rtp_port_min");
+            assert!(p[0].message.contains("no even/odd pair"), "{:?}", p[0]);
+        }
+        parse(
+            "[sip]\nlisten = [\"udp:127.0.0.1:5060\"]\nrtp_port_min = 20001\nrtp_port_max = 20003\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
     }
 
     #[test]

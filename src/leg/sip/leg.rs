@@ -117,10 +117,27 @@ fn next_port() -> &'static AtomicU16 {
     })
 }
 
+/// The even/odd pairs within `[min, max]`: the first even port and how many pairs fit (both
+/// ports of each inside the range).
+pub fn port_pairs(min: u16, max: u16) -> (u16, u16) {
+    let first = min.saturating_add(min % 2);
+    let pairs = if max > first {
+        (max - first).div_ceil(2)
+    } else {
+        0
+    };
+    (first, pairs)
+}
+
 /// Binds a free even/odd pair on `ip` within `[min, max]`.
 pub async fn bind_pair(ip: IpAddr, min: u16, max: u16) -> std::io::Result<Sockets> {
-    let first = min + (min % 2);
-    let pairs = (max.saturating_sub(first) / 2).max(1);
+    let (first, pairs) = port_pairs(min, max);
+    if pairs == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("the RTP ports {min}–{max} hold no even/odd pair (RTP and RTCP)"),
+        ));
+    }
     let next = next_port();
     let start = next.fetch_add(1, Ordering::Relaxed) % pairs;
     for i in 0..pairs {
@@ -424,5 +441,52 @@ async fn close_when_done(closed: oneshot::Receiver<Media>) -> LegOutcome {
         end,
         frames_dropped: 0,
         send_intervals: m.send_intervals,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pair_inside_the_range_is_counted_and_none_outside() {
+        // (min, max) → (first, pairs)
+        assert_eq!(
+            port_pairs(20_000, 29_999),
+            (20_000, 5_000),
+            "the top pair 29998/29999"
+        );
+        assert_eq!(
+            port_pairs(20_000, 29_998),
+            (20_000, 4_999),
+            "29998 has no 29999"
+        );
+        assert_eq!(port_pairs(20_001, 20_003), (20_002, 1));
+        assert_eq!(
+            port_pairs(20_000, 20_000),
+            (20_000, 0),
+            "one port is no pair"
+        );
+        assert_eq!(port_pairs(20_001, 20_002), (20_002, 0));
+        assert_eq!(port_pairs(65_535, 65_535), (65_535, 0));
+    }
+
+    #[tokio::test]
+    async fn the_pairs_of_a_small_range_are_all_used_and_nothing_beyond_it() {
+        let ip = IpAddr::from([127, 0, 0, 1]);
+        let (min, max) = (47_100, 47_103);
+        let a = bind_pair(ip, min, max).await.unwrap();
+        let b = bind_pair(ip, min, max).await.unwrap();
+        let mut ports = [a.rtp_port(), b.rtp_port()];
+        ports.sort_unstable();
+        assert_eq!(ports, [47_100, 47_102]);
+        for s in [&a, &b] {
+            assert_eq!(s.rtcp.local_addr().unwrap().port(), s.rtp_port() + 1);
+        }
+        let full = bind_pair(ip, min, max).await.err().unwrap();
+        assert_eq!(full.kind(), std::io::ErrorKind::AddrInUse, "{full}");
+        let none = bind_pair(ip, 47_110, 47_110).await.err().unwrap();
+        assert_eq!(none.kind(), std::io::ErrorKind::InvalidInput, "{none}");
+        assert!(none.to_string().contains("no even/odd pair"), "{none}");
     }
 }
