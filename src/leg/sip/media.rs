@@ -6,7 +6,9 @@
 //!
 //! * **Symmetric RTP.** Until the peer's first packet arrives baton sends where the SDP says;
 //!   then it latches onto the address that packet came from (NAT) and ignores other sources
-//!   (counted). RTCP latches the same way on its own port.
+//!   (counted). The SDP's own address always wins: a latch onto another source (RTP an earlier
+//!   call's peer still sends to the port) gives way the moment the SDP's address sends, and
+//!   nothing else is heard after that. RTCP latches on the first packet on its own port.
 //! * **In.** Packets of the negotiated codec are decoded into the [jitter buffer](super::jitter);
 //!   at each tick (`start + (n+1)·20 ms`) one frame with `ts = n·20 ms` goes to the call, so the
 //!   call sees a continuous timeline whatever the network did. `telephone-event` packets become
@@ -197,6 +199,18 @@ fn path_for(codec: Codec, rate: u32, jitter: JitterConfig) -> (Path, JitterBuffe
 }
 
 /// The core.
+/// What symmetric RTP has latched onto.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Latch {
+    /// Nothing yet: baton sends where the SDP says.
+    None,
+    /// The first source heard (a peer behind NAT, or a stray stream), until the SDP's own
+    /// address sends.
+    Learned,
+    /// The SDP's own address: final until a re-INVITE moves it.
+    Sdp,
+}
+
 #[derive(Debug)]
 pub struct MediaSession {
     cfg: MediaConfig,
@@ -210,7 +224,7 @@ pub struct MediaSession {
     earlier_concealed_ms: f64,
     rtp_to: SocketAddr,
     rtcp_to: SocketAddr,
-    rtp_latched: bool,
+    rtp_latch: Latch,
     rtcp_latched: bool,
     remote_ssrc: Option<u32>,
     recv: ReceiveStats,
@@ -251,7 +265,7 @@ impl MediaSession {
             earlier_concealed_ms: 0.0,
             rtp_to: neg.remote_rtp,
             rtcp_to: neg.remote_rtcp,
-            rtp_latched: false,
+            rtp_latch: Latch::None,
             rtcp_latched: false,
             remote_ssrc: None,
             recv: ReceiveStats::default(),
@@ -294,7 +308,7 @@ impl MediaSession {
         if neg.remote_rtp != self.neg.remote_rtp && !neg.remote_rtp.ip().is_unspecified() {
             self.rtp_to = neg.remote_rtp;
             self.rtcp_to = neg.remote_rtcp;
-            self.rtp_latched = false;
+            self.rtp_latch = Latch::None;
             self.rtcp_latched = false;
         }
         if neg.codec != self.neg.codec {
@@ -327,17 +341,14 @@ impl MediaSession {
                 return;
             }
         };
-        if self.rtp_latched || !self.cfg.symmetric {
-            if from != self.rtp_to && (self.rtp_latched || from.ip() != self.rtp_to.ip()) {
+        if !self.cfg.symmetric {
+            if from != self.rtp_to && from.ip() != self.rtp_to.ip() {
                 self.stats.other_source += 1;
                 return;
             }
-        } else {
-            self.rtp_to = from;
-            self.rtp_latched = true;
-            if !self.rtcp_latched {
-                self.rtcp_to = SocketAddr::new(from.ip(), self.rtcp_to.port());
-            }
+        } else if !self.latch_rtp(from) {
+            self.stats.other_source += 1;
+            return;
         }
         self.last_rx = now;
         if self.remote_ssrc != Some(p.ssrc) {
@@ -393,6 +404,35 @@ impl MediaSession {
             }
         } else if p.pt != PT_CN {
             self.stats.other_payload += 1;
+        }
+    }
+
+    /// Symmetric RTP: whether a packet from `from` is the peer's, latching as it goes. The
+    /// first source is taken (NAT) until the SDP's own address sends, which is taken for good.
+    fn latch_rtp(&mut self, from: SocketAddr) -> bool {
+        let sdp = self.neg.remote_rtp;
+        match self.rtp_latch {
+            Latch::Sdp => from == self.rtp_to,
+            _ if from == sdp => {
+                if self.rtp_latch == Latch::Learned {
+                    tracing::debug!(was = %self.rtp_to, now = %sdp, "RTP from the SDP's address: latched onto it");
+                }
+                self.rtp_to = sdp;
+                self.rtp_latch = Latch::Sdp;
+                if !self.rtcp_latched {
+                    self.rtcp_to = self.neg.remote_rtcp;
+                }
+                true
+            }
+            Latch::Learned => from == self.rtp_to,
+            Latch::None => {
+                self.rtp_to = from;
+                self.rtp_latch = Latch::Learned;
+                if !self.rtcp_latched {
+                    self.rtcp_to = SocketAddr::new(from.ip(), self.rtcp_to.port());
+                }
+                true
+            }
         }
     }
 
@@ -666,7 +706,7 @@ impl MediaSession {
         s.buffer.absorb(&self.earlier_buffers);
         s.concealed_ms = self.earlier_concealed_ms + concealed_ms(&self.jitter);
         s.sent_to = Some(self.rtp_to);
-        s.latched = self.rtp_latched;
+        s.latched = self.rtp_latch != Latch::None;
         s
     }
 }

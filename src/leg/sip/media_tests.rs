@@ -128,6 +128,62 @@ fn frames_played_go_out_as_packets_to_the_latched_address() {
     assert_eq!(m.stats().other_source, 1);
 }
 
+/// RTP an earlier call's peer still sends to the port is taken first (it could be the peer
+/// behind NAT), but the moment the SDP's own address sends, baton follows it for good: the
+/// stray stream is no longer heard, and the caller's audio is.
+#[test]
+fn the_sdps_own_address_takes_over_from_a_stray_stream_for_good() {
+    let t0 = Instant::now();
+    let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
+    let wall = SystemTime::now();
+    let stray: SocketAddr = sa("127.0.0.1:7777");
+    let sdp = sa("127.0.0.1:6000");
+    let (mut old, mut caller) = (Peer::new(), Peer::new());
+    caller.seq = rtp::Sender::new(0xcafe, 500, 0);
+    let f = Frame {
+        rate: 8000,
+        ts: Duration::ZERO,
+        samples: vec![500; 160],
+    };
+    let mut heard = Vec::new();
+    for i in 0..30u32 {
+        let now = t0 + Duration::from_millis(u64::from(i) * 20 + 5);
+        m.handle_rtp(&old.audio(-3000), stray, now);
+        if i >= 3 {
+            m.handle_rtp(&caller.audio(1000), sdp, now);
+        }
+        m.play(&f);
+        while let Some(t) = m.poll_transmit() {
+            if rtp::parse(&t.bytes).is_ok() {
+                heard.push((i, t.to));
+            }
+        }
+        m.handle_timeout(t0 + Duration::from_millis(u64::from(i + 1) * 20), wall);
+    }
+    assert_eq!(heard[1], (1, stray), "the first source is taken meanwhile");
+    assert!(
+        heard
+            .iter()
+            .filter(|(i, _)| *i >= 3)
+            .all(|(_, to)| *to == sdp),
+        "{heard:?}"
+    );
+    let s = m.stats();
+    assert_eq!(s.sent_to, Some(sdp));
+    assert_eq!(
+        s.other_source, 26,
+        "every stray packet after the switch (frames 4 to 29) is dropped"
+    );
+    let f = frames(&mut m);
+    assert!(
+        f[f.len() - 10..]
+            .iter()
+            .all(|fr| (900..=1100).contains(&level(fr))),
+        "the caller is heard, not the stray stream: {:?}",
+        f.iter().map(level).collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn hold_stops_sending_and_unhold_resumes_with_the_marker() {
     let t0 = Instant::now();
