@@ -229,3 +229,35 @@ fn a_step_with_the_agent_set_and_a_store_keeps_every_call() {
     assert!(calls.iter().all(|c| c.ended_at.is_some()), "{calls:?}");
     assert!(lines >= 4, "{lines} transcript lines for 4 calls");
 }
+
+/// On the OpenAI profile the spawned daemon speaks OpenAI Realtime to the mock, which hears the
+/// phone callers in μ-law; `--resample-input` sends them 24 kHz PCM. Every call is placed and
+/// answered either way.
+#[test]
+fn a_step_runs_on_the_openai_profile_either_way() {
+    let dir = tempfile::tempdir().unwrap();
+    for resample in [false, true] {
+        let mut args = vec!["--calls", "4", "--duration", "5", "--ramp", "0.5"];
+        args.extend(["--profile", "openai"]);
+        if resample {
+            args.push("--resample-input");
+        }
+        let report_dir = dir.path().join(format!("report-{resample}"));
+        let (report, _, _) = bench_load(&args, &report_dir);
+        let target = report["target"].as_str().unwrap();
+        assert!(target.contains("mock profile openai"), "{report:#}");
+        assert_eq!(target.contains("resample_input"), resample, "{target}");
+        let step = &report["steps"][0];
+        assert_eq!(step["started"], 4, "{report:#}");
+        assert_eq!(step["failed"], 0, "{report:#}");
+        assert!(
+            step["media_received"].as_u64().unwrap_or(0) > 0,
+            "the callers heard nothing: {report:#}"
+        );
+        let serve = std::fs::read_to_string(report_dir.join("serve.toml")).unwrap();
+        assert!(serve.contains("profile = \"openai\""), "{serve}");
+        assert_eq!(serve.contains("resample_input = true"), resample, "{serve}");
+        let mock = std::fs::read_to_string(report_dir.join("logs/mock-4.log")).unwrap_or_default();
+        assert!(!mock.contains("ERROR"), "{mock}");
+    }
+}

@@ -130,6 +130,22 @@ pub struct LoadArgs {
     /// audio-fixtures/scenarios/seed000.toml).
     #[arg(long, value_name = "FILE", conflicts_with = "target")]
     pub scenario: Option<PathBuf>,
+    /// The spawned mock model's profile (`baton mock-model --profile`: gemini-3.8, the
+    /// default, gemini-2.5, gemini-3.1 or openai), addressed by the spawned `baton serve` as
+    /// the real model it imitates.
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile, conflicts_with = "target")]
+    pub profile: Option<String>,
+    /// The spawned `baton serve` sends caller audio as PCM at the model's native rate
+    /// (`[model] resample_input = true`) rather than as the phone leg has it.
+    #[arg(long, conflicts_with = "target")]
+    pub resample_input: bool,
+}
+
+/// A profile `baton mock-model --profile` takes.
+fn parse_profile(s: &str) -> Result<String, String> {
+    s.parse::<crate::mock::profile::ProfileArg>()
+        .map(|_| s.trim().to_owned())
+        .map_err(|e| e.to_string())
 }
 
 /// Why a load sweep failed.
@@ -374,6 +390,12 @@ pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
         machine,
         target: args.target.clone().unwrap_or_else(|| {
             let mut t = "spawned baton serve".to_owned();
+            if let Some(p) = &args.profile {
+                t += &format!(", mock profile {p}");
+            }
+            if args.resample_input {
+                t += ", resample_input";
+            }
             if let Some(a) = &args.agents {
                 t += &format!(", agent set {}", a.display());
             }
