@@ -6,7 +6,7 @@
 //!
 //! Telephony ratios are fixed and exact (8k↔16k, 24k→8k, 16k→24k, ...), so nothing needs the
 //! variable ratio an asynchronous resampler pays for. rubato's synchronous FFT method is used
-//! ([`super::fft_block`], bit for bit rubato's `Fft`), with one FFT block of 20 ms of input
+//! (`super::fft_block`, bit for bit rubato's `Fft`), with one FFT block of 20 ms of input
 //! (rounded up to an even multiple of the ratio's smallest block: 160 in → 320 out for 8k→16k,
 //! 480 → 160 for 24k→8k, 882 → 320 for 44.1k→16k) and both block sizes fixed:
 //!
@@ -20,7 +20,7 @@
 //! * **Cost**: one real FFT of two blocks in and one inverse FFT of two blocks out per 20 ms, about
 //!   1.5 µs per frame for 8k→16k and 24k→8k; no allocation once constructed.
 //! * **Memory**: the filter and the FFT plans are shared by every stream of a rate pair
-//!   ([`super::fft_block`]); a stream holds one input block (i16) and one output block of overlap
+//!   (`super::fft_block`); a stream holds one input block (i16) and one output block of overlap
 //!   (f32), about 1.6 KiB for either direction of an 8 kHz call.
 //! * **Quality**: the anti-aliasing cutoff sits at ~92 % of the lower Nyquist frequency (about
 //!   3.66 kHz on an 8 kHz leg), above the 3.4 kHz telephone band.

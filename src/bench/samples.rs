@@ -60,7 +60,8 @@ impl CallerFormat {
 #[derive(Clone, Debug)]
 pub struct Cell {
     pub scenario: PathBuf,
-    /// Index of the scenario's loaded files in [`Plan::prepared`].
+    /// Index of the scenario's loaded files in
+    /// [`Plan::prepared`](crate::bench::fixtures::Plan::prepared).
     pub prepared: usize,
     /// The scenario's name.
     pub scenario_name: String,

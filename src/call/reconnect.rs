@@ -23,12 +23,11 @@
 //! [`ReconnectPolicy::close_wait`]), [`Action::Open`] with the handle.
 //!
 //! **Unexpected drop** (a close frame with any code, a socket error, a dead socket): the socket is
-//! already gone, so the machine opens at once, then retries with
-//! [`ReconnectPolicy::backoff`] until [`ReconnectPolicy::tries`] resumes have failed. A refused
-//! handle (the service answers its `setup` with a close, code 1007/1008) is dropped at once, as is
-//! any handle after the budget: then a fresh session is opened, re-seeded by the shell from
-//! baton's own transcript, up to [`ReconnectPolicy::fresh_tries`] times; after that
-//! [`Action::GiveUp`].
+//! already gone, so the machine opens at once, then retries with [`field@ReconnectPolicy::backoff`]
+//! until [`ReconnectPolicy::tries`] resumes have failed. A refused handle (the service answers its
+//! `setup` with a close, code 1007/1008) is dropped at once, as is any handle after the budget:
+//! then a fresh session is opened, re-seeded by the shell from baton's own transcript, up to
+//! [`ReconnectPolicy::fresh_tries`] times; after that [`Action::GiveUp`].
 //!
 //! **Caller audio.** Every uplink frame goes through [`Reconnector::on_uplink`] and stays in a
 //! ring until a handle covers it. The rule: *a handle arriving at `t` covers the frames handed to

@@ -64,7 +64,7 @@ pub enum Cause {
 }
 
 impl Cause {
-    /// The `cause` of a [`ReconnectRecord`].
+    /// The `cause` of a [`ReconnectRecord`](crate::call::metrics::ReconnectRecord).
     pub fn label(&self) -> String {
         match self {
             Cause::GoAway => "go_away".into(),
@@ -78,7 +78,8 @@ impl Cause {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Stop using the current session and close its socket; report
-    /// [`Reconnector::on_old_closed`] when its reader has ended.
+    /// [`Reconnector::on_old_closed`](crate::call::reconnect::Reconnector::on_old_closed) when its
+    /// reader has ended.
     CloseCurrent,
     /// Open a session: resuming `handle`, or (`None`) a fresh one re-seeded from the transcript.
     Open { handle: Option<String> },

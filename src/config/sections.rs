@@ -60,7 +60,7 @@ pub struct ClusterConfig {
     /// one at each start.
     pub instance_id: String,
     /// The origin (and optional path prefix) bridges and browsers reach *this* instance at,
-    /// e.g. "https://baton-2.example.com" or "https://lb.example.com/i/baton-2"; answer
+    /// e.g. "<https://baton-2.example.com>" or "<https://lb.example.com/i/baton-2>"; answer
     /// documents place calls there. Empty: `server.public_url` (or `http://<listen>`).
     pub advertise_url: String,
     /// How often the instance records its state and load, and reads the others'.

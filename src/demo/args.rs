@@ -69,7 +69,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "l16-16k")]
     pub leg_codec: LegCodec,
     /// Keep the call(s) in this store: sqlite://FILE or postgres://… (default: none, except for a
-    /// scenario of several calls, which gets a fresh sqlite://<out>/baton.db).
+    /// scenario of several calls, which gets a fresh `sqlite://<out>/baton.db`).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// The caller's identity (agent contexts follow it across calls); default "demo-caller".

@@ -27,8 +27,8 @@ pub struct CallOutcome {
     pub recording: crate::leg::fixture::Recording,
     /// What the person of a warm transfer heard and said, when the demo played their phone.
     pub person: Option<super::phone::PersonRecording>,
-    /// Loading the scenario, its clips, the caller fixture and the agent set (by [`run_call`]),
-    /// then copying them and setting up the model backend.
+    /// Loading the scenario, its clips, the caller fixture and the agent set (by
+    /// [`run_call`](crate::demo::run_call)), then copying them and setting up the model backend.
     pub prepare_wall: std::time::Duration,
     /// Opening the session and running the call to its end.
     pub call_wall: std::time::Duration,

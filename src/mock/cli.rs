@@ -148,7 +148,7 @@ pub struct FaultArgs {
     /// Send nothing more after goAway (pongs are still answered).
     #[arg(long)]
     pub silent_after_go_away: bool,
-    /// Drop a connection: WHEN[@SECS][:CLOSE], WHEN one of after, mid_caller_utterance,
+    /// Drop a connection: `WHEN[@SECS][:CLOSE]`, WHEN one of after, mid_caller_utterance,
     /// mid_tool_call, mid_model_turn; SECS from the first setup; CLOSE 1011 (default), 1008,
     /// 1006 (no close frame) or silent (a dead socket). Repeatable.
     #[arg(long, value_name = "RULE", value_parser = parse_drop)]

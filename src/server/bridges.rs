@@ -2,7 +2,7 @@
 //! `/exotel`, `/vonage`), and every dialect by detection on the shared path [`SHARED_PATH`].
 //! Capacity is checked on the upgrade (503), then the socket becomes a bridge leg and a call is
 //! run between it and a fresh model session, in tasks of its own. `/twilio` ([`super::twilio`])
-//! checks its signature, then runs its calls through the same [`upgrade`] and [`run_call`]: every
+//! checks its signature, then runs its calls through the same `upgrade` and `run_call`: every
 //! dialect's call is listed (`GET /calls`, admin), stored, counted in the metrics under its
 //! dialect's leg label and reported when it ends, alike.
 //!

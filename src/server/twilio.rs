@@ -1,7 +1,7 @@
 //! `WS /twilio`: a Twilio Media Streams call. The signature is checked on the upgrade request
 //! (403 before the upgrade), capacity is checked (503 with the reason), then the socket becomes a
 //! Twilio leg and a call is run between it and a fresh model session, in tasks of its own
-//! ([`super::bridges::run_call`], shared with every other bridge).
+//! (`super::bridges::run_call`, shared with every other bridge).
 
 use std::sync::Arc;
 

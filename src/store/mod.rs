@@ -15,11 +15,11 @@
 //! admin API  ──reads, context updates──▶ DB
 //! ```
 //!
-//! Modules: [`migrations`] (the versioned schema), [`instances`] (the registry of instances
-//! sharing one PostgreSQL), [`write`] (one write as producers hand it over), [`writer`] (the queue
-//! and the writer task), `sql` (the SQL of every write), [`read`] (queries and the admin API's
-//! context updates), [`rows`] (what reads return), [`recorder`] (one call's events into writes,
-//! and its live view).
+//! Modules: [`migrations`] (the versioned schema), [`instances`] (the registry of instances sharing
+//! one PostgreSQL), [`mod@write`] (one write as producers hand it over), [`writer`] (the queue and
+//! the writer task), `sql` (the SQL of every write), [`read`] (queries and the admin API's context
+//! updates), [`rows`] (what reads return), [`recorder`] (one call's events into writes, and its
+//! live view).
 
 pub mod instances;
 pub mod migrations;

@@ -1,7 +1,7 @@
 //! One call's observer: follows the call's events (an [`crate::call::tap::EventSink`]
 //! listener, off the audio path) and turns them into store writes — transcript lines, tool
 //! calls, the caller's agent contexts (seed 001, through a [`ContextTracker`]) — while keeping a
-//! live view for the admin API. At the call's end, [`finish_call`] writes the call's figures,
+//! live view for the admin API. At the call's end, [`call_ended`] writes the call's figures,
 //! agent history and handoffs from its report.
 
 use std::sync::{Arc, Mutex};

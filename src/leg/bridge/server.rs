@@ -26,6 +26,10 @@
 //! Telnyx's streaming token); [`configure_upgrade`] sets the socket's message limits. Serve the
 //! route with `TCP_NODELAY` on accepted connections: with Nagle's algorithm on, a 20 ms frame can
 //! wait for the previous one's delayed ACK and reach the caller 40 ms late.
+//!
+//! [`LegIo`]: crate::leg::LegIo
+//! [`LegCommand`]: crate::leg::LegCommand
+//! [`LegCommand::Hangup`]: crate::leg::LegCommand::Hangup
 
 use std::task::{Context, Poll};
 use std::time::Duration;

@@ -23,7 +23,7 @@ use sha1::Sha1;
 /// The header Twilio signs its requests with (lower case, as `http` names headers).
 pub const SIGNATURE_HEADER: &str = "x-twilio-signature";
 
-/// A Twilio account auth token: a [`Secret`], so printing it shows `***`.
+/// A Twilio account auth token: a [`Secret`](crate::secret::Secret), so printing it shows `***`.
 pub type AuthToken = crate::secret::Secret;
 
 /// Why a request's signature was refused.

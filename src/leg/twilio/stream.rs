@@ -2,7 +2,7 @@
 //! dialect fixed, taking and giving Twilio's own typed messages ([`FromTwilio`], [`ToTwilio`]).
 //!
 //! Inbound: `media` payloads of any size are decoded from μ-law and re-framed into exactly 160
-//! samples (20 ms at 8 kHz) per [`LegEvent::Frame`](crate::leg::LegEvent::Frame), whose `ts`
+//! samples (20 ms at 8 kHz) per [`LegEvent::Frame`], whose `ts`
 //! follows Twilio's `timestamp` (milliseconds since the stream started). A jump in `timestamp`
 //! (or, without one, in `chunk`) beyond [`GAP_TOLERANCE`] is a gap: gaps up to
 //! [`StreamOptions::max_filled_gap`] (200 ms by default, ten frames) are filled with silence so the
@@ -13,7 +13,7 @@
 //! Outbound: each Voice or Underrun frame becomes one `media` message (160 μ-law bytes) followed
 //! by a `mark` named `b:<ts_ms>` (the frame's playout timestamp in ms). Idle `Silence` frames are
 //! not sent: Twilio plays silence by itself when its queue is empty. When Twilio echoes a mark,
-//! the caller has heard the frame: [`LegEvent::Heard`](crate::leg::LegEvent::Heard) reports its
+//! the caller has heard the frame: [`LegEvent::Heard`] reports its
 //! end. `clear` drops Twilio's queue and makes it echo every pending mark at once; marks pending
 //! when the clear was sent are therefore counted as dropped, not heard.
 //!

@@ -4,7 +4,7 @@
 //! ([`BridgeWriter`]) and reads what baton sends back ([`parse_reply`]).
 //!
 //! Twilio keeps its own typed parser (`leg::twilio::wire`, the fast path it always had); the
-//! others read through `serde_json::Value` with [`json::Msg`], which names the event and field of
+//! others read through `serde_json::Value` with `json::Msg`, which names the event and field of
 //! every problem in the same [`WireError`].
 
 mod exotel;
