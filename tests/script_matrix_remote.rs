@@ -8,10 +8,9 @@
 //! `tests/script_matrix.rs` covers).
 
 mod script_support;
+mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 
 use baton::demo::{self, DemoArgs};
@@ -29,45 +28,8 @@ const MODELS: [(&str, &str); 4] = [
     ("openai", "gpt-realtime"),
 ];
 
-/// A `baton mock-model` child, killed on drop.
-struct Mock(Child);
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_mock(scenario: &Path, profile: &str) -> (Mock, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args([
-            "mock-model",
-            "--listen",
-            "127.0.0.1:0",
-            "--profile",
-            profile,
-        ])
-        .arg("--scenario")
-        .arg(scenario)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cannot start the baton binary");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let mock = Mock(child);
-    let url = line
-        .trim()
-        .strip_prefix("baton mock-model listening on ")
-        .unwrap_or_else(|| panic!("mock-model did not announce its URL: {line:?}"))
-        .to_owned();
-    (mock, url)
-}
-
 fn play(scenario: &Path, profile: &str, model: &str, out: &Path) -> Vec<String> {
-    let (_mock, url) = start_mock(scenario, profile);
+    let (_mock, url) = support::start_mock_model(profile, scenario);
     let url = if profile == "openai" {
         format!("{url}/v1")
     } else {
@@ -141,7 +103,7 @@ fn every_scenario_plays_to_its_script_on_a_separate_mock_addressed_by_a_real_mod
 #[test]
 fn a_refused_context_update_is_carried_on_and_never_sent_again() {
     let scenario = demo::scenario_path("seed000");
-    let (_mock, url) = start_mock(&scenario, "gemini-2.5");
+    let (_mock, url) = support::start_mock_model("gemini-2.5", &scenario);
     let dir = tempfile::tempdir().unwrap();
     let args = DemoArgs {
         scenario: Some(scenario.display().to_string()),
