@@ -122,14 +122,14 @@ impl Rig {
 
     fn build(wire: impl Into<Wire>, opts: CallOptions, agents: Option<Agents>) -> Rig {
         let t0 = Instant::now();
-        Rig::build_timed(wire.into(), opts, agents, t0, t0)
+        Rig::build_timed(wire, opts, agents, t0, t0)
     }
 
     /// A core built at `built` on a leg whose media starts at `media_zero` (before: the leg's
     /// frames waited for the model session to open; after: a leg that starts once the call is
     /// ready). The clock starts at the later of the two.
     fn build_timed(
-        wire: Wire,
+        wire: impl Into<Wire>,
         opts: CallOptions,
         agents: Option<Agents>,
         built: Instant,
@@ -139,7 +139,8 @@ impl Rig {
             id: FIRST,
             caps: if agents.is_some() { all_caps() } else { caps() },
         };
-        let core = CallCore::new(RATE, media_zero, first, wire, &opts, agents, built).unwrap();
+        let core =
+            CallCore::new(RATE, media_zero, first, wire.into(), &opts, agents, built).unwrap();
         let now = built.max(media_zero);
         let mut rig = Rig {
             core,
@@ -990,13 +991,7 @@ fn handoff_and_event_times_count_from_the_legs_media_start_as_turn_times_do() {
             caller_silence: Duration::from_millis(200),
             ..CallOptions::default()
         };
-        let mut rig = Rig::build_timed(
-            Protocol::Gemini.into(),
-            opts,
-            Some(agents),
-            built,
-            media_zero,
-        );
+        let mut rig = Rig::build_timed(Protocol::Gemini, opts, Some(agents), built, media_zero);
         rig.caller(400, true);
         rig.caller(300, false);
         let announced = rig.now - media_zero;
@@ -1075,13 +1070,7 @@ fn transfer_events_count_from_the_legs_media_start() {
         caller_silence: Duration::from_millis(200),
         ..CallOptions::default()
     };
-    let mut rig = Rig::build_timed(
-        Protocol::Gemini.into(),
-        opts,
-        Some(agents),
-        built,
-        media_zero,
-    );
+    let mut rig = Rig::build_timed(Protocol::Gemini, opts, Some(agents), built, media_zero);
     rig.advance(Duration::from_millis(500));
     let at = rig.now - media_zero;
     rig.core.handle_transfer(
