@@ -230,9 +230,9 @@ fn a_step_with_the_agent_set_and_a_store_keeps_every_call() {
     assert!(lines >= 4, "{lines} transcript lines for 4 calls");
 }
 
-/// On the OpenAI profile the spawned daemon speaks OpenAI Realtime to the mock, which hears the
-/// phone callers in μ-law; `--resample-input` sends them 24 kHz PCM. Every call is placed and
-/// answered either way.
+/// On the OpenAI profile the spawned daemon speaks OpenAI Realtime to the mock's OpenAI profile,
+/// with `resample_input` as asked (the format each session takes is `serve_twilio`'s test).
+/// Every call is placed and answered either way.
 #[test]
 fn a_step_runs_on_the_openai_profile_either_way() {
     let dir = tempfile::tempdir().unwrap();

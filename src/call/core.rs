@@ -127,8 +127,8 @@ impl CallCore {
             downlink_resampler_delay_ms: ms(down.delay()),
             ..Default::default()
         };
-        // Sessions reopened without an agent set take the first one's wire: a phone caller
-        // heard in G.711 stays in it.
+        // Sessions reopened take the first one's wire: a phone caller heard in G.711 stays in
+        // it.
         let source = opts.model.clone().map(|mut m| {
             m.config.phone_law = wire.law;
             m
@@ -140,7 +140,11 @@ impl CallCore {
             downlink_sample: Reservoir::default(),
             session: Some(first),
             wire,
-            agents: agents.map(|a| AgentsDriver::new(a, now, media_zero)),
+            agents: agents.map(|mut a| {
+                // Sessions a handoff opens take the first one's wire too.
+                a.base.phone_law = wire.law;
+                AgentsDriver::new(a, now, media_zero)
+            }),
             playout: Playout::new(leg_rate, media_zero),
             leg_rate,
             up_rate,

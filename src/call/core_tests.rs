@@ -109,6 +109,10 @@ impl Rig {
     }
 
     fn with_agents(strategy: Strategy) -> Rig {
+        Rig::with_agents_on(Protocol::Gemini, strategy)
+    }
+
+    fn with_agents_on(wire: impl Into<Wire>, strategy: Strategy) -> Rig {
         let opts = CallOptions {
             caller_silence: Duration::from_millis(200),
             reconnect: ReconnectPolicy {
@@ -117,7 +121,7 @@ impl Rig {
             },
             ..CallOptions::default()
         };
-        Rig::build(Protocol::Gemini, opts, Some(agents(strategy)))
+        Rig::build(wire, opts, Some(agents(strategy)))
     }
 
     fn build(wire: impl Into<Wire>, opts: CallOptions, agents: Option<Agents>) -> Rig {
@@ -807,6 +811,24 @@ fn inject_turn_waits_for_the_announcement_to_be_generated() {
         after.contains(&"client_content"),
         "at the turn boundary: {after:?}"
     );
+}
+
+/// A session a recreate handoff opens for a phone caller heard in μ-law is set up in μ-law too,
+/// whatever settings the agent set was started with: the call's first session decides.
+#[test]
+fn a_recreate_handoff_opens_its_session_in_the_calls_law() {
+    let wire = Wire {
+        protocol: Protocol::OpenAi,
+        law: Some(Law::Ulaw),
+    };
+    let mut rig = Rig::with_agents_on(wire, Strategy::Recreate);
+    rig.caller(400, true);
+    rig.caller(300, false);
+    rig.announce();
+    let Some(Task::Open { request, .. }) = rig.tasks.pop() else {
+        panic!("no session opened: {:?}", rig.tasks);
+    };
+    assert_eq!(request.config.phone_law, Some(Law::Ulaw));
 }
 
 #[test]

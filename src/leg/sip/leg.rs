@@ -474,18 +474,20 @@ mod tests {
     #[tokio::test]
     async fn the_pairs_of_a_small_range_are_all_used_and_nothing_beyond_it() {
         let ip = IpAddr::from([127, 0, 0, 1]);
-        let (min, max) = (47_100, 47_103);
+        // Below Linux's ephemeral ports (32768–60999) and above the SIP tests' RTP range, so
+        // no other socket is handed these.
+        let (min, max) = (31_100, 31_103);
         let a = bind_pair(ip, min, max).await.unwrap();
         let b = bind_pair(ip, min, max).await.unwrap();
         let mut ports = [a.rtp_port(), b.rtp_port()];
         ports.sort_unstable();
-        assert_eq!(ports, [47_100, 47_102]);
+        assert_eq!(ports, [31_100, 31_102]);
         for s in [&a, &b] {
             assert_eq!(s.rtcp.local_addr().unwrap().port(), s.rtp_port() + 1);
         }
         let full = bind_pair(ip, min, max).await.err().unwrap();
         assert_eq!(full.kind(), std::io::ErrorKind::AddrInUse, "{full}");
-        let none = bind_pair(ip, 47_110, 47_110).await.err().unwrap();
+        let none = bind_pair(ip, 31_110, 31_110).await.err().unwrap();
         assert_eq!(none.kind(), std::io::ErrorKind::InvalidInput, "{none}");
         assert!(none.to_string().contains("no even/odd pair"), "{none}");
     }

@@ -6,9 +6,11 @@
 //!
 //! * **Symmetric RTP.** Until the peer's first packet arrives baton sends where the SDP says;
 //!   then it latches onto the address that packet came from (NAT) and ignores other sources
-//!   (counted). The SDP's own address always wins: a latch onto another source (RTP an earlier
-//!   call's peer still sends to the port) gives way the moment the SDP's address sends, and
-//!   nothing else is heard after that. RTCP latches on the first packet on its own port.
+//!   (counted). The SDP's own address wins if it sends within 2 s of that first packet: a latch
+//!   onto another source (RTP an earlier call's peer still sends to the port) gives way to it,
+//!   and nothing else is heard after that (RTCP then goes to the SDP's RTCP address). Later, a
+//!   packet from the SDP's address cannot take a NAT'd caller's media away. RTCP otherwise
+//!   latches on the first packet on its own port.
 //! * **In.** Packets of the negotiated codec are decoded into the [jitter buffer](super::jitter);
 //!   at each tick (`start + (n+1)·20 ms`) one frame with `ts = n·20 ms` goes to the call, so the
 //!   call sees a continuous timeline whatever the network did. `telephone-event` packets become
@@ -198,19 +200,24 @@ fn path_for(codec: Codec, rate: u32, jitter: JitterConfig) -> (Path, JitterBuffe
     (Path::G711 { up, down }, buf)
 }
 
-/// The core.
 /// What symmetric RTP has latched onto.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Latch {
     /// Nothing yet: baton sends where the SDP says.
     None,
-    /// The first source heard (a peer behind NAT, or a stray stream), until the SDP's own
-    /// address sends.
-    Learned,
+    /// The first source heard (a peer behind NAT, or a stray stream), at this instant: the
+    /// SDP's own address may still take over within [`TAKEOVER`] of it.
+    Learned(Instant),
     /// The SDP's own address: final until a re-INVITE moves it.
     Sdp,
 }
 
+/// How long after the first source is learned the SDP's own address may still take over: a
+/// caller sends from it within moments of the answer, while a stray stream is there from the
+/// start. Later, a packet from the SDP's address cannot take a NAT'd caller's media away.
+const TAKEOVER: Duration = Duration::from_secs(2);
+
+/// The core.
 #[derive(Debug)]
 pub struct MediaSession {
     cfg: MediaConfig,
@@ -346,7 +353,7 @@ impl MediaSession {
                 self.stats.other_source += 1;
                 return;
             }
-        } else if !self.latch_rtp(from) {
+        } else if !self.latch_rtp(from, now) {
             self.stats.other_source += 1;
             return;
         }
@@ -408,31 +415,43 @@ impl MediaSession {
     }
 
     /// Symmetric RTP: whether a packet from `from` is the peer's, latching as it goes. The
-    /// first source is taken (NAT) until the SDP's own address sends, which is taken for good.
-    fn latch_rtp(&mut self, from: SocketAddr) -> bool {
+    /// first source is taken (NAT); the SDP's own address takes over from it for good if it
+    /// sends within [`TAKEOVER`] of it (a stray stream from an earlier call on the port).
+    fn latch_rtp(&mut self, from: SocketAddr, now: Instant) -> bool {
+        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
         let sdp = self.neg.remote_rtp;
+        let sdp = SocketAddr::new(sdp.ip().to_canonical(), sdp.port());
         match self.rtp_latch {
             Latch::Sdp => from == self.rtp_to,
-            _ if from == sdp => {
-                if self.rtp_latch == Latch::Learned {
-                    tracing::debug!(was = %self.rtp_to, now = %sdp, "RTP from the SDP's address: latched onto it");
-                }
-                self.rtp_to = sdp;
-                self.rtp_latch = Latch::Sdp;
-                if !self.rtcp_latched {
-                    self.rtcp_to = self.neg.remote_rtcp;
-                }
+            Latch::Learned(at) if from == sdp && now.saturating_duration_since(at) <= TAKEOVER => {
+                tracing::debug!(was = %self.rtp_to, now = %sdp, "RTP from the SDP's address: latched onto it");
+                self.take_sdp(sdp);
                 true
             }
-            Latch::Learned => from == self.rtp_to,
+            Latch::Learned(_) => from == self.rtp_to,
+            Latch::None if from == sdp => {
+                self.take_sdp(sdp);
+                true
+            }
             Latch::None => {
                 self.rtp_to = from;
-                self.rtp_latch = Latch::Learned;
+                self.rtp_latch = Latch::Learned(now);
                 if !self.rtcp_latched {
                     self.rtcp_to = SocketAddr::new(from.ip(), self.rtcp_to.port());
                 }
                 true
             }
+        }
+    }
+
+    /// Latches for good onto the SDP's own address; RTCP goes to the SDP's RTCP address too
+    /// (whatever RTCP latched onto before came from elsewhere).
+    fn take_sdp(&mut self, sdp: SocketAddr) {
+        self.rtp_to = sdp;
+        self.rtp_latch = Latch::Sdp;
+        if !self.rtcp_latched || self.rtcp_to.ip() != sdp.ip() {
+            self.rtcp_to = self.neg.remote_rtcp;
+            self.rtcp_latched = true;
         }
     }
 

@@ -184,6 +184,30 @@ fn the_sdps_own_address_takes_over_from_a_stray_stream_for_good() {
     );
 }
 
+/// A caller behind NAT, latched for a while, keeps its media: a later packet from the address
+/// its SDP names (a host on baton's side with the same private address, or a forged one)
+/// takes nothing.
+#[test]
+fn a_late_packet_from_the_sdps_address_cannot_take_a_natd_callers_media() {
+    let t0 = Instant::now();
+    let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
+    let nat = sa("203.0.113.9:40000");
+    let mut caller = Peer::new();
+    let mut other = Peer::new();
+    other.seq = rtp::Sender::new(0xbad, 7, 0);
+    for i in 0..200u64 {
+        let now = t0 + Duration::from_millis(i * 20 + 5);
+        m.handle_rtp(&caller.audio(1000), nat, now);
+        if i >= 150 {
+            m.handle_rtp(&other.audio(-3000), sa("127.0.0.1:6000"), now);
+        }
+    }
+    let s = m.stats();
+    assert_eq!(s.sent_to, Some(nat), "3 s after the caller was learned");
+    assert_eq!(s.other_source, 50);
+    assert_eq!(s.ssrc_changes, 0);
+}
+
 #[test]
 fn hold_stops_sending_and_unhold_resumes_with_the_marker() {
     let t0 = Instant::now();
