@@ -2,7 +2,7 @@
 //! orchestrator speak one vocabulary — the Gemini Live client messages ([`ClientMessage`]) — and a
 //! [`ModelSession`] carries each message on its own wire: unchanged for Gemini Live, translated
 //! into OpenAI Realtime client events ([`crate::model::openai::translate`]) for OpenAI. Caller
-//! audio is encoded by the session's [`Protocol`] at its input rate, into buffers the call reuses
+//! audio is encoded on the session's [`Wire`] at its input rate, into buffers the call reuses
 //! (the audio path is hot), and goes through the call's reconnect machinery as ready JSON text.
 
 use std::task::{Context, Poll};
@@ -47,25 +47,6 @@ impl Protocol {
         match self {
             Protocol::Gemini => gemini::OUTPUT_RATE,
             Protocol::OpenAi => openai::PCM_RATE,
-        }
-    }
-
-    /// Writes the client message carrying `samples` (PCM16 at `rate`, the session's
-    /// [`Protocol::input_rate`]) into `json` (cleared first); `scratch` holds the raw bytes. Both
-    /// buffers are reused.
-    pub fn encode_audio(
-        self,
-        samples: &[i16],
-        rate: u32,
-        scratch: &mut Vec<u8>,
-        json: &mut String,
-    ) {
-        match self {
-            Protocol::Gemini => gemini::codec::encode_audio(samples, rate, scratch, json),
-            Protocol::OpenAi => {
-                debug_assert_eq!(rate, openai::PCM_RATE);
-                openai::codec::encode_append_pcm16(samples, scratch, json)
-            }
         }
     }
 }
@@ -122,13 +103,17 @@ impl Wire {
         json: &mut String,
     ) {
         match (self.protocol, self.law) {
+            (Protocol::Gemini, _) => gemini::codec::encode_audio(samples, rate, scratch, json),
             (Protocol::OpenAi, Some(law)) => {
                 debug_assert_eq!(rate, crate::audio::g711::RATE);
                 scratch.clear();
                 scratch.extend(samples.iter().map(|&s| law.encode(s)));
                 openai::codec::encode_append_bytes(scratch, json);
             }
-            _ => self.protocol.encode_audio(samples, rate, scratch, json),
+            (Protocol::OpenAi, None) => {
+                debug_assert_eq!(rate, openai::PCM_RATE);
+                openai::codec::encode_append_pcm16(samples, scratch, json)
+            }
         }
     }
 
@@ -256,7 +241,7 @@ impl ModelSession {
         }
     }
 
-    /// Queues ready text (caller audio encoded by [`Protocol::encode_audio`]), a close or a
+    /// Queues ready text (caller audio encoded by [`Wire::encode_audio`]), a close or a
     /// ping; never waits. False if the session is gone.
     pub fn send(&mut self, out: Outbound) -> bool {
         match &mut self.inner {

@@ -217,6 +217,11 @@ enum Latch {
 /// start. Later, a packet from the SDP's address cannot take a NAT'd caller's media away.
 const TAKEOVER: Duration = Duration::from_secs(2);
 
+/// One address, however a dual-stack socket reported it (an IPv4 peer as `::ffff:a.b.c.d`).
+fn same(a: SocketAddr, b: SocketAddr) -> bool {
+    a.ip().to_canonical() == b.ip().to_canonical() && a.port() == b.port()
+}
+
 /// The core.
 #[derive(Debug)]
 pub struct MediaSession {
@@ -418,19 +423,20 @@ impl MediaSession {
     /// first source is taken (NAT); the SDP's own address takes over from it for good if it
     /// sends within [`TAKEOVER`] of it (a stray stream from an earlier call on the port).
     fn latch_rtp(&mut self, from: SocketAddr, now: Instant) -> bool {
-        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
         let sdp = self.neg.remote_rtp;
-        let sdp = SocketAddr::new(sdp.ip().to_canonical(), sdp.port());
         match self.rtp_latch {
-            Latch::Sdp => from == self.rtp_to,
-            Latch::Learned(at) if from == sdp && now.saturating_duration_since(at) <= TAKEOVER => {
+            Latch::Sdp | Latch::Learned(_) if same(from, self.rtp_to) => true,
+            Latch::Sdp => false,
+            Latch::Learned(at)
+                if same(from, sdp) && now.saturating_duration_since(at) <= TAKEOVER =>
+            {
                 tracing::debug!(was = %self.rtp_to, now = %sdp, "RTP from the SDP's address: latched onto it");
-                self.take_sdp(sdp);
+                self.take_sdp();
                 true
             }
-            Latch::Learned(_) => from == self.rtp_to,
-            Latch::None if from == sdp => {
-                self.take_sdp(sdp);
+            Latch::Learned(_) => false,
+            Latch::None if same(from, sdp) => {
+                self.take_sdp();
                 true
             }
             Latch::None => {
@@ -446,10 +452,10 @@ impl MediaSession {
 
     /// Latches for good onto the SDP's own address; RTCP goes to the SDP's RTCP address too
     /// (whatever RTCP latched onto before came from elsewhere).
-    fn take_sdp(&mut self, sdp: SocketAddr) {
-        self.rtp_to = sdp;
+    fn take_sdp(&mut self) {
+        self.rtp_to = self.neg.remote_rtp;
         self.rtp_latch = Latch::Sdp;
-        if !self.rtcp_latched || self.rtcp_to.ip() != sdp.ip() {
+        if !self.rtcp_latched || self.rtcp_to.ip() != self.rtp_to.ip() {
             self.rtcp_to = self.neg.remote_rtcp;
             self.rtcp_latched = true;
         }

@@ -18,7 +18,7 @@ use super::codec::MAX_FRAME_BYTES;
 use super::endpoint::Endpoint;
 use super::protocol::{Command, OpenAiCore};
 pub use super::setup::{SessionConfig, update_event};
-use super::wire::{Api, AudioFormat, ClientEvent, FunctionTool, Item};
+use super::wire::{Api, ClientEvent, FunctionTool, Item};
 use crate::audio::g711::Law;
 pub use crate::model::session::{Dialed, Outbound, SessionError, SessionEvent, Transport};
 use crate::model::session::{dial_endpoint, open_within};
@@ -211,14 +211,9 @@ pub async fn start_dialed(
     let shell = shell::start(dialed, core)
         .await
         .map_err(|f| f.into_error(AWAITED))?;
-    let input_law = match config.input_format {
-        AudioFormat::Pcmu => Some(Law::Ulaw),
-        AudioFormat::Pcma => Some(Law::Alaw),
-        AudioFormat::Pcm { .. } | AudioFormat::Other => None,
-    };
     Ok(Session {
         shell,
         api,
-        input_law,
+        input_law: config.input_format.law(),
     })
 }

@@ -19,7 +19,6 @@ use serde_json::Value;
 
 use super::setup::SessionConfig;
 use super::wire::{Api, AudioFormat, ClientEvent, ContentPart, FunctionTool, Item, TurnDetection};
-use crate::audio::g711::Law;
 use crate::model::gemini::session::SessionConfig as BatonConfig;
 use crate::model::gemini::wire::{
     ClientContent, ClientMessage, Content, FunctionResponse, FunctionResponseScheduling,
@@ -97,7 +96,7 @@ impl Translator {
                 steps
             }
             // Audio never travels as a message here: the call encodes it for the session's
-            // protocol and rate (`Protocol::encode_audio`); activity signals have no equivalent
+            // wire and rate (`Wire::encode_audio`); activity signals have no equivalent
             // under server VAD.
             ClientMessage::RealtimeInput(ri) => match ri.text.as_deref() {
                 Some(text) if !text.trim().is_empty() => {
@@ -262,19 +261,11 @@ pub fn session_config(cfg: &BatonConfig, model: &str) -> SessionConfig {
             .then(|| SessionConfig::default().transcription)
             .flatten(),
         turn_detection: Some(TurnDetection::server_vad(cfg.silence_duration_ms)),
-        input_format: phone_format(cfg.phone_law),
-        output_format: phone_format(cfg.phone_law),
+        // A phone caller's own G.711 law both ways, else 24 kHz PCM.
+        input_format: AudioFormat::of_law(cfg.phone_law),
+        output_format: AudioFormat::of_law(cfg.phone_law),
         setup_timeout: cfg.setup_timeout,
         keepalive: cfg.keepalive,
-    }
-}
-
-/// The session's audio format both ways: a phone caller's own G.711 law, else 24 kHz PCM.
-fn phone_format(law: Option<Law>) -> AudioFormat {
-    match law {
-        Some(Law::Ulaw) => AudioFormat::Pcmu,
-        Some(Law::Alaw) => AudioFormat::Pcma,
-        None => AudioFormat::PCM24K,
     }
 }
 

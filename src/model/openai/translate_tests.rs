@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::audio::g711::Law;
 use crate::model::gemini::wire::{
     ContextUpdate, FunctionResponseScheduling, RealtimeInput, ToolResponse, ToolsWrapper,
 };

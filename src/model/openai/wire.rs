@@ -11,6 +11,8 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::audio::g711::Law;
+
 mod server;
 pub use server::*;
 
@@ -58,6 +60,24 @@ pub enum AudioFormat {
 impl AudioFormat {
     /// `audio/pcm` at 24 kHz, the default in both directions.
     pub const PCM24K: AudioFormat = AudioFormat::Pcm { rate: Some(24_000) };
+
+    /// A G.711 law's format, or 24 kHz PCM for none.
+    pub const fn of_law(law: Option<Law>) -> AudioFormat {
+        match law {
+            Some(Law::Ulaw) => AudioFormat::Pcmu,
+            Some(Law::Alaw) => AudioFormat::Pcma,
+            None => AudioFormat::PCM24K,
+        }
+    }
+
+    /// The G.711 law of this format, if it is one.
+    pub const fn law(&self) -> Option<Law> {
+        match self {
+            AudioFormat::Pcmu => Some(Law::Ulaw),
+            AudioFormat::Pcma => Some(Law::Alaw),
+            AudioFormat::Pcm { .. } | AudioFormat::Other => None,
+        }
+    }
 
     /// Sample rate of the audio in this format (`None`: a format baton does not know).
     pub fn rate(&self) -> Option<u32> {
