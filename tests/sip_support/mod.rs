@@ -394,12 +394,19 @@ impl MediaPeer {
         let mut heard = Heard::default();
         let first = match to {
             Some(_) => None,
-            None => Some(
-                tokio::time::timeout(Duration::from_secs(20), self.sock.recv_from(&mut buf))
+            None => {
+                match tokio::time::timeout(Duration::from_secs(30), self.sock.recv_from(&mut buf))
                     .await
-                    .expect("baton sent no RTP within 20 s")
-                    .unwrap(),
-            ),
+                {
+                    Ok(got) => Some(got.unwrap()),
+                    // Nothing heard: the caller's assertions (SIPp's exit, the call's events,
+                    // what was heard) say why, which a panic here would hide.
+                    Err(_) => {
+                        eprintln!("baton sent no RTP to port {} within 30 s", self.port());
+                        return heard;
+                    }
+                }
+            }
         };
         let from = match (to, first) {
             (Some(to), _) => to,
