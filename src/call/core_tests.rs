@@ -831,6 +831,48 @@ fn a_recreate_handoff_opens_its_session_in_the_calls_law() {
     assert_eq!(request.config.phone_law, Some(Law::Ulaw));
 }
 
+/// A warm transfer's brief speaks to the person's leg, not the caller's: on a call heard in
+/// μ-law by OpenAI, the brief session is still set up in PCM (at the person's own rate).
+#[test]
+fn a_warm_transfers_brief_is_set_up_in_pcm_on_a_call_in_a_law() {
+    use crate::transfer::Handover;
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
+    let mut reg = crate::agents::load(&path).unwrap();
+    for p in &mut reg.people {
+        p.human.handover = Handover::Warm;
+    }
+    let mut cfg = SessionConfig::default();
+    let agents = Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg);
+    let wire = Wire {
+        protocol: Protocol::OpenAi,
+        law: Some(Law::Ulaw),
+    };
+    let opts = CallOptions {
+        caller_silence: Duration::from_millis(200),
+        ..CallOptions::default()
+    };
+    let mut rig = Rig::build(wire, opts, Some(agents));
+    rig.model_audio(FIRST, 400);
+    rig.activate("ravi");
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.advance(Duration::from_millis(500));
+    let Some(Task::Transfer(req)) = rig.tasks.pop() else {
+        panic!("no transfer asked: {:?}", rig.tasks);
+    };
+    let brief = req.brief.expect("a warm transfer carries its brief");
+    assert_eq!(brief.config.phone_law, None, "the brief speaks PCM");
+    // The call's own sessions stay in its law.
+    rig.core.handle_model(FIRST, None, rig.now);
+    rig.drain();
+    rig.caller(60, true);
+    let open = rig.tasks.iter().find_map(|t| match t {
+        Task::Open { request, .. } => Some(request.config.phone_law),
+        _ => None,
+    });
+    assert_eq!(open, Some(Some(Law::Ulaw)), "{:?}", rig.tasks);
+}
+
 #[test]
 fn recreate_prepares_a_standby_at_once_and_switches_at_the_turn_boundary() {
     let mut rig = Rig::with_agents(Strategy::Recreate);

@@ -129,6 +129,18 @@ pub fn output_format(session: &Value) -> Option<AudioFormat> {
         .map(AudioFormat::from_beta_name)
 }
 
+/// The caller-audio format a `session.updated` session object declares, in either dialect
+/// (`None`: not stated).
+pub fn input_format(session: &Value) -> Option<AudioFormat> {
+    if let Some(f) = session.pointer("/audio/input/format") {
+        return serde_json::from_value(f.clone()).ok();
+    }
+    session
+        .get("input_audio_format")
+        .and_then(Value::as_str)
+        .map(AudioFormat::from_beta_name)
+}
+
 /// The assistant audio item being played: what `conversation.item.truncate` needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AudioItem {
@@ -152,6 +164,8 @@ pub struct Decoder {
     /// Caller speech interrupts the model (server VAD with `interrupt_response`).
     server_interrupts: bool,
     setup_done: bool,
+    /// The caller-audio format the first `session.updated` stated, if it stated one.
+    confirmed_input: Option<AudioFormat>,
     /// The response in progress (between `response.created` and `response.done`).
     response: Option<String>,
     /// `Interrupted` was already reported for the response in progress.
@@ -171,6 +185,7 @@ impl Decoder {
             format,
             server_interrupts: true,
             setup_done: false,
+            confirmed_input: None,
             response: None,
             interrupted: false,
             audio_since_speech: false,
@@ -188,6 +203,12 @@ impl Decoder {
     /// The latest assistant item that carried audio.
     pub fn audio_item(&self) -> Option<&AudioItem> {
         self.item.as_ref()
+    }
+
+    /// The caller-audio format the service confirmed in answer to the setup (`None`: its
+    /// `session.updated` did not say, or has not arrived).
+    pub fn confirmed_input(&self) -> Option<&AudioFormat> {
+        self.confirmed_input.as_ref()
     }
 
     /// The effective output format.
@@ -213,6 +234,7 @@ impl Decoder {
                 }
                 if ev.event_kind() == EventKind::SessionUpdated && !self.setup_done {
                     self.setup_done = true;
+                    self.confirmed_input = ev.session.as_ref().and_then(input_format);
                     out.push(ModelEvent::SetupComplete);
                 }
             }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::codec::{self, AudioItem, Decoder};
 use super::setup::SessionConfig;
-use super::wire::{Api, ClientEvent};
+use super::wire::{Api, AudioFormat, ClientEvent};
 use crate::model::ModelEvent;
 use crate::model::protocol::{Frame, Link, ProtocolCore, SetupFailure};
 use crate::model::session::Outbound;
@@ -87,6 +87,9 @@ pub struct OpenAiCore {
     link: Link,
     decoder: Decoder,
     gate: ResponseGate,
+    /// The caller-audio format the setup asks for: the session is refused if the service
+    /// confirms another (the call would send audio it reads as something else).
+    input_format: AudioFormat,
 }
 
 fn response_create() -> Outbound {
@@ -111,6 +114,7 @@ impl OpenAiCore {
             ),
             decoder: Decoder::new(config.output_format.clone()),
             gate: ResponseGate::default(),
+            input_format: config.input_format.clone(),
         }
     }
 
@@ -181,6 +185,25 @@ impl ProtocolCore for OpenAiCore {
             self.link.setup_failed(SetupFailure::Rejected(e.clone()));
             events.clear();
         }
+        if self.link.in_setup()
+            && events.contains(&ModelEvent::SetupComplete)
+            && let Some(stated) = self.decoder.confirmed_input()
+            && !same_audio(stated, &self.input_format)
+        {
+            let fix = if self.input_format.law().is_some() {
+                " (with [model] resample_input = true a phone caller's audio goes as 24 kHz PCM, \
+                 which every Realtime model takes)"
+            } else {
+                ""
+            };
+            self.link.setup_failed(SetupFailure::Rejected(format!(
+                "the service set the caller's audio to {} where baton asked for {}: it would \
+                 read every frame as something else{fix}",
+                format_name(stated),
+                format_name(&self.input_format)
+            )));
+            events.clear();
+        }
         let active = self.decoder.active_response().is_some();
         if self.gate.after_frame(active, &events) {
             self.link.send(response_create(), now);
@@ -202,6 +225,24 @@ impl ProtocolCore for OpenAiCore {
                 let _ = reply.send(self.audio_item().cloned());
             }
         }
+    }
+}
+
+/// Two formats carry caller audio the same way (PCM's rate, when unstated, is its only one).
+fn same_audio(a: &AudioFormat, b: &AudioFormat) -> bool {
+    match (a, b) {
+        (AudioFormat::Other, _) | (_, AudioFormat::Other) => false,
+        _ => a.law() == b.law(),
+    }
+}
+
+/// A format as the GA protocol names it.
+fn format_name(f: &AudioFormat) -> &'static str {
+    match f {
+        AudioFormat::Pcm { .. } => "audio/pcm (24 kHz)",
+        AudioFormat::Pcmu => "audio/pcmu",
+        AudioFormat::Pcma => "audio/pcma",
+        AudioFormat::Other => "a format baton does not know",
     }
 }
 

@@ -106,6 +106,69 @@ fn session_update_goes_first_and_an_error_in_answer_refuses_the_session() {
 }
 
 #[test]
+fn a_session_whose_caller_audio_format_the_service_changed_is_refused() {
+    let t0 = Instant::now();
+    let phone = SessionConfig {
+        input_format: AudioFormat::Pcmu,
+        output_format: AudioFormat::Pcmu,
+        ..SessionConfig::default()
+    };
+    // The GA shape confirming what was asked, or saying nothing of it: accepted.
+    for session in [
+        json!({"type": "realtime", "audio": {"input": {"format": {"type": "audio/pcmu"}}}}),
+        json!({}),
+    ] {
+        let mut core = OpenAiCore::new(&phone, Api::Ga, t0);
+        written(&mut core);
+        server(
+            &mut core,
+            json!({"type": "session.updated", "session": session}),
+            t0,
+        );
+        assert_eq!(core.poll_setup(), Some(Ok(())), "{session}");
+    }
+    // 24 kHz PCM stated where μ-law was asked (GA and beta shapes), or a format baton does not
+    // know: the frames would be read as something else, so the setup is refused, saying so.
+    for (api, session) in [
+        (
+            Api::Ga,
+            json!({"type": "realtime", "audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}}}}),
+        ),
+        (Api::Beta, json!({"input_audio_format": "pcm16"})),
+        (Api::Beta, json!({"input_audio_format": "opus"})),
+    ] {
+        let mut core = OpenAiCore::new(&phone, api, t0);
+        written(&mut core);
+        server(
+            &mut core,
+            json!({"type": "session.updated", "session": session}),
+            t0,
+        );
+        match core.poll_setup() {
+            Some(Err(SetupFailure::Rejected(m))) => {
+                assert!(m.contains("where baton asked for audio/pcmu"), "{m}");
+                assert!(m.contains("resample_input"), "{m}");
+            }
+            other => panic!("{session}: {other:?}"),
+        }
+        assert!(core.is_over());
+        assert!(
+            core.poll_event().is_none(),
+            "no SetupComplete reaches the call"
+        );
+    }
+    // The default (24 kHz PCM) confirmed by the beta name.
+    let mut core = OpenAiCore::new(&SessionConfig::default(), Api::Beta, t0);
+    written(&mut core);
+    server(
+        &mut core,
+        json!({"type": "session.updated", "session": {"input_audio_format": "pcm16"}}),
+        t0,
+    );
+    assert_eq!(core.poll_setup(), Some(Ok(())));
+}
+
+#[test]
 fn no_second_response_create_while_one_is_open() {
     let t0 = Instant::now();
     let mut core = live(t0);
