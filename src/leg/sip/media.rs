@@ -136,6 +136,9 @@ pub struct MediaStats {
     /// Datagrams that were not RTP, came from another source, or carried another payload type.
     pub bad_packets: u64,
     pub other_source: u64,
+    /// Packets from a source other than the SDP's address while it was on probation (before
+    /// [`PROBATION`] packets in sequence made it the peer), not heard.
+    pub on_probation: u64,
     pub other_payload: u64,
     pub ssrc_changes: u64,
     pub dtmf_in: u64,
@@ -205,6 +208,15 @@ fn path_for(codec: Codec, rate: u32, jitter: JitterConfig) -> (Path, JitterBuffe
 enum Latch {
     /// Nothing yet: baton sends where the SDP says.
     None,
+    /// A source other than the SDP's address has sent `count` packets in sequence (one
+    /// stream, `next` the sequence number expected of it); at [`PROBATION`] it is learned.
+    /// Baton still sends where the SDP says, and hears none of it yet.
+    Probation {
+        from: SocketAddr,
+        ssrc: u32,
+        next: u16,
+        count: u8,
+    },
     /// The first source heard (a peer behind NAT, or a stray stream), at this instant: the
     /// SDP's own address may still take over within [`TAKEOVER`] of it.
     Learned(Instant),
@@ -212,10 +224,27 @@ enum Latch {
     Sdp,
 }
 
+/// Packets in sequence a source other than the SDP's address must send before baton takes it
+/// for the peer (a caller behind NAT): a stray or forged packet sprayed at the port cannot
+/// take the call's media (and with it what the agent says) on its own. As RFC 3550's source
+/// probation and Asterisk's `strictrtp` learning do; the first `PROBATION - 1` packets of a
+/// NAT'd caller (40 ms) are not heard.
+pub const PROBATION: u8 = 3;
+
 /// How long after the first source is learned the SDP's own address may still take over: a
 /// caller sends from it within moments of the answer, while a stray stream is there from the
 /// start. Later, a packet from the SDP's address cannot take a NAT'd caller's media away.
 const TAKEOVER: Duration = Duration::from_secs(2);
+
+/// What symmetric RTP makes of one packet.
+enum Heard {
+    /// The peer's: heard.
+    Yes,
+    /// From a source on probation: not heard yet.
+    OnProbation,
+    /// From another source than the one latched: dropped.
+    OtherSource,
+}
 
 /// One address, however a dual-stack socket reported it (an IPv4 peer as `::ffff:a.b.c.d`).
 fn same(a: SocketAddr, b: SocketAddr) -> bool {
@@ -358,9 +387,18 @@ impl MediaSession {
                 self.stats.other_source += 1;
                 return;
             }
-        } else if !self.latch_rtp(from, now) {
-            self.stats.other_source += 1;
-            return;
+        } else {
+            match self.latch_rtp(from, p.ssrc, p.seq, now) {
+                Heard::Yes => {}
+                Heard::OnProbation => {
+                    self.stats.on_probation += 1;
+                    return;
+                }
+                Heard::OtherSource => {
+                    self.stats.other_source += 1;
+                    return;
+                }
+            }
         }
         self.last_rx = now;
         if self.remote_ssrc != Some(p.ssrc) {
@@ -419,33 +457,61 @@ impl MediaSession {
         }
     }
 
-    /// Symmetric RTP: whether a packet from `from` is the peer's, latching as it goes. The
-    /// first source is taken (NAT); the SDP's own address takes over from it for good if it
-    /// sends within [`TAKEOVER`] of it (a stray stream from an earlier call on the port).
-    fn latch_rtp(&mut self, from: SocketAddr, now: Instant) -> bool {
+    /// Symmetric RTP: whether a packet (`ssrc`, `seq`) from `from` is the peer's, latching as
+    /// it goes. The SDP's own address is taken at its first packet. Another source (a caller
+    /// behind NAT) is taken once it has sent [`PROBATION`] packets in sequence before the
+    /// SDP's address sent anything; the SDP's address still takes over from it for good if it
+    /// sends within [`TAKEOVER`] of that (a stray stream from an earlier call on the port).
+    fn latch_rtp(&mut self, from: SocketAddr, ssrc: u32, seq: u16, now: Instant) -> Heard {
         let sdp = self.neg.remote_rtp;
         match self.rtp_latch {
-            Latch::Sdp | Latch::Learned(_) if same(from, self.rtp_to) => true,
-            Latch::Sdp => false,
+            Latch::Sdp | Latch::Learned(_) if same(from, self.rtp_to) => Heard::Yes,
+            Latch::Sdp => Heard::OtherSource,
             Latch::Learned(at)
                 if same(from, sdp) && now.saturating_duration_since(at) <= TAKEOVER =>
             {
                 tracing::debug!(was = %self.rtp_to, now = %sdp, "RTP from the SDP's address: latched onto it");
                 self.take_sdp();
-                true
+                Heard::Yes
             }
-            Latch::Learned(_) => false,
-            Latch::None if same(from, sdp) => {
+            Latch::Learned(_) => Heard::OtherSource,
+            Latch::None | Latch::Probation { .. } if same(from, sdp) => {
                 self.take_sdp();
-                true
+                Heard::Yes
             }
-            Latch::None => {
-                self.rtp_to = from;
-                self.rtp_latch = Latch::Learned(now);
-                if !self.rtcp_latched {
-                    self.rtcp_to = SocketAddr::new(from.ip(), self.rtcp_to.port());
+            Latch::Probation {
+                from: f,
+                ssrc: s,
+                next,
+                count,
+            } if same(from, f) && ssrc == s && seq == next => {
+                if count + 1 >= PROBATION {
+                    tracing::debug!(sdp = %sdp, now = %from, "RTP from another address than the SDP's: latched onto it");
+                    self.rtp_to = from;
+                    self.rtp_latch = Latch::Learned(now);
+                    if !self.rtcp_latched {
+                        self.rtcp_to = SocketAddr::new(from.ip(), self.rtcp_to.port());
+                    }
+                    Heard::Yes
+                } else {
+                    self.rtp_latch = Latch::Probation {
+                        from,
+                        ssrc,
+                        next: seq.wrapping_add(1),
+                        count: count + 1,
+                    };
+                    Heard::OnProbation
                 }
-                true
+            }
+            // A new source, or one whose stream broke sequence: its probation starts over.
+            Latch::None | Latch::Probation { .. } => {
+                self.rtp_latch = Latch::Probation {
+                    from,
+                    ssrc,
+                    next: seq.wrapping_add(1),
+                    count: 1,
+                };
+                Heard::OnProbation
             }
         }
     }
@@ -731,7 +797,7 @@ impl MediaSession {
         s.buffer.absorb(&self.earlier_buffers);
         s.concealed_ms = self.earlier_concealed_ms + concealed_ms(&self.jitter);
         s.sent_to = Some(self.rtp_to);
-        s.latched = self.rtp_latch != Latch::None;
+        s.latched = matches!(self.rtp_latch, Latch::Learned(_) | Latch::Sdp);
         s
     }
 }

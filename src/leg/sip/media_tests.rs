@@ -71,7 +71,7 @@ fn level(f: &Frame) -> i16 {
 fn the_peer_is_heard_one_frame_per_tick_on_a_continuous_timeline() {
     let t0 = Instant::now();
     let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
-    let from: SocketAddr = "127.0.0.1:7000".parse().unwrap();
+    let from: SocketAddr = "127.0.0.1:6000".parse().unwrap();
     let mut peer = Peer::new();
     let wall = SystemTime::now();
     for i in 0..10u32 {
@@ -94,7 +94,7 @@ fn the_peer_is_heard_one_frame_per_tick_on_a_continuous_timeline() {
     assert_eq!(
         s.sent_to,
         Some(from),
-        "symmetric RTP: latched onto the source"
+        "symmetric RTP: latched onto the SDP's address"
     );
 }
 
@@ -115,14 +115,22 @@ fn frames_played_go_out_as_packets_to_the_latched_address() {
         (p.pt, p.seq, p.ts, p.ssrc, p.marker),
         (0, 100, 5000, 0x1234, true)
     );
-    // The peer's packets come from elsewhere (NAT): baton follows them.
+    // The peer's packets come from elsewhere (NAT): baton follows them once three have come
+    // in sequence.
     let nat: SocketAddr = "127.0.0.1:7777".parse().unwrap();
-    m.handle_rtp(&Peer::new().audio(1), nat, t0);
+    let mut peer = Peer::new();
+    for _ in 0..PROBATION - 1 {
+        m.handle_rtp(&peer.audio(1), nat, t0);
+    }
     m.play(&f);
-    let second = m.poll_transmit().unwrap();
-    assert_eq!(second.to, nat);
-    let p = rtp::parse(&second.bytes).unwrap();
-    assert_eq!((p.seq, p.ts, p.marker), (101, 5160, false));
+    assert_eq!(m.poll_transmit().unwrap().to, sa("127.0.0.1:6000"));
+    m.handle_rtp(&peer.audio(1), nat, t0);
+    m.play(&f);
+    let third = m.poll_transmit().unwrap();
+    assert_eq!(third.to, nat);
+    let p = rtp::parse(&third.bytes).unwrap();
+    assert_eq!((p.seq, p.ts, p.marker), (102, 5320, false));
+    assert_eq!(m.stats().on_probation, u64::from(PROBATION - 1));
     // Another source after the latch is ignored.
     m.handle_rtp(&Peer::new().audio(1), "127.0.0.1:9".parse().unwrap(), t0);
     assert_eq!(m.stats().other_source, 1);
@@ -160,7 +168,12 @@ fn the_sdps_own_address_takes_over_from_a_stray_stream_for_good() {
         }
         m.handle_timeout(t0 + Duration::from_millis(u64::from(i + 1) * 20), wall);
     }
-    assert_eq!(heard[1], (1, stray), "the first source is taken meanwhile");
+    assert_eq!(heard[1], (1, sdp), "the stray stream is on probation");
+    assert_eq!(
+        heard[2],
+        (2, stray),
+        "three packets in sequence: taken meanwhile"
+    );
     assert!(
         heard
             .iter()
@@ -174,6 +187,7 @@ fn the_sdps_own_address_takes_over_from_a_stray_stream_for_good() {
         s.other_source, 26,
         "every stray packet after the switch (frames 4 to 29) is dropped"
     );
+    assert_eq!(s.on_probation, u64::from(PROBATION - 1));
     let f = frames(&mut m);
     assert!(
         f[f.len() - 10..]
@@ -182,6 +196,62 @@ fn the_sdps_own_address_takes_over_from_a_stray_stream_for_good() {
         "the caller is heard, not the stray stream: {:?}",
         f.iter().map(level).collect::<Vec<_>>()
     );
+}
+
+/// Packets sprayed at the port — one from each of many addresses, or a stream out of
+/// sequence — take nothing while a caller behind NAT has not sent yet: baton keeps sending to
+/// the SDP's address (none of the agent's audio leaks to them) and hears none of it. The
+/// caller's own stream, three packets in sequence, is then taken, and the sprayer dropped.
+#[test]
+fn sprayed_packets_cannot_take_the_media_before_a_natd_caller_sends() {
+    let t0 = Instant::now();
+    let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
+    let f = Frame {
+        rate: 8000,
+        ts: Duration::ZERO,
+        samples: vec![500; 160],
+    };
+    let mut sent_to = Vec::new();
+    let mut spray = rtp::Sender::new(0xbad, 1, 0);
+    for i in 0..50u16 {
+        let now = t0 + Duration::from_millis(u64::from(i) * 20);
+        // One packet from each of many ports, and a stream from one port jumping its sequence.
+        let one = spray.packet(0, 0, false, &[0xff; 160]);
+        m.handle_rtp(&one, sa(&format!("198.51.100.7:{}", 20_000 + i)), now);
+        let mut skipping = rtp::Sender::new(0xbad2, i.wrapping_mul(7), 0);
+        m.handle_rtp(
+            &skipping.packet(0, 0, false, &[0xff; 160]),
+            sa("198.51.100.8:5004"),
+            now,
+        );
+        m.play(&f);
+        while let Some(t) = m.poll_transmit() {
+            sent_to.push(t.to);
+        }
+    }
+    assert!(
+        sent_to.iter().all(|a| *a == sa("127.0.0.1:6000")),
+        "only the SDP's address: {sent_to:?}"
+    );
+    let s = m.stats();
+    assert!(!s.latched);
+    assert_eq!((s.packets_in, s.on_probation), (0, 100));
+    // The caller behind NAT sends: its third packet in sequence makes it the peer.
+    let nat = sa("203.0.113.9:40000");
+    let mut caller = Peer::new();
+    for _ in 0..PROBATION {
+        m.handle_rtp(&caller.audio(1000), nat, t0 + Duration::from_secs(1));
+    }
+    m.handle_rtp(
+        &spray.packet(0, 0, false, &[0xff; 160]),
+        sa("198.51.100.7:20000"),
+        t0 + Duration::from_secs(1),
+    );
+    m.play(&f);
+    assert_eq!(m.poll_transmit().unwrap().to, nat);
+    let s = m.stats();
+    assert!(s.latched);
+    assert_eq!((s.packets_in, s.other_source), (1, 1));
 }
 
 /// A caller behind NAT, latched for a while, keeps its media: a later packet from the address
