@@ -108,6 +108,19 @@ impl Rig {
         Rig::build(wire, opts, None)
     }
 
+    /// The agent announces (400 ms) and hands the caller to the person `name`: the transfer
+    /// the call asks of its shell once the announcement has played.
+    fn transfer_to(&mut self, name: &str) -> Box<super::outbox::TransferRequest> {
+        self.model_audio(FIRST, 400);
+        self.activate(name);
+        self.model_event(FIRST, ModelEvent::GenerationComplete);
+        self.advance(Duration::from_millis(500));
+        let Some(Task::Transfer(req)) = self.tasks.pop() else {
+            panic!("no transfer asked: {:?}", self.tasks);
+        };
+        req
+    }
+
     fn with_agents(strategy: Strategy) -> Rig {
         Rig::with_agents_on(Protocol::Gemini, strategy)
     }
@@ -835,15 +848,7 @@ fn a_recreate_handoff_opens_its_session_in_the_calls_law() {
 /// μ-law by OpenAI, the brief session is still set up in PCM (at the person's own rate).
 #[test]
 fn a_warm_transfers_brief_is_set_up_in_pcm_on_a_call_in_a_law() {
-    use crate::transfer::Handover;
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
-    let mut reg = crate::agents::load(&path).unwrap();
-    for p in &mut reg.people {
-        p.human.handover = Handover::Warm;
-    }
-    let mut cfg = SessionConfig::default();
-    let agents = Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg);
+    let agents = front_desk(|h| h.handover = crate::transfer::Handover::Warm);
     let wire = Wire {
         protocol: Protocol::OpenAi,
         law: Some(Law::Ulaw),
@@ -853,13 +858,7 @@ fn a_warm_transfers_brief_is_set_up_in_pcm_on_a_call_in_a_law() {
         ..CallOptions::default()
     };
     let mut rig = Rig::build(wire, opts, Some(agents));
-    rig.model_audio(FIRST, 400);
-    rig.activate("ravi");
-    rig.model_event(FIRST, ModelEvent::GenerationComplete);
-    rig.advance(Duration::from_millis(500));
-    let Some(Task::Transfer(req)) = rig.tasks.pop() else {
-        panic!("no transfer asked: {:?}", rig.tasks);
-    };
+    let req = rig.transfer_to("ravi");
     let brief = req.brief.expect("a warm transfer carries its brief");
     assert_eq!(brief.config.phone_law, None, "the brief speaks PCM");
     // The call's own sessions stay in its law.
@@ -987,22 +986,12 @@ impl Rig {
     }
 }
 
-/// The shipped front desk (`config/agents/front_desk.toml`: Ravi is a person reached by a blind
-/// transfer), started on every capability.
-fn front_desk() -> Agents {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
-    let reg = crate::agents::load(&path).unwrap();
-    let mut cfg = SessionConfig::default();
-    Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg)
-}
-
 /// An operator hands the caller to Ravi (`config/agents/front_desk.toml`, a blind transfer)
 /// while the agent's greeting is still being generated: the transfer is asked of the leg once
 /// the whole greeting has been heard, not when the announcement guard (60 s) runs out.
 #[test]
 fn an_operators_transfer_to_a_person_goes_out_once_what_the_caller_hears_has_played() {
-    let agents = front_desk();
+    let agents = front_desk(|_| {});
     let opts = CallOptions {
         caller_silence: Duration::from_millis(200),
         ..CallOptions::default()
@@ -1125,7 +1114,7 @@ fn handoff_and_event_times_count_from_the_legs_media_start_as_turn_times_do() {
 /// A transfer's events (to a person, asked of the leg) are on the call's media timeline too.
 #[test]
 fn transfer_events_count_from_the_legs_media_start() {
-    let agents = front_desk();
+    let agents = front_desk(|_| {});
     let built = Instant::now();
     let media_zero = built
         .checked_sub(Duration::from_millis(1500))
@@ -1206,6 +1195,19 @@ impl BlindShell {
     }
 }
 
+/// The shipped front desk (`config/agents/front_desk.toml`: Ravi is a person reached by a blind
+/// transfer), each person's settings changed by `edit`, started on every capability.
+fn front_desk(edit: impl Fn(&mut crate::transfer::HumanAgent)) -> Agents {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
+    let mut reg = crate::agents::load(&path).unwrap();
+    for p in &mut reg.people {
+        edit(&mut p.human);
+    }
+    let mut cfg = SessionConfig::default();
+    Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg)
+}
+
 /// Ravi (`config/agents/front_desk.toml`) does not answer a blind transfer whose
 /// `on_no_answer` is `"hang_up"`: the transfer's steps (announcing, referring, following, done)
 /// arrive before its outcome, the agent says why, and the call ends as soon as that reply has
@@ -1213,14 +1215,7 @@ impl BlindShell {
 #[test]
 fn an_unanswered_blind_transfer_ends_the_call_once_the_agents_reply_has_played() {
     use crate::transfer::{Event, OnNoAnswer, Outcome, Stage};
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
-    let mut reg = crate::agents::load(&path).unwrap();
-    for p in &mut reg.people {
-        p.human.on_no_answer = OnNoAnswer::HangUp;
-    }
-    let mut cfg = SessionConfig::default();
-    let agents = Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg);
+    let agents = front_desk(|h| h.on_no_answer = OnNoAnswer::HangUp);
     let opts = CallOptions {
         caller_silence: Duration::from_millis(200),
         ..CallOptions::default()
@@ -1228,13 +1223,7 @@ fn an_unanswered_blind_transfer_ends_the_call_once_the_agents_reply_has_played()
     let mut rig = Rig::build(Protocol::Gemini, opts, Some(agents));
     let mut shell = BlindShell::default();
     // The announcement, and the transfer asked once it has played.
-    rig.model_audio(FIRST, 400);
-    rig.activate("ravi");
-    rig.model_event(FIRST, ModelEvent::GenerationComplete);
-    rig.advance(Duration::from_millis(500));
-    let Some(Task::Transfer(req)) = rig.tasks.pop() else {
-        panic!("no transfer asked: {:?}", rig.tasks);
-    };
+    let req = rig.transfer_to("ravi");
     assert_eq!(req.settings.on_no_answer, OnNoAnswer::HangUp);
     shell.blind = Some((req.to.clone(), req.settings.on_no_answer.clone()));
     for stage in [

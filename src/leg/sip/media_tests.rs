@@ -63,6 +63,15 @@ fn frames(m: &mut MediaSession) -> Vec<Frame> {
     out
 }
 
+/// A 20 ms frame at 8 kHz for baton to play.
+fn voiced() -> Frame {
+    Frame {
+        rate: 8000,
+        ts: Duration::ZERO,
+        samples: vec![500; 160],
+    }
+}
+
 fn level(f: &Frame) -> i16 {
     f.samples[80]
 }
@@ -102,11 +111,7 @@ fn the_peer_is_heard_one_frame_per_tick_on_a_continuous_timeline() {
 fn frames_played_go_out_as_packets_to_the_latched_address() {
     let t0 = Instant::now();
     let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
-    let f = Frame {
-        rate: 8000,
-        ts: Duration::ZERO,
-        samples: vec![500; 160],
-    };
+    let f = voiced();
     m.play(&f);
     let first = m.poll_transmit().unwrap();
     assert_eq!(first.to, sa("127.0.0.1:6000"), "the SDP's address first");
@@ -148,11 +153,7 @@ fn the_sdps_own_address_takes_over_from_a_stray_stream_for_good() {
     let sdp = sa("127.0.0.1:6000");
     let (mut old, mut caller) = (Peer::new(), Peer::new());
     caller.seq = rtp::Sender::new(0xcafe, 500, 0);
-    let f = Frame {
-        rate: 8000,
-        ts: Duration::ZERO,
-        samples: vec![500; 160],
-    };
+    let f = voiced();
     let mut heard = Vec::new();
     for i in 0..30u32 {
         let now = t0 + Duration::from_millis(u64::from(i) * 20 + 5);
@@ -206,11 +207,7 @@ fn the_sdps_own_address_takes_over_from_a_stray_stream_for_good() {
 fn sprayed_packets_cannot_take_the_media_before_a_natd_caller_sends() {
     let t0 = Instant::now();
     let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
-    let f = Frame {
-        rate: 8000,
-        ts: Duration::ZERO,
-        samples: vec![500; 160],
-    };
+    let f = voiced();
     let mut sent_to = Vec::new();
     let mut spray = rtp::Sender::new(0xbad, 1, 0);
     for i in 0..50u16 {

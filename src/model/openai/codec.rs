@@ -120,23 +120,22 @@ pub fn server_interrupts(session: &Value) -> Option<bool> {
 /// The output format a `session.created` / `session.updated` session object declares, in either
 /// dialect (`None`: not stated).
 pub fn output_format(session: &Value) -> Option<AudioFormat> {
-    if let Some(f) = session.pointer("/audio/output/format") {
-        return serde_json::from_value(f.clone()).ok();
-    }
-    session
-        .get("output_audio_format")
-        .and_then(Value::as_str)
-        .map(AudioFormat::from_beta_name)
+    stated_format(session, "/audio/output/format", "output_audio_format")
 }
 
 /// The caller-audio format a `session.updated` session object declares, in either dialect
 /// (`None`: not stated).
 pub fn input_format(session: &Value) -> Option<AudioFormat> {
-    if let Some(f) = session.pointer("/audio/input/format") {
+    stated_format(session, "/audio/input/format", "input_audio_format")
+}
+
+/// A direction's format: the GA object at `ga`, else the beta name at `beta`.
+fn stated_format(session: &Value, ga: &str, beta: &str) -> Option<AudioFormat> {
+    if let Some(f) = session.pointer(ga) {
         return serde_json::from_value(f.clone()).ok();
     }
     session
-        .get("input_audio_format")
+        .get(beta)
         .and_then(Value::as_str)
         .map(AudioFormat::from_beta_name)
 }
