@@ -104,8 +104,8 @@ impl Sockets {
 
 /// Where the next search for free ports starts (spreads calls over the range). It starts at a
 /// random pair, so a restarted daemon, or another one on the host, does not first take the
-/// ports the last one freed: RTP from their old peers may still be flowing there, and a call's
-/// first packet latches its symmetric RTP.
+/// ports the last one freed: RTP from their old peers may still be flowing there, and a stream
+/// there in sequence could pass a call's symmetric RTP probation.
 static NEXT_PORT: std::sync::OnceLock<AtomicU16> = std::sync::OnceLock::new();
 
 fn next_port() -> &'static AtomicU16 {

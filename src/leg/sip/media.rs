@@ -4,13 +4,16 @@
 //! sockets, no clock: the shell passes `now` (and the wall clock for RTCP) and carries out
 //! [`MediaSession::poll_transmit`].
 //!
-//! * **Symmetric RTP.** Until the peer's first packet arrives baton sends where the SDP says;
-//!   then it latches onto the address that packet came from (NAT) and ignores other sources
-//!   (counted). The SDP's own address wins if it sends within 2 s of that first packet: a latch
-//!   onto another source (RTP an earlier call's peer still sends to the port) gives way to it,
-//!   and nothing else is heard after that (RTCP then goes to the SDP's RTCP address). Later, a
-//!   packet from the SDP's address cannot take a NAT'd caller's media away. RTCP otherwise
-//!   latches on the first packet on its own port.
+//! * **Symmetric RTP.** Until the peer is known baton sends where the SDP says. The SDP's own
+//!   address is the peer from its first packet. Another address (a caller behind NAT) is the
+//!   peer once it has sent [`PROBATION`] packets of one stream in sequence, each source kept on
+//!   probation apart (a few at a time), so a stray or sprayed packet takes nothing and does not
+//!   hold back the caller's own stream; packets on probation are not heard. The SDP's own
+//!   address still wins if it sends within 2 s of such a latch (RTP an earlier call's peer
+//!   still sends to the port gives way to it), and nothing else is heard after that (RTCP then
+//!   goes to the SDP's RTCP address). Later, a packet from the SDP's address cannot take a
+//!   NAT'd caller's media away. RTCP latches on its own port's first packet from the RTP
+//!   peer's host.
 //! * **In.** Packets of the negotiated codec are decoded into the [jitter buffer](super::jitter);
 //!   at each tick (`start + (n+1)·20 ms`) one frame with `ts = n·20 ms` goes to the call, so the
 //!   call sees a continuous timeline whatever the network did. `telephone-event` packets become
@@ -206,19 +209,11 @@ fn path_for(codec: Codec, rate: u32, jitter: JitterConfig) -> (Path, JitterBuffe
 /// What symmetric RTP has latched onto.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Latch {
-    /// Nothing yet: baton sends where the SDP says.
+    /// Nothing yet: baton sends where the SDP says (other sources may be on probation).
     None,
-    /// A source other than the SDP's address has sent `count` packets in sequence (one
-    /// stream, `next` the sequence number expected of it); at [`PROBATION`] it is learned.
-    /// Baton still sends where the SDP says, and hears none of it yet.
-    Probation {
-        from: SocketAddr,
-        ssrc: u32,
-        next: u16,
-        count: u8,
-    },
-    /// The first source heard (a peer behind NAT, or a stray stream), at this instant: the
-    /// SDP's own address may still take over within [`TAKEOVER`] of it.
+    /// Another source than the SDP's address, learned at this instant after its probation (a
+    /// peer behind NAT, or a stray stream): the SDP's own address may still take over within
+    /// [`TAKEOVER`] of it.
     Learned(Instant),
     /// The SDP's own address: final until a re-INVITE moves it.
     Sdp,
@@ -235,6 +230,20 @@ pub const PROBATION: u8 = 3;
 /// caller sends from it within moments of the answer, while a stray stream is there from the
 /// start. Later, a packet from the SDP's address cannot take a NAT'd caller's media away.
 const TAKEOVER: Duration = Duration::from_secs(2);
+
+/// A source on probation: one stream (address and SSRC) that has sent `count` packets in
+/// sequence, `next` the sequence number expected of it.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    from: SocketAddr,
+    ssrc: u32,
+    next: u16,
+    count: u8,
+    last: Instant,
+}
+
+/// Sources kept on probation at once; a new one replaces the one heard from longest ago.
+const CANDIDATES: usize = 4;
 
 /// What symmetric RTP makes of one packet.
 enum Heard {
@@ -266,6 +275,8 @@ pub struct MediaSession {
     rtp_to: SocketAddr,
     rtcp_to: SocketAddr,
     rtp_latch: Latch,
+    /// Sources on probation while nothing is latched.
+    candidates: Vec<Candidate>,
     rtcp_latched: bool,
     remote_ssrc: Option<u32>,
     recv: ReceiveStats,
@@ -307,6 +318,7 @@ impl MediaSession {
             rtp_to: neg.remote_rtp,
             rtcp_to: neg.remote_rtcp,
             rtp_latch: Latch::None,
+            candidates: Vec::new(),
             rtcp_latched: false,
             remote_ssrc: None,
             recv: ReceiveStats::default(),
@@ -350,6 +362,7 @@ impl MediaSession {
             self.rtp_to = neg.remote_rtp;
             self.rtcp_to = neg.remote_rtcp;
             self.rtp_latch = Latch::None;
+            self.candidates.clear();
             self.rtcp_latched = false;
         }
         if neg.codec != self.neg.codec {
@@ -459,9 +472,9 @@ impl MediaSession {
 
     /// Symmetric RTP: whether a packet (`ssrc`, `seq`) from `from` is the peer's, latching as
     /// it goes. The SDP's own address is taken at its first packet. Another source (a caller
-    /// behind NAT) is taken once it has sent [`PROBATION`] packets in sequence before the
-    /// SDP's address sent anything; the SDP's address still takes over from it for good if it
-    /// sends within [`TAKEOVER`] of that (a stray stream from an earlier call on the port).
+    /// behind NAT) is taken once its stream has sent [`PROBATION`] packets in sequence before
+    /// the SDP's address sent anything; the SDP's address still takes over from it for good if
+    /// it sends within [`TAKEOVER`] of that (a stray stream from an earlier call on the port).
     fn latch_rtp(&mut self, from: SocketAddr, ssrc: u32, seq: u16, now: Instant) -> Heard {
         let sdp = self.neg.remote_rtp;
         match self.rtp_latch {
@@ -475,45 +488,52 @@ impl MediaSession {
                 Heard::Yes
             }
             Latch::Learned(_) => Heard::OtherSource,
-            Latch::None | Latch::Probation { .. } if same(from, sdp) => {
+            Latch::None if same(from, sdp) => {
+                self.candidates.clear();
                 self.take_sdp();
                 Heard::Yes
             }
-            Latch::Probation {
-                from: f,
-                ssrc: s,
-                next,
-                count,
-            } if same(from, f) && ssrc == s && seq == next => {
-                if count + 1 >= PROBATION {
-                    tracing::debug!(sdp = %sdp, now = %from, "RTP from another address than the SDP's: latched onto it");
-                    self.rtp_to = from;
-                    self.rtp_latch = Latch::Learned(now);
-                    if !self.rtcp_latched {
-                        self.rtcp_to = SocketAddr::new(from.ip(), self.rtcp_to.port());
-                    }
-                    Heard::Yes
-                } else {
-                    self.rtp_latch = Latch::Probation {
-                        from,
-                        ssrc,
-                        next: seq.wrapping_add(1),
-                        count: count + 1,
-                    };
-                    Heard::OnProbation
+            Latch::None => {
+                if self.on_probation(from, ssrc, seq, now) < PROBATION {
+                    return Heard::OnProbation;
                 }
-            }
-            // A new source, or one whose stream broke sequence: its probation starts over.
-            Latch::None | Latch::Probation { .. } => {
-                self.rtp_latch = Latch::Probation {
-                    from,
-                    ssrc,
-                    next: seq.wrapping_add(1),
-                    count: 1,
-                };
-                Heard::OnProbation
+                tracing::debug!(sdp = %sdp, now = %from, "RTP from another address than the SDP's: latched onto it");
+                self.candidates.clear();
+                self.rtp_to = from;
+                self.rtp_latch = Latch::Learned(now);
+                if !self.rtcp_latched {
+                    self.rtcp_to = SocketAddr::new(from.ip(), self.rtcp_to.port());
+                }
+                Heard::Yes
             }
         }
+    }
+
+    /// Counts a packet of a source on probation: how many packets its stream has now sent in
+    /// sequence (1 for a new stream, or one that broke its sequence).
+    fn on_probation(&mut self, from: SocketAddr, ssrc: u32, seq: u16, now: Instant) -> u8 {
+        let fresh = Candidate {
+            from,
+            ssrc,
+            next: seq.wrapping_add(1),
+            count: 1,
+            last: now,
+        };
+        if let Some(c) = self
+            .candidates
+            .iter_mut()
+            .find(|c| same(c.from, from) && c.ssrc == ssrc)
+        {
+            let count = if seq == c.next { c.count + 1 } else { 1 };
+            *c = Candidate { count, ..fresh };
+            return count;
+        }
+        if self.candidates.len() < CANDIDATES {
+            self.candidates.push(fresh);
+        } else if let Some(oldest) = self.candidates.iter_mut().min_by_key(|c| c.last) {
+            *oldest = fresh;
+        }
+        1
     }
 
     /// Latches for good onto the SDP's own address; RTCP goes to the SDP's RTCP address too
@@ -539,9 +559,17 @@ impl MediaSession {
             self.stats.bad_rtcp += 1;
             return;
         };
+        // RTCP follows the RTP peer's host: the SDP's own before anything is latched, the
+        // learned source's after (RTCP from anywhere else is read, not answered to).
         if self.cfg.symmetric && !self.rtcp_latched {
-            self.rtcp_to = from;
-            self.rtcp_latched = true;
+            let peer = match self.rtp_latch {
+                Latch::None => self.neg.remote_rtp,
+                Latch::Learned(_) | Latch::Sdp => self.rtp_to,
+            };
+            if from.ip().to_canonical() == peer.ip().to_canonical() {
+                self.rtcp_to = from;
+                self.rtcp_latched = true;
+            }
         }
         self.stats.rtcp_in += 1;
         if let Some((_, mid)) = inc.sender {

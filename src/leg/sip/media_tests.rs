@@ -251,6 +251,51 @@ fn sprayed_packets_cannot_take_the_media_before_a_natd_caller_sends() {
     assert_eq!((s.packets_in, s.other_source), (1, 1));
 }
 
+/// Probation counts one stream's packets in sequence, each source apart: a sprayer's packet
+/// between the caller's does not hold the caller back; a new SSRC, a skipped or repeated
+/// sequence number starts the count over; the sequence may wrap.
+#[test]
+fn probation_counts_each_streams_packets_in_sequence() {
+    let t0 = Instant::now();
+    let nat = sa("203.0.113.9:40000");
+    let pkt =
+        |ssrc: u32, seq: u16| rtp::Sender::new(ssrc, seq, 0).packet(0, 0, false, &[0xff; 160]);
+    // Feeds (ssrc, seq) from the NAT'd address, a sprayed packet from a new port after each;
+    // returns after how many of them the caller was latched.
+    let latched_after = |stream: &[(u32, u16)]| {
+        let mut m = MediaSession::new(MediaConfig::default(), neg(false), START, t0);
+        for (n, &(ssrc, seq)) in stream.iter().enumerate() {
+            let now = t0 + Duration::from_millis(20 * n as u64);
+            m.handle_rtp(&pkt(ssrc, seq), nat, now);
+            if m.stats().latched {
+                assert_eq!(m.stats().sent_to, Some(nat));
+                return Some(n + 1);
+            }
+            let spray = sa(&format!("198.51.100.7:{}", 20_000 + n));
+            m.handle_rtp(&pkt(0xbad, seq), spray, now);
+        }
+        None
+    };
+    assert_eq!(latched_after(&[(1, 10), (1, 11), (1, 12)]), Some(3));
+    assert_eq!(latched_after(&[(1, 65534), (1, 65535), (1, 0)]), Some(3));
+    assert_eq!(
+        latched_after(&[(1, 10), (1, 11), (2, 12), (2, 13), (2, 14)]),
+        Some(5),
+        "a new SSRC starts over"
+    );
+    assert_eq!(
+        latched_after(&[(1, 10), (1, 11), (1, 13), (1, 14), (1, 15)]),
+        Some(5),
+        "a skipped number starts over"
+    );
+    assert_eq!(
+        latched_after(&[(1, 10), (1, 11), (1, 11), (1, 12), (1, 13)]),
+        Some(5),
+        "a repeat starts over"
+    );
+    assert_eq!(latched_after(&[(1, 10), (1, 12), (1, 14), (1, 16)]), None);
+}
+
 /// A caller behind NAT, latched for a while, keeps its media: a later packet from the address
 /// its SDP names (a host on baton's side with the same private address, or a forged one)
 /// takes nothing.

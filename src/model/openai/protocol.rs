@@ -228,21 +228,23 @@ impl ProtocolCore for OpenAiCore {
     }
 }
 
-/// Two formats carry caller audio the same way (PCM's rate, when unstated, is its only one).
+/// Two formats carry caller audio the same way (PCM at 24 kHz when its rate is unstated).
 fn same_audio(a: &AudioFormat, b: &AudioFormat) -> bool {
+    let pcm_rate = |r: &Option<u32>| r.unwrap_or(24_000);
     match (a, b) {
+        (AudioFormat::Pcm { rate: x }, AudioFormat::Pcm { rate: y }) => pcm_rate(x) == pcm_rate(y),
         (AudioFormat::Other, _) | (_, AudioFormat::Other) => false,
         _ => a.law() == b.law(),
     }
 }
 
 /// A format as the GA protocol names it.
-fn format_name(f: &AudioFormat) -> &'static str {
+fn format_name(f: &AudioFormat) -> String {
     match f {
-        AudioFormat::Pcm { .. } => "audio/pcm (24 kHz)",
-        AudioFormat::Pcmu => "audio/pcmu",
-        AudioFormat::Pcma => "audio/pcma",
-        AudioFormat::Other => "a format baton does not know",
+        AudioFormat::Pcm { rate } => format!("audio/pcm at {} Hz", rate.unwrap_or(24_000)),
+        AudioFormat::Pcmu => "audio/pcmu".into(),
+        AudioFormat::Pcma => "audio/pcma".into(),
+        AudioFormat::Other => "a format baton does not know".into(),
     }
 }
 

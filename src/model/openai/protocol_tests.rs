@@ -113,13 +113,20 @@ fn a_session_whose_caller_audio_format_the_service_changed_is_refused() {
         output_format: AudioFormat::Pcmu,
         ..SessionConfig::default()
     };
-    // The GA shape confirming what was asked, or saying nothing of it: accepted.
+    // The GA shape confirming what was asked, or saying nothing of it: accepted. The
+    // `session.created` before it states the service's default (PCM), which is not an answer.
     for session in [
         json!({"type": "realtime", "audio": {"input": {"format": {"type": "audio/pcmu"}}}}),
         json!({}),
     ] {
         let mut core = OpenAiCore::new(&phone, Api::Ga, t0);
         written(&mut core);
+        server(
+            &mut core,
+            json!({"type": "session.created", "session": {"type": "realtime",
+                "audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}}}}}),
+            t0,
+        );
         server(
             &mut core,
             json!({"type": "session.updated", "session": session}),
@@ -152,20 +159,43 @@ fn a_session_whose_caller_audio_format_the_service_changed_is_refused() {
             other => panic!("{session}: {other:?}"),
         }
         assert!(core.is_over());
-        assert!(
-            core.poll_event().is_none(),
-            "no SetupComplete reaches the call"
-        );
     }
-    // The default (24 kHz PCM) confirmed by the beta name.
-    let mut core = OpenAiCore::new(&SessionConfig::default(), Api::Beta, t0);
-    written(&mut core);
-    server(
-        &mut core,
-        json!({"type": "session.updated", "session": {"input_audio_format": "pcm16"}}),
-        t0,
-    );
-    assert_eq!(core.poll_setup(), Some(Ok(())));
+    // The default (24 kHz PCM) confirmed in either shape: accepted; PCM at another rate: not.
+    for (api, session, ok) in [
+        (Api::Beta, json!({"input_audio_format": "pcm16"}), true),
+        (
+            Api::Ga,
+            json!({"audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}}}}),
+            true,
+        ),
+        (
+            Api::Ga,
+            json!({"audio": {"input": {"format": {"type": "audio/pcm"}}}}),
+            true,
+        ),
+        (
+            Api::Ga,
+            json!({"audio": {"input": {"format": {"type": "audio/pcm", "rate": 16000}}}}),
+            false,
+        ),
+    ] {
+        let mut core = OpenAiCore::new(&SessionConfig::default(), api, t0);
+        written(&mut core);
+        server(
+            &mut core,
+            json!({"type": "session.updated", "session": session}),
+            t0,
+        );
+        match core.poll_setup() {
+            Some(Ok(())) => assert!(ok, "{session}"),
+            Some(Err(SetupFailure::Rejected(m))) => {
+                assert!(!ok, "{session}: {m}");
+                assert!(m.contains("audio/pcm at 16000 Hz"), "{m}");
+                assert!(!m.contains("resample_input"), "no phone fix for PCM: {m}");
+            }
+            other => panic!("{session}: {other:?}"),
+        }
+    }
 }
 
 #[test]
