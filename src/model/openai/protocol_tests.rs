@@ -105,6 +105,18 @@ fn session_update_goes_first_and_an_error_in_answer_refuses_the_session() {
     assert!(core.is_over());
 }
 
+/// A core set up by `config` whose `session.update` the service answered with `session`.
+fn answered(config: &SessionConfig, api: Api, session: &Value, t0: Instant) -> OpenAiCore {
+    let mut core = OpenAiCore::new(config, api, t0);
+    written(&mut core);
+    server(
+        &mut core,
+        json!({"type": "session.updated", "session": session}),
+        t0,
+    );
+    core
+}
+
 #[test]
 fn a_session_whose_caller_audio_format_the_service_changed_is_refused() {
     let t0 = Instant::now();
@@ -144,13 +156,7 @@ fn a_session_whose_caller_audio_format_the_service_changed_is_refused() {
         (Api::Beta, json!({"input_audio_format": "pcm16"})),
         (Api::Beta, json!({"input_audio_format": "opus"})),
     ] {
-        let mut core = OpenAiCore::new(&phone, api, t0);
-        written(&mut core);
-        server(
-            &mut core,
-            json!({"type": "session.updated", "session": session}),
-            t0,
-        );
+        let mut core = answered(&phone, api, &session, t0);
         match core.poll_setup() {
             Some(Err(SetupFailure::Rejected(m))) => {
                 assert!(m.contains("where baton asked for audio/pcmu"), "{m}");
@@ -179,13 +185,7 @@ fn a_session_whose_caller_audio_format_the_service_changed_is_refused() {
             false,
         ),
     ] {
-        let mut core = OpenAiCore::new(&SessionConfig::default(), api, t0);
-        written(&mut core);
-        server(
-            &mut core,
-            json!({"type": "session.updated", "session": session}),
-            t0,
-        );
+        let mut core = answered(&SessionConfig::default(), api, &session, t0);
         match core.poll_setup() {
             Some(Ok(())) => assert!(ok, "{session}"),
             Some(Err(SetupFailure::Rejected(m))) => {
