@@ -291,8 +291,8 @@ pub struct ModelConfig {
     /// leg has it (the default). Gemini Live: a leg at 8–16 kHz is otherwise sent at its own
     /// rate, declared in its MIME type (the service resamples it: no resampler delay, half the
     /// bytes of a phone call). OpenAI Realtime: a bridge leg in G.711 (Twilio and the other
-    /// bridges in μ-law or A-law) is otherwise heard and answered in its own law at 8 kHz (`audio/pcmu`, `audio/pcma`: no resampler either way);
-    /// with this, 24 kHz PCM both ways.
+    /// bridges in μ-law or A-law) is otherwise heard and answered in its own law at 8 kHz
+    /// (`audio/pcmu`, `audio/pcma`: no resampler either way); with this, 24 kHz PCM both ways.
     pub resample_input: bool,
 }
 

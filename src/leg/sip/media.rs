@@ -825,7 +825,7 @@ impl MediaSession {
         s.buffer.absorb(&self.earlier_buffers);
         s.concealed_ms = self.earlier_concealed_ms + concealed_ms(&self.jitter);
         s.sent_to = Some(self.rtp_to);
-        s.latched = matches!(self.rtp_latch, Latch::Learned(_) | Latch::Sdp);
+        s.latched = self.rtp_latch != Latch::None;
         s
     }
 }

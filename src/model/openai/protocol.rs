@@ -228,11 +228,17 @@ impl ProtocolCore for OpenAiCore {
     }
 }
 
-/// Two formats carry caller audio the same way (PCM at 24 kHz when its rate is unstated).
+/// PCM's rate as stated, or the only one the protocol defines when it is not.
+fn pcm_rate(rate: Option<u32>) -> u32 {
+    rate.unwrap_or(super::PCM_RATE)
+}
+
+/// Two formats carry caller audio the same way.
 fn same_audio(a: &AudioFormat, b: &AudioFormat) -> bool {
-    let pcm_rate = |r: &Option<u32>| r.unwrap_or(24_000);
     match (a, b) {
-        (AudioFormat::Pcm { rate: x }, AudioFormat::Pcm { rate: y }) => pcm_rate(x) == pcm_rate(y),
+        (AudioFormat::Pcm { rate: x }, AudioFormat::Pcm { rate: y }) => {
+            pcm_rate(*x) == pcm_rate(*y)
+        }
         (AudioFormat::Other, _) | (_, AudioFormat::Other) => false,
         _ => a.law() == b.law(),
     }
@@ -241,7 +247,7 @@ fn same_audio(a: &AudioFormat, b: &AudioFormat) -> bool {
 /// A format as the GA protocol names it.
 fn format_name(f: &AudioFormat) -> String {
     match f {
-        AudioFormat::Pcm { rate } => format!("audio/pcm at {} Hz", rate.unwrap_or(24_000)),
+        AudioFormat::Pcm { rate } => format!("audio/pcm at {} Hz", pcm_rate(*rate)),
         AudioFormat::Pcmu => "audio/pcmu".into(),
         AudioFormat::Pcma => "audio/pcma".into(),
         AudioFormat::Other => "a format baton does not know".into(),
