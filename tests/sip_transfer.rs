@@ -161,7 +161,7 @@ async fn place(sipp_port: u16) -> Call {
         ring: Duration::ZERO,
         media: MediaConfig::default(),
         codecs: vec![Codec::Pcmu],
-        rtp_ports: (20000, 29999),
+        rtp_ports: (30000, 40000),
     };
     let dial = Dial {
         target: format!("sip:person@127.0.0.1:{sipp_port}")

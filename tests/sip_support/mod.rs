@@ -34,54 +34,31 @@ pub fn require(tool: &str, package: &str) -> bool {
     false
 }
 
-/// Ports handed to peers that bind them later (SIPp, baresip, a user agent) come from here:
-/// below the kernel's ephemeral range (32768–60999 by default), so no socket another test binds
-/// to port 0 meanwhile can take one first, and above baton's RTP range (20000–29999).
-const RESERVED: std::ops::Range<u16> = 30_000..32_768;
-
-/// Where this process looks next in [`RESERVED`]: a random start per process (tests run as
-/// processes side by side), then on past every port handed out, so two calls in one test
-/// never get the same port before either is bound.
-static NEXT_RESERVED: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-
-/// `n` consecutive free UDP ports on loopback from [`RESERVED`] (the first even if `even`).
-fn reserved(n: u16, even: bool) -> u16 {
-    use std::sync::atomic::Ordering;
-    // One spare at the top: an odd start moves up to the even port after it.
-    let span = RESERVED.end - RESERVED.start - n - 1;
-    let _ = NEXT_RESERVED.compare_exchange(0, seed(span), Ordering::AcqRel, Ordering::Acquire);
-    for _ in 0..span {
-        let at = NEXT_RESERVED.fetch_add(n + 1, Ordering::AcqRel) % span;
-        let mut p = RESERVED.start + at;
-        if even && p % 2 == 1 {
-            // Up, never down onto a port handed out just before.
-            p += 1;
-        }
-        if (0..n).all(|i| StdUdp::bind(("127.0.0.1", p + i)).is_ok()) {
-            return p;
-        }
-    }
-    panic!("no {n} free UDP ports in a row in {RESERVED:?}");
-}
-
-/// A start in `0..span` (never 0, which marks "not started") that differs between processes.
-fn seed(span: u16) -> u16 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let mix = u64::from(std::process::id()).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(nanos);
-    1 + (mix % u64::from(span - 1)) as u16
-}
-
-/// A free UDP port on loopback that no port-0 bind can take before its peer binds it.
+/// A free UDP port on loopback.
 pub fn free_udp() -> u16 {
-    reserved(1, false)
+    StdUdp::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A free even port `p` with `p + 1`, `p + 2` and `p + 3` free too (SIPp's media and echo
 /// ports).
 pub fn free_media_ports() -> u16 {
-    reserved(4, true)
+    for _ in 0..200 {
+        let a = StdUdp::bind("127.0.0.1:0").unwrap();
+        let p = a.local_addr().unwrap().port() & !1;
+        drop(a);
+        if !(1024..=65000).contains(&p) {
+            continue;
+        }
+        let ok = (0..4).all(|i| StdUdp::bind(("127.0.0.1", p + i)).is_ok());
+        if ok {
+            return p;
+        }
+    }
+    panic!("no four free UDP ports in a row");
 }
 
 /// A daemon on the embedded mock with SIP on an ephemeral UDP and TCP port; `sip_extra` is
