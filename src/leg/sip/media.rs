@@ -4,16 +4,8 @@
 //! sockets, no clock: the shell passes `now` (and the wall clock for RTCP) and carries out
 //! [`MediaSession::poll_transmit`].
 //!
-//! * **Symmetric RTP.** Until the peer is known baton sends where the SDP says. The SDP's own
-//!   address is the peer from its first packet. Another address (a caller behind NAT) is the
-//!   peer once it has sent [`PROBATION`] packets of one stream in sequence, each source kept on
-//!   probation apart (a few at a time), so a stray or sprayed packet takes nothing and does not
-//!   hold back the caller's own stream; packets on probation are not heard. The SDP's own
-//!   address still wins if it sends within 2 s of such a latch (RTP an earlier call's peer
-//!   still sends to the port gives way to it), and nothing else is heard after that (RTCP then
-//!   goes to the SDP's RTCP address). Later, a packet from the SDP's address cannot take a
-//!   NAT'd caller's media away. RTCP latches on its own port's first packet from the RTP
-//!   peer's host.
+//! * **Symmetric RTP.** Where packets go and whose are heard is [`super::latch`]'s: the SDP's
+//!   own address at once, another source (NAT) after its probation.
 //! * **In.** Packets of the negotiated codec are decoded into the [jitter buffer](super::jitter);
 //!   at each tick (`start + (n+1)·20 ms`) one frame with `ts = n·20 ms` goes to the call, so the
 //!   call sees a continuous timeline whatever the network did. `telephone-event` packets become
@@ -40,6 +32,7 @@ use tokio::time::Instant;
 
 use super::dtmf::{self, Outgoing, Timing};
 use super::jitter::{JitterBuffer, JitterConfig, JitterStats};
+use super::latch::{Heard, Peer};
 use super::opus::{self, OpusDecoder, OpusOutbound};
 use super::rtcp;
 use super::rtp::{self, ReceiveStats};
@@ -140,7 +133,7 @@ pub struct MediaStats {
     pub bad_packets: u64,
     pub other_source: u64,
     /// Packets from a source other than the SDP's address while it was on probation (before
-    /// [`PROBATION`] packets in sequence made it the peer), not heard.
+    /// [`PROBATION`](super::latch::PROBATION) packets in sequence made it the peer), not heard.
     pub on_probation: u64,
     pub other_payload: u64,
     pub ssrc_changes: u64,
@@ -206,60 +199,6 @@ fn path_for(codec: Codec, rate: u32, jitter: JitterConfig) -> (Path, JitterBuffe
     (Path::G711 { up, down }, buf)
 }
 
-/// What symmetric RTP has latched onto.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Latch {
-    /// Nothing yet: baton sends where the SDP says (other sources may be on probation).
-    None,
-    /// Another source than the SDP's address, learned at this instant after its probation (a
-    /// peer behind NAT, or a stray stream): the SDP's own address may still take over within
-    /// [`TAKEOVER`] of it.
-    Learned(Instant),
-    /// The SDP's own address: final until a re-INVITE moves it.
-    Sdp,
-}
-
-/// Packets in sequence a source other than the SDP's address must send before baton takes it
-/// for the peer (a caller behind NAT): a stray or forged packet sprayed at the port cannot
-/// take the call's media (and with it what the agent says) on its own. As RFC 3550's source
-/// probation and Asterisk's `strictrtp` learning do; the first `PROBATION - 1` packets of a
-/// NAT'd caller (40 ms) are not heard.
-pub const PROBATION: u8 = 3;
-
-/// How long after the first source is learned the SDP's own address may still take over: a
-/// caller sends from it within moments of the answer, while a stray stream is there from the
-/// start. Later, a packet from the SDP's address cannot take a NAT'd caller's media away.
-const TAKEOVER: Duration = Duration::from_secs(2);
-
-/// A source on probation: one stream (address and SSRC) that has sent `count` packets in
-/// sequence, `next` the sequence number expected of it.
-#[derive(Clone, Copy, Debug)]
-struct Candidate {
-    from: SocketAddr,
-    ssrc: u32,
-    next: u16,
-    count: u8,
-    last: Instant,
-}
-
-/// Sources kept on probation at once; a new one replaces the one heard from longest ago.
-const CANDIDATES: usize = 4;
-
-/// What symmetric RTP makes of one packet.
-enum Heard {
-    /// The peer's: heard.
-    Yes,
-    /// From a source on probation: not heard yet.
-    OnProbation,
-    /// From another source than the one latched: dropped.
-    OtherSource,
-}
-
-/// One address, however a dual-stack socket reported it (an IPv4 peer as `::ffff:a.b.c.d`).
-fn same(a: SocketAddr, b: SocketAddr) -> bool {
-    a.ip().to_canonical() == b.ip().to_canonical() && a.port() == b.port()
-}
-
 /// The core.
 #[derive(Debug)]
 pub struct MediaSession {
@@ -272,12 +211,8 @@ pub struct MediaSession {
     /// The jitter figures and concealed ms of the buffers of earlier codecs of this call.
     earlier_buffers: JitterStats,
     earlier_concealed_ms: f64,
-    rtp_to: SocketAddr,
-    rtcp_to: SocketAddr,
-    rtp_latch: Latch,
-    /// Sources on probation while nothing is latched.
-    candidates: Vec<Candidate>,
-    rtcp_latched: bool,
+    /// Where RTP and RTCP go, and whose packets are heard (symmetric RTP).
+    peer: Peer,
     remote_ssrc: Option<u32>,
     recv: ReceiveStats,
     jitter: JitterBuffer,
@@ -315,11 +250,7 @@ impl MediaSession {
             path,
             earlier_buffers: JitterStats::default(),
             earlier_concealed_ms: 0.0,
-            rtp_to: neg.remote_rtp,
-            rtcp_to: neg.remote_rtcp,
-            rtp_latch: Latch::None,
-            candidates: Vec::new(),
-            rtcp_latched: false,
+            peer: Peer::new(cfg.symmetric, neg.remote_rtp, neg.remote_rtcp),
             remote_ssrc: None,
             recv: ReceiveStats::default(),
             jitter,
@@ -358,13 +289,7 @@ impl MediaSession {
     /// A re-INVITE changed the media: a new address unlatches, a new codec or payload type
     /// restarts the receive side, hold stops (and unhold resumes) sending.
     pub fn update(&mut self, neg: Negotiated, now: Instant) {
-        if neg.remote_rtp != self.neg.remote_rtp && !neg.remote_rtp.ip().is_unspecified() {
-            self.rtp_to = neg.remote_rtp;
-            self.rtcp_to = neg.remote_rtcp;
-            self.rtp_latch = Latch::None;
-            self.candidates.clear();
-            self.rtcp_latched = false;
-        }
+        self.peer.renegotiated(neg.remote_rtp, neg.remote_rtcp);
         if neg.codec != self.neg.codec {
             let (path, jitter) = path_for(neg.codec, self.rate, self.cfg.jitter);
             let old = std::mem::replace(&mut self.jitter, jitter);
@@ -395,22 +320,15 @@ impl MediaSession {
                 return;
             }
         };
-        if !self.cfg.symmetric {
-            if from != self.rtp_to && from.ip() != self.rtp_to.ip() {
-                self.stats.other_source += 1;
+        match self.peer.on_rtp(from, p.ssrc, p.seq, now) {
+            Heard::Yes => {}
+            Heard::OnProbation => {
+                self.stats.on_probation += 1;
                 return;
             }
-        } else {
-            match self.latch_rtp(from, p.ssrc, p.seq, now) {
-                Heard::Yes => {}
-                Heard::OnProbation => {
-                    self.stats.on_probation += 1;
-                    return;
-                }
-                Heard::OtherSource => {
-                    self.stats.other_source += 1;
-                    return;
-                }
+            Heard::OtherSource => {
+                self.stats.other_source += 1;
+                return;
             }
         }
         self.last_rx = now;
@@ -470,83 +388,6 @@ impl MediaSession {
         }
     }
 
-    /// Symmetric RTP: whether a packet (`ssrc`, `seq`) from `from` is the peer's, latching as
-    /// it goes. The SDP's own address is taken at its first packet. Another source (a caller
-    /// behind NAT) is taken once its stream has sent [`PROBATION`] packets in sequence before
-    /// the SDP's address sent anything; the SDP's address still takes over from it for good if
-    /// it sends within [`TAKEOVER`] of that (a stray stream from an earlier call on the port).
-    fn latch_rtp(&mut self, from: SocketAddr, ssrc: u32, seq: u16, now: Instant) -> Heard {
-        let sdp = self.neg.remote_rtp;
-        match self.rtp_latch {
-            Latch::Sdp | Latch::Learned(_) if same(from, self.rtp_to) => Heard::Yes,
-            Latch::Sdp => Heard::OtherSource,
-            Latch::Learned(at)
-                if same(from, sdp) && now.saturating_duration_since(at) <= TAKEOVER =>
-            {
-                tracing::debug!(was = %self.rtp_to, now = %sdp, "RTP from the SDP's address: latched onto it");
-                self.take_sdp();
-                Heard::Yes
-            }
-            Latch::Learned(_) => Heard::OtherSource,
-            Latch::None if same(from, sdp) => {
-                self.candidates.clear();
-                self.take_sdp();
-                Heard::Yes
-            }
-            Latch::None => {
-                if self.on_probation(from, ssrc, seq, now) < PROBATION {
-                    return Heard::OnProbation;
-                }
-                tracing::debug!(sdp = %sdp, now = %from, "RTP from another address than the SDP's: latched onto it");
-                self.candidates.clear();
-                self.rtp_to = from;
-                self.rtp_latch = Latch::Learned(now);
-                if !self.rtcp_latched {
-                    self.rtcp_to = SocketAddr::new(from.ip(), self.rtcp_to.port());
-                }
-                Heard::Yes
-            }
-        }
-    }
-
-    /// Counts a packet of a source on probation: how many packets its stream has now sent in
-    /// sequence (1 for a new stream, or one that broke its sequence).
-    fn on_probation(&mut self, from: SocketAddr, ssrc: u32, seq: u16, now: Instant) -> u8 {
-        let fresh = Candidate {
-            from,
-            ssrc,
-            next: seq.wrapping_add(1),
-            count: 1,
-            last: now,
-        };
-        if let Some(c) = self
-            .candidates
-            .iter_mut()
-            .find(|c| same(c.from, from) && c.ssrc == ssrc)
-        {
-            let count = if seq == c.next { c.count + 1 } else { 1 };
-            *c = Candidate { count, ..fresh };
-            return count;
-        }
-        if self.candidates.len() < CANDIDATES {
-            self.candidates.push(fresh);
-        } else if let Some(oldest) = self.candidates.iter_mut().min_by_key(|c| c.last) {
-            *oldest = fresh;
-        }
-        1
-    }
-
-    /// Latches for good onto the SDP's own address; RTCP goes to the SDP's RTCP address too
-    /// (whatever RTCP latched onto before came from elsewhere).
-    fn take_sdp(&mut self) {
-        self.rtp_to = self.neg.remote_rtp;
-        self.rtp_latch = Latch::Sdp;
-        if !self.rtcp_latched || self.rtcp_to.ip() != self.rtp_to.ip() {
-            self.rtcp_to = self.neg.remote_rtcp;
-            self.rtcp_latched = true;
-        }
-    }
-
     /// One RTCP datagram from `from`; `wall` is the wall clock now (for the round trip).
     pub fn handle_rtcp(
         &mut self,
@@ -559,18 +400,7 @@ impl MediaSession {
             self.stats.bad_rtcp += 1;
             return;
         };
-        // RTCP follows the RTP peer's host: the SDP's own before anything is latched, the
-        // learned source's after (RTCP from anywhere else is read, not answered to).
-        if self.cfg.symmetric && !self.rtcp_latched {
-            let peer = match self.rtp_latch {
-                Latch::None => self.neg.remote_rtp,
-                Latch::Learned(_) | Latch::Sdp => self.rtp_to,
-            };
-            if from.ip().to_canonical() == peer.ip().to_canonical() {
-                self.rtcp_to = from;
-                self.rtcp_latched = true;
-            }
-        }
+        self.peer.on_rtcp(from);
         self.stats.rtcp_in += 1;
         if let Some((_, mid)) = inc.sender {
             self.last_sr = Some((mid, now));
@@ -630,7 +460,7 @@ impl MediaSession {
             self.stats.packets_out += 1;
             self.stats.bytes_out += self.encoded.len() as u64;
             self.transmits.push_back(Transmit {
-                to: self.rtp_to,
+                to: self.peer.rtp_to(),
                 rtcp: false,
                 bytes,
             });
@@ -793,7 +623,7 @@ impl MediaSession {
         let bytes = rtcp::report(self.out.ssrc, sender, block, &self.cfg.cname);
         self.stats.rtcp_out += 1;
         self.transmits.push_back(Transmit {
-            to: self.rtcp_to,
+            to: self.peer.rtcp_to(),
             rtcp: true,
             bytes,
         });
@@ -824,8 +654,8 @@ impl MediaSession {
         s.buffer = self.jitter.stats().clone();
         s.buffer.absorb(&self.earlier_buffers);
         s.concealed_ms = self.earlier_concealed_ms + concealed_ms(&self.jitter);
-        s.sent_to = Some(self.rtp_to);
-        s.latched = self.rtp_latch != Latch::None;
+        s.sent_to = Some(self.peer.rtp_to());
+        s.latched = self.peer.latched();
         s
     }
 }

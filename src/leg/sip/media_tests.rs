@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::*;
+use crate::leg::sip::latch::PROBATION;
 use crate::leg::sip::sdp::Direction;
 
 fn sa(s: &str) -> SocketAddr {

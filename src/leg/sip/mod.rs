@@ -23,6 +23,7 @@ pub mod call;
 pub mod config;
 pub mod dtmf;
 pub mod jitter;
+pub mod latch;
 pub mod leg;
 pub mod media;
 pub mod opus;
