@@ -300,8 +300,12 @@ async fn a_lossy_reordering_trunk_is_heard_counted_and_answered() {
     // ~410 packets sent, 2 % dropped on the way, every 12th swapped with the next.
     assert!((3..=20).contains(&m.lost), "{m:?}");
     assert!(m.buffer.reordered >= 20, "{m:?}");
-    assert_eq!(
-        m.buffer.late, 0,
+    // A one-packet swap is within the buffer (proved on a virtual clock by the jitter buffer's
+    // own test); here the peer and baton share a loaded machine's scheduler, and a send held up
+    // by more than the buffer's slack makes a packet late. A buffer that did not put swaps
+    // right would drop ~30.
+    assert!(
+        m.buffer.late <= 2,
         "a one-packet swap is within the buffer: {m:?}"
     );
     assert!(m.concealed_ms >= 60.0, "lost packets are concealed: {m:?}");

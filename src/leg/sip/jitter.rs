@@ -646,6 +646,54 @@ mod tests {
         assert_eq!((b.stats().reordered, b.stats().duplicates), (1, 1));
     }
 
+    /// A trunk that swaps every 12th packet with the next and loses some, sent on time and
+    /// popped on time (in either order within a tick): every swapped packet is still in time
+    /// to play, whatever the loss around it.
+    #[test]
+    fn a_one_packet_swap_is_never_late_at_the_minimum_target() {
+        for pop_first in [true, false] {
+            let (mut b, t0) = buffer();
+            let mut held: Option<u32> = None;
+            let mut lcg: u64 = 0x2545_f491_4f6c_dd1d;
+            let (mut swaps, mut lost) = (0, 0);
+            for slot in 0..400u32 {
+                let now = t0 + Duration::from_millis(20 * u64::from(slot));
+                if pop_first && slot > 0 {
+                    b.pop();
+                }
+                let ts = slot * 160;
+                lcg = lcg
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let mut sent = vec![];
+                if (lcg >> 33).is_multiple_of(25) {
+                    lost += 1;
+                    sent.extend(held.take());
+                } else if (slot + 1).is_multiple_of(12) && held.is_none() {
+                    held = Some(ts);
+                    swaps += 1;
+                } else {
+                    sent.push(ts);
+                    sent.extend(held.take());
+                }
+                for ts in sent {
+                    b.push(ts, frame_of(1), now);
+                }
+                if !pop_first {
+                    b.pop();
+                }
+            }
+            let s = b.stats();
+            assert!(
+                swaps >= 30 && lost >= 8,
+                "the trunk swapped and lost: {swaps}, {lost}"
+            );
+            assert_eq!(s.late, 0, "pop first {pop_first}: {s:?}");
+            assert!(s.reordered >= swaps - 2, "pop first {pop_first}: {s:?}");
+            assert_eq!(s.concealed_frames, lost, "pop first {pop_first}: {s:?}");
+        }
+    }
+
     #[test]
     fn a_lost_packet_is_concealed_with_a_fade_and_a_late_one_raises_the_target() {
         let (mut b, t0) = buffer();
