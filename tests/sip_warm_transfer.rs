@@ -607,7 +607,9 @@ async fn accepted_on(profile: &str) {
     assert_eq!(dead_air.len(), 1, "{dead_air:#?}");
     assert_eq!(dead_air[0]["capped"], false, "{dead_air:#?}");
     assert!(
-        dead_air[0]["ms"].as_u64().is_some_and(|ms| ms <= 100),
+        // 20–40 ms here; the bound leaves room for a loaded machine's scheduling, while
+        // waiting on the brief or a refilling buffer would cost hundreds of ms or the cap.
+        dead_air[0]["ms"].as_u64().is_some_and(|ms| ms <= 200),
         "no more than a few frames between the bridge and the person's audio: {dead_air:#?}"
     );
     // The recordings: the person's leg has the brief (what they heard before the bridge) and
@@ -835,6 +837,21 @@ async fn an_answering_machine_is_hung_up_and_never_briefed() {
         voiced_blocks(&heard.pcm),
         0,
         "the answering machine heard nothing from baton"
+    );
+    // But its leg carried media from the answer on (silence, paced at 20 ms), as a phone or
+    // gateway that takes a call without RTP for dead expects.
+    eprintln!("the machine's side: {} packets", heard.packets);
+    assert!(
+        heard.packets >= 50,
+        "silence went to the machine while it was screened: {} packets",
+        heard.packets
+    );
+    let mut iv = heard.intervals_us.clone();
+    iv.sort_unstable();
+    let median = iv[iv.len() / 2];
+    assert!(
+        (15_000..=25_000).contains(&median),
+        "one packet per 20 ms: median interval {median} µs"
     );
     told_why(&r.caller_heard);
 }

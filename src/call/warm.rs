@@ -155,7 +155,13 @@ pub(super) struct Warm {
     /// The brief's session is sent the person's audio as the call's sessions are sent the
     /// caller's (`CallOptions::resample_input`).
     resample_input: bool,
+    /// When the next frame of silence goes to the person, while they are answered and nothing
+    /// else speaks to them (see [`Warm::keep_media`]).
+    quiet_at: Option<Instant>,
 }
+
+/// One frame of the silence the person's leg carries while nothing speaks to them.
+const QUIET_FRAME: Duration = Duration::from_millis(crate::audio::frame::FRAME_MS as u64);
 
 /// The person's INVITE's next progress; pending forever once it has none.
 async fn next_progress(rx: &mut Option<progress::ProgressReceiver>) -> Option<PersonProgress> {
@@ -212,6 +218,7 @@ impl Warm {
             after,
             hold,
             resample_input,
+            quiet_at: None,
         }
     }
 
@@ -226,7 +233,10 @@ impl Warm {
         let machine = self.machine.poll_timeout().map(|(at, _)| at);
         let brief = self.brief.as_ref().map(|b| b.core.poll_timeout().0);
         let ending = self.after.deadline();
-        [machine, brief, ending].into_iter().flatten().min()
+        [machine, brief, ending, self.quiet_at]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// What woke the transfer next; pending forever when nothing can.
@@ -287,6 +297,44 @@ impl Warm {
         }
         self.after.check(caller, now);
         self.drive(caller, now);
+        self.send_quiet(now);
+    }
+
+    /// From the answer until the bridge, the person's leg carries media even when nothing
+    /// speaks to them (the brief's session still opening, screening, or the brief gone while
+    /// they decide): a phone or gateway that hears no RTP may take the call for dead, a NAT in
+    /// front of it learns nothing, and a phone that waits for media before it lets its user
+    /// speak or press keys would wait for ever. The brief's core paces the leg while it runs;
+    /// the caller's frames do once bridged.
+    fn keep_media(&mut self, now: Instant) {
+        let silent = self.person.is_some() && self.brief.is_none() && self.to_person.is_none();
+        match (silent, self.quiet_at) {
+            (true, None) => self.quiet_at = Some(now),
+            (false, Some(_)) => self.quiet_at = None,
+            _ => {}
+        }
+    }
+
+    /// The frames of silence due by `now` (one at a time on a steady 20 ms clock; a clock that
+    /// fell behind starts again instead of sending a burst).
+    fn send_quiet(&mut self, now: Instant) {
+        let (Some(at), Some(leg)) = (self.quiet_at, self.person.as_mut()) else {
+            return;
+        };
+        if at > now {
+            return;
+        }
+        let ts = now.saturating_duration_since(leg.started_at.into_std());
+        let _ = leg.send(LegCommand::Play {
+            frame: Frame::silence(leg.rate, ts),
+            kind: PlayedKind::Silence,
+        });
+        let next = at + QUIET_FRAME;
+        self.quiet_at = Some(if next + 3 * QUIET_FRAME < now {
+            now + QUIET_FRAME
+        } else {
+            next
+        });
     }
 
     /// The frame just played to the caller: a switch's dead air ends at the first frame that
@@ -516,6 +564,7 @@ impl Warm {
         }
         self.after.after_report(caller, now);
         self.bridge_out(caller);
+        self.keep_media(now);
     }
 
     fn run_brief(&mut self, now: Instant) {
