@@ -607,7 +607,7 @@ async fn accepted_on(profile: &str) {
     assert_eq!(dead_air.len(), 1, "{dead_air:#?}");
     assert_eq!(dead_air[0]["capped"], false, "{dead_air:#?}");
     assert!(
-        // 20–40 ms here; the bound leaves room for a loaded machine's scheduling, while
+        // Typically 20–40 ms; the bound leaves room for a loaded machine's scheduling, while
         // waiting on the brief or a refilling buffer would cost hundreds of ms or the cap.
         dead_air[0]["ms"].as_u64().is_some_and(|ms| ms <= 200),
         "no more than a few frames between the bridge and the person's audio: {dead_air:#?}"

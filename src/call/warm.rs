@@ -158,10 +158,19 @@ pub(super) struct Warm {
     /// When the next frame of silence goes to the person, while they are answered and nothing
     /// else speaks to them (see [`Warm::keep_media`]).
     quiet_at: Option<Instant>,
+    quiet_buf: Vec<i16>,
 }
 
 /// One frame of the silence the person's leg carries while nothing speaks to them.
 const QUIET_FRAME: Duration = Duration::from_millis(crate::audio::frame::FRAME_MS as u64);
+
+/// When the frame of silence after the one due at `at` and sent at `now` is due: 20 ms on, on
+/// a steady clock; when that is already past (the task was held up), 20 ms from now, so the
+/// leg never gets a burst.
+fn next_quiet(at: Instant, now: Instant) -> Instant {
+    let next = at + QUIET_FRAME;
+    if next <= now { now + QUIET_FRAME } else { next }
+}
 
 /// The person's INVITE's next progress; pending forever once it has none.
 async fn next_progress(rx: &mut Option<progress::ProgressReceiver>) -> Option<PersonProgress> {
@@ -219,6 +228,7 @@ impl Warm {
             hold,
             resample_input,
             quiet_at: None,
+            quiet_buf: Vec::new(),
         }
     }
 
@@ -301,11 +311,11 @@ impl Warm {
     }
 
     /// From the answer until the bridge, the person's leg carries media even when nothing
-    /// speaks to them (the brief's session still opening, screening, or the brief gone while
-    /// they decide): a phone or gateway that hears no RTP may take the call for dead, a NAT in
-    /// front of it learns nothing, and a phone that waits for media before it lets its user
-    /// speak or press keys would wait for ever. The brief's core paces the leg while it runs;
-    /// the caller's frames do once bridged.
+    /// speaks to them (screening, the brief's session still opening, or it failed or ended
+    /// while they decide): a phone or gateway that hears no RTP may take the call for dead, a
+    /// NAT in front of it learns nothing, and a phone that waits for media before it lets its
+    /// user speak or press keys would wait for ever. While the brief's core runs it paces the
+    /// leg (silence between its words); once bridged, the caller's frames do.
     fn keep_media(&mut self, now: Instant) {
         let silent = self.person.is_some() && self.brief.is_none() && self.to_person.is_none();
         match (silent, self.quiet_at) {
@@ -315,26 +325,35 @@ impl Warm {
         }
     }
 
-    /// The frames of silence due by `now` (one at a time on a steady 20 ms clock; a clock that
-    /// fell behind starts again instead of sending a burst).
+    /// The frame of silence due by `now`, if one is (see [`next_quiet`]).
     fn send_quiet(&mut self, now: Instant) {
-        let (Some(at), Some(leg)) = (self.quiet_at, self.person.as_mut()) else {
+        let Some(at) = self.quiet_at else {
+            return;
+        };
+        let Some(leg) = self.person.as_mut() else {
+            self.quiet_at = None;
             return;
         };
         if at > now {
             return;
         }
         let ts = now.saturating_duration_since(leg.started_at.into_std());
-        let _ = leg.send(LegCommand::Play {
-            frame: Frame::silence(leg.rate, ts),
+        // One buffer of silence, handed back by a leg that writes it in place.
+        let mut samples = std::mem::take(&mut self.quiet_buf);
+        samples.clear();
+        samples.resize(crate::audio::frame::samples_per_frame(leg.rate), 0);
+        let frame = Frame {
+            rate: leg.rate,
+            ts,
+            samples,
+        };
+        if let Ok(Some(back)) = leg.send(LegCommand::Play {
+            frame,
             kind: PlayedKind::Silence,
-        });
-        let next = at + QUIET_FRAME;
-        self.quiet_at = Some(if next + 3 * QUIET_FRAME < now {
-            now + QUIET_FRAME
-        } else {
-            next
-        });
+        }) {
+            self.quiet_buf = back.samples;
+        }
+        self.quiet_at = Some(next_quiet(at, now));
     }
 
     /// The frame just played to the caller: a switch's dead air ends at the first frame that
@@ -603,10 +622,15 @@ impl Warm {
             b.played = true;
             self.machine.handle(Input::BriefPlayed, now);
         }
-        if b.core.ended().is_some() && !b.played {
-            // The brief's session ended before it finished: the person decides by key.
-            b.played = true;
-            self.machine.handle(Input::BriefPlayed, now);
+        if b.core.ended().is_some() {
+            if !b.played {
+                // The brief's session ended before it finished: the person decides by key.
+                b.played = true;
+                self.machine.handle(Input::BriefPlayed, now);
+            }
+            // An ended core paces nothing (its deadline would stay in the past): the
+            // transfer's own silence takes over the person's leg.
+            self.close_brief();
         }
     }
 
@@ -738,6 +762,7 @@ impl Warm {
         if let Some(mut leg) = self.person.take() {
             let _ = leg.send(LegCommand::Hangup);
         }
+        self.quiet_at = None;
         self.tap = None;
     }
 
@@ -768,6 +793,18 @@ fn start_message(caps: &Capabilities, text: &str) -> ClientMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn silence_to_the_person_keeps_a_steady_clock_and_never_bursts() {
+        let t0 = Instant::now();
+        let ms = |n: u64| Duration::from_millis(n);
+        // On time, or a little late: the next frame stays on the 20 ms grid.
+        assert_eq!(next_quiet(t0, t0), t0 + ms(20));
+        assert_eq!(next_quiet(t0, t0 + ms(7)), t0 + ms(20));
+        // Held up past the next frame's time: 20 ms from now, not a frame due at once.
+        assert_eq!(next_quiet(t0, t0 + ms(20)), t0 + ms(40));
+        assert_eq!(next_quiet(t0, t0 + ms(95)), t0 + ms(115));
+    }
 
     #[test]
     fn the_start_turn_suits_the_model() {
