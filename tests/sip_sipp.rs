@@ -324,9 +324,7 @@ async fn a_lossy_reordering_trunk_is_heard_counted_and_answered() {
     );
     assert_eq!(heard.ssrcs.len(), 1, "one stream from baton");
     // baton paces one packet per 20 ms.
-    let mut iv = heard.intervals_us.clone();
-    iv.sort_unstable();
-    let median = iv[iv.len() / 2];
+    let median = heard.median_interval_us();
     assert!(
         (15_000..=25_000).contains(&median),
         "median interval {median} µs"

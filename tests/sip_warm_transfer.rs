@@ -846,9 +846,7 @@ async fn an_answering_machine_is_hung_up_and_never_briefed() {
         "silence went to the machine while it was screened: {} packets",
         heard.packets
     );
-    let mut iv = heard.intervals_us.clone();
-    iv.sort_unstable();
-    let median = iv[iv.len() / 2];
+    let median = heard.median_interval_us();
     assert!(
         (15_000..=25_000).contains(&median),
         "one packet per 20 ms: median interval {median} µs"

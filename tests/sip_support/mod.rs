@@ -332,6 +332,15 @@ pub struct Heard {
     pub ssrcs: Vec<u32>,
 }
 
+impl Heard {
+    /// The median arrival interval of baton's audio packets, in µs (0 with none).
+    pub fn median_interval_us(&self) -> u64 {
+        let mut iv = self.intervals_us.clone();
+        iv.sort_unstable();
+        iv.get(iv.len() / 2).copied().unwrap_or(0)
+    }
+}
+
 /// How a [`MediaPeer`] mistreats its stream on the way to baton.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Impairment {
