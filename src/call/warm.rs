@@ -762,7 +762,6 @@ impl Warm {
         if let Some(mut leg) = self.person.take() {
             let _ = leg.send(LegCommand::Hangup);
         }
-        self.quiet_at = None;
         self.tap = None;
     }
 

@@ -131,7 +131,7 @@ impl Peer {
     pub fn on_rtp(&mut self, from: SocketAddr, ssrc: u32, seq: u16, now: Instant) -> Heard {
         if self.symmetric {
             self.latch(from, ssrc, seq, now)
-        } else if from != self.rtp_to && from.ip() != self.rtp_to.ip() {
+        } else if from.ip() != self.rtp_to.ip() {
             Heard::OtherSource
         } else {
             Heard::Yes
