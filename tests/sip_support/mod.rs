@@ -43,6 +43,20 @@ pub fn free_udp() -> u16 {
         .port()
 }
 
+/// A port `p` free for SIP over UDP and TCP, with `p + 1` free over TCP too (baresip's TLS).
+pub fn free_sip_ports() -> u16 {
+    for _ in 0..200 {
+        let p = free_udp();
+        if p < 65000
+            && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
+            && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
+        {
+            return p;
+        }
+    }
+    panic!("no free SIP ports");
+}
+
 /// A free even port `p` with `p + 1`, `p + 2` and `p + 3` free too (SIPp's media and echo
 /// ports).
 pub fn free_media_ports() -> u16 {
@@ -679,59 +693,71 @@ impl Baresip {
             }
         }
         w.finalize().unwrap();
-        let port = free_udp();
-        let ctrl_port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let rtp = free_media_ports();
-        // The ALSA "null" device plays nothing; sndfile dumps what is heard.
-        let config = format!(
-            "poll_method\tepoll\nsip_listen\t127.0.0.1:{port}\naudio_player\talsa,null\n\
-             audio_alert\talsa,null\naudio_source\taufile,{mic}\nrtp_ports\t{rtp}-{}\n\
-             module_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\topus.so\n\
-             module\taufile.so\n\
-             module\talsa.so\nmodule\tsndfile.so\nmodule_app\taccount.so\nmodule_app\tmenu.so\n\
-             module_app\tctrl_tcp.so\nctrl_tcp_listen\t127.0.0.1:{ctrl_port}\nsnd_path\t{dir}\n\
-             {config_extra}",
-            rtp + 3,
-            mic = dir.join("mic.wav").display(),
-            dir = dir.display(),
-        );
-        std::fs::write(dir.join("config"), config).unwrap();
-        std::fs::write(
-            dir.join("accounts"),
-            format!(
-                "<sip:phone@127.0.0.1:{port}>;regint=0;answermode=auto;audio_codecs={codecs}\n"
-            ),
-        )
-        .unwrap();
-        let child = tokio::process::Command::new("baresip")
-            .args(["-n", "127.0.0.1", "-f"])
-            .arg(&dir)
-            .args(["-t", &run_s.to_string()])
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(dir.join("stdout.log")).unwrap())
-            .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("baresip did not start");
-        let mut stream = None;
-        for _ in 0..250 {
-            if let Ok(s) = tokio::net::TcpStream::connect(("127.0.0.1", ctrl_port)).await {
-                stream = Some(s);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let stream = stream.unwrap_or_else(|| {
-            panic!(
-                "baresip's control socket never opened: {}",
-                std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default()
+        // A port chosen free can be taken by another test before baresip binds it (the TLS
+        // port is the SIP port + 1, which nothing reserved): then baresip exits at once saying
+        // so, and it is started again on fresh ports.
+        let mut attempt = 0;
+        let (child, port, stream) = loop {
+            attempt += 1;
+            let port = free_sip_ports();
+            let ctrl_port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let rtp = free_media_ports();
+            // The ALSA "null" device plays nothing; sndfile dumps what is heard.
+            let config = format!(
+                "poll_method\tepoll\nsip_listen\t127.0.0.1:{port}\naudio_player\talsa,null\n\
+                 audio_alert\talsa,null\naudio_source\taufile,{mic}\nrtp_ports\t{rtp}-{}\n\
+                 module_path\t/usr/lib/baresip/modules\nmodule\tg711.so\nmodule\topus.so\n\
+                 module\taufile.so\n\
+                 module\talsa.so\nmodule\tsndfile.so\nmodule_app\taccount.so\nmodule_app\tmenu.so\n\
+                 module_app\tctrl_tcp.so\nctrl_tcp_listen\t127.0.0.1:{ctrl_port}\nsnd_path\t{dir}\n\
+                 {config_extra}",
+                rtp + 3,
+                mic = dir.join("mic.wav").display(),
+                dir = dir.display(),
+            );
+            std::fs::write(dir.join("config"), config).unwrap();
+            std::fs::write(
+                dir.join("accounts"),
+                format!(
+                    "<sip:phone@127.0.0.1:{port}>;regint=0;answermode=auto;audio_codecs={codecs}\n"
+                ),
             )
-        });
+            .unwrap();
+            let mut child = tokio::process::Command::new("baresip")
+                .args(["-n", "127.0.0.1", "-f"])
+                .arg(&dir)
+                .args(["-t", &run_s.to_string()])
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(dir.join("stdout.log")).unwrap())
+                .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("baresip did not start");
+            let mut stream = None;
+            for _ in 0..250 {
+                if let Ok(s) = tokio::net::TcpStream::connect(("127.0.0.1", ctrl_port)).await {
+                    stream = Some(s);
+                    break;
+                }
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let log = || std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default();
+            match stream {
+                Some(s) => break (child, port, s),
+                None if attempt < 4 && log().contains("Address already in use") => {
+                    let _ = child.kill().await;
+                }
+                None => panic!("baresip's control socket never opened: {}", log()),
+            }
+        };
         let (mut read, ctrl) = stream.into_split();
         let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = events.clone();
