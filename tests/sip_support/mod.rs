@@ -144,9 +144,21 @@ pub struct SippRun {
     pub messages: String,
     pub errors: String,
     pub stdout: String,
+    pub stderr: String,
 }
 
 impl SippRun {
+    /// SIPp could not bind this socket (`"main socket"`, `"audio RTP socket"`, `"remote
+    /// control socket"`) because another process had its port, and so exchanged no message.
+    fn lost_a_port(&self, socket: &str) -> bool {
+        let said = |log: &str| {
+            log.contains(&format!("Unable to bind {socket}")) && log.contains("errno = 98")
+        };
+        self.code != 0
+            && !self.messages.contains("SIP/2.0")
+            && (said(&self.stderr) || said(&self.errors))
+    }
+
     /// Panics with SIPp's logs unless every call followed the scenario.
     pub fn assert_ok(&self) {
         assert_eq!(
@@ -158,6 +170,7 @@ impl SippRun {
 }
 
 /// Which scenario SIPp runs.
+#[derive(Clone)]
 pub enum Scenario<'a> {
     /// One of SIPp's embedded scenarios (`-sn uac`).
     Builtin(&'a str),
@@ -172,6 +185,12 @@ pub async fn sipp(
     target: SocketAddr,
     extra: &[&str],
 ) -> SippRun {
+    for _ in 0..3 {
+        let run = sipp_on(dir, scenario.clone(), free_udp(), Some(target), extra).await;
+        if !run.lost_a_port("main socket") {
+            return run;
+        }
+    }
     sipp_on(dir, scenario, free_udp(), Some(target), extra).await
 }
 
@@ -184,12 +203,31 @@ pub async fn sipp_on(
     target: Option<SocketAddr>,
     extra: &[&str],
 ) -> SippRun {
+    // Ports chosen free can be taken by another test before SIPp binds them; SIPp then exits
+    // at once saying so, before any SIP message, and runs again on fresh media and control
+    // ports (its SIP port is the caller's: `sipp` chooses another for a caller's scenario).
+    for _ in 0..3 {
+        let run = sipp_once(dir, &scenario, port, target, extra).await;
+        if !(run.lost_a_port("audio RTP socket") || run.lost_a_port("remote control socket")) {
+            return run;
+        }
+    }
+    sipp_once(dir, &scenario, port, target, extra).await
+}
+
+async fn sipp_once(
+    dir: &Path,
+    scenario: &Scenario<'_>,
+    port: u16,
+    target: Option<SocketAddr>,
+    extra: &[&str],
+) -> SippRun {
     let mp = free_media_ports();
     let control = free_udp();
     let msg = dir.join(format!("msg-{port}.log"));
     let err = dir.join(format!("err-{port}.log"));
     let mut cmd = tokio::process::Command::new("sipp");
-    match &scenario {
+    match scenario {
         Scenario::Builtin(name) => {
             cmd.args(["-sn", name]);
         }
@@ -225,6 +263,7 @@ pub async fn sipp_on(
         messages: std::fs::read_to_string(&msg).unwrap_or_default(),
         errors: std::fs::read_to_string(&err).unwrap_or_default(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
 
