@@ -1229,3 +1229,76 @@ async fn hold_audio_fills_the_callers_wait_while_the_agent_is_silent() {
         "the caller heard the hold audio while waiting: {voiced} of {blocks} blocks voiced"
     );
 }
+
+/// The brief's session drops part-way (the mock closes it with 1011 after the brief's first
+/// burst; the caller's session stays up), on Gemini and on OpenAI Realtime. The person's leg goes
+/// on carrying media on the 20 ms clock — silence from the transfer once the brief's core has
+/// ended — so the person, who hears a few words and then nothing, can still press 1, and the
+/// caller is put through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brief_whose_session_drops_leaves_the_person_a_live_leg_to_accept_on() {
+    futures_util::future::join_all(["", "profile = \"openai\""].map(brief_drops_on)).await;
+}
+
+async fn brief_drops_on(model: &'static str) {
+    let tag = if model.is_empty() { "gemini" } else { "openai" };
+    let person = Person::Answers {
+        ring_ms: 800,
+        keys: vec![(Duration::from_millis(3000), '1')],
+    };
+    let Some(r) = run_full(
+        "tests/data/transfer/human_warm_brief_drops.toml",
+        model,
+        &format!("warm-brief-drops-{tag}"),
+        person,
+        14_000,
+        20,
+        ("", ""),
+    )
+    .await
+    else {
+        return;
+    };
+    r.caller_sipp.assert_ok();
+    r.person_sipp.assert_ok();
+    let (stages, finished) = transfer_of(&r.events);
+    for s in ["briefing", "deciding", "bridged"] {
+        assert!(stages.iter().any(|x| x == s), "{tag}: {s} in {stages:?}");
+    }
+    assert_eq!(
+        finished["outcome"]["kind"], "connected",
+        "{tag}: {finished:#}"
+    );
+    let person = r.person_heard.expect("the person's media");
+    // A few words of the brief, not all of it: its session did end part-way.
+    let brief = voiced_blocks(&transfer_clip("asha_brief_ravi.wav"));
+    let heard = voiced_blocks(&person.pcm);
+    assert!(
+        heard < brief / 2,
+        "{tag}: the brief was cut ({heard} voiced blocks heard, the whole brief is {brief})"
+    );
+    // One packet every 20 ms from the first to the last: no hole where the brief ended (the
+    // key came 3 s after the first packet, so a leg left without media would show a gap of
+    // seconds).
+    let median = person.median_interval_us();
+    let longest = person.intervals_us.iter().copied().max().unwrap_or(0);
+    eprintln!(
+        "{tag}: {} packets, median interval {median} µs, longest {longest} µs",
+        person.packets
+    );
+    assert!(
+        (15_000..=25_000).contains(&median),
+        "{tag}: one packet per 20 ms: median interval {median} µs"
+    );
+    assert!(
+        longest < 500_000,
+        "{tag}: the person's leg carried media throughout: a {longest} µs gap"
+    );
+    // Through the bridge the caller heard the person.
+    let words = voiced_blocks(&person_words());
+    let caller = voiced_blocks(&r.caller_heard.pcm);
+    assert!(
+        caller >= words,
+        "{tag}: the caller heard Asha and then the person ({caller} voiced blocks)"
+    );
+}

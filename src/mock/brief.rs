@@ -9,6 +9,8 @@
 //! person's first turn with `accept_transfer` `{}` or `decline_transfer` `{"reason": …}` (then the
 //! `answer_reply`, if any), or, when the answer is `none`, the default reply; every later turn
 //! with the default reply. Scripted `[[turn]]`s, personas and the greeting play no part.
+//! With `drop_mid_brief` the session's connection closes with 1011 right after the brief's first
+//! burst, so only the brief's session ends (the caller's stays up).
 
 use serde_json::json;
 
@@ -42,6 +44,9 @@ pub struct Brief {
     pub answer: Answer,
     /// Said with the answer, after its function call.
     pub answer_reply: Option<Reply>,
+    /// The brief session's connection closes (1011, as a service fault would) right after the
+    /// first burst of the brief, before it is finished (`drop_mid_brief`).
+    pub drop_mid_brief: bool,
 }
 
 /// What the model does in one turn of a brief session.
@@ -110,6 +115,7 @@ mod tests {
             reply: reply("Hi Ravi"),
             answer,
             answer_reply,
+            drop_mid_brief: false,
         }
     }
 

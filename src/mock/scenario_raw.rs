@@ -100,4 +100,5 @@ pub(super) struct RawBrief {
     pub(super) reason: Option<String>,
     pub(super) answer_reply: Option<String>,
     pub(super) answer_text: Option<String>,
+    pub(super) drop_mid_brief: Option<bool>,
 }

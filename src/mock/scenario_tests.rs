@@ -243,6 +243,11 @@ fn the_warm_transfer_scenarios_brief_accept_and_decline() {
             reason: "Ravi cannot take the call now.".into()
         })
     );
+    assert!(!warm.brief.unwrap().drop_mid_brief);
+    let drops = Scenario::load(&dir.join("human_warm_brief_drops.toml")).unwrap();
+    let b = drops.brief.expect("[brief]");
+    assert!(b.drop_mid_brief);
+    assert_eq!((b.answer, drops.turns), (Answer::None, warm.turns));
 }
 
 #[test]
@@ -274,6 +279,10 @@ fn brief_errors_name_file_and_key() {
             "brief.reply",
         ),
         ("[brief]\nanswer = \"accept\"\n", "missing field `reply`"),
+        (
+            "[brief]\nreply = \"a.wav\"\nanswer = \"none\"\ndrop_mid_brief = \"yes\"\n",
+            "drop_mid_brief",
+        ),
     ];
     for (text, want) in cases {
         let p = write(dir.path(), "b.toml", text);

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::super::faults::When;
+use super::super::inbound::Rejection;
 use super::super::scenario::ScriptedToolCall;
 use super::super::setup::Behavior;
 use super::super::speak::{self, ReplyStream, content};
@@ -315,6 +316,10 @@ impl MockSession {
         };
         for m in messages {
             self.send(m);
+        }
+        if !done && self.brief && scenario.brief.as_ref().is_some_and(|b| b.drop_mid_brief) {
+            self.close(Rejection::new(1011, "Internal error occurred."));
+            return;
         }
         if !done && self.fault_point(When::MidModelTurn, now) {
             return;

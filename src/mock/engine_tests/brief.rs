@@ -22,6 +22,7 @@ fn brief_scenario(answer: Answer, answer_reply: Option<Reply>) -> Arc<Scenario> 
         reply: reply("Hi Ravi, a caller about savings.", 400),
         answer,
         answer_reply,
+        drop_mid_brief: false,
     });
     Arc::new(s)
 }
@@ -187,4 +188,57 @@ fn without_the_marker_the_session_follows_the_turns() {
     h.settle();
     let c = calls(&messages(h.take()));
     assert_eq!(c[0].name.as_deref(), Some("get_balance"));
+}
+
+#[test]
+fn drop_mid_brief_closes_only_a_brief_session_after_its_first_burst() {
+    let mut sc = (*brief_scenario(Answer::Accept, None)).clone();
+    sc.brief.as_mut().unwrap().drop_mid_brief = true;
+    let sc = Arc::new(sc);
+    for profile in [Profile::Gemini38, Profile::Gemini25, Profile::Gemini31] {
+        let mut h = Harness::with(sc.clone(), Endpoint::default(), profile);
+        h.send(json!({ "setup": setup(profile) }));
+        h.take();
+        if profile == Profile::Gemini31 {
+            h.send(json!({"realtimeInput": {"text": START}}));
+        } else {
+            h.send(
+                json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": START}]}],
+                                            "turnComplete": true}}),
+            );
+        }
+        h.settle();
+        let out = h.take();
+        let audio = out
+            .iter()
+            .filter(|o| {
+                matches!(o, Outgoing::Message(m) if m.server_content.as_ref()
+                    .and_then(|c| c.model_turn.as_ref()).is_some())
+            })
+            .count();
+        assert!(
+            audio >= 1,
+            "{profile:?}: some of the brief was said: {out:?}"
+        );
+        assert!(
+            matches!(out.last(), Some(Outgoing::Close { code: 1011, .. })),
+            "{profile:?}: the brief's connection closes mid-brief: {out:?}"
+        );
+        assert!(
+            !out.iter().any(
+                |o| matches!(o, Outgoing::Message(m) if m.server_content.as_ref()
+                .is_some_and(|c| c.turn_complete == Some(true)))
+            ),
+            "{profile:?}: the brief never finished"
+        );
+        assert!(h.s.is_closed());
+    }
+    // A session that is not a brief plays its replies to the end.
+    let mut h = Harness::with(sc, Endpoint::default(), Profile::Gemini38);
+    h.send(json!({"setup": {"model": "models/gemini-3.8-live",
+                            "outputAudioTranscription": {},
+                            "systemInstruction": {"parts": [{"text": "You are Asha."}]}}}));
+    h.settle();
+    assert_eq!(said(&messages(h.take())[1..]), "greeting");
+    assert!(!h.s.is_closed());
 }

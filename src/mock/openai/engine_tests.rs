@@ -400,6 +400,7 @@ fn brief_scenario(answer: crate::mock::brief::Answer) -> Scenario {
             audio: clip::synthetic_utterance().into(),
             text: "Thanks.".into(),
         }),
+        drop_mid_brief: false,
     });
     sc
 }
@@ -473,4 +474,41 @@ fn a_brief_session_declines_or_gives_no_answer() {
         find(&got, "response.output_audio_transcript.done")["transcript"],
         default.as_str()
     );
+}
+
+#[test]
+fn drop_mid_brief_closes_a_brief_session_after_its_first_burst() {
+    let mut sc = brief_scenario(crate::mock::brief::Answer::Accept);
+    sc.brief.as_mut().unwrap().drop_mid_brief = true;
+    let mut h = Harness::with(Api::Ga, sc.clone());
+    h.send(
+        json!({"type": "session.update", "session": {"type": "realtime",
+        "instructions": "You are briefing Ravi, who is about to take a transferred call."}}),
+    );
+    assert!(h.s.is_brief());
+    h.send(
+        json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": "The person has answered. Brief them now."}]}}),
+    );
+    h.send(json!({"type": "response.create"}));
+    let got = h.run(Duration::from_secs(5));
+    assert!(
+        types(&got).contains(&"response.output_audio.delta"),
+        "some of the brief was said: {got:?}"
+    );
+    assert!(
+        !types(&got).contains(&"response.done"),
+        "the brief never finished"
+    );
+    assert_eq!(got.last().map(|v| v["close"].clone()), Some(json!(1011)));
+    // A session that is not a brief answers to the end.
+    let mut h = Harness::with(Api::Ga, sc);
+    h.send(
+        json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": "Hello there."}]}}),
+    );
+    h.send(json!({"type": "response.create"}));
+    let got = h.run(Duration::from_secs(5));
+    assert!(types(&got).contains(&"response.done"), "{got:?}");
+    assert!(!got.iter().any(|v| v.get("close").is_some()));
 }

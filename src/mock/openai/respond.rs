@@ -323,6 +323,17 @@ impl RealtimeSession {
             stage: Stage::Speaking(s),
             oob,
         });
+        if !done
+            && self.brief
+            && self
+                .scenario
+                .brief
+                .as_ref()
+                .is_some_and(|b| b.drop_mid_brief)
+        {
+            self.close(1011, "Internal error occurred.");
+            return;
+        }
         if done {
             self.finish("completed", None);
         } else {
