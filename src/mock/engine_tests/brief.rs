@@ -74,6 +74,18 @@ fn calls(ms: &[ServerMessage]) -> Vec<FunctionCall> {
         .collect()
 }
 
+/// baton's starting text: clientContent, or realtimeInput.text on gemini-3.1.
+fn start(h: &mut Harness, profile: Profile) {
+    if profile == Profile::Gemini31 {
+        h.send(json!({"realtimeInput": {"text": START}}));
+    } else {
+        h.send(
+            json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": START}]}],
+                                        "turnComplete": true}}),
+        );
+    }
+}
+
 /// A brief session of `profile` up to the person's answer: the starting text is answered with
 /// the brief; returns the harness and what the person's turn produced.
 fn brief_then_answer(profile: Profile, scenario: Arc<Scenario>) -> (Harness, Vec<ServerMessage>) {
@@ -85,15 +97,7 @@ fn brief_then_answer(profile: Profile, scenario: Arc<Scenario>) -> (Harness, Vec
     let setup_done = messages(h.take());
     assert!(setup_done[0].setup_complete.is_some(), "{setup_done:?}");
     assert!(h.s.is_brief());
-    // The start: clientContent, or realtimeInput.text on gemini-3.1.
-    if profile == Profile::Gemini31 {
-        h.send(json!({"realtimeInput": {"text": START}}));
-    } else {
-        h.send(
-            json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": START}]}],
-                                        "turnComplete": true}}),
-        );
-    }
+    start(&mut h, profile);
     h.settle();
     let brief = messages(h.take());
     assert_eq!(
@@ -199,14 +203,7 @@ fn drop_mid_brief_closes_only_a_brief_session_after_its_first_burst() {
         let mut h = Harness::with(sc.clone(), Endpoint::default(), profile);
         h.send(json!({ "setup": setup(profile) }));
         h.take();
-        if profile == Profile::Gemini31 {
-            h.send(json!({"realtimeInput": {"text": START}}));
-        } else {
-            h.send(
-                json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": START}]}],
-                                            "turnComplete": true}}),
-            );
-        }
+        start(&mut h, profile);
         h.settle();
         let out = h.take();
         let audio = out
