@@ -47,7 +47,7 @@ pub fn free_udp() -> u16 {
 pub fn free_sip_ports() -> u16 {
     for _ in 0..200 {
         let p = free_udp();
-        if p < 65000
+        if (1024..=65000).contains(&p)
             && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
             && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
         {
@@ -148,11 +148,14 @@ pub struct SippRun {
 }
 
 impl SippRun {
-    /// SIPp could not bind this socket (`"main socket"`, `"audio RTP socket"`, `"remote
-    /// control socket"`) because another process had its port, and so exchanged no message.
-    fn lost_a_port(&self, socket: &str) -> bool {
+    /// SIPp could not bind one of these sockets (`"main socket"`, `"audio RTP socket"`, …, as
+    /// its error names them) because another process had its port, and so exchanged no message.
+    fn lost_a_port(&self, sockets: &[&str]) -> bool {
         let said = |log: &str| {
-            log.contains(&format!("Unable to bind {socket}")) && log.contains("errno = 98")
+            log.contains("errno = 98")
+                && sockets
+                    .iter()
+                    .any(|s| log.contains(&format!("Unable to bind {s}")))
         };
         self.code != 0
             && !self.messages.contains("SIP/2.0")
@@ -185,14 +188,17 @@ pub async fn sipp(
     target: SocketAddr,
     extra: &[&str],
 ) -> SippRun {
-    for _ in 0..3 {
+    for attempt in 1.. {
         let run = sipp_on(dir, scenario.clone(), free_udp(), Some(target), extra).await;
-        if !run.lost_a_port("main socket") {
+        if attempt == TRIES || !run.lost_a_port(&["main socket"]) {
             return run;
         }
     }
-    sipp_on(dir, scenario, free_udp(), Some(target), extra).await
+    unreachable!()
 }
+
+/// How often SIPp is started when another process took a port it was to bind.
+const TRIES: u32 = 4;
 
 /// Runs SIPp on SIP port `port` of loopback, calling `target` (a caller's scenario) or, with
 /// none, waiting for calls (a callee's: `-m 1` ends it after one).
@@ -204,15 +210,22 @@ pub async fn sipp_on(
     extra: &[&str],
 ) -> SippRun {
     // Ports chosen free can be taken by another test before SIPp binds them; SIPp then exits
-    // at once saying so, before any SIP message, and runs again on fresh media and control
-    // ports (its SIP port is the caller's: `sipp` chooses another for a caller's scenario).
-    for _ in 0..3 {
+    // at once saying so, having sent and taken no SIP message, and runs again on fresh media
+    // and control ports (its SIP port is the caller's: `sipp` chooses another for a caller's
+    // scenario). A request sent to a callee's SIP port meanwhile reaches the next run by the
+    // sender's retransmission.
+    let lost = [
+        "audio RTP socket",
+        "video RTP socket",
+        "remote control socket",
+    ];
+    for attempt in 1.. {
         let run = sipp_once(dir, &scenario, port, target, extra).await;
-        if !(run.lost_a_port("audio RTP socket") || run.lost_a_port("remote control socket")) {
+        if attempt == TRIES || !run.lost_a_port(&lost) {
             return run;
         }
     }
-    sipp_once(dir, &scenario, port, target, extra).await
+    unreachable!()
 }
 
 async fn sipp_once(
@@ -226,6 +239,9 @@ async fn sipp_once(
     let control = free_udp();
     let msg = dir.join(format!("msg-{port}.log"));
     let err = dir.join(format!("err-{port}.log"));
+    // Nothing of an earlier run on this port (SIPp writes its error file only when it has one).
+    let _ = std::fs::remove_file(&msg);
+    let _ = std::fs::remove_file(&err);
     let mut cmd = tokio::process::Command::new("sipp");
     match scenario {
         Scenario::Builtin(name) => {
@@ -732,9 +748,10 @@ impl Baresip {
             }
         }
         w.finalize().unwrap();
-        // A port chosen free can be taken by another test before baresip binds it (the TLS
-        // port is the SIP port + 1, which nothing reserved): then baresip exits at once saying
-        // so, and it is started again on fresh ports.
+        // A port chosen free can be taken by another process before baresip binds it: baresip
+        // then says so ("Address already in use") and exits (a SIP transport) or runs on
+        // without the module (the control socket, whose port another process may then be
+        // answering on), and it is started again on fresh ports.
         let mut attempt = 0;
         let (child, port, stream) = loop {
             attempt += 1;
@@ -777,21 +794,30 @@ impl Baresip {
                 .kill_on_drop(true)
                 .spawn()
                 .expect("baresip did not start");
+            let log = || std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default();
+            let lost = || log().contains("Address already in use");
             let mut stream = None;
             for _ in 0..250 {
-                if let Ok(s) = tokio::net::TcpStream::connect(("127.0.0.1", ctrl_port)).await {
-                    stream = Some(s);
+                if lost() || child.try_wait().ok().flatten().is_some() {
                     break;
                 }
-                if child.try_wait().ok().flatten().is_some() {
+                if let Ok(s) = tokio::net::TcpStream::connect(("127.0.0.1", ctrl_port)).await {
+                    // Baresip's own socket only if every module loaded: it says it is ready
+                    // once they have.
+                    for _ in 0..250 {
+                        if log().contains("baresip is ready") {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    stream = Some(s).filter(|_| !lost());
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            let log = || std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default();
             match stream {
                 Some(s) => break (child, port, s),
-                None if attempt < 4 && log().contains("Address already in use") => {
+                None if attempt < 4 && lost() => {
                     let _ = child.kill().await;
                 }
                 None => panic!("baresip's control socket never opened: {}", log()),
