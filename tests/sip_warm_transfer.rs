@@ -1230,17 +1230,22 @@ async fn hold_audio_fills_the_callers_wait_while_the_agent_is_silent() {
     );
 }
 
-/// The brief's session drops part-way (the mock closes it with 1011 after the brief's first
-/// burst; the caller's session stays up), on Gemini and on OpenAI Realtime. The person's leg goes
-/// on carrying media on the 20 ms clock — silence from the transfer once the brief's core has
-/// ended — so the person, who hears a few words and then nothing, can still press 1, and the
-/// caller is put through.
+/// The brief's session drops part-way (the mock closes it with 1011 once half of the brief has
+/// been sent; the caller's session stays up). The person's leg goes on carrying media on the
+/// 20 ms clock — silence from the transfer once the brief's core has ended — so the person, who
+/// hears the brief's first words and then nothing, can still press 1, and the caller is put
+/// through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_brief_whose_session_drops_leaves_the_person_a_live_leg_to_accept_on() {
-    futures_util::future::join_all(["", "profile = \"openai\""].map(brief_drops_on)).await;
+    brief_drops_on("").await;
 }
 
-async fn brief_drops_on(model: &'static str) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brief_whose_session_drops_on_openai_realtime_leaves_a_live_leg_too() {
+    brief_drops_on("profile = \"openai\"").await;
+}
+
+async fn brief_drops_on(model: &str) {
     let tag = if model.is_empty() { "gemini" } else { "openai" };
     let person = Person::Answers {
         ring_ms: 800,
@@ -1270,16 +1275,18 @@ async fn brief_drops_on(model: &'static str) {
         "{tag}: {finished:#}"
     );
     let person = r.person_heard.expect("the person's media");
-    // A few words of the brief, not all of it: its session did end part-way.
+    // The brief's first words, not all of it: its session did end part-way (half of it was
+    // sent at four times real time, so the person hears the part played before the close).
     let brief = voiced_blocks(&transfer_clip("asha_brief_ravi.wav"));
     let heard = voiced_blocks(&person.pcm);
+    eprintln!("{tag}: {heard} voiced blocks of the brief's {brief} heard");
     assert!(
-        heard < brief / 2,
-        "{tag}: the brief was cut ({heard} voiced blocks heard, the whole brief is {brief})"
+        heard >= 5 && heard < brief / 2,
+        "{tag}: the brief was cut part-way ({heard} voiced blocks heard, the whole brief is \
+         {brief})"
     );
     // One packet every 20 ms from the first to the last: no hole where the brief ended (the
-    // key came 3 s after the first packet, so a leg left without media would show a gap of
-    // seconds).
+    // key came 3 s after the first packet, so a leg left without media shows a gap of seconds).
     let median = person.median_interval_us();
     let longest = person.intervals_us.iter().copied().max().unwrap_or(0);
     eprintln!(
@@ -1287,11 +1294,17 @@ async fn brief_drops_on(model: &'static str) {
         person.packets
     );
     assert!(
+        person.packets >= 150,
+        "{tag}: the person's leg carried media from the answer to the bridge and after: {} \
+         packets",
+        person.packets
+    );
+    assert!(
         (15_000..=25_000).contains(&median),
         "{tag}: one packet per 20 ms: median interval {median} µs"
     );
     assert!(
-        longest < 500_000,
+        longest < 1_000_000,
         "{tag}: the person's leg carried media throughout: a {longest} µs gap"
     );
     // Through the bridge the caller heard the person.

@@ -9,11 +9,14 @@
 //! person's first turn with `accept_transfer` `{}` or `decline_transfer` `{"reason": …}` (then the
 //! `answer_reply`, if any), or, when the answer is `none`, the default reply; every later turn
 //! with the default reply. Scripted `[[turn]]`s, personas and the greeting play no part.
-//! With `drop_mid_brief` the session's connection closes with 1011 right after the brief's first
-//! burst, so only the brief's session ends (the caller's stays up).
+//! With `drop_mid_brief` the session's connection closes with 1011 once half of the brief has been
+//! sent, so only the brief's session ends, part-way (the caller's stays up).
+
+use std::time::Duration;
 
 use serde_json::json;
 
+use super::clip::OUTPUT_RATE;
 use super::reply::{Reply, ScriptedToolCall};
 
 /// The function the person's acceptance is reported with.
@@ -44,8 +47,8 @@ pub struct Brief {
     pub answer: Answer,
     /// Said with the answer, after its function call.
     pub answer_reply: Option<Reply>,
-    /// The brief session's connection closes (1011, as a service fault would) right after the
-    /// first burst of the brief, before it is finished (`drop_mid_brief`).
+    /// The brief session's connection closes (1011, as a service fault would) once half of the
+    /// brief has been sent (`drop_mid_brief`): the person hears its first words, never the rest.
     pub drop_mid_brief: bool,
 }
 
@@ -74,6 +77,14 @@ impl Brief {
         Some(ScriptedToolCall {
             name: name.to_owned(),
             args,
+        })
+    }
+
+    /// With `drop_mid_brief`, how much of `reply` is sent before the session's connection closes:
+    /// half, when `reply` is the brief; `None` for any other reply (or without the option).
+    pub fn drop_after(&self, reply: &Reply) -> Option<Duration> {
+        (self.drop_mid_brief && *reply == self.reply).then(|| {
+            Duration::from_secs_f64(reply.audio.len() as f64 / f64::from(OUTPUT_RATE) / 2.0)
         })
     }
 
@@ -117,6 +128,24 @@ mod tests {
             answer_reply,
             drop_mid_brief: false,
         }
+    }
+
+    #[test]
+    fn drop_mid_brief_cuts_the_brief_at_its_half_and_nothing_else() {
+        let mut b = brief(Answer::Accept, Some(reply("Thanks")));
+        b.reply.audio = vec![1i16; 24_000].into();
+        assert_eq!(b.drop_after(&b.reply.clone()), None, "off unless asked for");
+        b.drop_mid_brief = true;
+        assert_eq!(
+            b.drop_after(&b.reply.clone()),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(b.drop_after(&reply("Thanks")), None);
+        assert_eq!(
+            b.drop_after(&reply("Hi Ravi")),
+            None,
+            "same text, other audio"
+        );
     }
 
     #[test]

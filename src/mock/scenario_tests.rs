@@ -225,7 +225,7 @@ fn the_demo_scenario_keeps_its_defaults() {
 }
 
 #[test]
-fn the_warm_transfer_scenarios_brief_accept_and_decline() {
+fn the_warm_transfer_scenarios_brief_accept_decline_and_drop() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/transfer");
     let warm = Scenario::load(&dir.join("human_warm.toml")).unwrap();
     let b = warm.brief.as_ref().expect("[brief]");

@@ -305,6 +305,12 @@ impl MockSession {
         };
         let before = stream.sent_audio();
         let messages = stream.burst(timing.burst, now);
+        let drop = self.brief
+            && scenario
+                .brief
+                .as_ref()
+                .and_then(|b| b.drop_after(&turn.plan.reply))
+                .is_some_and(|at| stream.sent_audio() >= at);
         let produced = stream.sent_audio().saturating_sub(before);
         let done = stream.done();
         let play_end = stream.play_end().unwrap_or(now);
@@ -317,7 +323,7 @@ impl MockSession {
         for m in messages {
             self.send(m);
         }
-        if !done && self.brief && scenario.brief.as_ref().is_some_and(|b| b.drop_mid_brief) {
+        if drop {
             self.close(Rejection::new(1011, "Internal error occurred."));
             return;
         }

@@ -193,6 +193,13 @@ impl RealtimeSession {
                     as usize)
                     .max(1);
                 let n = audio.len().div_ceil(chunk).max(1);
+                let close_after = self
+                    .scenario
+                    .brief
+                    .as_ref()
+                    .filter(|_| self.brief)
+                    .and_then(|b| b.drop_after(&reply))
+                    .map(|d| (d.as_secs_f64() * f64::from(rate)) as usize);
                 let speech = Speech {
                     item_id: item_id.clone(),
                     audio,
@@ -204,6 +211,7 @@ impl RealtimeSession {
                     sent_samples: 0,
                     sent_text: String::new(),
                     then,
+                    close_after,
                 };
                 let item = json!({"id": item_id, "type": "message", "role": "assistant",
                                   "status": "in_progress", "object": "realtime.item", "content": []});
@@ -318,19 +326,13 @@ impl RealtimeSession {
             rec.audio_ms = Some(produced);
         }
         let done = s.done();
+        let drop = s.close_after.is_some_and(|n| s.sent_samples >= n);
         self.response = Some(Response {
             id,
             stage: Stage::Speaking(s),
             oob,
         });
-        if !done
-            && self.brief
-            && self
-                .scenario
-                .brief
-                .as_ref()
-                .is_some_and(|b| b.drop_mid_brief)
-        {
+        if drop {
             self.close(1011, "Internal error occurred.");
             return;
         }

@@ -70,6 +70,8 @@ pub(super) struct Speech {
     pub(super) sent_text: String,
     /// The transfer call made once the speech is complete.
     pub(super) then: Option<(String, Value, usize)>,
+    /// Samples after which the session's connection closes (a brief's `drop_mid_brief`).
+    pub(super) close_after: Option<usize>,
 }
 
 /// One delta of a speech: its audio (base64 in the output format) and transcript fragment.
@@ -145,6 +147,7 @@ mod tests {
             sent_samples: 0,
             sent_text: String::new(),
             then: None,
+            close_after: None,
         }
     }
 
