@@ -377,6 +377,26 @@ async fn run_with_model(
     .await
 }
 
+/// [`run_full`] on `scenario_path` with a 20 s ring timeout and the set as shipped.
+async fn run_scenario(
+    scenario_path: &str,
+    model: &str,
+    name: &str,
+    person: Person,
+    caller_stay_ms: u64,
+) -> Option<Run> {
+    run_full(
+        scenario_path,
+        model,
+        name,
+        person,
+        caller_stay_ms,
+        20,
+        ("", ""),
+    )
+    .await
+}
+
 /// The whole harness: `set` is (lines for Ravi's destination, more of the set).
 #[allow(clippy::too_many_arguments)]
 async fn run_full(
@@ -1042,14 +1062,12 @@ async fn the_person_accepts_by_saying_so_to_the_brief() {
     let person = Person::Speaks {
         words: spoken_answer("ravi_accept.wav"),
     };
-    let Some(r) = run_full(
+    let Some(r) = run_scenario(
         "tests/data/transfer/human_warm.toml",
         "",
         "warm-spoken-accept",
         person,
         22_000,
-        20,
-        ("", ""),
     )
     .await
     else {
@@ -1083,14 +1101,12 @@ async fn the_person_declines_by_saying_so_to_the_brief() {
     let person = Person::Speaks {
         words: spoken_answer("ravi_decline.wav"),
     };
-    let Some(r) = run_full(
+    let Some(r) = run_scenario(
         "tests/data/transfer/human_warm_decline.toml",
         "",
         "warm-spoken-decline",
         person,
         20_000,
-        20,
-        ("", ""),
     )
     .await
     else {
@@ -1251,14 +1267,12 @@ async fn brief_drops_on(model: &str) {
         ring_ms: 800,
         keys: vec![(Duration::from_millis(3000), '1')],
     };
-    let Some(r) = run_full(
+    let Some(r) = run_scenario(
         "tests/data/transfer/human_warm_brief_drops.toml",
         model,
         &format!("warm-brief-drops-{tag}"),
         person,
         14_000,
-        20,
-        ("", ""),
     )
     .await
     else {
