@@ -1256,6 +1256,7 @@ async fn a_brief_whose_session_drops_leaves_the_person_a_live_leg_to_accept_on()
     brief_drops_on("").await;
 }
 
+/// [`a_brief_whose_session_drops_leaves_the_person_a_live_leg_to_accept_on`] on OpenAI Realtime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_brief_whose_session_drops_on_openai_realtime_leaves_a_live_leg_too() {
     brief_drops_on("profile = \"openai\"").await;

@@ -9,8 +9,8 @@
 //! person's first turn with `accept_transfer` `{}` or `decline_transfer` `{"reason": …}` (then the
 //! `answer_reply`, if any), or, when the answer is `none`, the default reply; every later turn
 //! with the default reply. Scripted `[[turn]]`s, personas and the greeting play no part.
-//! With `drop_mid_brief` the session's connection closes with 1011 once half of the brief has been
-//! sent, so only the brief's session ends, part-way (the caller's stays up).
+//! With `drop_mid_brief` the session's connection closes with 1011 after the burst that completes
+//! half of the brief, so only the brief's session ends, part-way (the caller's stays up).
 
 use std::time::Duration;
 
@@ -47,8 +47,9 @@ pub struct Brief {
     pub answer: Answer,
     /// Said with the answer, after its function call.
     pub answer_reply: Option<Reply>,
-    /// The brief session's connection closes (1011, as a service fault would) once half of the
-    /// brief has been sent (`drop_mid_brief`): the person hears its first words, never the rest.
+    /// The brief session's connection closes (1011, as a service fault would) after the burst
+    /// that completes half of the brief (`drop_mid_brief`): the person hears its first words, not
+    /// the rest (unless the brief is that burst's length or shorter).
     pub drop_mid_brief: bool,
 }
 
@@ -80,8 +81,9 @@ impl Brief {
         })
     }
 
-    /// With `drop_mid_brief`, how much of `reply` is sent before the session's connection closes:
-    /// half, when `reply` is the brief; `None` for any other reply (or without the option).
+    /// With `drop_mid_brief`, how much of `reply` must have been sent for the session's connection
+    /// to close (the engines check at the end of each burst): half, when `reply` is the brief;
+    /// `None` for any other reply (or without the option).
     pub fn drop_after(&self, reply: &Reply) -> Option<Duration> {
         (self.drop_mid_brief && *reply == self.reply).then(|| {
             Duration::from_secs_f64(reply.audio.len() as f64 / f64::from(OUTPUT_RATE) / 2.0)

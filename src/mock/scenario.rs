@@ -32,7 +32,7 @@
 //! reason = "..."                       # optional, decline only: decline_transfer's `reason`
 //! answer_reply = "../clips/thanks.wav" # optional: said with the answer (after its function call)
 //! answer_text = "..."                  # optional (needs answer_reply)
-//! drop_mid_brief = false               # optional: true closes the brief's connection (1011) once half the brief is sent
+//! drop_mid_brief = false               # optional: true closes the brief's connection (1011) after the burst completing half the brief
 //! [[persona]]                          # optional, any number: the agents the model can speak as
 //! id = "advisor"                       # agent id
 //! marker = "Asha"                      # the persona is named on the wire by this text

@@ -804,13 +804,15 @@ impl Baresip {
                 if let Ok(s) = tokio::net::TcpStream::connect(("127.0.0.1", ctrl_port)).await {
                     // Baresip's own socket only if every module loaded: it says it is ready
                     // once they have.
+                    let mut ready = false;
                     for _ in 0..250 {
-                        if log().contains("baresip is ready") {
+                        ready = log().contains("baresip is ready");
+                        if ready || lost() || child.try_wait().ok().flatten().is_some() {
                             break;
                         }
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
-                    stream = Some(s).filter(|_| !lost());
+                    stream = Some(s).filter(|_| ready && !lost());
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -820,7 +822,10 @@ impl Baresip {
                 None if attempt < 4 && lost() => {
                     let _ = child.kill().await;
                 }
-                None => panic!("baresip's control socket never opened: {}", log()),
+                None => panic!(
+                    "baresip never opened its control socket and said it was ready: {}",
+                    log()
+                ),
             }
         };
         let (mut read, ctrl) = stream.into_split();

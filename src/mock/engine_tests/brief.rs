@@ -195,7 +195,7 @@ fn without_the_marker_the_session_follows_the_turns() {
 }
 
 #[test]
-fn drop_mid_brief_closes_only_a_brief_session_after_its_first_burst() {
+fn drop_mid_brief_closes_only_a_brief_session_half_way_through_the_brief() {
     let mut sc = (*brief_scenario(Answer::Accept, None)).clone();
     sc.brief.as_mut().unwrap().drop_mid_brief = true;
     let sc = Arc::new(sc);
@@ -213,7 +213,8 @@ fn drop_mid_brief_closes_only_a_brief_session_after_its_first_burst() {
                     .and_then(|c| c.model_turn.as_ref()).is_some())
             })
             .count();
-        // The 400 ms brief is ten 40 ms chunks: the connection closes once five are out.
+        // The 400 ms brief is ten 40 ms chunks sent three at a time: the connection closes after
+        // the burst that completes five (the sixth).
         assert!(
             (5..10).contains(&audio),
             "{profile:?}: half of the brief was said, not all of it: {audio} chunks"

@@ -477,36 +477,40 @@ fn a_brief_session_declines_or_gives_no_answer() {
 }
 
 #[test]
-fn drop_mid_brief_closes_a_brief_session_after_its_first_burst() {
+fn drop_mid_brief_closes_a_brief_session_half_way_through_the_brief() {
     let mut sc = brief_scenario(crate::mock::brief::Answer::Accept);
     sc.brief.as_mut().unwrap().drop_mid_brief = true;
-    let mut h = Harness::with(Api::Ga, sc.clone());
-    h.send(
-        json!({"type": "session.update", "session": {"type": "realtime",
-        "instructions": "You are briefing Ravi, who is about to take a transferred call."}}),
-    );
-    assert!(h.s.is_brief());
-    h.send(
-        json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
-        "content": [{"type": "input_text", "text": "The person has answered. Brief them now."}]}}),
-    );
-    h.send(json!({"type": "response.create"}));
-    let got = h.run(Duration::from_secs(5));
-    let chunk = (sc.timing.chunk.as_secs_f64() * 24_000.0).round() as usize;
-    let chunks = clip::synthetic_utterance().len().div_ceil(chunk);
-    let said = types(&got)
-        .iter()
-        .filter(|t| **t == "response.output_audio.delta")
-        .count();
-    assert!(
-        said >= chunks / 2 && said < chunks,
-        "half of the brief was said, not all of it: {said} of {chunks} deltas"
-    );
-    assert!(
-        !types(&got).contains(&"response.done"),
-        "the brief never finished"
-    );
-    assert_eq!(got.last().map(|v| v["close"].clone()), Some(json!(1011)));
+    // 24 kHz PCM, and μ-law at 8 kHz (the cut is counted at the rate the speech is sent at).
+    for format in ["audio/pcm", "audio/pcmu"] {
+        let mut h = Harness::with(Api::Ga, sc.clone());
+        h.send(
+            json!({"type": "session.update", "session": {"type": "realtime",
+            "instructions": "You are briefing Ravi, who is about to take a transferred call.",
+            "audio": {"output": {"format": {"type": format}}}}}),
+        );
+        assert!(h.s.is_brief());
+        h.send(
+            json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "The person has answered. Brief them now."}]}}),
+        );
+        h.send(json!({"type": "response.create"}));
+        let got = h.run(Duration::from_secs(5));
+        let chunk = (sc.timing.chunk.as_secs_f64() * 24_000.0).round() as usize;
+        let chunks = clip::synthetic_utterance().len().div_ceil(chunk);
+        let said = types(&got)
+            .iter()
+            .filter(|t| **t == "response.output_audio.delta")
+            .count();
+        assert!(
+            said >= chunks / 2 && said < chunks,
+            "{format}: half of the brief was said, not all of it: {said} of {chunks} deltas"
+        );
+        assert!(
+            !types(&got).contains(&"response.done"),
+            "{format}: the brief never finished"
+        );
+        assert_eq!(got.last().map(|v| v["close"].clone()), Some(json!(1011)));
+    }
     // A session that is not a brief answers to the end.
     let mut h = Harness::with(Api::Ga, sc);
     h.send(
