@@ -197,7 +197,7 @@ pub async fn sipp(
     unreachable!()
 }
 
-/// How often SIPp is started when another process took a port it was to bind.
+/// How often SIPp or baresip is started when another process took a port it was to bind.
 const TRIES: u32 = 4;
 
 /// Runs SIPp on SIP port `port` of loopback, calling `target` (a caller's scenario) or, with
@@ -796,30 +796,26 @@ impl Baresip {
                 .expect("baresip did not start");
             let log = || std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default();
             let lost = || log().contains("Address already in use");
-            let mut stream = None;
+            // baresip says it is ready once every module has loaded (its control socket
+            // listening); only then is a connection to that port surely baresip's.
+            let mut ready = false;
             for _ in 0..250 {
-                if lost() || child.try_wait().ok().flatten().is_some() {
-                    break;
-                }
-                if let Ok(s) = tokio::net::TcpStream::connect(("127.0.0.1", ctrl_port)).await {
-                    // Baresip's own socket only if every module loaded: it says it is ready
-                    // once they have.
-                    let mut ready = false;
-                    for _ in 0..250 {
-                        ready = log().contains("baresip is ready");
-                        if ready || lost() || child.try_wait().ok().flatten().is_some() {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                    stream = Some(s).filter(|_| ready && !lost());
+                ready = log().contains("baresip is ready");
+                if ready || lost() || child.try_wait().ok().flatten().is_some() {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
+            let stream = if ready && !lost() {
+                tokio::net::TcpStream::connect(("127.0.0.1", ctrl_port))
+                    .await
+                    .ok()
+            } else {
+                None
+            };
             match stream {
                 Some(s) => break (child, port, s),
-                None if attempt < 4 && lost() => {
+                None if attempt < TRIES && lost() => {
                     let _ = child.kill().await;
                 }
                 None => panic!(
