@@ -24,13 +24,10 @@ fn config() -> String {
 }
 
 async fn audiosocket_addr(d: &Daemon) -> SocketAddr {
-    for _ in 0..100 {
-        if let Some(a) = d.app.audiosocket_addr.get() {
-            return *a;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the AudioSocket listener never bound");
+    d.bound("the AudioSocket listener", |app| {
+        app.audiosocket_addr.get().copied()
+    })
+    .await
 }
 
 /// Half a second of silence, the caller's first turn, then silence for the reply.

@@ -183,15 +183,12 @@ async fn an_audiosocket_caller_presses_a_key_and_hears_the_agents_tones() {
         support::mock_config(scn, "")
     );
     let d = support::Daemon::start(&text).await;
-    let mut addr = None;
-    for _ in 0..100 {
-        if let Some(a) = d.app.audiosocket_addr.get() {
-            addr = Some(a.to_string());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let addr = addr.expect("the AudioSocket listener bound");
+    let addr = d
+        .bound("the AudioSocket listener", |app| {
+            app.audiosocket_addr.get().copied()
+        })
+        .await
+        .to_string();
     let mut opts = baton::leg::audiosocket::CallerOptions::new(vec![0i16; 8000 * 6], 8000);
     opts.dtmf = vec![(Duration::from_millis(800), '5')];
     opts.max_tail = Duration::from_secs(1);

@@ -99,15 +99,13 @@ async fn the_shipped_config_answers_a_plain_sipp_caller_with_an_agent() {
         )
         .replace("listen = \"127.0.0.1:8080\"", "listen = \"127.0.0.1:0\"");
     let d = support::Daemon::start(&config).await;
-    let mut addr = None;
-    for _ in 0..100 {
-        if let Some(s) = d.app.sip.get() {
-            addr = s.addr(Transport::Udp);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let addr = addr.expect("the shipped config answers SIP");
+    let addr = d
+        .bound("the shipped config's SIP listener", |app| {
+            app.sip.get().cloned()
+        })
+        .await
+        .addr(Transport::Udp)
+        .expect("the shipped config answers SIP over UDP");
     let mut rx = records(&d);
     let run = sipp(
         &dir,

@@ -102,14 +102,7 @@ pub async fn daemon_on_model(scenario: &str, model_extra: &str, extra: &str) -> 
         "{}\n[sip]\nlisten = {listen}\n{extra}\n",
         super::support::mock_config(scenario, model_extra)
     );
-    let d = Daemon::start(&config).await;
-    for _ in 0..100 {
-        if d.app.sip.get().is_some() {
-            return d;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the SIP listener never bound");
+    sip_bound(Daemon::start(&config).await).await
 }
 
 /// A daemon on the embedded mock answering SIP on `listen` (a TOML list), once it is bound.
@@ -125,14 +118,14 @@ pub async fn daemon_on(
         super::support::mock_config(scenario, "")
             .replace("max_calls = 50", &format!("max_calls = {max_calls}"))
     );
-    let d = Daemon::start(&config).await;
-    for _ in 0..100 {
-        if d.app.sip.get().is_some() {
-            return d;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the SIP listener never bound");
+    sip_bound(Daemon::start(&config).await).await
+}
+
+/// `d` once its SIP listener is bound.
+async fn sip_bound(d: Daemon) -> Daemon {
+    d.bound("the SIP listener", |app| app.sip.get().map(|_| ()))
+        .await;
+    d
 }
 
 /// What a SIPp run did.

@@ -95,6 +95,28 @@ impl Daemon {
         self.app.stream_url.clone()
     }
 
+    /// Waits for `bound` to give what `serve` binds after its HTTP listener (the SIP or
+    /// AudioSocket listener): at most 20 s, since a loaded machine can take seconds to open the
+    /// store and start the shards first. Panics with `what` if it never does, or at once if
+    /// `serve` has stopped (its error is on stderr).
+    pub async fn bound<T>(&self, what: &str, bound: impl Fn(&AppState) -> Option<T>) -> T {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if let Some(v) = bound(&self.app) {
+                return v;
+            }
+            assert!(
+                !self.task.is_finished(),
+                "{what}: serve stopped before binding it"
+            );
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what} never bound (20 s)"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     pub async fn active_calls(&self) -> usize {
         self.app.calls.active()
     }
