@@ -95,7 +95,7 @@ fn trunks(callee: u16, closed_tcp: u16) -> String {
     )
 }
 
-/// Starts SIPp as the callee on `port` and gives it a moment to bind.
+/// Starts SIPp as the callee on `port` and waits for it to bind.
 async fn callee(
     dir: &std::path::Path,
     port: u16,
@@ -106,12 +106,7 @@ async fn callee(
         tokio::spawn(
             async move { sipp_on(&dir, Scenario::Xml(xml), port, None, &["-m", "1"]).await },
         );
-    for _ in 0..100 {
-        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_err() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    sip_support::until_listening(&h, port).await;
     h
 }
 

@@ -98,12 +98,7 @@ async fn baton_registers_with_digest_and_challenges_its_callers() {
             sipp_on(&dir, Scenario::Xml(registrar), port, None, &["-m", "1"]).await
         })
     };
-    for _ in 0..100 {
-        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_err() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    sip_support::until_listening(&registrar_run, port).await;
     let (var, callers_var) = passwords();
     let trunk = format!(
         "[sip.trunks.pbx]\nuri = \"sip:127.0.0.1:{port}\"\nusername = \"baton\"\npassword_env = \"{var}\"\nregister = true\nexpires_s = 120\n"

@@ -490,12 +490,7 @@ async fn the_admin_api_transfers_a_running_call_and_reports_it() {
         let dir = dir.to_path_buf();
         async move { sipp_on(&dir, Scenario::Xml(xml), sipp_port, None, &["-m", "1"]).await }
     });
-    for _ in 0..100 {
-        if std::net::UdpSocket::bind(("127.0.0.1", sipp_port)).is_err() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    sip_support::until_listening(&peer, sipp_port).await;
     let (status, placed) =
         sip_support::post(d.addr, "/calls", r#"{"to": "100", "trunk": "callee"}"#).await;
     assert_eq!(status, 201, "{placed}");

@@ -128,6 +128,18 @@ async fn sip_bound(d: Daemon) -> Daemon {
     d
 }
 
+/// Waits until something listens on UDP `port` (SIPp, started by `peer`, binding its SIP port):
+/// at most 20 s, or until `peer` has ended (its run then says why).
+pub async fn until_listening<T>(peer: &tokio::task::JoinHandle<T>, port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while StdUdp::bind(("127.0.0.1", port)).is_ok()
+        && !peer.is_finished()
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// What a SIPp run did.
 #[derive(Debug)]
 pub struct SippRun {
