@@ -129,15 +129,28 @@ async fn sip_bound(d: Daemon) -> Daemon {
 }
 
 /// Waits until something listens on UDP `port` (SIPp, started by `peer`, binding its SIP port):
-/// at most 20 s, or until `peer` has ended (its run then says why).
+/// at most 20 s, or until `peer` has ended (its run then says why). It reads the kernel's
+/// socket table rather than trying the port, which could take it from SIPp for a moment.
 pub async fn until_listening<T>(peer: &tokio::task::JoinHandle<T>, port: u16) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while StdUdp::bind(("127.0.0.1", port)).is_ok()
-        && !peer.is_finished()
-        && Instant::now() < deadline
-    {
+    while !udp_bound(port) && !peer.is_finished() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Whether a UDP socket of this machine is bound to `port` (`/proc/net/udp` and `udp6`, whose
+/// second column is `ADDRESS:PORT` with the port in hex).
+fn udp_bound(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/udp", "/proc/net/udp6"].iter().any(|table| {
+        std::fs::read_to_string(table).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|a| a.ends_with(&want))
+            })
+        })
+    })
 }
 
 /// What a SIPp run did.
