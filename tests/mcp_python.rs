@@ -10,6 +10,7 @@
 //! session.
 
 mod mcp_support;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,7 @@ use serde_json::{Value, json};
 use baton::agents::CallEvent;
 use baton::mcp::{Hub, State};
 use mcp_support::*;
+use support::eventually;
 
 const BILLING: &[&str] = &[
     "get_billing_*",

@@ -102,11 +102,11 @@ async fn callee(
     xml: String,
 ) -> tokio::task::JoinHandle<sip_support::SippRun> {
     let dir = dir.to_path_buf();
-    let h =
+    let mut h =
         tokio::spawn(
             async move { sipp_on(&dir, Scenario::Xml(xml), port, None, &["-m", "1"]).await },
         );
-    sip_support::until_listening(&h, port).await;
+    sip_support::until_listening(&mut h, port).await;
     h
 }
 

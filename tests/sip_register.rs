@@ -92,13 +92,13 @@ async fn baton_registers_with_digest_and_challenges_its_callers() {
         "<recv request=\"REGISTER\" crlf=\"true\"><action><ereg regexp=\"Contact: *([^\\r\\n]*)\" search_in=\"msg\" assign_to=\"junk,contact\"/><verifyauth",
     )
     .replace("zero,contact", "zero,contact,junk");
-    let registrar_run = {
+    let mut registrar_run = {
         let dir = dir.to_path_buf();
         tokio::spawn(async move {
             sipp_on(&dir, Scenario::Xml(registrar), port, None, &["-m", "1"]).await
         })
     };
-    sip_support::until_listening(&registrar_run, port).await;
+    sip_support::until_listening(&mut registrar_run, port).await;
     let (var, callers_var) = passwords();
     let trunk = format!(
         "[sip.trunks.pbx]\nuri = \"sip:127.0.0.1:{port}\"\nusername = \"baton\"\npassword_env = \"{var}\"\nregister = true\nexpires_s = 120\n"

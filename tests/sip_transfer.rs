@@ -220,11 +220,11 @@ async fn refer(name: &str, steps: &[String]) -> Referred {
     let dir = scratch(name);
     let sipp_port = free_udp();
     let xml = scenario(name, steps);
-    let peer = tokio::spawn({
+    let mut peer = tokio::spawn({
         let dir = dir.to_path_buf();
         async move { sipp_on(&dir, Scenario::Xml(xml), sipp_port, None, &["-m", "1"]).await }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    sip_support::until_listening(&mut peer, sipp_port).await;
     let Call { ua, c } = place(sipp_port).await;
     let Connected { leg, dialog, .. } = c;
     let requests = dialog.transfers();
@@ -486,11 +486,11 @@ async fn the_admin_api_transfers_a_running_call_and_reports_it() {
     steps.push(notify(2, "SIP/2.0 200 OK", "terminated;reason=noresource"));
     steps.push(bye_answered());
     let xml = scenario("refer-admin", &steps);
-    let peer = tokio::spawn({
+    let mut peer = tokio::spawn({
         let dir = dir.to_path_buf();
         async move { sipp_on(&dir, Scenario::Xml(xml), sipp_port, None, &["-m", "1"]).await }
     });
-    sip_support::until_listening(&peer, sipp_port).await;
+    sip_support::until_listening(&mut peer, sipp_port).await;
     let (status, placed) =
         sip_support::post(d.addr, "/calls", r#"{"to": "100", "trunk": "callee"}"#).await;
     assert_eq!(status, 201, "{placed}");

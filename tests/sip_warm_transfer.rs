@@ -445,7 +445,7 @@ async fn run_full(
             .sip
             .get()
             .and_then(|s| s.addr(baton::leg::sip::config::Transport::Udp));
-        (d, addr.expect("the SIP listener never bound"))
+        (d, addr.expect("the SIP listener has a UDP transport"))
     };
     let caller_peer = MediaPeer::bind().await;
     let person_peer = MediaPeer::bind().await;

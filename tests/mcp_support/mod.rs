@@ -264,12 +264,3 @@ impl CallSide {
         }
     }
 }
-
-/// Waits (at most 20 s) until `f` holds.
-pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}

@@ -91,7 +91,7 @@ pub async fn daemon_with(
     let listen = r#"["udp:127.0.0.1:0", "tcp:127.0.0.1:0"]"#;
     let d = daemon_on(scenario, listen, sip_extra, extra, max_calls).await;
     let addr = d.app.sip.get().and_then(|s| s.addr(Transport::Udp));
-    (d, addr.expect("the SIP listener never bound"))
+    (d, addr.expect("the SIP listener has a UDP transport"))
 }
 
 /// A daemon on the embedded mock with `model_extra` in its `[model]` (e.g. a profile), SIP on
@@ -128,13 +128,21 @@ async fn sip_bound(d: Daemon) -> Daemon {
     d
 }
 
-/// Waits until something listens on UDP `port` (SIPp, started by `peer`, binding its SIP port):
-/// at most 20 s, or until `peer` has ended (its run then says why). It reads the kernel's
-/// socket table rather than trying the port, which could take it from SIPp for a moment.
-pub async fn until_listening<T>(peer: &tokio::task::JoinHandle<T>, port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !udp_bound(port) && !peer.is_finished() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// Waits until SIPp, started by `peer`, listens on UDP `port`: at most 20 s. Panics with SIPp's
+/// run if it ended first (a callee's scenario cannot end before it is called). It reads the
+/// kernel's socket table rather than trying the port, which could take it from SIPp for a moment.
+pub async fn until_listening(peer: &mut tokio::task::JoinHandle<SippRun>, port: u16) {
+    let mut ended = false;
+    super::support::eventually(&format!("SIPp to listen on UDP {port}"), || {
+        ended = peer.is_finished();
+        ended || udp_bound(port)
+    })
+    .await;
+    if ended && !udp_bound(port) {
+        panic!(
+            "SIPp ended before it listened on UDP {port}: {:#?}",
+            peer.await
+        );
     }
 }
 
@@ -142,15 +150,16 @@ pub async fn until_listening<T>(peer: &tokio::task::JoinHandle<T>, port: u16) {
 /// second column is `ADDRESS:PORT` with the port in hex).
 fn udp_bound(port: u16) -> bool {
     let want = format!(":{port:04X}");
-    ["/proc/net/udp", "/proc/net/udp6"].iter().any(|table| {
-        std::fs::read_to_string(table).is_ok_and(|t| {
-            t.lines().skip(1).any(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .is_some_and(|a| a.ends_with(&want))
-            })
+    let bound_in = |table: &str| {
+        table.lines().skip(1).any(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|a| a.ends_with(&want))
         })
-    })
+    };
+    let v4 = std::fs::read_to_string("/proc/net/udp")
+        .expect("the UDP socket table (/proc/net/udp) is readable");
+    bound_in(&v4) || std::fs::read_to_string("/proc/net/udp6").is_ok_and(|v6| bound_in(&v6))
 }
 
 /// What a SIPp run did.

@@ -100,21 +100,17 @@ impl Daemon {
     /// store and start the shards first. Panics with `what` if it never does, or at once if
     /// `serve` has stopped (its error is on stderr).
     pub async fn bound<T>(&self, what: &str, bound: impl Fn(&AppState) -> Option<T>) -> T {
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            if let Some(v) = bound(&self.app) {
-                return v;
-            }
+        let mut got = None;
+        eventually(what, || {
+            got = bound(&self.app);
             assert!(
-                !self.task.is_finished(),
+                got.is_some() || !self.task.is_finished(),
                 "{what}: serve stopped before binding it"
             );
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{what} never bound (20 s)"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+            got.is_some()
+        })
+        .await;
+        got.expect("eventually returns once it holds")
     }
 
     pub async fn active_calls(&self) -> usize {
@@ -468,4 +464,17 @@ pub fn start_mock_model(profile: &str, scenario: &Path) -> (MockModel, String) {
         .unwrap_or_else(|| panic!("mock-model did not announce its URL: {line:?}"))
         .to_owned();
     (mock, url)
+}
+
+/// Waits (at most 20 s of real time) until `f` holds, asking every 20 ms; panics naming `what`
+/// if it never does. For conditions nothing announces (a listener bound, a peer's state).
+pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
