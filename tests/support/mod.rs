@@ -478,3 +478,35 @@ pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Where `clip`'s first `pieces` pieces of `piece` samples each are heard in `track`, in order:
+/// the first starting within `from..=to`, each later one after the one before it ended (and by
+/// `to` plus the clip so far). Returns each piece's (start, score). A machine that stalls for a
+/// moment shifts whatever plays after the stall by a frame or more; one long match loses its
+/// score across such a shift, while pieces are each still heard whole.
+pub fn pieces_heard(
+    track: &[i16],
+    clip: &[i16],
+    (from, to): (usize, usize),
+    piece: usize,
+    pieces: usize,
+) -> Vec<(usize, f64)> {
+    let mut found = Vec::with_capacity(pieces);
+    let mut lo = from;
+    for k in 0..pieces {
+        let Some(part) = clip.get(k * piece..(k + 1) * piece) else {
+            break;
+        };
+        let hi = to + k * piece;
+        let mut best = (lo, 0.0f64);
+        for lag in (lo..=hi).step_by(2) {
+            let s = best_match(track, part, lag, 0, piece, 1);
+            if s > best.1 {
+                best = (lag, s);
+            }
+        }
+        found.push(best);
+        lo = best.0 + piece;
+    }
+    found
+}
