@@ -515,15 +515,18 @@ async fn run_full(
             None
         }
     };
+    // The person's phone listens before the caller dials: baton may dial it at any time after.
+    let mut person_run = tokio::spawn({
+        let dir = dir.to_path_buf();
+        async move {
+            let person = Scenario::Xml(person_xml);
+            sip_support::sipp_on(&dir, person, person_port, None, &["-m", "1"]).await
+        }
+    });
+    sip_support::until_listening(&mut person_run, person_port).await;
     let (caller_sipp, person_sipp, caller_heard, person_heard, events) = tokio::join!(
         sip_support::sipp(&dir, Scenario::Xml(caller_xml), addr, &["-m", "1"]),
-        sip_support::sipp_on(
-            &dir,
-            Scenario::Xml(person_xml),
-            person_port,
-            None,
-            &["-m", "1"]
-        ),
+        async { person_run.await.expect("the person's SIPp ran") },
         caller_peer.converse(&caller_words, 0, Default::default(), listen),
         person_media,
         events,
@@ -899,15 +902,17 @@ async fn a_twilio_caller_is_bridged_to_a_person_dialled_over_sip() {
     let url = d.twilio_url();
     let greeting_pcm = person_words();
     let events = async { sip_support::follow(&d).await.await.unwrap() };
+    let mut person_run = tokio::spawn({
+        let dir = dir.to_path_buf();
+        async move {
+            let person = Scenario::Xml(person_xml);
+            sip_support::sipp_on(&dir, person, person_port, None, &["-m", "1"]).await
+        }
+    });
+    sip_support::until_listening(&mut person_run, person_port).await;
     let (report, person_sipp, person_heard, events) = tokio::join!(
         caller::dial(&url, CallerOptions::new(words)),
-        sip_support::sipp_on(
-            &dir,
-            Scenario::Xml(person_xml),
-            person_port,
-            None,
-            &["-m", "1"]
-        ),
+        async { person_run.await.expect("the person's SIPp ran") },
         person_peer.converse_keys(
             &greeting_pcm,
             0,

@@ -825,14 +825,16 @@ impl Baresip {
             let lost = || log().contains("Address already in use");
             // baresip says it is ready once every module has loaded (its control socket
             // listening); only then is a connection to that port surely baresip's.
-            let mut ready = false;
-            for _ in 0..250 {
-                ready = log().contains("baresip is ready");
-                if ready || lost() || child.try_wait().ok().flatten().is_some() {
-                    break;
+            // It is given as long as a loaded machine may take to start it: 20 s.
+            let until = std::time::Instant::now() + Duration::from_secs(20);
+            let ready = loop {
+                let ready = log().contains("baresip is ready");
+                let exited = child.try_wait().ok().flatten().is_some();
+                if ready || lost() || exited || std::time::Instant::now() >= until {
+                    break ready;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            };
             let stream = if ready && !lost() {
                 tokio::net::TcpStream::connect(("127.0.0.1", ctrl_port))
                     .await
