@@ -94,20 +94,31 @@ fn the_warm_transfer_demo_puts_the_caller_through_to_ravi() {
     let per_ms = f64::from(rate) / 1000.0;
     let sample = |ms: f64| (ms * per_ms) as usize;
     let hello = through_phone("audio-fixtures/clips/warm/ravi_hello.wav", rate);
+    // Three voiced 200 ms pieces of his line (400–540 ms of it is silence), each within 100 ms
+    // of where the one before puts it.
+    let at_ms = |found: &[(usize, f64)]| -> Vec<(f64, f64)> {
+        found
+            .iter()
+            .map(|&(at, score)| (at as f64 / per_ms, score))
+            .collect()
+    };
     let ravi = support::pieces_heard(
         &heard,
         &hello,
-        (sample(bridged), sample(bridged + 2_000.0)),
+        &[0, sample(200.0), sample(540.0)],
         sample(200.0),
-        3,
+        (sample(bridged), sample(bridged + 2_000.0)),
+        sample(100.0),
     );
     assert!(
         ravi.iter().all(|&(_, score)| score > 0.8),
-        "the caller heard Ravi after the bridge: the first 600 ms of his line in three pieces, \
-         (start, match) each: {ravi:.3?}"
+        "the caller heard Ravi after the bridge: three pieces of his line, (ms, match) each: \
+         {:.3?}",
+        at_ms(&ravi)
     );
 
-    // The brief played to Ravi only: it is in what Ravi heard, not in what the caller heard.
+    // The brief played to Ravi only: it is in what Ravi heard, not in what the caller heard,
+    // neither as one 600 ms stretch nor as pieces of it.
     let brief = through_phone("audio-fixtures/clips/warm/brief.wav", rate);
     let span = sample(bridged - briefing + 1_000.0);
     let in_call = support::best_match(
@@ -122,6 +133,20 @@ fn the_warm_transfer_demo_puts_the_caller_through_to_ravi() {
         in_call < 0.5,
         "the caller heard the brief (match {in_call:.3})"
     );
+    let brief_pieces = [0, sample(200.0), sample(400.0)];
+    let leaked = support::pieces_heard(
+        &heard,
+        &brief,
+        &brief_pieces,
+        sample(200.0),
+        (sample(briefing), sample(briefing) + span),
+        sample(100.0),
+    );
+    assert!(
+        leaked.iter().filter(|&&(_, score)| score > 0.7).count() < 2,
+        "the caller heard pieces of the brief, (ms, match) each: {:.3?}",
+        at_ms(&leaked)
+    );
     let person_wav = dir.path().join("person.wav");
     assert_eq!(
         s.person_recording.as_deref(),
@@ -131,11 +156,18 @@ fn the_warm_transfer_demo_puts_the_caller_through_to_ravi() {
     let brief_8k = through_phone("audio-fixtures/clips/warm/brief.wav", prate);
     // person.wav starts at the answer; the brief follows within the model's first-audio time.
     let p_ms = |ms: usize| ms * prate as usize / 1000;
-    let in_person = support::pieces_heard(&ravi_heard, &brief_8k, (0, p_ms(3_000)), p_ms(200), 3);
+    let in_person = support::pieces_heard(
+        &ravi_heard,
+        &brief_8k,
+        &[0, p_ms(200), p_ms(400)],
+        p_ms(200),
+        (0, p_ms(3_000)),
+        p_ms(100),
+    );
     assert!(
         in_person.iter().all(|&(_, score)| score > 0.8),
-        "Ravi heard the brief: its first 600 ms in three pieces, (start, match) each: \
-         {in_person:.3?}"
+        "Ravi heard the brief: three pieces of it, (start in samples at {prate} Hz, match) \
+         each: {in_person:.3?}"
     );
     let (_, ravi_said) = channel(&person_wav, 0);
     assert!(

@@ -526,7 +526,11 @@ async fn run_full(
     sip_support::until_listening(&mut person_run, person_port).await;
     let (caller_sipp, person_sipp, caller_heard, person_heard, events) = tokio::join!(
         sip_support::sipp(&dir, Scenario::Xml(caller_xml), addr, &["-m", "1"]),
-        async { person_run.await.expect("the person's SIPp ran") },
+        async {
+            person_run
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+        },
         caller_peer.converse(&caller_words, 0, Default::default(), listen),
         person_media,
         events,
@@ -912,7 +916,11 @@ async fn a_twilio_caller_is_bridged_to_a_person_dialled_over_sip() {
     sip_support::until_listening(&mut person_run, person_port).await;
     let (report, person_sipp, person_heard, events) = tokio::join!(
         caller::dial(&url, CallerOptions::new(words)),
-        async { person_run.await.expect("the person's SIPp ran") },
+        async {
+            person_run
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+        },
         person_peer.converse_keys(
             &greeting_pcm,
             0,

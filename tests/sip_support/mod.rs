@@ -825,7 +825,7 @@ impl Baresip {
             let lost = || log().contains("Address already in use");
             // baresip says it is ready once every module has loaded (its control socket
             // listening); only then is a connection to that port surely baresip's.
-            // It is given as long as a loaded machine may take to start it: 20 s.
+            // A loaded machine may take seconds to start it: it gets 20 s.
             let until = std::time::Instant::now() + Duration::from_secs(20);
             let ready = loop {
                 let ready = log().contains("baresip is ready");
@@ -848,7 +848,7 @@ impl Baresip {
                     let _ = child.kill().await;
                 }
                 None => panic!(
-                    "baresip never opened its control socket and said it was ready: {}",
+                    "baresip did not open its control socket and say it was ready within 20 s: {}",
                     log()
                 ),
             }

@@ -479,34 +479,51 @@ pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Where `clip`'s first `pieces` pieces of `piece` samples each are heard in `track`, in order:
-/// the first starting within `from..=to`, each later one after the one before it ended (and by
-/// `to` plus the clip so far). Returns each piece's (start, score). A machine that stalls for a
-/// moment shifts whatever plays after the stall by a frame or more; one long match loses its
-/// score across such a shift, while pieces are each still heard whole.
+/// Where pieces of `clip` are heard in `track`, one after another as they are in the clip: the
+/// piece starting at `starts[0]` (samples into the clip) anywhere from `from` to `to`, and each
+/// later one within `tol` samples of where the clip puts it after the one before. Returns each
+/// piece's (start in `track`, score); panics if the clip is too short for a piece. A machine
+/// that stalls for a moment, or a jitter buffer that adapts, moves whatever plays after that
+/// point by a frame or more either way; one long match loses its score across such a move, while
+/// each piece is still heard whole where it landed. Choose voiced pieces: a quiet one matches
+/// little of anything.
 pub fn pieces_heard(
     track: &[i16],
     clip: &[i16],
-    (from, to): (usize, usize),
+    starts: &[usize],
     piece: usize,
-    pieces: usize,
+    (from, to): (usize, usize),
+    tol: usize,
 ) -> Vec<(usize, f64)> {
-    let mut found = Vec::with_capacity(pieces);
-    let mut lo = from;
-    for k in 0..pieces {
-        let Some(part) = clip.get(k * piece..(k + 1) * piece) else {
-            break;
+    let last = track.len().saturating_sub(piece);
+    let mut found: Vec<(usize, f64)> = Vec::with_capacity(starts.len());
+    for (k, &start) in starts.iter().enumerate() {
+        let part = clip
+            .get(start..start + piece)
+            .unwrap_or_else(|| panic!("the clip ({} samples) has no piece at {start}", clip.len()));
+        let (lo, hi) = match (k, found.last()) {
+            (1.., Some(&(prev, _))) => {
+                let expected = prev + (start - starts[k - 1]);
+                (expected.saturating_sub(tol).max(from), expected + tol)
+            }
+            _ => (from, to),
         };
-        let hi = to + k * piece;
+        let score = |lag: usize| best_match(track, part, lag, 0, piece, 1);
+        // Every other lag, then the lags beside the best of them.
         let mut best = (lo, 0.0f64);
-        for lag in (lo..=hi).step_by(2) {
-            let s = best_match(track, part, lag, 0, piece, 1);
+        for lag in (lo..=hi.min(last)).step_by(2) {
+            let s = score(lag);
+            if s > best.1 {
+                best = (lag, s);
+            }
+        }
+        for lag in [best.0.saturating_sub(1), best.0 + 1] {
+            let s = if lag <= last { score(lag) } else { 0.0 };
             if s > best.1 {
                 best = (lag, s);
             }
         }
         found.push(best);
-        lo = best.0 + piece;
     }
     found
 }
