@@ -515,22 +515,10 @@ async fn run_full(
             None
         }
     };
-    // The person's phone listens before the caller dials: baton may dial it at any time after.
-    let mut person_run = tokio::spawn({
-        let dir = dir.to_path_buf();
-        async move {
-            let person = Scenario::Xml(person_xml);
-            sip_support::sipp_on(&dir, person, person_port, None, &["-m", "1"]).await
-        }
-    });
-    sip_support::until_listening(&mut person_run, person_port).await;
+    let person_run = person_phone(&dir, person_xml, person_port).await;
     let (caller_sipp, person_sipp, caller_heard, person_heard, events) = tokio::join!(
         sip_support::sipp(&dir, Scenario::Xml(caller_xml), addr, &["-m", "1"]),
-        async {
-            person_run
-                .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
-        },
+        person_run,
         caller_peer.converse(&caller_words, 0, Default::default(), listen),
         person_media,
         events,
@@ -560,6 +548,24 @@ async fn run_full(
         person_sipp,
         metrics,
     })
+}
+
+/// The person's phone: SIPp playing `xml` on `port`, listening before this returns (baton may
+/// dial it at any moment once the caller has called). The future it gives is SIPp's run.
+async fn person_phone(
+    dir: &Path,
+    xml: String,
+    port: u16,
+) -> impl std::future::Future<Output = sip_support::SippRun> {
+    let mut run = tokio::spawn({
+        let dir = dir.to_path_buf();
+        async move { sip_support::sipp_on(&dir, Scenario::Xml(xml), port, None, &["-m", "1"]).await }
+    });
+    sip_support::until_listening(&mut run, port).await;
+    async move {
+        run.await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    }
 }
 
 fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -906,21 +912,10 @@ async fn a_twilio_caller_is_bridged_to_a_person_dialled_over_sip() {
     let url = d.twilio_url();
     let greeting_pcm = person_words();
     let events = async { sip_support::follow(&d).await.await.unwrap() };
-    let mut person_run = tokio::spawn({
-        let dir = dir.to_path_buf();
-        async move {
-            let person = Scenario::Xml(person_xml);
-            sip_support::sipp_on(&dir, person, person_port, None, &["-m", "1"]).await
-        }
-    });
-    sip_support::until_listening(&mut person_run, person_port).await;
+    let person_run = person_phone(&dir, person_xml, person_port).await;
     let (report, person_sipp, person_heard, events) = tokio::join!(
         caller::dial(&url, CallerOptions::new(words)),
-        async {
-            person_run
-                .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
-        },
+        person_run,
         person_peer.converse_keys(
             &greeting_pcm,
             0,
