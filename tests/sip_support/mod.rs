@@ -826,15 +826,12 @@ impl Baresip {
             // baresip says it is ready once every module has loaded (its control socket
             // listening); only then is a connection to that port surely baresip's.
             // A loaded machine may take seconds to start it: it gets 20 s.
-            let until = std::time::Instant::now() + Duration::from_secs(20);
-            let ready = loop {
-                let ready = log().contains("baresip is ready");
-                let exited = child.try_wait().ok().flatten().is_some();
-                if ready || lost() || exited || std::time::Instant::now() >= until {
-                    break ready;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            };
+            let said_ready = || log().contains("baresip is ready");
+            super::support::holds_soon(|| {
+                said_ready() || lost() || child.try_wait().ok().flatten().is_some()
+            })
+            .await;
+            let ready = said_ready();
             let stream = if ready && !lost() {
                 tokio::net::TcpStream::connect(("127.0.0.1", ctrl_port))
                     .await

@@ -468,13 +468,21 @@ pub fn start_mock_model(profile: &str, scenario: &Path) -> (MockModel, String) {
 
 /// Waits (at most 20 s of real time) until `f` holds, asking every 20 ms; panics naming `what`
 /// if it never does. For conditions nothing announces (a listener bound, a peer's state).
-pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+pub async fn eventually(what: &str, f: impl FnMut() -> bool) {
+    assert!(holds_soon(f).await, "timed out waiting for {what}");
+}
+
+/// Whether `f` comes to hold within 20 s of real time, asking every 20 ms: [`eventually`] for a
+/// caller that says itself what a timeout means.
+pub async fn holds_soon(mut f: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
