@@ -85,6 +85,10 @@ enum Cmd {
     CheckConfig {
         /// The TOML config file.
         file: PathBuf,
+        /// Check it as `serve --insecure-no-auth` would run it: a non-loopback address without
+        /// API tokens is then not a problem.
+        #[arg(long)]
+        insecure_no_auth: bool,
     },
 }
 
@@ -190,7 +194,10 @@ fn main() -> ExitCode {
             init_logging("warn", LogFormat::Human);
             baton::bench::transfers::run(&args).map_err(anyhow::Error::from)
         }
-        Cmd::CheckConfig { file } => check_config(&file),
+        Cmd::CheckConfig {
+            file,
+            insecure_no_auth,
+        } => check_config(&file, insecure_no_auth),
         Cmd::Call(args) => {
             init_logging("warn", LogFormat::Human);
             baton::place::run(&args).map_err(anyhow::Error::from)
@@ -311,8 +318,28 @@ fn transfer_legs(c: &config::Config) -> Vec<&'static str> {
     legs
 }
 
-fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
-    let checked = config::check(file, None)?;
+/// `serve`'s start-up rule on exposure ([`server::auth::exposure`]) as a problem of the file:
+/// a reachable address without API tokens, unless `insecure_no_auth`.
+fn exposure_problem(checked: &config::Checked, insecure_no_auth: bool) -> Option<config::Problem> {
+    let listen = checked.listen?;
+    let c = &checked.config;
+    let twilio_signed = !c.twilio.auth_token_env.is_empty() && !c.twilio.disable_signature_check;
+    let tokens = !c.server.auth_tokens_env.is_empty();
+    let e = server::auth::exposure(listen, tokens, twilio_signed, insecure_no_auth).err()?;
+    Some(config::Problem {
+        key: "server.listen".into(),
+        message: format!(
+            "refusing to listen on {listen} without API tokens: any host that reaches it could \
+             use baton"
+        ),
+        fix: e.fix().into(),
+    })
+}
+
+fn check_config(file: &std::path::Path, insecure_no_auth: bool) -> anyhow::Result<()> {
+    let mut checked = config::check(file, None)?;
+    let exposed = exposure_problem(&checked, insecure_no_auth);
+    checked.problems.extend(exposed);
     let loaded = checked.loaded();
     let c = &loaded.config;
     if checked.problems.is_empty() {
@@ -527,7 +554,10 @@ fn tune_allocator() {
 
 fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<()> {
     // The same checks as check-config, every problem at once, before anything starts.
-    let mut loaded = config::check(&args.config, args.listen)?.into_result()?;
+    let mut checked = config::check(&args.config, args.listen)?;
+    let exposed = exposure_problem(&checked, args.insecure_no_auth);
+    checked.problems.extend(exposed);
+    let mut loaded = checked.into_result()?;
     if let Some(format) = log_format {
         loaded.config.log.format = format;
     }

@@ -194,3 +194,63 @@ fn human_agents_are_listed_with_the_calls_that_can_reach_them() {
         "{out}{err}"
     );
 }
+
+#[test]
+fn a_reachable_address_without_tokens_is_a_problem_unless_insecure_is_explicit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.toml");
+    std::fs::write(&path, "[server]\nlisten = \"0.0.0.0:0\"\n").unwrap();
+    let file = path.to_str().unwrap();
+    let (ok, out, err) = baton(&["check-config", file]);
+    assert!(!ok, "check-config passed what serve refuses:\n{out}{err}");
+    assert!(
+        err.contains("1 problem(s)")
+            && err
+                .contains("\n  server.listen: refusing to listen on 0.0.0.0:0 without API tokens")
+            && err.contains("--insecure-no-auth"),
+        "{err}"
+    );
+    let (ok, out, err) = baton(&["check-config", "--insecure-no-auth", file]);
+    assert!(ok, "{out}{err}");
+}
+
+#[test]
+fn sip_passwords_named_but_unset_are_reported_at_once_and_serve_never_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.toml");
+    std::fs::write(
+        &path,
+        "[server]\nlisten = \"127.0.0.1:0\"\n\
+         [sip]\nlisten = [\"udp:127.0.0.1:0\"]\n\
+         auth_user = \"baton\"\nauth_password_env = \"BATON_TEST_UNSET_SIP_PW\"\n\
+         [sip.trunks.carrier]\nuri = \"sip:carrier.example.com\"\nusername = \"acct\"\n\
+         password_env = \"BATON_TEST_UNSET_TRUNK_PW\"\nregister = false\n",
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    let (ok, out, err) = baton(&["check-config", file]);
+    assert!(!ok, "{out}{err}");
+    let (serve_ok, serve_out, serve_err) = baton(&["serve", "--config", file]);
+    assert!(!serve_ok);
+    assert!(
+        !serve_out.contains("listening"),
+        "serve started before finding the variables unset:\n{serve_out}{serve_err}"
+    );
+    for text in [&err, &serve_err] {
+        assert!(text.contains("2 problem(s)"), "{text}");
+        for (key, var) in [
+            ("sip.auth_password_env", "BATON_TEST_UNSET_SIP_PW"),
+            (
+                "sip.trunks.carrier.password_env",
+                "BATON_TEST_UNSET_TRUNK_PW",
+            ),
+        ] {
+            assert!(
+                text.contains(&format!(
+                    "\n  {key}: names the environment variable {var}, which is not set"
+                )),
+                "no {key} in\n{text}"
+            );
+        }
+    }
+}

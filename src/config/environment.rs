@@ -42,6 +42,18 @@ fn named_variables(loaded: &Loaded) -> Vec<(String, String)> {
     for (name, s) in &c.mcp {
         add(&format!("mcp.{name}.header_env"), &s.header_env);
     }
+    // The SIP side starts (and reads its passwords) only when it listens.
+    let sip = &c.sip;
+    if !sip.listen.is_empty() {
+        if !sip.auth_user.is_empty() {
+            add("sip.auth_password_env", &sip.auth_password_env);
+        }
+        for (name, t) in &sip.trunks {
+            if !t.username.is_empty() {
+                add(&format!("sip.trunks.{name}.password_env"), &t.password_env);
+            }
+        }
+    }
     out
 }
 

@@ -42,7 +42,7 @@ pub fn store_url(c: &crate::config::StoreConfig) -> Result<String, ServeError> {
         .filter(|v| !v.is_empty())
         .ok_or_else(|| ServeError::MissingCredential {
             var: c.url_env.clone(),
-            key: "store.url_env",
+            key: "store.url_env".into(),
         })
 }
 

@@ -192,13 +192,19 @@ pub enum Exposure {
 /// The daemon must not start this way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "refusing to listen on {addr} without API tokens: any host that reaches it could use baton. \
-     Set server.auth_tokens_env to a variable holding comma-separated tokens{twilio}, listen on \
-     127.0.0.1, or pass --insecure-no-auth to run open on purpose"
+    "refusing to listen on {addr} without API tokens: any host that reaches it could use baton; \
+     {fix}"
 )]
 pub struct ExposureError {
     pub addr: SocketAddr,
-    twilio: &'static str,
+    fix: &'static str,
+}
+
+impl ExposureError {
+    /// What to do about it (the config check's fix).
+    pub fn fix(&self) -> &'static str {
+        self.fix
+    }
 }
 
 /// The start-up rule. `tokens`: bearer tokens are configured; `twilio_signed`: `/twilio` and
@@ -219,10 +225,13 @@ pub fn exposure(
     } else {
         Err(ExposureError {
             addr,
-            twilio: if twilio_signed {
-                ""
+            fix: if twilio_signed {
+                "set server.auth_tokens_env to a variable holding comma-separated tokens, \
+                 listen on 127.0.0.1, or pass --insecure-no-auth to run open on purpose"
             } else {
-                " (and twilio.auth_token_env so Twilio's signature guards /twilio)"
+                "set server.auth_tokens_env to a variable holding comma-separated tokens (and \
+                 twilio.auth_token_env so Twilio's signature guards /twilio), listen on \
+                 127.0.0.1, or pass --insecure-no-auth to run open on purpose"
             },
         })
     }

@@ -87,7 +87,7 @@ pub struct AppState {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("environment variable {var} (named by {key}) is not set or empty")]
-    MissingCredential { var: String, key: &'static str },
+    MissingCredential { var: String, key: String },
     #[error("agent set: {0}")]
     Agents(String),
     #[error(transparent)]
@@ -109,14 +109,15 @@ pub enum ServeError {
     Store(String),
 }
 
-fn env_secret(var: &str, key: &'static str) -> Result<Secret, ServeError> {
+/// The value of the variable `var` that `key` names, or which variable is missing.
+pub(super) fn env_secret(var: &str, key: &str) -> Result<Secret, ServeError> {
     std::env::var(var)
         .ok()
         .filter(|v| !v.is_empty())
         .map(Secret::new)
         .ok_or_else(|| ServeError::MissingCredential {
             var: var.to_owned(),
-            key,
+            key: key.to_owned(),
         })
 }
 

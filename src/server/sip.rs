@@ -38,7 +38,6 @@ use crate::leg::sip::media::{MediaConfig, MediaStats};
 use crate::leg::sip::register::{self, RegState};
 use crate::leg::sip::ua::{self, UserAgent};
 use crate::leg::sip::uas::{Capacity, DigestPolicy, Nonces, Policy};
-use crate::secret::Secret;
 
 /// The leg kind label of SIP calls.
 const LEG: &str = "sip";
@@ -291,17 +290,6 @@ pub enum DtmfError {
     NotAKey(char),
 }
 
-fn env_secret(var: &str, key: &'static str) -> Result<Secret, ServeError> {
-    std::env::var(var)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .map(Secret::new)
-        .ok_or_else(|| ServeError::MissingCredential {
-            var: var.to_owned(),
-            key,
-        })
-}
-
 fn settings(app: &AppState, c: &SipConfig) -> CallSettings {
     CallSettings {
         ring: Duration::from_millis(c.ring_ms),
@@ -376,7 +364,7 @@ pub async fn start(app: &Arc<AppState>) -> Result<Option<Arc<SipService>>, Serve
             let password = if t.password_env.is_empty() {
                 String::new()
             } else {
-                env_secret(&t.password_env, "sip.trunks.*.password_env")?
+                super::env_secret(&t.password_env, &format!("sip.trunks.{name}.password_env"))?
                     .expose()
                     .to_owned()
             };
@@ -416,7 +404,7 @@ pub async fn start(app: &Arc<AppState>) -> Result<Option<Arc<SipService>>, Serve
     } else {
         Some(DigestPolicy {
             user: c.auth_user.clone(),
-            password: env_secret(&c.auth_password_env, "sip.auth_password_env")?,
+            password: super::env_secret(&c.auth_password_env, "sip.auth_password_env")?,
             realm: if c.auth_realm.is_empty() {
                 "baton".into()
             } else {
