@@ -1,6 +1,10 @@
 //! The agent-set file as written (`config/agents/<set>.toml`): serde mirrors with unknown keys
 //! refused and documented defaults. Nothing here is checked beyond types; [`super::load()`] turns a
 //! [`SetFile`] into a validated [`super::Registry`] and reports every problem with its key.
+//!
+//! Every key has a default here, required ones too (an empty name, no backend): the decoder takes
+//! a key of the wrong kind out and decodes the rest again, and a required key taken out must not
+//! take its whole table with it. Whether a required key is there is the loader's check.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +17,9 @@ use super::registry::Delivery;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SetFile {
-    pub set: SetSection,
+    /// Required; a file without it is reported by the loader.
+    #[serde(default)]
+    pub set: Option<SetSection>,
     #[serde(default)]
     pub guards: GuardsSection,
     #[serde(default)]
@@ -28,33 +34,31 @@ pub struct SetFile {
 }
 
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct SetSection {
-    /// Short name of the set (logs, events).
+    /// Short name of the set (logs, events); required.
     pub name: String,
-    #[serde(default)]
     pub description: String,
     /// A warm standby session must report ready within this, or the handoff is abandoned.
-    #[serde(default = "default_standby_timeout_ms")]
     pub standby_timeout_ms: u64,
     /// A message held for a turn boundary is sent anyway when the model has not started its
     /// reply to the caller within this long.
-    #[serde(default = "default_held_timeout_ms")]
     pub held_timeout_ms: u64,
     /// After an agent says it is handing off without naming whom to, the caller's next words
     /// pick the agent for this long.
-    #[serde(default = "default_reroute_window_s")]
     pub reroute_window_s: u64,
 }
 
-fn default_standby_timeout_ms() -> u64 {
-    5_000
-}
-fn default_held_timeout_ms() -> u64 {
-    3_000
-}
-fn default_reroute_window_s() -> u64 {
-    30
+impl Default for SetSection {
+    fn default() -> Self {
+        SetSection {
+            name: String::new(),
+            description: String::new(),
+            standby_timeout_ms: 5_000,
+            held_timeout_ms: 3_000,
+            reroute_window_s: 30,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -146,6 +150,8 @@ pub struct AgentSection {
     /// `"model"` (the default) or `"human"`.
     #[serde(default)]
     pub kind: KindName,
+    /// Required.
+    #[serde(default)]
     pub name: String,
     /// Required for model agents; a human agent is always brought in, never primary.
     #[serde(default)]
@@ -217,6 +223,8 @@ pub struct TriggersSection {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConditionSection {
+    /// Required.
+    #[serde(default)]
     pub key: String,
     #[serde(default)]
     pub equals: Option<String>,
@@ -323,6 +331,8 @@ pub enum CallDataName {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSection {
+    /// Required.
+    #[serde(default)]
     pub description: String,
     /// JSON Schema of the arguments (written as TOML tables).
     #[serde(default)]
@@ -332,7 +342,9 @@ pub struct ToolSection {
     /// For non-blocking tools: how the result is delivered.
     #[serde(default)]
     pub scheduling: SchedulingName,
-    pub backend: BackendName,
+    /// Required.
+    #[serde(default)]
+    pub backend: Option<BackendName>,
     /// http: where the arguments are POSTed as JSON.
     #[serde(default)]
     pub url: String,
@@ -388,7 +400,8 @@ impl Default for RouteSection {
 pub struct SidecarSection {
     #[serde(default)]
     pub description: String,
-    /// `http` or `static`.
+    /// `http` or `static`; required.
+    #[serde(default)]
     pub backend: String,
     #[serde(default)]
     pub url: Option<String>,
@@ -402,7 +415,9 @@ pub struct SidecarSection {
     pub reply: Option<Value>,
     #[serde(default)]
     pub delay_ms: u64,
-    pub timeout_ms: u64,
+    /// Required.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
     #[serde(default)]
     pub budget_ms: Option<u64>,
     #[serde(default)]

@@ -67,13 +67,24 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
         );
     }
     let mut ok = id_ok;
+    let declared: Vec<String> = c.tools.keys().cloned().collect();
     for (i, t) in a.tools.iter().enumerate() {
         if !c.tools.contains_key(t) {
             ok = false;
+            // A tool table decoding took out is reported there.
+            if p.doubts(&format!("tools.{t}")) {
+                continue;
+            }
+            let fix = match crate::config::closest(t, &declared) {
+                Some(near) => format!(
+                    "did you mean \"{near}\"? Otherwise declare it as [tools.{t}] or remove it from the list"
+                ),
+                None => format!("declare it as [tools.{t}] or remove it from the list"),
+            };
             p.add(
                 format!("{k}.tools[{i}]"),
                 format!("unknown tool {t:?}"),
-                format!("declare it as [tools.{t}] or remove it from the list"),
+                fix,
             );
         }
     }
@@ -98,6 +109,10 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
                     Some(x) => handoffs.push(x),
                     None => {
                         ok = false;
+                        // An agent decoding took out is reported there.
+                        if p.doubts(&format!("agents.{h}")) {
+                            continue;
+                        }
                         p.add(
                             format!("{k}.handoffs[{i}]"),
                             format!("unknown agent {h:?}"),
@@ -398,6 +413,13 @@ fn conditions(list: &[ConditionSection], k: &str, p: &mut Problems) -> Option<Ve
             }),
             Err(_) => {
                 ok = false;
+                // A test decoding took out is reported there.
+                if ["equals", "not_equals", "present"]
+                    .iter()
+                    .any(|t| p.doubts(&format!("{key}.{t}")))
+                {
+                    continue;
+                }
                 p.add(
                     key,
                     "needs exactly one of equals, not_equals, present",

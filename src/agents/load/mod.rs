@@ -1,7 +1,8 @@
-//! Reading an agent-set file: TOML with unknown keys refused, then validation that reports every
-//! problem with the file, the key and how to fix it (the style of the daemon config's checks), and the
-//! conversion into a [`Registry`]. This file holds the set level; `agent` and `tool` check one
-//! agent or one tool each.
+//! Reading an agent-set file: TOML decoded key by key the way the daemon's config is (unknown
+//! keys, values of the wrong kind or not among the names a key takes: each reported and taken
+//! out, the rest decoded), then validation of what was decoded, every problem with the file, the
+//! key and how to fix it, all in one load, and the conversion into a [`Registry`]. This file holds
+//! the set level; `agent` and `tool` check one agent or one tool each.
 
 mod agent;
 mod person;
@@ -15,11 +16,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::config::{AgentSection, KindName, PhrasesSection, RoleName, SetFile};
+use super::config::{AgentSection, KindName, PhrasesSection, RoleName, SetFile, SetSection};
 use super::matching::compile;
 use super::phrases::{PhraseRules, group_regex};
 use super::registry::{Guards, Registry, Timing};
-use crate::config::decode::{Problem, from_toml};
+use crate::config::decode::{Problem, decode};
+
+/// Where the keys of an agent set are documented (named in the fixes of unknown keys).
+const DOCS: &str = "config/agents/README.md";
 
 /// Longest instruction accepted: real models follow short explicit instructions, not long ones.
 pub const MAX_INSTRUCTION_CHARS: usize = 4_000;
@@ -42,6 +46,22 @@ impl SetError {
         match self {
             SetError::Read { .. } => &[],
             SetError::Invalid { problems, .. } => problems,
+        }
+    }
+
+    /// The problems found, each keyed by the set's file too (`<file>: <key>`), for a report
+    /// that lists them among another file's problems (a daemon config naming this set), one
+    /// entry per problem. Empty for a read error.
+    pub fn problems_in_file(&self) -> Vec<Problem> {
+        match self {
+            SetError::Read { .. } => Vec::new(),
+            SetError::Invalid { path, problems } => problems
+                .iter()
+                .map(|p| Problem {
+                    key: format!("{}: {}", path.display(), p.key),
+                    ..p.clone()
+                })
+                .collect(),
         }
     }
 }
@@ -81,51 +101,144 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(PathBuf, Registry)>, SetError> {
         .collect()
 }
 
-/// Parses and validates set text; `path` names the file in errors.
+/// Parses and validates set text; `path` names the file in errors. Every problem is reported
+/// at once: those of decoding (syntax, keys, kinds of value) in file order, then those of the
+/// checks below.
 pub fn parse(text: &str, path: &Path) -> Result<Registry, SetError> {
-    let invalid = |problems| SetError::Invalid {
-        path: path.to_path_buf(),
-        problems,
-    };
-    let file: SetFile = from_toml(text, "config/agents/README.md").map_err(|p| invalid(vec![p]))?;
-    let mut p = Problems(Vec::new());
+    let (file, decoded) = decode::<SetFile>(text, DOCS);
+    let mut p = Problems::decoded(decoded);
     let base = path.parent().unwrap_or(Path::new("."));
-    let registry = build(&file, base, &mut p);
+    let registry = file.and_then(|f| build(&f, base, &mut p));
     match registry {
-        Some(r) if p.0.is_empty() => Ok(r),
-        _ => Err(invalid(p.0)),
+        Some(r) if p.list.is_empty() => Ok(r),
+        _ => Err(SetError::Invalid {
+            path: path.to_path_buf(),
+            problems: p.list,
+        }),
     }
 }
 
-pub(super) struct Problems(Vec<Problem>);
+/// The problems of one set, and the keys decoding found wrong.
+pub(super) struct Problems {
+    list: Vec<Problem>,
+    /// Keys decoding reported and took out, so what the checks see there is a default (and,
+    /// for a misspelt key, the key it was meant to be, which the checks see as missing). A
+    /// check of such a key, or of what it decides, would only report the same mistake again.
+    doubtful: Vec<String>,
+}
 
 impl Problems {
+    fn decoded(mut list: Vec<Problem>) -> Problems {
+        let mut doubtful = Vec::new();
+        for p in &mut list {
+            // A required key has no default to fall back on.
+            if required(&p.key)
+                && let Some(fix) = p
+                    .fix
+                    .strip_suffix(", or remove the line to use the default")
+            {
+                p.fix = fix.to_owned();
+            }
+            doubtful.push(p.key.clone());
+            // A misspelt key: the key it was meant to be is not missing, it is misspelt.
+            let meant = p
+                .message
+                .starts_with("unknown key ")
+                .then(|| p.fix.strip_prefix("did you mean `")?.split_once('`'))
+                .flatten();
+            if let Some((meant, _)) = meant {
+                doubtful.push(match p.key.rsplit_once('.') {
+                    Some((table, _)) => format!("{table}.{meant}"),
+                    None => meant.to_owned(),
+                });
+            }
+        }
+        Problems { list, doubtful }
+    }
+
+    /// Adds a problem of the checks, unless it is about a key decoding already reported.
     pub(super) fn add(
         &mut self,
         key: impl Into<String>,
         message: impl Into<String>,
         fix: impl Into<String>,
     ) {
-        self.0.push(Problem {
-            key: key.into(),
+        let key = key.into();
+        if self.doubts(&key) {
+            return;
+        }
+        self.list.push(Problem {
+            key,
             message: message.into(),
             fix: fix.into(),
         });
     }
+
+    /// How many problems there are so far.
+    pub(super) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether decoding took out `key` or a table holding it: its value is a default.
+    pub(super) fn doubts(&self, key: &str) -> bool {
+        self.doubtful.iter().any(|d| within(key, d))
+    }
+
+    /// Whether decoding took out a whole table right under `table` (e.g. an agent written as a
+    /// number), or `table` itself.
+    fn doubts_an_entry_of(&self, table: &str) -> bool {
+        self.doubtful.iter().any(|d| {
+            d == table
+                || d.strip_prefix(table)
+                    .and_then(|r| r.strip_prefix('.'))
+                    .is_some_and(|entry| !entry.contains(['.', '[']))
+        })
+    }
+}
+
+/// Whether `key` is one a set cannot do without (the loader reports it missing).
+fn required(key: &str) -> bool {
+    let under = |top: &str, leaves: &[&str]| {
+        key.strip_prefix(top)
+            .is_some_and(|rest| leaves.iter().any(|l| rest.ends_with(&format!(".{l}"))))
+    };
+    key == "set.name"
+        || under("agents.", &["name", "instruction", "destination.to", "key"])
+        || under("tools.", &["description", "backend"])
+        || under("sidecars.", &["backend", "timeout_ms"])
+}
+
+/// Whether `key` is `table` or a key inside it (`table.x`, `table[0]`).
+fn within(key: &str, table: &str) -> bool {
+    key.strip_prefix(table)
+        .is_some_and(|r| r.is_empty() || r.starts_with(['.', '[']))
 }
 
 fn build(f: &SetFile, base: &Path, p: &mut Problems) -> Option<Registry> {
-    if f.set.name.trim().is_empty() {
-        p.add(
-            "set.name",
-            "is empty",
-            "name the set, e.g. name = \"support\"",
-        );
-    }
+    let set = match &f.set {
+        Some(set) => {
+            if set.name.trim().is_empty() {
+                p.add(
+                    "set.name",
+                    "is missing or empty",
+                    "name the set, e.g. name = \"support\"",
+                );
+            }
+            set.clone()
+        }
+        None => {
+            p.add(
+                "set",
+                "the file has no [set] table",
+                "start the file with [set] and the set's name, e.g. name = \"support\"",
+            );
+            SetSection::default()
+        }
+    };
     for (key, v) in [
-        ("set.standby_timeout_ms", f.set.standby_timeout_ms),
-        ("set.held_timeout_ms", f.set.held_timeout_ms),
-        ("set.reroute_window_s", f.set.reroute_window_s),
+        ("set.standby_timeout_ms", set.standby_timeout_ms),
+        ("set.held_timeout_ms", set.held_timeout_ms),
+        ("set.reroute_window_s", set.reroute_window_s),
     ] {
         if v == 0 {
             p.add(
@@ -167,14 +280,24 @@ fn build(f: &SetFile, base: &Path, p: &mut Problems) -> Option<Registry> {
     let index_of = |id: &str| ids.iter().position(|x| *x == id).map(|i| i as u32);
     let person_ids: Vec<&String> = humans.iter().map(|(id, _)| *id).collect();
     let person_of = |id: &str| person_ids.iter().position(|x| *x == id).map(|i| i as u32);
-    if models.is_empty() && !f.agents.is_empty() {
+    // What the agents' roles and kinds decide is not judged when decoding took one out.
+    let agent_gone = p.doubts_an_entry_of("agents");
+    let unsure = |field: &str, p: &Problems| {
+        agent_gone
+            || f.agents
+                .keys()
+                .any(|id| p.doubts(&format!("agents.{id}.{field}")))
+    };
+    let kinds_unsure = unsure("kind", p);
+    let roles_unsure = kinds_unsure || unsure("role", p);
+    if models.is_empty() && !f.agents.is_empty() && !kinds_unsure {
         p.add(
             "agents",
             "the set has only human agents; a model agent answers the call",
             "add an [agents.<id>] table with role = \"primary\" and an instruction",
         );
     }
-    if f.agents.is_empty() {
+    if f.agents.is_empty() && !agent_gone {
         p.add(
             "agents",
             "the set has no agents",
@@ -187,7 +310,7 @@ fn build(f: &SetFile, base: &Path, p: &mut Problems) -> Option<Registry> {
         .map(|(id, _)| *id)
         .collect();
     match primaries.as_slice() {
-        [] if !models.is_empty() => p.add(
+        [] if !models.is_empty() && !roles_unsure => p.add(
             "agents",
             "no agent has role = \"primary\"",
             "mark the agent a call starts with as role = \"primary\"",
@@ -212,6 +335,9 @@ fn build(f: &SetFile, base: &Path, p: &mut Problems) -> Option<Registry> {
             .chain(&a.aliases)
         {
             let norm = super::matching::normalize(n);
+            if norm.is_empty() {
+                continue; // an empty name is reported as such
+            }
             match names.get(&norm) {
                 Some(other) if other != id => p.add(
                     format!("agents.{id}.aliases"),
@@ -225,6 +351,11 @@ fn build(f: &SetFile, base: &Path, p: &mut Problems) -> Option<Registry> {
         }
     }
     for (i, (id, a)) in models.iter().enumerate() {
+        // An agent whose kind was taken out is neither a model agent nor a person to check.
+        if p.doubts(&format!("agents.{id}.kind")) {
+            agents.push(None);
+            continue;
+        }
         let ctx = agent::AgentCtx {
             id,
             key: format!("agents.{id}"),
@@ -240,11 +371,23 @@ fn build(f: &SetFile, base: &Path, p: &mut Problems) -> Option<Registry> {
         people.push(person::person(i as u32, id, a, &index_of, base, p));
     }
     let mut tools = BTreeMap::new();
+    // A declared tool an agent means by a misspelt name is listed (the misspelling is reported).
+    let declared: Vec<String> = f.tools.keys().cloned().collect();
+    let meant: Vec<&str> = f
+        .agents
+        .values()
+        .flat_map(|a| &a.tools)
+        .filter(|t| !f.tools.contains_key(*t))
+        .filter_map(|t| crate::config::closest(t, &declared))
+        .collect();
     for (name, t) in &f.tools {
         if let Some(tool) = tool::tool(name, t, p) {
             tools.insert(name.clone(), Arc::new(tool));
         }
-        if !f.agents.values().any(|a| a.tools.contains(name)) {
+        if !f.agents.values().any(|a| a.tools.contains(name))
+            && !meant.contains(&name.as_str())
+            && !unsure("tools", p)
+        {
             p.add(
                 format!("tools.{name}"),
                 "no agent lists this tool",
@@ -255,8 +398,8 @@ fn build(f: &SetFile, base: &Path, p: &mut Problems) -> Option<Registry> {
     let sidecars = sidecar::build(&f.sidecars, p);
     let primary = primaries.first().and_then(|id| index_of(id))?;
     Some(Registry {
-        name: f.set.name.clone(),
-        description: f.set.description.clone(),
+        name: set.name.clone(),
+        description: set.description.clone(),
         agents: agents.into_iter().collect::<Option<Vec<_>>>()?,
         people: people.into_iter().collect::<Option<Vec<_>>>()?,
         tools,
@@ -269,9 +412,9 @@ fn build(f: &SetFile, base: &Path, p: &mut Problems) -> Option<Registry> {
         },
         phrases: phrases?,
         timing: Timing {
-            standby_timeout: Duration::from_millis(f.set.standby_timeout_ms),
-            held_timeout: Duration::from_millis(f.set.held_timeout_ms),
-            reroute_window: Duration::from_secs(f.set.reroute_window_s),
+            standby_timeout: Duration::from_millis(set.standby_timeout_ms),
+            held_timeout: Duration::from_millis(set.held_timeout_ms),
+            reroute_window: Duration::from_secs(set.reroute_window_s),
         },
         sidecars,
         mcp: None,

@@ -18,7 +18,7 @@ pub(super) fn person(
     p: &mut Problems,
 ) -> Option<Person> {
     let k = format!("agents.{id}");
-    let before = p.0.len();
+    let before = p.len();
     let id_ok = id.len() <= 50
         && id.starts_with(|ch: char| ch.is_ascii_lowercase())
         && id
@@ -87,6 +87,7 @@ pub(super) fn person(
     };
     if let OnNoAnswer::Agent(name) = &human.on_no_answer
         && index_of(name).is_none()
+        && !p.doubts(&format!("agents.{name}"))
     {
         p.add(
             format!("{k}.destination.on_no_answer"),
@@ -115,7 +116,7 @@ pub(super) fn person(
             ),
         }
     }
-    if p.0.len() != before {
+    if p.len() != before {
         return None;
     }
     Some(Person {

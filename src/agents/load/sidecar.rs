@@ -1,5 +1,6 @@
 //! `[sidecars.*]` of an agent set: each section checked (timeout, in-flight bound, backend and
-//! its URL or reply), every problem reported with its key, into validated [`Sidecar`]s.
+//! its URL or reply), every problem of every section reported with its key, into validated
+//! [`Sidecar`]s.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,13 +18,18 @@ pub(super) fn build(
     let mut out = Vec::new();
     for (id, s) in sections {
         let key = format!("sidecars.{id}");
-        if s.timeout_ms == 0 {
-            p.add(
+        match s.timeout_ms {
+            None => p.add(
+                format!("{key}.timeout_ms"),
+                "is missing",
+                "give the backend its time, e.g. timeout_ms = 2000 (seed 004: analysis 2 s, research 5 s)",
+            ),
+            Some(0) => p.add(
                 format!("{key}.timeout_ms"),
                 "is 0",
                 "give the backend its time, e.g. 2000 (seed 004: analysis 2 s, research 5 s)",
-            );
-            continue;
+            ),
+            Some(_) => {}
         }
         if s.max_in_flight == 0 {
             p.add(
@@ -31,17 +37,16 @@ pub(super) fn build(
                 "is 0, so it would never run",
                 "use 1 (the default) or more",
             );
-            continue;
         }
-        let timeout = Duration::from_millis(s.timeout_ms);
+        let timeout = Duration::from_millis(s.timeout_ms.unwrap_or(0));
         let backend = match (s.backend.as_str(), &s.url, &s.reply) {
             ("http", Some(u), _) => match url::Url::parse(u) {
                 Ok(url) if matches!(url.scheme(), "http" | "https") => {
-                    SidecarBackend::Http(HttpBackend {
+                    Some(SidecarBackend::Http(HttpBackend {
                         url,
                         timeout,
                         header: s.header.clone().zip(s.header_env.clone()),
-                    })
+                    }))
                 }
                 _ => {
                     p.add(
@@ -49,7 +54,7 @@ pub(super) fn build(
                         format!("{u:?} is not an http(s) URL"),
                         "e.g. url = \"http://127.0.0.1:9401/analyze\"",
                     );
-                    continue;
+                    None
                 }
             },
             ("http", None, _) => {
@@ -58,19 +63,27 @@ pub(super) fn build(
                     "missing",
                     "an http backend needs url = \"http://…\"",
                 );
-                continue;
+                None
             }
-            ("static", _, Some(reply)) => SidecarBackend::Static {
+            ("static", _, Some(reply)) => Some(SidecarBackend::Static {
                 reply: reply.clone(),
                 delay: Duration::from_millis(s.delay_ms),
-            },
+            }),
             ("static", _, None) => {
                 p.add(
                     format!("{key}.reply"),
                     "missing",
                     "a static backend needs reply = { … }",
                 );
-                continue;
+                None
+            }
+            ("", _, _) => {
+                p.add(
+                    format!("{key}.backend"),
+                    "is missing",
+                    "use \"http\" (with url) or \"static\" (with reply)",
+                );
+                None
             }
             (other, _, _) => {
                 p.add(
@@ -78,9 +91,13 @@ pub(super) fn build(
                     format!("unknown backend {other:?}"),
                     "use \"http\" or \"static\"",
                 );
-                continue;
+                None
             }
         };
+        let Some(backend) = backend else { continue };
+        if s.timeout_ms.is_none_or(|t| t == 0) || s.max_in_flight == 0 {
+            continue;
+        }
         out.push(Arc::new(Sidecar {
             id: id.clone(),
             description: s.description.clone(),

@@ -68,7 +68,15 @@ pub(super) fn tool(name: &str, t: &ToolSection, p: &mut Problems) -> Option<Tool
         );
     }
     let backend = match t.backend {
-        BackendName::Static => {
+        None => {
+            p.add(
+                format!("{k}.backend"),
+                "is missing",
+                "say where the result comes from: backend = \"http\" (with url) or \"static\" (with reply)",
+            );
+            None
+        }
+        Some(BackendName::Static) => {
             for (field, set) in [
                 ("url", !t.url.is_empty()),
                 ("header", !t.header.is_empty()),
@@ -97,7 +105,7 @@ pub(super) fn tool(name: &str, t: &ToolSection, p: &mut Problems) -> Option<Tool
                 }
             }
         }
-        BackendName::Http => http_backend(&k, t, p),
+        Some(BackendName::Http) => http_backend(&k, t, p),
     };
     let route = t.route.as_ref().map(|r| Route {
         topic: r.topic.clone(),
