@@ -142,6 +142,7 @@ where
             context_load_ms: None,
             cadence: cadence.as_ref(),
             dtmf: stats.as_ref().map(|s| s.session.dtmf),
+            ..Default::default()
         },
     );
     drop(slot);

@@ -295,7 +295,7 @@ pub(super) async fn run_call(
                     call: &id,
                     context_load_ms,
                     cadence: cadence.as_ref(),
-                    dtmf: None,
+                    ..Default::default()
                 },
             );
             app.calls.report_finished(FinishedCall {

@@ -5,6 +5,8 @@
 
 use crate::call::CallReport;
 use crate::call::metrics::{round2, summarize};
+use crate::leg::sip::call::HungUpBy;
+use crate::leg::sip::media::MediaStats;
 use crate::leg::twilio::cadence::Cadence;
 
 /// What a finished call adds beside its report.
@@ -18,6 +20,20 @@ pub struct Extra<'a> {
     pub cadence: Option<&'a Cadence>,
     /// DTMF digits received (AudioSocket).
     pub dtmf: Option<u64>,
+    /// The audio format the client chose and the `mark`s it said it played (`/stream`).
+    pub format: Option<&'a str>,
+    pub marks_played: Option<u64>,
+    /// A SIP call's parties, who hung up, and its RTP figures.
+    pub sip: Option<SipEnd<'a>>,
+}
+
+/// What a SIP call adds to its line.
+#[derive(Clone, Copy, Debug)]
+pub struct SipEnd<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    pub hung_up_by: &'a HungUpBy,
+    pub media: Option<&'a MediaStats>,
 }
 
 /// `0, 0` — each handoff's gap in ms (`-` for one never heard); `none` without handoffs.
@@ -46,6 +62,8 @@ pub fn call_ended(report: &CallReport, extra: Extra<'_>) {
     let down = summarize(&report.downlink_added_ms);
     let agents = report.agents_heard();
     let dev = |us: u32| ms(f64::from(us) / 1000.0);
+    let sip = extra.sip;
+    let rtp = sip.and_then(|s| s.media);
     tracing::info!(
         call = extra.call,
         end = %report.end_reason,
@@ -65,6 +83,17 @@ pub fn call_ended(report: &CallReport, extra: Extra<'_>) {
         send_dev_max_ms = extra.cadence.map(|c| dev(c.max_dev_us)),
         context_load_ms = extra.context_load_ms.map(ms),
         dtmf = extra.dtmf,
+        format = extra.format,
+        marks_played = extra.marks_played,
+        from = sip.map(|s| s.from),
+        to = sip.map(|s| s.to),
+        hung_up_by = sip.map(|s| s.hung_up_by.name()),
+        rtp_codec = rtp.map(|m| m.codec.as_str()),
+        rtp_packets_in = rtp.map(|m| m.packets_in),
+        rtp_packets_out = rtp.map(|m| m.packets_out),
+        rtp_lost = rtp.map(|m| m.lost),
+        rtp_jitter_max_ms = rtp.map(|m| ms(m.max_jitter_ms)),
+        rtp_concealed_ms = rtp.map(|m| ms(m.concealed_ms)),
         "call ended"
     );
 }
@@ -90,5 +119,84 @@ mod tests {
             HandoffRecord::default(),
         ];
         assert_eq!(handoff_gaps(&r), "0, 320.46, -");
+    }
+
+    /// What `call_ended` writes with `extra`, as the daemon's plain log format does.
+    fn line(report: &CallReport, extra: Extra<'_>) -> String {
+        #[derive(Clone, Default)]
+        struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || out.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || call_ended(report, extra));
+        String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn a_sip_call_ends_with_the_common_line_and_its_own_fields() {
+        let mut report = CallReport {
+            end_reason: "caller hung up".into(),
+            ..Default::default()
+        };
+        report.first_audio_ms = vec![812.345];
+        report.uplink_added_ms = vec![1.520202];
+        let media = MediaStats {
+            codec: "PCMU".into(),
+            packets_in: 250,
+            packets_out: 240,
+            lost: 2,
+            max_jitter_ms: 3.24159,
+            ..Default::default()
+        };
+        let by = HungUpBy::Peer;
+        let ended = line(
+            &report,
+            Extra {
+                call: "c1",
+                sip: Some(SipEnd {
+                    from: "sip:alice@127.0.0.1",
+                    to: "sip:baton@127.0.0.1",
+                    hung_up_by: &by,
+                    media: Some(&media),
+                }),
+                ..Default::default()
+            },
+        );
+        for debug in ["Summary {", "Some(", "None", "{\"", "Peer"] {
+            assert!(!ended.contains(debug), "{debug:?} in {ended}");
+        }
+        for field in [
+            "call=\"c1\"",
+            "end=caller hung up",
+            "turns=0",
+            "agents=-",
+            "handoffs=0",
+            "handoff_gaps_ms=none",
+            "first_audio_p50_ms=812.35",
+            "uplink_p50_ms=1.52",
+            "from=\"sip:alice@127.0.0.1\"",
+            "to=\"sip:baton@127.0.0.1\"",
+            "hung_up_by=\"peer\"",
+            "rtp_codec=\"PCMU\"",
+            "rtp_packets_in=250",
+            "rtp_lost=2",
+            "rtp_jitter_max_ms=3.24",
+        ] {
+            assert!(ended.contains(field), "no {field} in {ended}");
+        }
+        // Fields a leg does not have are left out, not written empty.
+        assert!(!ended.contains("marks_played"), "{ended}");
     }
 }

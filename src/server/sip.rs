@@ -26,7 +26,6 @@ use tracing::Instrument;
 use super::attach::{self, CallInfo, RunError};
 use super::calls::{CallSlot, FinishedCall, Unready};
 use super::{AppState, ServeError};
-use crate::call::metrics::summarize;
 use crate::leg::sip::call::{
     self, CallSettings, Connected, Dial, Ended, NotAnswered, Outcome, Parties,
 };
@@ -680,18 +679,20 @@ async fn run(
             }
             let intervals = ended.media.as_ref().map(|o| &o.send_intervals);
             app.metrics.call_ended(LEG, &report, intervals);
-            tracing::info!(
-                call = %ran.id,
-                from = %parties.from,
-                to = %parties.to,
-                hung_up_by = ?ended.by,
-                turns = report.turns.len(),
-                underruns = report.underruns,
-                end = %report.end_reason,
-                uplink_added_ms = ?summarize(&report.uplink_added_ms),
-                downlink_added_ms = ?summarize(&report.downlink_added_ms),
-                media = %media.as_ref().and_then(|m| serde_json::to_string(m).ok()).unwrap_or_default(),
-                "call ended"
+            let cadence = ended.media.as_ref().map(|o| o.send_intervals.cadence());
+            super::call_log::call_ended(
+                &report,
+                super::call_log::Extra {
+                    call: &ran.id,
+                    cadence: cadence.as_ref(),
+                    sip: Some(super::call_log::SipEnd {
+                        from: &parties.from,
+                        to: &parties.to,
+                        hung_up_by: &ended.by,
+                        media: media.as_ref(),
+                    }),
+                    ..Default::default()
+                },
             );
             record.end_reason = Some(report.end_reason.clone());
             record.turns = report.turns.len();

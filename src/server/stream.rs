@@ -18,7 +18,6 @@ use super::AppState;
 use super::attach::{self, CallInfo, Ran, RunError};
 use super::calls::CallSlot;
 use super::transcripts;
-use crate::call::metrics::summarize;
 use crate::leg::stream::ToClient;
 use crate::leg::stream::server::{self as leg, Notice, StreamLegOptions};
 
@@ -108,7 +107,7 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
         }
     };
     match result {
-        Ok(Ran { report, .. }) => {
+        Ok(Ran { report, id, .. }) => {
             end(&report.end_reason, super::live::figures(&report));
             finish(
                 &stream.notices,
@@ -122,16 +121,17 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
                 .await
                 .ok()
                 .and_then(Result::ok);
-            tracing::info!(
-                %format,
-                turns = report.turns.len(),
-                underruns = report.underruns,
-                end = %report.end_reason,
-                uplink_added_ms = ?summarize(&report.uplink_added_ms),
-                downlink_added_ms = ?summarize(&report.downlink_added_ms),
-                marks_played = stats.as_ref().map_or(0, |s| s.stream.marks_played),
-                send_cadence = ?stats.as_ref().map(|s| s.send_cadence()),
-                "call ended"
+            let cadence = stats.as_ref().map(|s| s.send_cadence());
+            let format = format.to_string();
+            super::call_log::call_ended(
+                &report,
+                super::call_log::Extra {
+                    call: &id,
+                    cadence: cadence.as_ref(),
+                    format: Some(&format),
+                    marks_played: Some(stats.as_ref().map_or(0, |s| s.stream.marks_played)),
+                    ..Default::default()
+                },
             );
         }
         Err(RunError::NoSession(e)) => {

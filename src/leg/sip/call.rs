@@ -99,6 +99,18 @@ pub enum HungUpBy {
     Transferred,
 }
 
+impl HungUpBy {
+    /// The name logs and the call record use (`peer`, `baton`, `media_timeout`, `transferred`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            HungUpBy::Peer => "peer",
+            HungUpBy::Baton => "baton",
+            HungUpBy::MediaTimeout => "media_timeout",
+            HungUpBy::Transferred => "transferred",
+        }
+    }
+}
+
 /// What [`CallDialog::run`] reports.
 #[derive(Clone, Debug)]
 pub struct Ended {
