@@ -398,6 +398,12 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
     } else if !c.agents.set.is_empty() {
         let p = base.join(&c.agents.set);
         match crate::agents::load(&p) {
+            // One entry per problem of the set, so the count printed is the count listed.
+            Err(e) if !e.problems().is_empty() => {
+                for q in e.problems_in_file() {
+                    problem(&q.key, q.message, &q.fix);
+                }
+            }
             Err(e) => problem(
                 "agents.set",
                 format!("the agent set does not load: {e}"),

@@ -254,3 +254,36 @@ fn sip_passwords_named_but_unset_are_reported_at_once_and_serve_never_starts() {
         }
     }
 }
+
+#[test]
+fn each_problem_of_the_agent_set_is_one_problem_of_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("financial.toml");
+    let text = std::fs::read_to_string(format!("{ROOT}/config/agents/financial.toml")).unwrap();
+    std::fs::write(
+        &set,
+        text.replace("priority = 10", "priority = \"high\"")
+            .replace("strategy = \"auto\"", "strategy = \"fastest\""),
+    )
+    .unwrap();
+    let path = dir.path().join("baton.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[agents]\nset = \"{}\"\n",
+            set.display()
+        ),
+    )
+    .unwrap();
+    let (ok, out, err) = baton(&["check-config", path.to_str().unwrap()]);
+    assert!(!ok, "{out}{err}");
+    assert!(err.contains("2 problem(s)"), "{err}");
+    for key in ["priority", "strategy"] {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with(&format!("  {}: agents.", set.display()))
+                    && l.contains(&format!(".{key}: "))),
+            "no {key} in\n{err}"
+        );
+    }
+}
