@@ -208,6 +208,41 @@ fn is_env_name(s: &str) -> bool {
     s.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
 
+/// The problems of the agent set at `path`, which `key` names: each of the set's own, or the
+/// MCP servers it names that `c` does not configure.
+fn set_problems(c: &Config, key: &str, path: &Path, problem: &mut impl FnMut(&str, String, &str)) {
+    match crate::agents::load(path) {
+        // One entry per problem of the set, so the count printed is the count listed.
+        Err(e) if !e.problems().is_empty() => {
+            for q in e.problems_in_file() {
+                problem(&q.key, q.message, &q.fix);
+            }
+        }
+        Err(e) => problem(
+            key,
+            format!("the agent set does not load: {e}"),
+            "fix the agent set file (see config/agents/README.md), or remove the key to run one agent",
+        ),
+        Ok(reg) => {
+            let missing: Vec<String> = reg
+                .mcp_servers()
+                .into_iter()
+                .filter(|s| !c.mcp.contains_key(s))
+                .collect();
+            if !missing.is_empty() {
+                problem(
+                    key,
+                    format!(
+                        "the agent set names MCP servers this config does not: {}",
+                        missing.join(", ")
+                    ),
+                    "add an [mcp.<name>] table for each (url = … or command = …)",
+                );
+            }
+        }
+    }
+}
+
 fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAddr> {
     let mut problem = |key: &str, message: String, fix: &str| {
         out.push(Problem {
@@ -396,36 +431,13 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             problem(&p.key, p.message, &p.fix);
         }
     } else if !c.agents.set.is_empty() {
-        let p = base.join(&c.agents.set);
-        match crate::agents::load(&p) {
-            // One entry per problem of the set, so the count printed is the count listed.
-            Err(e) if !e.problems().is_empty() => {
-                for q in e.problems_in_file() {
-                    problem(&q.key, q.message, &q.fix);
-                }
-            }
-            Err(e) => problem(
-                "agents.set",
-                format!("the agent set does not load: {e}"),
-                "fix the agent set file (see config/agents/README.md), or remove the key to run one agent",
-            ),
-            Ok(reg) => {
-                let missing: Vec<String> = reg
-                    .mcp_servers()
-                    .into_iter()
-                    .filter(|s| !c.mcp.contains_key(s))
-                    .collect();
-                if !missing.is_empty() {
-                    problem(
-                        "agents.set",
-                        format!(
-                            "the agent set names MCP servers this config does not: {}",
-                            missing.join(", ")
-                        ),
-                        "add an [mcp.<name>] table for each (url = … or command = …)",
-                    );
-                }
-            }
+        set_problems(c, "agents.set", &base.join(&c.agents.set), &mut problem);
+    }
+    // A route's set that is missing is reported by the [sip] checks; one that exists is loaded.
+    for (user, set) in &c.sip.routes {
+        let p = base.join(set);
+        if p.is_file() {
+            set_problems(c, &format!("sip.routes.{user}"), &p, &mut problem);
         }
     }
     crate::leg::webrtc::config::validate(&c.webrtc, &mut problem);

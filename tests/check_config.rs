@@ -287,3 +287,27 @@ fn each_problem_of_the_agent_set_is_one_problem_of_the_config() {
         );
     }
 }
+
+#[test]
+fn a_sip_routes_agent_set_is_loaded_and_its_problems_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("desk.toml");
+    let text = std::fs::read_to_string(format!("{ROOT}/config/agents/financial.toml")).unwrap();
+    std::fs::write(&set, text.replace("priority = 10", "priority = \"high\"")).unwrap();
+    let path = dir.path().join("baton.toml");
+    std::fs::write(
+        &path,
+        "[server]\nlisten = \"127.0.0.1:0\"\n[sip]\nlisten = [\"udp:127.0.0.1:0\"]\n\
+         [sip.routes]\n\"100\" = \"desk.toml\"\n",
+    )
+    .unwrap();
+    let (ok, out, err) = baton(&["check-config", path.to_str().unwrap()]);
+    assert!(
+        !ok,
+        "check-config passed a route's broken agent set:\n{out}{err}"
+    );
+    assert!(
+        err.contains("1 problem(s)") && err.contains(".priority: \"high\""),
+        "{err}"
+    );
+}
