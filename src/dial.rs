@@ -20,7 +20,8 @@ use crate::leg::twilio::signature::AuthToken;
 #[command(after_help = "Examples:\n  \
     baton dial twilio ws://127.0.0.1:8080/twilio\n  \
     baton dial twilio ws://127.0.0.1:8080/twilio --fixture my-call.wav --param From=+15550100\n  \
-    TWILIO_AUTH_TOKEN=... baton dial twilio wss://baton.example.com/twilio --auth-token-env TWILIO_AUTH_TOKEN")]
+    TWILIO_AUTH_TOKEN=... baton dial twilio wss://baton.example.com/twilio --auth-token-env TWILIO_AUTH_TOKEN\n  \
+    baton dial twilio ws://127.0.0.1:8080/twilio --header \"Authorization=Bearer $BATON_TOKEN\"")]
 pub struct DialTwilioArgs {
     /// The server's Media Streams WebSocket URL.
     pub url: String,
@@ -40,6 +41,10 @@ pub struct DialTwilioArgs {
     /// The URL to sign, when the server validates against a different public URL.
     #[arg(long, value_name = "URL")]
     pub signed_url: Option<String>,
+    /// An extra upgrade header, NAME=VALUE (repeatable; e.g. `Authorization=Bearer TOKEN` for a
+    /// baton that checks no signature but has API tokens).
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    pub headers: Vec<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -302,6 +307,7 @@ pub fn run_bridge(dialect: Dialect, args: &DialBridgeArgs) -> Result<DialReport,
 pub fn run(args: &DialTwilioArgs) -> Result<DialReport, DialError> {
     let mut opts = CallerOptions::from_wav(&fixture_or_bundled(&args.fixture))?;
     opts.custom_parameters = pairs(&args.params)?;
+    opts.headers = pairs(&args.headers)?.into_iter().collect();
     if let Some(var) = &args.auth_token_env {
         let token = std::env::var(var)
             .ok()

@@ -382,3 +382,49 @@ async fn the_event_stream_takes_the_token_as_a_websocket_subprotocol() {
     call.await.unwrap().expect("the call completes");
     d.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dial_twilio_carries_the_token_as_a_header_and_shows_a_refusal_whole() {
+    let d = Daemon::start_with(&support::mock_config("", ""), |st| st.api_tokens = tokens()).await;
+    let out = tempfile::tempdir().unwrap();
+    let dial = |extra: Vec<String>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+        cmd.args(["dial", "twilio", &format!("ws://{}/twilio", d.addr)])
+            .arg("--fixture")
+            .arg(format!(
+                "{}/audio-fixtures/clips/caller_01.wav",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .arg("--out")
+            .arg(out.path())
+            .args(extra)
+            .stdout(Stdio::null());
+        cmd
+    };
+    let refused = tokio::task::spawn_blocking({
+        let mut cmd = dial(Vec::new());
+        move || cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("401") && err.contains("server.auth_tokens_env variable"),
+        "the refusal's reason is cut or missing: {err}"
+    );
+    let taken = tokio::task::spawn_blocking({
+        let mut cmd = dial(vec![
+            "--header".into(),
+            format!("Authorization=Bearer {TOKEN}"),
+        ]);
+        move || cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        taken.status.success(),
+        "{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+}

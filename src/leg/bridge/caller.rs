@@ -78,7 +78,8 @@ fn why(reason: &str) -> String {
     }
 }
 
-/// The first line of a refusal's body, as text, at most 200 characters.
+/// The first line of a refusal's body, as text, at most 1,000 characters (a server's own
+/// sentence whole, not a page).
 fn refusal_reason(body: Option<&Vec<u8>>) -> String {
     let text = body
         .map(|b| String::from_utf8_lossy(b).into_owned())
@@ -88,7 +89,7 @@ fn refusal_reason(body: Option<&Vec<u8>>) -> String {
         .find(|l| !l.is_empty())
         .unwrap_or_default()
         .chars()
-        .take(200)
+        .take(1000)
         .collect()
 }
 
