@@ -1,8 +1,10 @@
-//! `baton demo`: one fixture call end to end — a bundled scenario's caller (seed 000 unless told)
+//! `baton demo`: a fixture call end to end — a bundled scenario's caller (seed 000 unless told)
 //! through the Gemini Live wire protocol to the embedded mock model (or any Live endpoint) and
 //! back through playout. Prints a per-turn timeline with each handoff where it was heard and a
 //! latency table; writes the caller's stereo recording, a timeline picture and a `summary.json`
-//! whose names are fixed for every later report.
+//! whose names are fixed for every later report. A scenario of several calls (seed 001) prints
+//! each call under its own heading, writes `call<n>.wav` for the n-th, and has `summary.json`'s
+//! top-level figures cover every call, each call's own in its `call_list`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,8 +38,8 @@ pub use phone::PersonRecording;
 pub use render::render;
 pub use scenarios::{bundled, bundled_scenarios, default_scenario, list_scenarios, scenario_path};
 pub use store::scenario_calls;
-use summary::summarize_call;
-pub use summary::{DemoSummary, P95, P99};
+use summary::summarize_calls;
+pub use summary::{CallSummary, DemoSummary, Figures, InCall, P95, P99};
 
 /// The runtime a call runs on: a paused-clock current-thread runtime when accelerated.
 pub fn runtime(realtime: bool) -> Result<tokio::runtime::Runtime, DemoError> {
@@ -93,7 +95,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
     let caller = args.caller.clone().or(Some("demo-caller".to_owned()));
     let mut calls: Vec<crate::server::attach::Ran> = Vec::new();
     let mut metas: Vec<ScenarioMeta> = Vec::new();
-    let mut summary = None;
+    let mut written: Vec<summary::Written> = Vec::new();
     for (i, p) in paths.iter().enumerate() {
         let wav_path = match i {
             0 => args.out.join("call.wav"),
@@ -109,24 +111,22 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
                 path: wav_path.clone(),
                 reason: e.to_string(),
             })?;
-        let person_path = match &outcome.person {
+        let person = match &outcome.person {
             Some(p) => Some(write_person(&args.out, i, p)?),
             None => None,
         };
-        summary.get_or_insert_with(|| {
-            let mut s = summarize_call(&outcome.report, &outcome.meta, &wav_path, args, realtime);
-            s.person_recording = person_path.map(|p| p.display().to_string());
-            s
+        written.push(summary::Written {
+            recording: wav_path,
+            person,
         });
         metas.push(outcome.meta);
         calls.push(ran);
     }
     store::flush(&store).await;
-    let mut summary = summary.ok_or(DemoError::NoSession)?;
-    if calls.len() > 1 {
-        summary.calls = calls.len() as u32;
-        summary.call_list = calls.iter().map(store::call_json).collect();
+    if calls.is_empty() {
+        return Err(DemoError::NoSession);
     }
+    let mut summary = summarize_calls(&calls, &metas, &written, args, realtime);
     let timeline = picture::draw(&args.out, &calls, &metas, realtime)?;
     summary.timeline = timeline.as_ref().map(|p| p.display().to_string());
     let json_path = args.out.join("summary.json");

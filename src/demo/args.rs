@@ -46,7 +46,8 @@ pub struct DemoArgs {
     /// Run at real pace over loopback sockets (default: accelerated on a virtual clock).
     #[arg(long)]
     pub realtime: bool,
-    /// Where to write call.wav and summary.json.
+    /// The directory to write call.wav (call2.wav… for the further calls of a scenario of several),
+    /// summary.json and the timeline picture into; made when missing.
     #[arg(long, value_name = "DIR", default_value = "out/demo")]
     pub out: PathBuf,
     /// Print the summary JSON on stdout instead of the tables.

@@ -7,14 +7,12 @@ use crate::agents::CallEvent;
 use crate::agents::events::Speaker;
 use crate::call::metrics::{CallReport, HandoffRecord, summarize};
 
-/// The human-readable timeline and latency table.
+/// The human-readable timeline and latency table; for a scenario of several calls, each call's
+/// under a heading of its own, then the figures of them all.
 pub fn render(outcome: &DemoOutcome) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let r = &outcome.report;
-    let meta = outcome.metas.first();
-    let agents: &[AgentMeta] = meta.map_or(&[], |m| &m.agents);
-    if let Some(m) = meta {
+    if let Some(m) = outcome.metas.first() {
         let _ = writeln!(s, "{}: {}", m.name, m.description);
         let model = if m.embedded_mock {
             format!("the embedded mock model ({} profile)", m.profile)
@@ -23,6 +21,98 @@ pub fn render(outcome: &DemoOutcome) -> String {
         };
         let _ = writeln!(s, "{model}, {} run\n", outcome.summary.mode);
     }
+    if outcome.calls.len() > 1 {
+        several(&mut s, outcome);
+    } else {
+        one(&mut s, outcome);
+    }
+    s
+}
+
+/// A scenario of one call.
+fn one(s: &mut String, outcome: &DemoOutcome) {
+    use std::fmt::Write;
+    let r = &outcome.report;
+    let agents: &[AgentMeta] = outcome.metas.first().map_or(&[], |m| &m.agents);
+    story(
+        s,
+        r,
+        agents,
+        &outcome.summary.transfers,
+        outcome.summary.person_recording.as_deref(),
+    );
+    let _ = writeln!(s);
+    figures(s, &[r], &outcome.summary);
+    call_end(s, r, &outcome.summary);
+    s.push_str(&super::store::render_calls(outcome));
+    let _ = writeln!(
+        s,
+        "recording: {} (left = caller, right = agent as heard)",
+        outcome.summary.recording
+    );
+    timeline_line(s, outcome);
+}
+
+/// A scenario of several calls: each call under its heading (its turns, handoffs, figures,
+/// contexts and recording), then the figures of every call together (`summary.json`'s top
+/// level).
+fn several(s: &mut String, outcome: &DemoOutcome) {
+    use std::fmt::Write;
+    let n = outcome.calls.len();
+    let first_path = outcome.metas.first().map(|m| &m.path);
+    for (i, ran) in outcome.calls.iter().enumerate() {
+        let meta = outcome.metas.get(i);
+        let listed = outcome.summary.call_list.get(i);
+        let scenario = match meta {
+            Some(m) if Some(&m.path) != first_path => format!(": {}: {}", m.name, m.description),
+            Some(m) => format!(": {}", m.name),
+            None => String::new(),
+        };
+        let _ = writeln!(s, "── call {} of {n} ({}){scenario}\n", i + 1, ran.id);
+        let r = &ran.report;
+        let agents: &[AgentMeta] = meta.map_or(&[], |m| &m.agents);
+        story(
+            s,
+            r,
+            agents,
+            listed.map_or(&[], |c| &c.transfers),
+            listed.and_then(|c| c.person_recording.as_deref()),
+        );
+        let _ = writeln!(s);
+        figures(s, &[r], &outcome.summary);
+        call_end(s, r, &outcome.summary);
+        super::store::call_details(s, ran);
+        if let Some(c) = listed {
+            let _ = writeln!(
+                s,
+                "recording: {} (left = caller, right = agent as heard)",
+                c.recording
+            );
+        }
+        let _ = writeln!(s);
+    }
+    let reports: Vec<&CallReport> = outcome.calls.iter().map(|c| &c.report).collect();
+    let handoffs: usize = reports.iter().map(|r| r.handoffs.len()).sum();
+    let f = &outcome.summary.figures;
+    let _ = writeln!(
+        s,
+        "── all {n} calls together: {} turns, {handoffs} handoffs, {} underruns\n",
+        f.turns, f.underruns
+    );
+    figures(s, &reports, &outcome.summary);
+    timeline_line(s, outcome);
+}
+
+/// One call's turns with each handoff where it was heard, its transfers to a person (and where
+/// the person's side was recorded), its handoff and reconnect tables.
+fn story(
+    s: &mut String,
+    r: &CallReport,
+    agents: &[AgentMeta],
+    transfers: &[serde_json::Value],
+    person: Option<&str>,
+) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "turn  caller speech (s)   agent audio (s)     first_audio  what was said"
@@ -86,7 +176,10 @@ pub fn render(outcome: &DemoOutcome) -> String {
     for h in &r.handoffs[next_handoff.min(r.handoffs.len())..] {
         s.push_str(&marker(agents, h));
     }
-    transfer_lines(&mut s, &outcome.summary);
+    transfer_lines(s, transfers);
+    if let Some(p) = person {
+        let _ = writeln!(s, "the person's side (said left, heard right): {p}");
+    }
     if !r.handoffs.is_empty() {
         let _ = writeln!(
             s,
@@ -144,7 +237,14 @@ pub fn render(outcome: &DemoOutcome) -> String {
             );
         }
     }
-    let _ = writeln!(s);
+}
+
+/// The latency table over `reports`' samples together.
+fn figures(s: &mut String, reports: &[&CallReport], summary: &super::DemoSummary) {
+    use std::fmt::Write;
+    let all = |f: fn(&CallReport) -> &Vec<f64>| -> Vec<f64> {
+        reports.iter().flat_map(|r| f(r).iter().copied()).collect()
+    };
     let _ = writeln!(
         s,
         "figure               p50       p95/p99   max       samples"
@@ -161,32 +261,49 @@ pub fn render(outcome: &DemoOutcome) -> String {
             v.len()
         )
     };
-    s.push_str(&row("first_audio_ms", &r.first_audio_ms, 95.0));
-    if outcome.summary.mode == "accelerated" {
+    s.push_str(&row("first_audio_ms", &all(|r| &r.first_audio_ms), 95.0));
+    if summary.mode == "accelerated" {
         // On the paused clock nothing advances time between a frame's arrival and its write.
         let _ = writeln!(
             s,
             "uplink_added_ms      not measured on the virtual clock (run with --realtime)"
         );
     } else {
-        s.push_str(&row("uplink_added_ms", &r.uplink_added_ms, 99.0));
+        s.push_str(&row("uplink_added_ms", &all(|r| &r.uplink_added_ms), 99.0));
     }
-    s.push_str(&row("downlink_added_ms", &r.downlink_added_ms, 99.0));
-    if !r.reconnects.is_empty() {
-        s.push_str(&row("reconnect_gap_ms", &r.reconnect_gap_ms, 95.0));
+    s.push_str(&row(
+        "downlink_added_ms",
+        &all(|r| &r.downlink_added_ms),
+        99.0,
+    ));
+    if reports.iter().any(|r| !r.reconnects.is_empty()) {
+        s.push_str(&row(
+            "reconnect_gap_ms",
+            &all(|r| &r.reconnect_gap_ms),
+            95.0,
+        ));
         let _ = writeln!(
             s,
             "audio_replayed_ms    {:.0} (total)\naudio_lost_ms        {:.0} (total)",
-            r.audio_replayed_ms + 0.0,
-            r.audio_lost_ms + 0.0
+            reports.iter().map(|r| r.audio_replayed_ms).sum::<f64>() + 0.0,
+            reports.iter().map(|r| r.audio_lost_ms).sum::<f64>() + 0.0
         );
     }
-    let _ = writeln!(s, "underruns            {}", r.underruns);
+    let _ = writeln!(
+        s,
+        "underruns            {}",
+        reports.iter().map(|r| r.underruns).sum::<u64>()
+    );
+}
+
+/// How one call ran and ended: the mode and pace line, unusable model frames, the end reason.
+fn call_end(s: &mut String, r: &CallReport, summary: &super::DemoSummary) {
+    use std::fmt::Write;
     let _ = writeln!(
         s,
         "\nmode {}, leg {}; resampler delay up {:.2} ms, down {:.2} ms; {} frames played ({} voiced), {} late ticks",
-        outcome.summary.mode,
-        outcome.summary.leg_codec,
+        summary.mode,
+        summary.leg_codec,
         r.uplink_resampler_delay_ms,
         r.downlink_resampler_delay_ms,
         r.frames_played,
@@ -202,12 +319,10 @@ pub fn render(outcome: &DemoOutcome) -> String {
         );
     }
     let _ = writeln!(s, "call ended: {}", r.end_reason);
-    s.push_str(&super::store::render_calls(outcome));
-    let _ = writeln!(
-        s,
-        "recording: {} (left = caller, right = agent as heard)",
-        outcome.summary.recording
-    );
+}
+
+fn timeline_line(s: &mut String, outcome: &DemoOutcome) {
+    use std::fmt::Write;
     if let Some(svg) = &outcome.timeline {
         let _ = writeln!(
             s,
@@ -216,16 +331,15 @@ pub fn render(outcome: &DemoOutcome) -> String {
             svg.with_extension("png").display()
         );
     }
-    s
 }
 
 /// Each transfer to a person: what was asked, its stages with the call time they were reached,
-/// and its outcome with its figures; then where the person's side was recorded.
-fn transfer_lines(s: &mut String, summary: &super::DemoSummary) {
+/// and its outcome with its figures.
+fn transfer_lines(s: &mut String, transfers: &[serde_json::Value]) {
     use std::fmt::Write;
     let text = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or("").to_owned();
     let at = |v: &serde_json::Value| v["at_ms"].as_f64().unwrap_or(0.0) / 1000.0;
-    for e in &summary.transfers {
+    for e in transfers {
         match (e["type"].as_str(), e["event"].as_str()) {
             (Some("transfer_requested"), _) => {
                 let _ = writeln!(
@@ -260,9 +374,6 @@ fn transfer_lines(s: &mut String, summary: &super::DemoSummary) {
             }
             _ => {}
         }
-    }
-    if let Some(p) = &summary.person_recording {
-        let _ = writeln!(s, "the person's side (said left, heard right): {p}");
     }
 }
 

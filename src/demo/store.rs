@@ -8,8 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
 use super::args::{DemoArgs, DemoError};
 use super::outcome::DemoOutcome;
 use crate::server::attach::{Ran, StoreHandle};
@@ -81,20 +79,6 @@ pub async fn flush(store: &Option<StoreHandle>) {
     }
 }
 
-/// One call of a scenario of several, for `summary.json`.
-pub fn call_json(r: &Ran) -> Value {
-    json!({
-        "call_id": r.id,
-        "turns": r.report.turns.len(),
-        "underruns": r.report.underruns,
-        "handoffs": r.report.handoffs,
-        "context_load_ms": r.context_load_ms,
-        "contexts": r.context_ops.iter().map(|op| format!("{op:?}")).collect::<Vec<_>>(),
-        "sidecars": r.sidecars,
-        "end_reason": r.report.end_reason,
-    })
-}
-
 /// A context operation in words.
 pub fn describe(op: &crate::agents::contexts::ContextOp) -> String {
     use crate::agents::contexts::ContextOp;
@@ -146,19 +130,25 @@ pub fn render_calls(outcome: &DemoOutcome) -> String {
             c.report.underruns,
             c.report.end_reason
         );
-        if let Some(ms) = c.context_load_ms {
-            let _ = writeln!(s, "  the caller's contexts loaded in {ms:.2} ms");
-        }
-        for op in &c.context_ops {
-            let _ = writeln!(s, "  context {}", describe(op));
-        }
-        for (id, st) in c.sidecars.iter().flatten() {
-            let _ = writeln!(
-                s,
-                "  sidecar {id}: {} runs, {} in time ({} fed to the session, {} over budget), {} timed out, {} failed",
-                st.runs, st.ok, st.offered, st.over_budget, st.timeouts, st.errors
-            );
-        }
+        call_details(&mut s, c);
     }
     s
+}
+
+/// A call's contexts (how long loading them took, what happened to each) and sidecars, one
+/// indented line each.
+pub fn call_details(s: &mut String, c: &Ran) {
+    if let Some(ms) = c.context_load_ms {
+        let _ = writeln!(s, "  the caller's contexts loaded in {ms:.2} ms");
+    }
+    for op in &c.context_ops {
+        let _ = writeln!(s, "  context {}", describe(op));
+    }
+    for (id, st) in c.sidecars.iter().flatten() {
+        let _ = writeln!(
+            s,
+            "  sidecar {id}: {} runs, {} in time ({} fed to the session, {} over budget), {} timed out, {} failed",
+            st.runs, st.ok, st.offered, st.over_budget, st.timeouts, st.errors
+        );
+    }
 }
