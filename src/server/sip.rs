@@ -85,7 +85,10 @@ pub struct SipService {
     transfers: Mutex<HashMap<String, Transferable>>,
     finished: broadcast::Sender<SipCallRecord>,
     cancel: CancellationToken,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The trunks' registrations (they end on `cancel`, withdrawing themselves).
+    registrations: Mutex<Vec<JoinHandle<()>>>,
+    /// The stack's transports and the dispatch of incoming requests (they end at its shutdown).
+    stack: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl SipService {
@@ -262,21 +265,27 @@ impl SipService {
         Ok((name, target_text, dial))
     }
 
-    /// Stops registrations (withdrawing them), then the stack.
+    /// Stops registrations (withdrawing them, 3 s each at most), then the stack.
     pub async fn stop(&self) {
         self.cancel.cancel();
-        let tasks: Vec<JoinHandle<()>> =
-            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
-        for t in tasks {
-            let abort = t.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(3), t)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
+        let take = |m: &Mutex<Vec<JoinHandle<()>>>| {
+            std::mem::take(&mut *m.lock().unwrap_or_else(|e| e.into_inner()))
+        };
+        for t in take(&self.registrations) {
+            end_within(t, Duration::from_secs(3)).await;
         }
         self.ua.shutdown();
+        for t in take(&self.stack) {
+            end_within(t, Duration::from_millis(250)).await;
+        }
+    }
+}
+
+/// Waits up to `limit` for `task` to end, else aborts it.
+async fn end_within(task: JoinHandle<()>, limit: Duration) {
+    let abort = task.abort_handle();
+    if tokio::time::timeout(limit, task).await.is_err() {
+        abort.abort();
     }
 }
 
@@ -440,12 +449,14 @@ pub async fn start(app: &Arc<AppState>) -> Result<Option<Arc<SipService>>, Serve
         transfers: Mutex::new(HashMap::new()),
         finished,
         cancel,
-        tasks: Mutex::new(Vec::new()),
+        registrations: Mutex::new(tasks),
+        stack: Mutex::new(Vec::new()),
     });
-    tasks.push(tokio::spawn(ua.clone().serve()));
     let handler: Arc<dyn ua::Handler> = Arc::new(Handler { app: app.clone() });
-    tasks.push(tokio::spawn(ua::dispatch(ua.clone(), incoming, handler)));
-    *svc.tasks.lock().unwrap_or_else(|e| e.into_inner()) = tasks;
+    *svc.stack.lock().unwrap_or_else(|e| e.into_inner()) = vec![
+        tokio::spawn(ua.clone().serve()),
+        tokio::spawn(ua::dispatch(ua.clone(), incoming, handler)),
+    ];
     for (t, a) in &ua.bound {
         tracing::info!(transport = %t, addr = %a, media_ip = %ua.media_ip, "SIP listening");
     }
