@@ -36,7 +36,9 @@ pub use meta::ScenarioMeta;
 pub use outcome::{CallOutcome, DemoOutcome};
 pub use phone::PersonRecording;
 pub use render::render;
-pub use scenarios::{bundled, bundled_scenarios, default_scenario, list_scenarios, scenario_path};
+pub use scenarios::{
+    bundled, bundled_scenarios, default_scenario, list_scenarios, resolve_scenario, scenario_path,
+};
 pub use store::scenario_calls;
 use summary::summarize_calls;
 pub use summary::{CallSummary, DemoSummary, Figures, InCall, P95, P99};
@@ -82,15 +84,9 @@ pub fn run(args: &DemoArgs) -> Result<DemoOutcome, DemoError> {
 }
 
 async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoError> {
-    let first = args
-        .scenario
-        .as_deref()
-        .map_or_else(default_scenario, scenario_path);
+    let first = resolve_scenario(args.scenario.as_deref())?;
     let paths = store::scenario_calls(&first);
-    std::fs::create_dir_all(&args.out).map_err(|e| DemoError::Output {
-        path: args.out.clone(),
-        reason: e.to_string(),
-    })?;
+    out_dir(&args.out)?;
     let store = store::open(args, paths.len() > 1).await?;
     let caller = args.caller.clone().or(Some("demo-caller".to_owned()));
     let mut calls: Vec<crate::server::attach::Ran> = Vec::new();
@@ -145,6 +141,33 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         calls,
         metas,
         timeline,
+    })
+}
+
+/// Makes `--out` (and its parents) unless it is there; refuses a path that is a file, or under
+/// one, naming it.
+fn out_dir(out: &Path) -> Result<(), DemoError> {
+    let not_a_dir = |file: &Path| {
+        let at = if file == out {
+            String::new()
+        } else {
+            format!(" ({} is a file)", file.display())
+        };
+        DemoError::Usage(format!(
+            "--out {}: not a directory{at}; --out must be a directory (the demo writes call.wav, \
+             summary.json and the timeline picture into it)",
+            out.display()
+        ))
+    };
+    if out.exists() && !out.is_dir() {
+        return Err(not_a_dir(out));
+    }
+    std::fs::create_dir_all(out).map_err(|e| match out.ancestors().find(|a| a.exists()) {
+        Some(a) if !a.is_dir() => not_a_dir(a),
+        _ => DemoError::Output {
+            path: out.to_path_buf(),
+            reason: e.to_string(),
+        },
     })
 }
 
@@ -240,11 +263,7 @@ pub struct Prepared {
 /// Loads what `args` names: the scenario (`args.scenario`), its caller fixture through
 /// `args.leg_codec`, and the agent set (`args.agents` or the scenario's).
 pub fn prepare(args: &DemoArgs) -> Result<Prepared, DemoError> {
-    let path = args
-        .scenario
-        .as_deref()
-        .map_or_else(default_scenario, scenario_path);
-    prepare_at(args, path)
+    prepare_at(args, resolve_scenario(args.scenario.as_deref())?)
 }
 
 /// [`prepare`] for the scenario file at `path`.

@@ -1,5 +1,7 @@
 //! What `baton demo` tells its user: a scenario of several calls (seed 001) printed and summed up
-//! call by call, and a figure that was not measured said to be so in `summary.json`.
+//! call by call, a figure that was not measured said to be so in `summary.json`, and the two
+//! mistakes a new user makes first (a scenario name that is not bundled, `--out` naming a file)
+//! answered with what to do.
 
 use std::path::{Path, PathBuf};
 
@@ -150,4 +152,70 @@ fn uplink_latency_is_null_when_not_measured_and_figures_when_it_is() {
         assert!(s["uplink_added_ms"][k].is_number(), "{s:#}");
     }
     assert!(s.get("uplink_note").is_none(), "{s:#}");
+}
+
+#[test]
+fn a_scenario_that_is_not_bundled_points_at_the_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = demo::run(&args("nosuch", dir.path()))
+        .err()
+        .expect("no such scenario")
+        .to_string();
+    assert!(
+        err.contains("no scenario named \"nosuch\"") && err.contains("baton demo --list"),
+        "{err}"
+    );
+    assert!(!err.contains("No such file"), "{err}");
+
+    let err = demo::run(&args("seed01", dir.path()))
+        .err()
+        .expect("no such scenario")
+        .to_string();
+    assert!(err.contains("did you mean `--scenario seed001`"), "{err}");
+
+    let missing = dir.path().join("missing.toml");
+    let err = demo::run(&args(&missing.display().to_string(), dir.path()))
+        .err()
+        .expect("no such file")
+        .to_string();
+    assert!(
+        err.contains(&format!("scenario file {} not found", missing.display()))
+            && err.contains("baton demo --list"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "nothing written"
+    );
+}
+
+#[test]
+fn out_must_be_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("summary.txt");
+    std::fs::write(&file, "mine").unwrap();
+    let err = demo::run(&args("demo", &file))
+        .err()
+        .expect("--out is a file")
+        .to_string();
+    assert!(
+        err.contains(&format!("--out {}", file.display()))
+            && err.contains("--out must be a directory"),
+        "{err}"
+    );
+    assert!(!err.contains("File exists"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+
+    // Under a file, too: the file is named.
+    let under = file.join("demo");
+    let err = demo::run(&args("demo", &under))
+        .err()
+        .expect("--out is under a file")
+        .to_string();
+    assert!(
+        err.contains(&format!("--out {}", under.display()))
+            && err.contains(&format!("{} is a file", file.display()))
+            && err.contains("--out must be a directory"),
+        "{err}"
+    );
 }

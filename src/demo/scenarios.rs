@@ -32,6 +32,89 @@ pub fn scenario_path(arg: &str) -> PathBuf {
     }
 }
 
+/// The scenario file `arg` names (seed 000 without one). A name that is not bundled, or a file
+/// that is not there, is refused with a pointer to `--list` and the bundled names closest to it.
+pub fn resolve_scenario(arg: Option<&str>) -> Result<PathBuf, DemoError> {
+    let Some(arg) = arg else {
+        return Ok(default_scenario());
+    };
+    let path = scenario_path(arg);
+    if path.exists() {
+        return Ok(path);
+    }
+    let names: Vec<String> = all_bundled()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.file_stem())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    let asked = Path::new(arg)
+        .file_stem()
+        .map_or_else(|| arg.to_owned(), |n| n.to_string_lossy().into_owned());
+    let near = closest(&asked, &names);
+    let hint = match near.as_slice() {
+        [] => String::new(),
+        [one] => format!("; did you mean `--scenario {one}`?"),
+        several => format!(
+            "; did you mean {}?",
+            several
+                .iter()
+                .map(|n| format!("`--scenario {n}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
+    };
+    Err(if path == Path::new(arg) {
+        DemoError::Usage(format!(
+            "scenario file {arg} not found; give the path of a scenario file, or the name of a \
+             bundled scenario (`baton demo --list` lists them){hint}"
+        ))
+    } else {
+        DemoError::Usage(format!(
+            "no scenario named {arg:?}: `baton demo --list` lists the bundled scenarios{hint}"
+        ))
+    })
+}
+
+/// The names in `names` closest to `asked` (case aside): every one at the least edit distance,
+/// when that is small for the name's length.
+fn closest<'a>(asked: &str, names: &'a [String]) -> Vec<&'a str> {
+    let asked = asked.to_lowercase();
+    let scored: Vec<(usize, &str)> = names
+        .iter()
+        .map(|n| (edit_distance(&asked, &n.to_lowercase()), n.as_str()))
+        .collect();
+    let Some(best) = scored.iter().map(|(d, _)| *d).min() else {
+        return Vec::new();
+    };
+    if best > (asked.chars().count() / 3).max(1) {
+        return Vec::new();
+    }
+    scored
+        .into_iter()
+        .filter(|(d, _)| *d == best)
+        .map(|(_, n)| n)
+        .collect()
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(diag + usize::from(ca != *cb));
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 /// Every bundled scenario file, sorted by name (what `--list` shows).
 fn all_bundled() -> Result<Vec<PathBuf>, DemoError> {
     let dir = bundled("audio-fixtures/scenarios");
@@ -88,4 +171,52 @@ pub fn list_scenarios() -> Result<String, DemoError> {
         out.push_str(&format!("{name}  {}{agents}{pace}\n", s.description));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Vec<String> {
+        ["demo", "seed000", "seed001", "seed002", "warm_transfer"]
+            .map(str::to_owned)
+            .to_vec()
+    }
+
+    #[test]
+    fn the_closest_names_are_the_nearest_few() {
+        assert_eq!(edit_distance("seed01", "seed001"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(closest("Seed001", &names()), ["seed001"]);
+        assert_eq!(closest("seed0001", &names()), ["seed000", "seed001"]);
+        assert_eq!(closest("warm-transfer", &names()), ["warm_transfer"]);
+        assert!(closest("nosuch", &names()).is_empty());
+    }
+
+    #[test]
+    fn a_missing_scenario_points_at_the_list() {
+        let err = resolve_scenario(Some("nosuch")).unwrap_err().to_string();
+        assert!(
+            err.contains("no scenario named \"nosuch\"") && err.contains("baton demo --list"),
+            "{err}"
+        );
+        assert!(!err.contains("did you mean"), "{err}");
+        let err = resolve_scenario(Some("seed01")).unwrap_err().to_string();
+        assert!(err.contains("`--scenario seed001`"), "{err}");
+        let err = resolve_scenario(Some("no/such/seed001.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("scenario file no/such/seed001.toml not found")
+                && err.contains("baton demo --list")
+                && err.contains("`--scenario seed001`"),
+            "{err}"
+        );
+        assert_eq!(
+            resolve_scenario(Some("seed001")).unwrap(),
+            scenario_path("seed001")
+        );
+        assert_eq!(resolve_scenario(None).unwrap(), default_scenario());
+    }
 }
