@@ -513,7 +513,9 @@ pub async fn serve_http(
             StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
         );
     let router = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     let bound = listener.local_addr()?;
     // Each answer goes out at once: without TCP_NODELAY an SSE response's last write waits for
     // the client's delayed ACK (~40 ms).

@@ -203,14 +203,17 @@ impl SipService {
                 let (n, t) = svc.trunks.iter().next().ok_or(PlaceError::NoSip)?;
                 (n.clone(), t)
             }
+            None if svc.trunks.is_empty() => {
+                return Err(PlaceError::NeedTrunk(
+                    "no SIP trunk is configured: add a [sip.trunks.<name>] table with the \
+                     carrier's uri to place calls"
+                        .into(),
+                ));
+            }
             None => {
                 return Err(PlaceError::NeedTrunk(format!(
                     "name the trunk: {} are configured",
-                    if svc.trunks.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        svc.trunks.keys().cloned().collect::<Vec<_>>().join(", ")
-                    }
+                    svc.trunks.keys().cloned().collect::<Vec<_>>().join(", ")
                 )));
             }
         };
