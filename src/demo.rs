@@ -41,7 +41,7 @@ pub use scenarios::{
 };
 pub use store::scenario_calls;
 use summary::summarize_calls;
-pub use summary::{CallSummary, DemoSummary, Figures, InCall, P95, P99};
+pub use summary::{CallSummary, DemoSummary, Figures, InCall, P95, P99, UPLINK_NOTE};
 
 /// The runtime a call runs on: a paused-clock current-thread runtime when accelerated.
 pub fn runtime(realtime: bool) -> Result<tokio::runtime::Runtime, DemoError> {

@@ -234,9 +234,8 @@ pub struct PlotRef {
     pub png: String,
 }
 
-/// Why an accelerated run has no `uplink_added_ms`.
-pub const UPLINK_NOTE: &str = "not measured on the virtual clock: nothing advances it between a \
-    frame's arrival and its write to the model socket (run with --realtime)";
+/// Why an accelerated run has no `uplink_added_ms` (the demo's own note).
+pub const UPLINK_NOTE: &str = crate::demo::UPLINK_NOTE;
 
 /// Rounded to 0.01, never negative zero.
 pub fn r2(x: f64) -> f64 {

@@ -79,19 +79,6 @@ pub async fn flush(store: &Option<StoreHandle>) {
     }
 }
 
-/// A context operation in words.
-pub fn describe(op: &crate::agents::contexts::ContextOp) -> String {
-    use crate::agents::contexts::ContextOp;
-    match op {
-        ContextOp::Activate {
-            id, agent, summary, ..
-        } => format!("{id} activated for {agent}: \"{summary}\""),
-        ContextOp::Resume { id, agent, .. } => format!("{id} resumed for {agent}"),
-        ContextOp::Pause { id, data } => format!("{id} paused, working state {data}"),
-        ContextOp::Complete { id, data } => format!("{id} completed, working state {data}"),
-    }
-}
-
 /// The calls a scenario makes: the scenario itself, then `<scenario>/call*.toml` (a scenario of
 /// several calls from one caller, e.g. seed 001's pause and resume), in name order.
 pub fn scenario_calls(first: &Path) -> Vec<PathBuf> {
@@ -142,7 +129,7 @@ pub fn call_details(s: &mut String, c: &Ran) {
         let _ = writeln!(s, "  the caller's contexts loaded in {ms:.2} ms");
     }
     for op in &c.context_ops {
-        let _ = writeln!(s, "  context {}", describe(op));
+        let _ = writeln!(s, "  context {}", super::summary::describe(op));
     }
     for (id, st) in c.sidecars.iter().flatten() {
         let _ = writeln!(

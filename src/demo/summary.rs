@@ -13,8 +13,9 @@ use crate::call::metrics::{Summary, round2, summarize};
 use crate::call::{CallReport, ReconnectRecord};
 use crate::server::attach::Ran;
 
-/// Why an accelerated run has no `uplink_added_ms` (`uplink_note`).
-pub const UPLINK_NOTE: &str = crate::bench::report::UPLINK_NOTE;
+/// Why an accelerated run has no `uplink_added_ms` (`uplink_note`; the bench reports say the same).
+pub const UPLINK_NOTE: &str = "not measured on the virtual clock: nothing advances it between a \
+    frame's arrival and its write to the model socket (run with --realtime)";
 
 /// `summary.json`: names fixed across baton's reports.
 #[derive(Clone, Debug, Serialize)]
@@ -312,7 +313,7 @@ pub(super) fn summarize_calls(
                 end_reason: report.end_reason.clone(),
                 transfers: transfers(report, None),
                 context_load_ms: ran.context_load_ms,
-                contexts: ran.context_ops.iter().map(super::store::describe).collect(),
+                contexts: ran.context_ops.iter().map(describe).collect(),
                 sidecars: ran.sidecars.clone(),
             })
             .collect()
@@ -338,5 +339,18 @@ pub(super) fn summarize_calls(
         person_recording: written
             .iter()
             .find_map(|w| w.person.as_deref().map(display)),
+    }
+}
+
+/// A context operation in words.
+pub fn describe(op: &crate::agents::contexts::ContextOp) -> String {
+    use crate::agents::contexts::ContextOp;
+    match op {
+        ContextOp::Activate {
+            id, agent, summary, ..
+        } => format!("{id} activated for {agent}: \"{summary}\""),
+        ContextOp::Resume { id, agent, .. } => format!("{id} resumed for {agent}"),
+        ContextOp::Pause { id, data } => format!("{id} paused, working state {data}"),
+        ContextOp::Complete { id, data } => format!("{id} completed, working state {data}"),
     }
 }

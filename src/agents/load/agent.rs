@@ -75,7 +75,7 @@ pub(super) fn agent(index: u32, a: &AgentSection, c: &AgentCtx, p: &mut Problems
             if p.doubts(&format!("tools.{t}")) {
                 continue;
             }
-            let fix = match crate::config::closest(t, &declared) {
+            let fix = match crate::config::decode::closest(t, &declared) {
                 Some(near) => format!(
                     "did you mean \"{near}\"? Otherwise declare it as [tools.{t}] or remove it from the list"
                 ),

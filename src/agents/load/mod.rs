@@ -378,7 +378,7 @@ fn build(f: &SetFile, base: &Path, p: &mut Problems) -> Option<Registry> {
         .values()
         .flat_map(|a| &a.tools)
         .filter(|t| !f.tools.contains_key(*t))
-        .filter_map(|t| crate::config::closest(t, &declared))
+        .filter_map(|t| crate::config::decode::closest(t, &declared))
         .collect();
     for (name, t) in &f.tools {
         if let Some(tool) = tool::tool(name, t, p) {
