@@ -430,15 +430,26 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             );
             problem(&p.key, p.message, &p.fix);
         }
-    } else if !c.agents.set.is_empty() {
-        set_problems(c, "agents.set", &base.join(&c.agents.set), &mut problem);
     }
-    // A route's set that is missing is reported by the [sip] checks; one that exists is loaded.
-    for (user, set) in &c.sip.routes {
-        let p = base.join(set);
-        if p.is_file() {
-            set_problems(c, &format!("sip.routes.{user}"), &p, &mut problem);
+    // Each set once, however many keys name it: agents.set, then (when SIP listens, as serve
+    // loads them only then) the routes'. A missing route set is reported by the [sip] checks.
+    let mut sets: Vec<(String, PathBuf)> = Vec::new();
+    let mut named = |key: String, p: PathBuf| {
+        let same = p.canonicalize().ok();
+        if p.exists() && !sets.iter().any(|(_, q)| q.canonicalize().ok() == same) {
+            sets.push((key, p));
         }
+    };
+    if !c.agents.set.is_empty() {
+        named("agents.set".into(), base.join(&c.agents.set));
+    }
+    if !c.sip.listen.is_empty() {
+        for (user, set) in &c.sip.routes {
+            named(format!("sip.routes.{user}"), base.join(set));
+        }
+    }
+    for (key, p) in &sets {
+        set_problems(c, key, p, &mut problem);
     }
     crate::leg::webrtc::config::validate(&c.webrtc, &mut problem);
     let dir = path.parent().unwrap_or(Path::new("."));

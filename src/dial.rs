@@ -93,7 +93,10 @@ pub enum DialError {
     Caller(#[from] CallerError),
     #[error("{url}: {hint}")]
     BadUrl { url: String, hint: String },
-    #[error("--param/--header {0:?} is not NAME=VALUE")]
+    #[error(
+        "a --param/--header starting {0:?} is not NAME=VALUE: write e.g. --header \
+         \"Authorization=Bearer TOKEN\" (an = after the name, not a colon)"
+    )]
     BadParam(String),
     #[error("{0}")]
     BadFormat(String),
@@ -239,7 +242,10 @@ fn pairs(list: &[String]) -> Result<BTreeMap<String, String>, DialError> {
     for p in list {
         let (k, v) = p
             .split_once('=')
-            .ok_or_else(|| DialError::BadParam(p.clone()))?;
+            // Only the name is echoed: a header's value may be a credential.
+            .ok_or_else(|| {
+                DialError::BadParam(p.split([':', ' ']).next().unwrap_or_default().to_owned())
+            })?;
         out.insert(k.to_owned(), v.to_owned());
     }
     Ok(out)
@@ -697,5 +703,21 @@ mod tests {
         assert!(e.ends_with("use ws://h:1/twilio"), "{e}");
         let e = check_url("h:1/twilio").unwrap_err().to_string();
         assert!(e.contains("ws://h:1/twilio"), "{e}");
+    }
+
+    #[test]
+    fn a_header_written_with_a_colon_is_refused_without_its_value() {
+        let e = pairs(&["Authorization: Bearer sk-secret-123".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("sk-secret-123"), "{e}");
+        assert!(
+            e.contains("\"Authorization\"") && e.contains("Authorization=Bearer"),
+            "{e}"
+        );
+        assert_eq!(
+            pairs(&["Authorization=Bearer t".into()]).unwrap()["Authorization"],
+            "Bearer t"
+        );
     }
 }

@@ -418,7 +418,12 @@ fn check_config(file: &std::path::Path, insecure_no_auth: bool) -> anyhow::Resul
             }
         }
     }
-    if c.server.auth_tokens_env.is_empty() {
+    if c.server.auth_tokens_env.is_empty() && insecure_no_auth {
+        println!(
+            "  no API tokens, --insecure-no-auth: every endpoint is open to whoever reaches {}",
+            c.server.listen
+        );
+    } else if c.server.auth_tokens_env.is_empty() {
         println!("  no API tokens: serves only a loopback address (else --insecure-no-auth)");
     } else {
         println!(

@@ -6,10 +6,40 @@ use std::process::Command;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
+/// `baton serve --config file`, which must refuse to start: its outcome, or a panic when it is
+/// still running after 20 s (it started).
+fn refused_by_serve(file: &str) -> (bool, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["serve", "--config", file])
+        .env_remove("BATON_TEST_UNSET_SIP_PW")
+        .env_remove("BATON_TEST_UNSET_TRUNK_PW")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve started with {file}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn baton(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(args)
         .env_remove("BATON_TEST_UNSET_TOKENS")
+        .env_remove("BATON_TEST_UNSET_SIP_PW")
+        .env_remove("BATON_TEST_UNSET_TRUNK_PW")
         .output()
         .unwrap();
     (
@@ -230,7 +260,7 @@ fn sip_passwords_named_but_unset_are_reported_at_once_and_serve_never_starts() {
     let file = path.to_str().unwrap();
     let (ok, out, err) = baton(&["check-config", file]);
     assert!(!ok, "{out}{err}");
-    let (serve_ok, serve_out, serve_err) = baton(&["serve", "--config", file]);
+    let (serve_ok, serve_out, serve_err) = refused_by_serve(file);
     assert!(!serve_ok);
     assert!(
         !serve_out.contains("listening"),
@@ -310,4 +340,21 @@ fn a_sip_routes_agent_set_is_loaded_and_its_problems_reported() {
         err.contains("1 problem(s)") && err.contains(".priority: \"high\""),
         "{err}"
     );
+    // The same set named twice is checked once.
+    std::fs::write(
+        &path,
+        "[server]\nlisten = \"127.0.0.1:0\"\n[agents]\nset = \"desk.toml\"\n\
+         [sip]\nlisten = [\"udp:127.0.0.1:0\"]\n[sip.routes]\n\"100\" = \"desk.toml\"\n\"200\" = \"./desk.toml\"\n",
+    )
+    .unwrap();
+    let (_, out, err) = baton(&["check-config", path.to_str().unwrap()]);
+    assert!(err.contains("1 problem(s)"), "{out}{err}");
+    // Without SIP listening, serve never loads the routes' sets, and neither does the check.
+    std::fs::write(
+        &path,
+        "[server]\nlisten = \"127.0.0.1:0\"\n[sip.routes]\n\"100\" = \"desk.toml\"\n",
+    )
+    .unwrap();
+    let (_, out, err) = baton(&["check-config", path.to_str().unwrap()]);
+    assert!(!err.contains("priority"), "{out}{err}");
 }
