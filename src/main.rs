@@ -328,10 +328,7 @@ fn exposure_problem(checked: &config::Checked, insecure_no_auth: bool) -> Option
     let e = server::auth::exposure(listen, tokens, twilio_signed, insecure_no_auth).err()?;
     Some(config::Problem {
         key: "server.listen".into(),
-        message: format!(
-            "refusing to listen on {listen} without API tokens: any host that reaches it could \
-             use baton"
-        ),
+        message: e.refusal(),
         fix: e.fix().into(),
     })
 }

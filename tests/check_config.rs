@@ -9,7 +9,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// `baton serve --config file`, which must refuse to start: its outcome, or a panic when it is
 /// still running after 20 s (it started).
 fn refused_by_serve(file: &str) -> (bool, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+    let child = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["serve", "--config", file])
         .env_remove("BATON_TEST_UNSET_SIP_PW")
         .env_remove("BATON_TEST_UNSET_TRUNK_PW")
@@ -17,16 +17,14 @@ fn refused_by_serve(file: &str) -> (bool, String, String) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("serve started with {file}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
+    let pid = child.id().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    let Ok(out) = rx.recv_timeout(std::time::Duration::from_secs(20)) else {
+        let _ = Command::new("kill").arg(&pid).status();
+        panic!("serve started with {file}");
+    };
+    let out = out.unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

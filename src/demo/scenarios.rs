@@ -1,7 +1,9 @@
 //! The bundled scenarios: where they are (a checkout's folder, else the sources the binary was
 //! built from), a name or a path as a scenario argument, and the list `--list` prints.
 
+// Levenshtein distance, by characters.
 use std::path::{Path, PathBuf};
+use strsim::levenshtein as edit_distance;
 
 use super::args::DemoError;
 use crate::mock;
@@ -95,24 +97,6 @@ fn closest<'a>(asked: &str, names: &'a [String]) -> Vec<&'a str> {
         .filter(|(d, _)| *d == best)
         .map(|(_, n)| n)
         .collect()
-}
-
-/// Levenshtein distance, by characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (row[j + 1] + 1)
-                .min(row[j] + 1)
-                .min(diag + usize::from(ca != *cb));
-            diag = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 /// Every bundled scenario file, sorted by name (what `--list` shows).

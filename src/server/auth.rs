@@ -191,20 +191,28 @@ pub enum Exposure {
 
 /// The daemon must not start this way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "refusing to listen on {addr} without API tokens: any host that reaches it could use baton; \
-     {fix}"
-)]
+#[error("{}; {fix}", refusal(*.addr))]
 pub struct ExposureError {
     pub addr: SocketAddr,
     fix: &'static str,
 }
 
 impl ExposureError {
+    /// Why it must not (the config check's message).
+    pub fn refusal(&self) -> String {
+        refusal(self.addr)
+    }
+
     /// What to do about it (the config check's fix).
     pub fn fix(&self) -> &'static str {
         self.fix
     }
+}
+
+fn refusal(addr: SocketAddr) -> String {
+    format!(
+        "refusing to listen on {addr} without API tokens: any host that reaches it could use baton"
+    )
 }
 
 /// The start-up rule. `tokens`: bearer tokens are configured; `twilio_signed`: `/twilio` and
