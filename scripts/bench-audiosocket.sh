@@ -42,20 +42,26 @@ python3 - "$tmp" <<'PY'
 import sys, json, glob
 tmp = sys.argv[1]
 print("baton side (call report, per call):")
+ended = 0
+rate_of = {}  # the connection's peer address -> the rate its "AudioSocket call started" line gave
 for line in open(tmp + "/serve.log"):
     try:
         ev = json.loads(line)
     except ValueError:
         continue
-    f = ev.get("fields", {})
-    if f.get("message") != "call ended" or "uplink_added_ms" not in f:
+    f, peer = ev.get("fields", {}), ev.get("span", {}).get("peer")
+    if f.get("message") == "AudioSocket call started":
+        rate_of[peer] = f.get("rate")
         continue
-    up, down = json.loads(f["uplink_added_ms"]), json.loads(f["downlink_added_ms"])
-    cad = json.loads(f["send_cadence"]) if f.get("send_cadence") else {}
-    print(f"  {f['rate']:>5} Hz: uplink_added_ms p50 {up['p50']:.3f} p99 {up['p99']:.3f} max {up['max']:.3f}"
-          f" | downlink_added_ms p50 {down['p50']:.2f} p99 {down['p99']:.2f} max {down['max']:.2f}"
-          f" | send interval deviation p99 {cad.get('p99_dev_us', 0)/1000:.2f} ms"
-          f" | turns {f['turns']} underruns {f['underruns']} dtmf {f['dtmf']}")
+    if f.get("message") != "call ended":
+        continue
+    ended += 1
+    print(f"  {rate_of.get(peer, '?'):>5} Hz: uplink_added_ms p50 {f['uplink_p50_ms']:.2f} p99 {f['uplink_p99_ms']:.2f}"
+          f" | downlink_added_ms p50 {f['downlink_p50_ms']:.2f} p99 {f['downlink_p99_ms']:.2f}"
+          f" | send interval deviation p99 {f.get('send_dev_p99_ms', 0):.2f} max {f.get('send_dev_max_ms', 0):.2f} ms"
+          f" | turns {f['turns']} underruns {f['underruns']} dtmf {f.get('dtmf', 0)}")
+if ended == 0:
+    sys.exit("no `call ended` line in baton's log")
 print("caller side (inter-arrival of baton's 20 ms audio messages within replies):")
 for p in sorted(glob.glob(tmp + "/dial-*.json")):
     r = json.load(open(p))

@@ -25,7 +25,7 @@ for d in twilio telnyx plivo exotel vonage; do
 done
 kill -TERM $SP; wait $SP || true
 python3 - "$tmp/serve.log" <<'PY'
-import sys, json, re
+import sys, json
 rows = []
 for line in open(sys.argv[1]):
     try:
@@ -36,11 +36,11 @@ for line in open(sys.argv[1]):
     if f.get("message") != "call ended":
         continue
     span = r.get("span", {})
-    path = "/twilio" if span.get("name") == "twilio" else ("/media-stream" if span.get("route") == "detect" else "/" + span.get("route", "?"))
-    def pq(s):
-        m = {k: v for k, v in re.findall(r"(p50|p99): Some\(([0-9.]+)\)", s)}
-        return f"{float(m.get('p50', 'nan')):6.2f} / {float(m.get('p99', 'nan')):6.2f}"
-    rows.append((f.get("dialect", "Twilio"), path, pq(f.get("uplink_added_ms", "")), pq(f.get("downlink_added_ms", "")), f.get("turns")))
+    def pq(name):
+        return f"{f.get(name + '_p50_ms', float('nan')):6.2f} / {f.get(name + '_p99_ms', float('nan')):6.2f}"
+    rows.append((span.get("leg", "?"), span.get("route", "?"), pq("uplink"), pq("downlink"), f.get("turns")))
+if len(rows) != 10:
+    sys.exit(f"expected 10 `call ended` lines in baton's log, found {len(rows)}")
 print(f"{'dialect':8} {'path':14} {'uplink_added_ms p50/p99':>24} {'downlink_added_ms p50/p99':>26} turns")
 for d, p, u, dn, t in sorted(rows):
     print(f"{d:8} {p:14} {u:>24} {dn:>26} {t}")

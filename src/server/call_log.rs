@@ -1,7 +1,8 @@
 //! The `call ended` log line, the same for every leg: readable fields a person and a log query
 //! both use (milliseconds rounded to 0.01, percentiles as separate numbers, the agents heard and
 //! the handoff gaps as short lists), never a Rust `Debug` dump. The call's span carries its id,
-//! leg and stream ids.
+//! leg and stream ids. `scripts/bench-dialects.sh`, `bench-audiosocket.sh` and `bench-sip.sh`
+//! read these field names from the JSON log.
 
 use crate::call::CallReport;
 use crate::call::metrics::{round2, summarize};
@@ -63,7 +64,7 @@ pub fn call_ended(report: &CallReport, extra: Extra<'_>) {
     let agents = report.agents_heard();
     let dev = |us: u32| ms(f64::from(us) / 1000.0);
     let sip = extra.sip;
-    // Every media figure, as the call's `sip_media` (scripts read it from this line).
+    // Every media figure, as the one `media` field.
     let media = sip
         .and_then(|s| s.media)
         .and_then(|m| serde_json::to_string(m).ok());
