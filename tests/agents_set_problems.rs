@@ -285,3 +285,31 @@ fn a_syntax_error_is_reported_with_the_keys_around_it() {
     let syntax = p.iter().find(|(k, _, _)| k == "(syntax)").unwrap();
     assert!(syntax.1.contains("line 7"), "{r}");
 }
+
+#[test]
+fn a_human_agents_destination_reports_every_wrong_setting() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/corpus/agent_set/human_ring_timeout.toml"),
+    )
+    .unwrap();
+    // A number without its country code, a ring timeout too long and a blind transfer that
+    // would screen: three settings, three problems.
+    let text = with(&text, "to = \"+442079460018\"", "to = \"02079460018\"");
+    let text = with(
+        &text,
+        "transfer = \"blind\"\n",
+        "transfer = \"blind\"\nscreen = true\n",
+    );
+    let (p, rendered) = problems(&text);
+    assert_eq!(
+        keys(&p),
+        [
+            "agents.desk.destination.to",
+            "agents.desk.destination.ring_timeout_s",
+            "agents.desk.destination.screen",
+        ],
+        "{rendered}"
+    );
+    count_matches(&rendered, 3);
+}

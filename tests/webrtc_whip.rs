@@ -104,6 +104,9 @@ async fn a_scripted_peer_hears_both_agents_and_the_events_follow_the_call() {
     assert_eq!(early[0]["leg"], "webrtc");
     assert_eq!(early[0]["active_agent"], "Asha");
     assert_eq!(late[0]["active_agent"], "Ravi", "{late:?}");
+    // The admin API's name for the same agent.
+    assert_eq!(early[0]["active_agent_id"], "advisor");
+    assert_eq!(late[0]["active_agent_id"], "schemes", "{late:?}");
 
     let events = tokio::time::timeout(Duration::from_secs(5), events)
         .await

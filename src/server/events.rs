@@ -1,7 +1,7 @@
 //! Watching calls while they run.
 //!
 //! * `GET /calls` — the live calls of every instance of the cluster: `[{"id", "leg",
-//!   "started_unix_ms", "duration_ms", "active_agent", "events", "instance"}]`, oldest first.
+//!   "started_unix_ms", "duration_ms", "active_agent", "active_agent_id", "events", "instance"}]`, oldest first.
 //! * `WS /calls/{id}/events` — the call's event stream, one JSON object per text message:
 //!   `call_start`, then the orchestrator's events as they happen (`agent_start`,
 //!   `handoff_announcement`, `handoff_complete` with its measured `gap_ms`, `tool_called`,

@@ -83,6 +83,8 @@ struct Feed {
     history: VecDeque<Arc<str>>,
     /// Made when the first subscriber comes (most calls have none: its slots are ~10 KiB).
     tx: Option<broadcast::Sender<Arc<str>>>,
+    /// The active agent: its id (what the admin API takes) and its display name.
+    agent_id: String,
     agent: String,
 }
 
@@ -102,6 +104,7 @@ impl LiveCall {
             feed: Mutex::new(Feed {
                 history: VecDeque::new(),
                 tx: None,
+                agent_id: String::new(),
                 agent: String::new(),
             }),
             hangup: watch::channel(false).0,
@@ -151,7 +154,7 @@ impl LiveCall {
         let active_agents = match st {
             Some(s) => s.view.lock().map(|v| v.active.clone()).unwrap_or_default(),
             None => {
-                let a = self.active_agent();
+                let a = self.feed().agent_id.clone();
                 if a.is_empty() { Vec::new() } else { vec![a] }
             }
         };
@@ -186,9 +189,14 @@ impl LiveCall {
         Instant::now().saturating_duration_since(zero).as_millis() as u64
     }
 
-    /// The active agent's name (empty without an agent set).
+    /// The active agent's display name (empty without an agent set).
     pub fn active_agent(&self) -> String {
         self.feed().agent.clone()
+    }
+
+    /// The active agent's id, as the admin API names it (empty without an agent set).
+    pub fn active_agent_id(&self) -> String {
+        self.feed().agent_id.clone()
     }
 
     /// Appends one JSON object to the feed.
@@ -211,8 +219,15 @@ impl LiveCall {
 
     /// Appends an orchestrator event; an `agent_start` makes its agent the active one.
     pub fn publish_event(&self, ev: &CallEvent) {
-        if let CallEvent::AgentStart { agent_name, .. } = ev {
-            self.feed().agent = agent_name.clone();
+        if let CallEvent::AgentStart {
+            agent_id,
+            agent_name,
+            ..
+        } = ev
+        {
+            let mut feed = self.feed();
+            feed.agent_id.clone_from(agent_id);
+            feed.agent.clone_from(agent_name);
         }
         self.publish_line(ev.to_json_line());
     }
@@ -291,6 +306,7 @@ impl LiveCall {
             "started_unix_ms": self.started_unix_ms,
             "duration_ms": self.elapsed_ms(),
             "active_agent": self.active_agent(),
+            "active_agent_id": self.active_agent_id(),
             "events": format!("/calls/{}/events", self.id),
         })
     }

@@ -260,128 +260,152 @@ pub struct HumanAgentError {
     pub message: String,
 }
 
-/// Validates `raw`, the table at `key` (e.g. `agents.priya`).
-pub fn validate(raw: &HumanAgentConfig, key: &str) -> Result<HumanAgent, HumanAgentError> {
-    let err = |field: &str, message: String| HumanAgentError {
-        key: format!("{key}.{field}"),
-        message,
+/// Every wrong setting of one human agent, each named by its key (one per line).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct HumanAgentErrors(pub Vec<HumanAgentError>);
+
+/// Validates `raw`, the table at `key` (e.g. `agents.priya`): every wrong setting is reported at
+/// once, in the order of the keys below.
+pub fn validate(raw: &HumanAgentConfig, key: &str) -> Result<HumanAgent, HumanAgentErrors> {
+    let mut errors = Vec::new();
+    let mut err = |field: &str, message: String| {
+        errors.push(HumanAgentError {
+            key: format!("{key}.{field}"),
+            message,
+        });
     };
-    let destination = Destination::parse(&raw.to).map_err(|e| err("to", e.to_string()))?;
-    if let (Destination::Sip(_), Some(trunk)) = (&destination, &raw.trunk) {
-        return Err(err(
+    let destination = Destination::parse(&raw.to)
+        .map_err(|e| err("to", e.to_string()))
+        .ok();
+    if let (Some(Destination::Sip(_)), Some(trunk)) = (&destination, &raw.trunk) {
+        err(
             "trunk",
             format!(
                 "a SIP URI is called directly; trunk {trunk:?} applies to numbers only (remove it, \
                  or give a number in `to`)"
             ),
-        ));
-    }
-    if let Some(t) = &raw.trunk
+        );
+    } else if let Some(t) = &raw.trunk
         && t.trim().is_empty()
     {
-        return Err(err(
+        err(
             "trunk",
             "empty; name a [sip.trunks.<name>] or remove it".into(),
-        ));
+        );
     }
     let ring_timeout = match raw.ring_timeout_s {
         None => DEFAULT_RING_TIMEOUT,
         Some(0) => {
-            return Err(err(
+            err(
                 "ring_timeout_s",
                 "0 would never ring; give 5 to 300 seconds".into(),
-            ));
+            );
+            DEFAULT_RING_TIMEOUT
         }
         Some(s) if s < 5 => {
-            return Err(err(
+            err(
                 "ring_timeout_s",
                 format!("{s} s is too short for anyone to answer; give 5 to 300 seconds"),
-            ));
+            );
+            DEFAULT_RING_TIMEOUT
         }
         Some(s) if s > MAX_RING_TIMEOUT_S => {
-            return Err(err(
+            err(
                 "ring_timeout_s",
                 format!(
                     "{s} s is over the {MAX_RING_TIMEOUT_S} s limit; the caller waits all that time"
                 ),
-            ));
+            );
+            DEFAULT_RING_TIMEOUT
         }
         Some(s) => Duration::from_secs(s),
     };
     let decision_timeout = match raw.decision_timeout_s {
         None => DEFAULT_DECISION_TIMEOUT,
         Some(s) if s == 0 || s > MAX_DECISION_TIMEOUT_S => {
-            return Err(err(
+            err(
                 "decision_timeout_s",
                 format!("{s} s; give 1 to {MAX_DECISION_TIMEOUT_S} seconds"),
-            ));
+            );
+            DEFAULT_DECISION_TIMEOUT
         }
         Some(s) => Duration::from_secs(s),
     };
     let on_no_answer = match &raw.on_no_answer {
         None => OnNoAnswer::Return,
-        Some(t) => OnNoAnswer::parse(t).map_err(|m| err("on_no_answer", m))?,
+        Some(t) => OnNoAnswer::parse(t).unwrap_or_else(|m| {
+            err("on_no_answer", m);
+            OnNoAnswer::Return
+        }),
     };
+    // A wrong `transfer` leaves the kind unknown: the checks that depend on it wait for it.
     let handover = match raw.transfer.as_deref().map(str::trim) {
-        None | Some("warm") => Handover::Warm,
-        Some("blind") => Handover::Blind,
+        None | Some("warm") => Some(Handover::Warm),
+        Some("blind") => Some(Handover::Blind),
         Some(other) => {
-            return Err(err(
+            err(
                 "transfer",
                 format!("{other:?} is not \"warm\" or \"blind\""),
-            ));
+            );
+            None
         }
     };
-    if handover == Handover::Blind && raw.screen {
-        return Err(err(
+    let blind = handover == Some(Handover::Blind);
+    if blind && raw.screen {
+        err(
             "screen",
             "screening needs a warm transfer: a blind transfer hands the call away before anyone \
              answers (set transfer = \"warm\", or remove screen)"
                 .into(),
-        ));
+        );
     }
-    if handover == Handover::Blind && raw.hold_audio.is_some() {
-        return Err(err(
+    if blind && raw.hold_audio.is_some() {
+        err(
             "hold_audio",
             "applies to warm transfers only: in a blind one the caller's call is handed away"
                 .into(),
-        ));
-    }
-    if raw
+        );
+    } else if raw
         .hold_audio
         .as_deref()
         .is_some_and(|h| h.trim().is_empty())
     {
-        return Err(err(
+        err(
             "hold_audio",
             "is empty; name a WAV file (relative to the agent set) or remove it".into(),
-        ));
+        );
     }
-    if handover == Handover::Blind && raw.decision_timeout_s.is_some() {
-        return Err(err(
+    if blind && raw.decision_timeout_s.is_some() {
+        err(
             "decision_timeout_s",
             "applies to warm transfers only: nobody is briefed in a blind transfer".into(),
-        ));
+        );
     }
-    Ok(HumanAgent {
-        destination,
-        trunk: raw.trunk.clone(),
-        ring_timeout,
-        on_no_answer,
-        handover,
-        screen: raw.screen,
-        decision_timeout,
-        hold_audio: raw.hold_audio.clone(),
-        hold: None,
-    })
+    match (destination, handover) {
+        (Some(destination), Some(handover)) if errors.is_empty() => Ok(HumanAgent {
+            destination,
+            trunk: raw.trunk.clone(),
+            ring_timeout,
+            on_no_answer,
+            handover,
+            screen: raw.screen,
+            decision_timeout,
+            hold_audio: raw.hold_audio.clone(),
+            hold: None,
+        }),
+        _ => Err(HumanAgentErrors(errors)),
+    }
 }
 
 /// Parses and validates a human agent's table written alone as TOML (tests, the bad-input
 /// corpus); `key` names the table in errors.
-pub fn parse(text: &str, key: &str) -> Result<HumanAgent, HumanAgentError> {
-    let raw: HumanAgentConfig = toml::from_str(text).map_err(|e| HumanAgentError {
-        key: key.to_owned(),
-        message: e.message().to_owned(),
+pub fn parse(text: &str, key: &str) -> Result<HumanAgent, HumanAgentErrors> {
+    let raw: HumanAgentConfig = toml::from_str(text).map_err(|e| {
+        HumanAgentErrors(vec![HumanAgentError {
+            key: key.to_owned(),
+            message: e.message().to_owned(),
+        }])
     })?;
     validate(&raw, key)
 }
@@ -504,5 +528,36 @@ mod tests {
         );
         assert!(e("to = \"+15550100199\"\nring_timout_s = 5").contains("unknown field"));
         assert!(e("to = 5").starts_with("agents.priya: "));
+    }
+
+    #[test]
+    fn every_wrong_setting_at_once() {
+        let errors = parse(
+            "to = \"100\"\nring_timeout_s = 0\non_no_answer = \"retrun\"\n\
+             transfer = \"blind\"\nscreen = true\ndecision_timeout_s = 10\n",
+            "agents.priya",
+        )
+        .unwrap_err()
+        .0;
+        let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "agents.priya.to",
+                "agents.priya.ring_timeout_s",
+                "agents.priya.on_no_answer",
+                "agents.priya.screen",
+                "agents.priya.decision_timeout_s",
+            ]
+        );
+        // A kind of transfer that is wrong is reported once, not through what depends on it.
+        let errors = parse(
+            "to = \"+15550100199\"\ntransfer = \"cold\"\nscreen = true\n",
+            "agents.priya",
+        )
+        .unwrap_err()
+        .0;
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].key, "agents.priya.transfer");
     }
 }

@@ -76,12 +76,14 @@ pub(super) fn person(
     };
     let mut human = match destination::validate(raw, &format!("{k}.destination")) {
         Ok(h) => h,
-        Err(e) => {
-            p.add(
-                e.key,
-                e.message,
-                "see \"Handing the caller to a person\" in the README for the accepted forms",
-            );
+        Err(errors) => {
+            for e in errors.0 {
+                p.add(
+                    e.key,
+                    e.message,
+                    "see \"Handing the caller to a person\" in the README for the accepted forms",
+                );
+            }
             return None;
         }
     };
