@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 pub enum WavError {
     #[error("{path}: not a readable WAV file: {source}")]
     Read { path: PathBuf, source: hound::Error },
+    #[error("{path}: not a readable WAV file: {what}")]
+    Short { path: PathBuf, what: String },
     #[error("{path}: unsupported WAV format: {what}")]
     Format { path: PathBuf, what: String },
     #[error("{path}: cannot write WAV: {source}")]
@@ -46,12 +48,36 @@ pub fn parse(bytes: &[u8], name: &Path) -> Result<Pcm, WavError> {
 /// more is refused before anything is allocated for it.
 pub const MAX_SAMPLES: u64 = 48_000 * 2 * 3600;
 
+/// The reader ran out of bytes: hound says so as an `Other` I/O error in its own words
+/// ("Failed to read enough bytes."), the standard library as `UnexpectedEof`.
+fn cut_short(e: &hound::Error) -> bool {
+    matches!(e, hound::Error::IoError(io)
+        if io.kind() == std::io::ErrorKind::UnexpectedEof
+            || io.to_string().starts_with("Failed to read enough bytes"))
+}
+
 fn read_from<R: std::io::Read>(reader: R, path: &Path) -> Result<Pcm, WavError> {
     let read_err = |source| WavError::Read {
         path: path.to_path_buf(),
         source,
     };
-    let mut reader = hound::WavReader::new(reader).map_err(read_err)?;
+    let mut reader = hound::WavReader::new(reader).map_err(|e| match e {
+        e if cut_short(&e) => WavError::Short {
+            path: path.to_path_buf(),
+            what: "it ends inside its header (an empty or cut-short file)".into(),
+        },
+        e => read_err(e),
+    })?;
+    let announced = reader.len();
+    let read_err = |e| match e {
+        e if cut_short(&e) => WavError::Short {
+            path: path.to_path_buf(),
+            what: format!(
+                "it ends before the {announced} samples its header announces (a cut-short file)"
+            ),
+        },
+        e => read_err(e),
+    };
     let spec = reader.spec();
     let channels = usize::from(spec.channels);
     if channels == 0 || spec.sample_rate == 0 {
@@ -191,5 +217,25 @@ mod tests {
         assert!(err.contains("garbage.wav"), "{err}");
         let missing = read(&dir.path().join("nope.wav")).unwrap_err().to_string();
         assert!(missing.contains("nope.wav"), "{missing}");
+    }
+
+    #[test]
+    fn a_file_cut_short_says_so() {
+        let name = Path::new("short.wav");
+        let empty = parse(b"", name).unwrap_err().to_string();
+        assert_eq!(
+            empty,
+            "short.wav: not a readable WAV file: it ends inside its header (an empty or cut-short file)"
+        );
+        // A whole header announcing 1000 samples of 16-bit mono, and the bytes of three.
+        let dir = tempfile::tempdir().unwrap();
+        let whole = dir.path().join("whole.wav");
+        write_mono(&whole, 8000, &[1; 1000]).unwrap();
+        let bytes = std::fs::read(&whole).unwrap();
+        let cut = parse(&bytes[..44 + 6], name).unwrap_err().to_string();
+        assert!(
+            cut.contains("it ends before the 1000 samples its header announces"),
+            "{cut}"
+        );
     }
 }
