@@ -26,6 +26,31 @@ const MAX_PROBLEMS: usize = 200;
 /// Returns the value decoded once the bad keys were taken out (`None` only when even that
 /// fails), and the problems in file order. `docs` is where the keys are documented.
 pub fn decode<T: DeserializeOwned>(text: &str, docs: &str) -> (Option<T>, Vec<Problem>) {
+    let d = decode_with::<T>(text, docs, &|_| false);
+    (d.value, d.problems)
+}
+
+/// What [`decode_with`] found.
+#[derive(Debug)]
+pub struct Decoded<T> {
+    /// The value once the bad keys were taken out (`None` only when even that fails).
+    pub value: Option<T>,
+    /// The problems, in file order.
+    pub problems: Vec<Problem>,
+    /// The keys in doubt: every key decoding took out (the value holds its default there) and,
+    /// for a misspelt key, the key it was meant to be (which the value lacks). A later check of
+    /// one of these, or of what it decides, would only report the same mistake again.
+    pub doubtful: Vec<String>,
+}
+
+/// [`decode`], for files with keys that have no default: a value of the wrong kind at a key
+/// for which `required` holds is not offered "remove the line to use the default". Also says
+/// which keys are in doubt.
+pub fn decode_with<T: DeserializeOwned>(
+    text: &str,
+    docs: &str,
+    required: &dyn Fn(&str) -> bool,
+) -> Decoded<T> {
     let (mut table, syntax) = DeTable::parse_recoverable(text);
     let mut problems: Vec<(usize, Problem)> = syntax
         .iter()
@@ -43,6 +68,7 @@ pub fn decode<T: DeserializeOwned>(text: &str, docs: &str) -> (Option<T>, Vec<Pr
         .collect();
     let mut value = None;
     let mut taken: Vec<String> = Vec::new();
+    let mut meant: Vec<String> = Vec::new();
     for _ in 0..MAX_PROBLEMS {
         let de = toml::de::Deserializer::from(table.clone());
         match serde_path_to_error::deserialize::<_, T>(de) {
@@ -69,7 +95,9 @@ pub fn decode<T: DeserializeOwned>(text: &str, docs: &str) -> (Option<T>, Vec<Pr
                         taken.contains(&full)
                     });
                 if !artifact {
-                    problems.push((at, problem(text, &key, &inner, docs)));
+                    let (p, m) = problem(text, &key, &inner, docs, required(&key));
+                    problems.push((at, p));
+                    meant.extend(m);
                 }
                 taken.push(key.clone());
                 if !take_out(table.get_mut(), &segments) {
@@ -79,7 +107,12 @@ pub fn decode<T: DeserializeOwned>(text: &str, docs: &str) -> (Option<T>, Vec<Pr
         }
     }
     problems.sort_by_key(|(at, _)| *at);
-    (value, problems.into_iter().map(|(_, p)| p).collect())
+    taken.extend(meant);
+    Decoded {
+        value,
+        problems: problems.into_iter().map(|(_, p)| p).collect(),
+        doubtful: taken,
+    }
 }
 
 /// The first problem only, as the file is decoded (for files whose other checks need a whole
@@ -92,7 +125,7 @@ pub fn decode_one<T: DeserializeOwned>(text: &str, docs: &str) -> Result<T, Prob
     })?;
     serde_path_to_error::deserialize(toml::de::Deserializer::from(table)).map_err(|e| {
         let key = e.path().to_string();
-        problem(text, &key, &e.into_inner(), docs)
+        problem(text, &key, &e.into_inner(), docs, false).0
     })
 }
 
@@ -144,8 +177,15 @@ pub fn line_of(text: &str, span: Option<Range<usize>>) -> String {
     .unwrap_or_default()
 }
 
-/// One decoding error as a problem a person can act on.
-fn problem(text: &str, key: &str, e: &toml::de::Error, docs: &str) -> Problem {
+/// One decoding error as a problem a person can act on, and for a misspelt key the full key it
+/// was meant to be. A `required` key is not offered its default.
+fn problem(
+    text: &str,
+    key: &str,
+    e: &toml::de::Error,
+    docs: &str,
+    required: bool,
+) -> (Problem, Option<String>) {
     let key = if key == "." || key.is_empty() {
         "(top level)".to_owned()
     } else {
@@ -158,7 +198,8 @@ fn problem(text: &str, key: &str, e: &toml::de::Error, docs: &str) -> Problem {
         .rsplit_once('.')
         .map_or("the top level".to_owned(), |(s, _)| format!("[{s}]"));
     if let Some((name, valid)) = unknown(&raw, "unknown field `") {
-        let fix = match closest(&name, &valid) {
+        let near = closest(&name, &valid);
+        let fix = match &near {
             Some(c) => {
                 format!("did you mean `{c}`? (the keys of {section} are documented in {docs})")
             }
@@ -168,22 +209,32 @@ fn problem(text: &str, key: &str, e: &toml::de::Error, docs: &str) -> Problem {
                 valid.join(", ")
             ),
         };
-        return Problem {
-            key,
-            message: format!("unknown key `{name}`{line}"),
-            fix,
-        };
+        let meant = near.map(|c| match key.rsplit_once('.') {
+            Some((table, _)) => format!("{table}.{c}"),
+            None => c.to_owned(),
+        });
+        return (
+            Problem {
+                key,
+                message: format!("unknown key `{name}`{line}"),
+                fix,
+            },
+            meant,
+        );
     }
     if let Some((name, valid)) = unknown(&raw, "unknown variant `") {
         let fix = match closest(&name, &valid) {
             Some(c) => format!("did you mean \"{c}\"? It is one of: {}", valid.join(", ")),
             None => format!("write one of: {}", valid.join(", ")),
         };
-        return Problem {
-            key,
-            message: format!("\"{name}\" is not a valid value{line}"),
-            fix,
-        };
+        return (
+            Problem {
+                key,
+                message: format!("\"{name}\" is not a valid value{line}"),
+                fix,
+            },
+            None,
+        );
     }
     if let Some((found, expected)) = mismatch(&raw) {
         let words = in_words(&expected);
@@ -193,20 +244,28 @@ fn problem(text: &str, key: &str, e: &toml::de::Error, docs: &str) -> Problem {
         } else {
             format!("{} where {words} is needed{line}", found_in_words(&found))
         };
-        return Problem {
-            key,
-            message,
-            fix: format!(
-                "write {leaf} = {}, or remove the line to use the default",
-                example(&words)
-            ),
+        let fallback = if required {
+            ""
+        } else {
+            ", or remove the line to use the default"
         };
+        return (
+            Problem {
+                key,
+                message,
+                fix: format!("write {leaf} = {}{fallback}", example(&words)),
+            },
+            None,
+        );
     }
-    Problem {
-        key,
-        message: raw + &line,
-        fix: format!("use a key and value documented in {docs}"),
-    }
+    (
+        Problem {
+            key,
+            message: raw + &line,
+            fix: format!("use a key and value documented in {docs}"),
+        },
+        None,
+    )
 }
 
 /// `(name, valid names)` from serde's "unknown field `x`, expected one of `a`, `b`" (or
@@ -368,6 +427,32 @@ mod tests {
         assert!(!p[3].message.contains("usize"), "{:?}", p[3]);
         assert!(p[4].message.contains("true or false"), "{:?}", p[4]);
         assert!(p[5].fix.contains("`server`"), "{:?}", p[5]);
+    }
+
+    #[test]
+    fn the_keys_in_doubt_and_keys_without_a_default() {
+        let text = "[server]\nlisen = \"x\"\nmax = \"lots\"\n";
+        let d = decode_with::<Top>(text, "docs", &|k| k == "server.max");
+        // What was taken out, and the key a misspelling meant (which the value lacks).
+        assert_eq!(d.doubtful, ["server.lisen", "server.max", "server.listen"]);
+        // A required key is not offered its default.
+        assert!(
+            d.problems[1].fix.starts_with("write max = "),
+            "{:?}",
+            d.problems[1]
+        );
+        assert!(
+            !d.problems[1].fix.contains("default"),
+            "{:?}",
+            d.problems[1]
+        );
+        let (_, p) = decode::<Top>(text, "docs");
+        assert!(
+            p[1].fix
+                .ends_with(", or remove the line to use the default"),
+            "{:?}",
+            p[1]
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::config::{AgentSection, KindName, PhrasesSection, RoleName, SetFile, S
 use super::matching::compile;
 use super::phrases::{PhraseRules, group_regex};
 use super::registry::{Guards, Registry, Timing};
-use crate::config::decode::{Problem, decode};
+use crate::config::decode::{Problem, decode_with};
 
 /// Where the keys of an agent set are documented (named in the fixes of unknown keys).
 const DOCS: &str = "config/agents/README.md";
@@ -105,8 +105,12 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(PathBuf, Registry)>, SetError> {
 /// at once: those of decoding (syntax, keys, kinds of value) in file order, then those of the
 /// checks below.
 pub fn parse(text: &str, path: &Path) -> Result<Registry, SetError> {
-    let (file, decoded) = decode::<SetFile>(text, DOCS);
-    let mut p = Problems::decoded(decoded);
+    let decoded = decode_with::<SetFile>(text, DOCS, &required);
+    let file = decoded.value;
+    let mut p = Problems {
+        list: decoded.problems,
+        doubtful: decoded.doubtful,
+    };
     let base = path.parent().unwrap_or(Path::new("."));
     let registry = file.and_then(|f| build(&f, base, &mut p));
     match registry {
@@ -128,34 +132,6 @@ pub(super) struct Problems {
 }
 
 impl Problems {
-    fn decoded(mut list: Vec<Problem>) -> Problems {
-        let mut doubtful = Vec::new();
-        for p in &mut list {
-            // A required key has no default to fall back on.
-            if required(&p.key)
-                && let Some(fix) = p
-                    .fix
-                    .strip_suffix(", or remove the line to use the default")
-            {
-                p.fix = fix.to_owned();
-            }
-            doubtful.push(p.key.clone());
-            // A misspelt key: the key it was meant to be is not missing, it is misspelt.
-            let meant = p
-                .message
-                .starts_with("unknown key ")
-                .then(|| p.fix.strip_prefix("did you mean `")?.split_once('`'))
-                .flatten();
-            if let Some((meant, _)) = meant {
-                doubtful.push(match p.key.rsplit_once('.') {
-                    Some((table, _)) => format!("{table}.{meant}"),
-                    None => meant.to_owned(),
-                });
-            }
-        }
-        Problems { list, doubtful }
-    }
-
     /// Adds a problem of the checks, unless it is about a key decoding already reported.
     pub(super) fn add(
         &mut self,
