@@ -343,16 +343,28 @@ fn check_config(file: &std::path::Path, insecure_no_auth: bool) -> anyhow::Resul
         println!("{}: ok", file.display());
     } else {
         println!(
-            "{}: {} problem(s), listed below; the rest of the file says:",
+            "{}: {} problem(s), listed below; the rest of the file says (a value it gets wrong \
+             shows its default):",
             file.display(),
             checked.problems.len()
         );
     }
+    // A value the file gets wrong is shown as what runs instead (its default), marked.
+    let marked = |key: &str| {
+        if checked.problems.iter().any(|p| p.key == key) {
+            " (see its problem below)"
+        } else {
+            ""
+        }
+    };
     println!(
-        "  listen {} · model backend {} · max {} calls",
+        "  listen {}{} · model backend {}{} · max {} calls{}",
         c.server.listen,
+        marked("server.listen"),
         format!("{:?}", c.model.backend).to_lowercase(),
-        c.limits.max_calls
+        marked("model.backend"),
+        c.limits.max_calls,
+        marked("limits.max_calls"),
     );
     model_lines(&loaded);
     println!("  twilio stream URL {}", loaded.twilio_stream_url());

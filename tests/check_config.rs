@@ -106,6 +106,15 @@ fn ten_mistakes_are_reported_at_once_with_their_fixes_and_serve_refuses_with_the
         "check-config passed a config with ten mistakes:\n{out}"
     );
     assert!(err.contains("10 problem(s)"), "{err}");
+    // What runs instead of a refused value is its default, and the summary says so.
+    assert!(
+        out.contains("max 200 calls (see its problem below)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("(see its problem below) · model backend mock ·"),
+        "{out}"
+    );
     // Each problem: its key, what is wrong, and a fix, in that order.
     for (key, words) in MISTAKES {
         let at = err.find(&format!("\n  {key}: ")).unwrap_or_for(key, &err);
