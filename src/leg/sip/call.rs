@@ -916,6 +916,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_hang_up_has_one_name_in_logs_and_records() {
+        for by in [
+            HungUpBy::Peer,
+            HungUpBy::Baton,
+            HungUpBy::MediaTimeout,
+            HungUpBy::Transferred,
+        ] {
+            assert_eq!(serde_json::to_value(&by).unwrap(), by.name(), "{by:?}");
+        }
+    }
+
+    #[test]
     fn final_responses_are_typed() {
         assert_eq!(outcome_of(200, "OK"), Outcome::Answered);
         assert_eq!(outcome_of(486, "Busy Here"), Outcome::Busy { status: 486 });
