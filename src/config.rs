@@ -473,6 +473,18 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "make it more than keepalive_ping_s + 30 (the default is 45 with pings every 10 s)",
         );
     }
+    if !(20..=100).contains(&m.uplink_chunk_ms) {
+        problem(
+            "model.uplink_chunk_ms",
+            format!(
+                "{} ms is outside 20 to 100: caller frames come every 20 ms, and beyond 100 the \
+                 model hears the caller late",
+                m.uplink_chunk_ms
+            ),
+            "use 20 (each frame as it comes, the default) or 40 (half the messages, up to 20 ms \
+             later)",
+        );
+    }
     if m.compression_target_tokens > 0
         && m.compression_trigger_tokens > 0
         && m.compression_target_tokens >= m.compression_trigger_tokens
@@ -724,6 +736,21 @@ mod tests {
                 "model.compression_target_tokens"
             ]
         );
+    }
+
+    #[test]
+    fn the_uplink_chunk_is_20_to_100_ms() {
+        for ms in [20, 40, 100] {
+            let text = format!("[model]\nuplink_chunk_ms = {ms}\n");
+            let l = parse(&text, Path::new("baton.toml")).unwrap();
+            assert_eq!(l.config.model.uplink_chunk_ms, ms);
+        }
+        for ms in [0, 10, 120] {
+            let p = problems(&format!("[model]\nuplink_chunk_ms = {ms}\n"));
+            assert_eq!(p.len(), 1, "{ms}: {p:?}");
+            assert_eq!(p[0].key, "model.uplink_chunk_ms");
+            assert!(p[0].message.contains("outside 20 to 100"), "{p:?}");
+        }
     }
 
     #[test]

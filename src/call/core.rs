@@ -69,7 +69,13 @@ pub struct CallCore {
     pub(super) up: StreamResampler,
     pub(super) down: StreamResampler,
     pub(super) down_buf: Vec<i16>,
+    /// Caller audio for the model not sent yet (`up_rate`), sent once the leg frames it came
+    /// from (`up_gathered`) last `up_chunk`; `up_since` is when the first of them arrived (its
+    /// `uplink_added_ms` start).
     pub(super) up_buf: Vec<i16>,
+    pub(super) up_chunk: Duration,
+    pub(super) up_gathered: Duration,
+    pub(super) up_since: Option<tokio::time::Instant>,
     pub(super) scratch: Vec<u8>,
     pub(super) vad: TurnDetector,
     pub(super) report: CallReport,
@@ -133,8 +139,12 @@ impl CallCore {
             m.config.phone_law = wire.law;
             m
         });
+        // A frame counts as handed to the socket when it arrives; gathered into a longer chunk
+        // it goes up to a chunk less one frame later, so a handle covers it that much later.
+        let mut policy = opts.reconnect.clone();
+        policy.replay_margin += opts.uplink_chunk.saturating_sub(Duration::from_millis(20));
         let resume = (opts.model.is_some() || agents.is_some())
-            .then(|| Resume::new(opts.reconnect.clone(), source, media_zero, now));
+            .then(|| Resume::new(policy, source, media_zero, now));
         let mut call = CallCore {
             uplink_sample: Reservoir::default(),
             downlink_sample: Reservoir::default(),
@@ -152,6 +162,9 @@ impl CallCore {
             down,
             down_buf: Vec::new(),
             up_buf: Vec::with_capacity(1024),
+            up_chunk: opts.uplink_chunk,
+            up_gathered: Duration::ZERO,
+            up_since: None,
             scratch: Vec::with_capacity(2048),
             vad: TurnDetector::new(opts.caller_silence),
             report,
@@ -548,7 +561,6 @@ impl CallCore {
             }
             None => {}
         }
-        self.up_buf.clear();
         self.up.process(&frame.samples, &mut self.up_buf);
         self.uplink(&frame.samples, frame.duration(), received_at, now);
     }
@@ -980,9 +992,10 @@ impl CallCore {
         self.apply_resume_actions(at);
     }
 
-    /// A caller frame (`leg_frame`, `dur` long, at the leg's rate; `up_buf` holds what the uplink
-    /// resampler made of it for the model, possibly nothing yet): the leg frame is kept for
-    /// replay until a handle covers it, and `up_buf` is encoded for the session if one is live.
+    /// A caller frame (`leg_frame`, `dur` long, at the leg's rate; the uplink resampler has
+    /// added what it made of it to `up_buf`, possibly nothing yet): the leg frame is kept for
+    /// replay until a handle covers it, and `up_buf`, once it holds a chunk, is encoded for the
+    /// session if one is live (or kept for the next one, between sessions).
     /// The ring keeps the leg's audio, not the model's, in one byte per sample on a G.711 leg
     /// ([`super::kept`]): at 8 kHz half its PCM; a replay decodes it and brings it to the
     /// session's rate as live audio goes.
@@ -997,12 +1010,25 @@ impl CallCore {
             r.frame.clear();
             super::kept::encode(leg_frame, &mut r.frame);
             if !r.machine.on_uplink(&r.frame, dur, now) {
+                // Reconnecting: the ring replays every frame the model did not take, those
+                // gathered here among them.
+                self.up_buf.clear();
+                self.up_gathered = Duration::ZERO;
+                self.up_since = None;
                 return;
             }
         }
+        let first = *self.up_since.get_or_insert(received_at);
+        self.up_gathered += dur;
+        if self.up_gathered < self.up_chunk {
+            return;
+        }
+        self.up_gathered = Duration::ZERO;
+        self.up_since = None;
         if self.up_buf.is_empty() {
             return;
         }
+        let received_at = first;
         match (self.session, self.agents.as_mut()) {
             (Some(s), _) => {
                 let json = self
@@ -1025,6 +1051,7 @@ impl CallCore {
             }),
             (None, None) => {}
         }
+        self.up_buf.clear();
     }
 
     /// The session opened by a reconnect is up, or could not be opened.
@@ -1095,6 +1122,10 @@ impl CallCore {
         };
         let mut replay = Vec::new();
         super::kept::decode(&r.machine.on_opened(now), &mut replay);
+        // What was gathered for the old session is in the ring, replayed below.
+        self.up_buf.clear();
+        self.up_gathered = Duration::ZERO;
+        self.up_since = None;
         if let Some(h) = r.history.take() {
             self.out.message(s.id, h);
         }
@@ -1106,8 +1137,9 @@ impl CallCore {
                     let mut out = Vec::new();
                     rs.process(&replay, &mut out);
                     rs.flush(&mut out);
-                    // One message per 20 ms of the session's input, as live audio goes.
-                    let per = (self.up_rate / 50).max(1) as usize;
+                    // One message per chunk of the session's input, as live audio goes.
+                    let per = (u64::from(self.up_rate) * self.up_chunk.as_millis() as u64 / 1000)
+                        .max(1) as usize;
                     for chunk in out.chunks(per) {
                         self.send_replayed(s.id, chunk);
                     }

@@ -1265,3 +1265,98 @@ fn an_unanswered_blind_transfer_ends_the_call_once_the_agents_reply_has_played()
         super::no_answer::ENDING_GUARD
     );
 }
+
+/// `[model] uplink_chunk_ms = 40`: caller audio goes to the model two frames to a message, on
+/// both protocols, timed from the first frame's arrival; the default sends each frame.
+#[test]
+fn caller_audio_goes_to_the_model_in_chunks_of_uplink_chunk_ms() {
+    let ulaw = Wire {
+        protocol: Protocol::OpenAi,
+        law: Some(Law::Ulaw),
+    };
+    // (wire, bytes of one 20 ms frame in its message)
+    for (wire, frame_bytes) in [(Wire::from(Protocol::Gemini), 320), (ulaw, 160)] {
+        for (chunk_ms, messages) in [(20, 5), (40, 2), (100, 1)] {
+            let opts = CallOptions {
+                caller_silence: Duration::from_millis(200),
+                uplink_chunk: Duration::from_millis(chunk_ms),
+                ..CallOptions::default()
+            };
+            let mut rig = Rig::new(wire, opts);
+            let first_frame_at = rig.now + FRAME;
+            rig.caller(100, true);
+            let audio = uplink_audio(&rig);
+            assert_eq!(audio.len(), messages, "{wire:?}, {chunk_ms} ms");
+            let per = frame_bytes * chunk_ms as usize / 20;
+            assert!(
+                audio.iter().all(|(_, b)| *b == per),
+                "{wire:?}, {chunk_ms} ms: {audio:?}"
+            );
+            // uplink_added_ms of a chunk counts from its first frame: the wait to gather it is
+            // latency the caller has.
+            let stamps: Vec<Instant> = rig
+                .model
+                .iter()
+                .filter_map(|c| match c {
+                    ModelCommand::Send {
+                        out: Outbound::Text { received_at, .. },
+                        ..
+                    } => received_at.map(|t| t.into_std()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(stamps[0], first_frame_at, "{wire:?}, {chunk_ms} ms");
+            if chunk_ms == 40 {
+                assert_eq!(stamps[1], first_frame_at + 2 * FRAME);
+                // The fifth frame waits for the sixth.
+                rig.caller(20, true);
+                assert_eq!(uplink_audio(&rig).len(), 3);
+            }
+        }
+    }
+}
+
+/// A drop while a chunk is half gathered: the ring replays those frames to the new session, and
+/// live audio after it starts a fresh chunk (nothing sent twice from what was gathered).
+#[test]
+fn a_half_gathered_chunk_is_replayed_once_after_a_drop() {
+    let opts = CallOptions {
+        uplink_chunk: Duration::from_millis(40),
+        ..resuming()
+    };
+    let mut rig = Rig::new(Protocol::Gemini, opts);
+    rig.model_event(
+        FIRST,
+        ModelEvent::ResumptionUpdate {
+            handle: Some("h1".into()),
+            resumable: true,
+        },
+    );
+    rig.caller(60, true);
+    assert_eq!(
+        rig.uplink_to(FIRST),
+        (1, 0),
+        "the third frame is still gathered"
+    );
+    rig.core.handle_model(FIRST, None, rig.now);
+    rig.drain();
+    let Some(Task::Open { id, .. }) = rig.tasks.pop() else {
+        panic!("a drop opens at once: {:?}", rig.tasks);
+    };
+    // Opened before the next frame: the gathered frame is in the ring's replay.
+    rig.core.handle_opened(id, Ok(caps()), rig.now);
+    rig.drain();
+    let before = uplink_audio(&rig).len();
+    let replayed: usize = uplink_audio(&rig)[1..].iter().map(|(_, b)| *b).sum();
+    assert_eq!(
+        replayed,
+        3 * 320,
+        "all three frames, once, in 40 ms messages"
+    );
+    // Three live frames: one chunk of the first two, the third gathered (had the old frame
+    // still been gathered, it would have gone with the first and the second with the third).
+    rig.caller(60, true);
+    let live = &uplink_audio(&rig)[before..];
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0].1, 2 * 320);
+}

@@ -77,6 +77,9 @@ pub struct CallOptions {
     /// Gemini: caller audio at 8–16 kHz is resampled to the model's 16 kHz here rather than sent
     /// at the leg's own rate (`[model] resample_input`).
     pub resample_input: bool,
+    /// Caller audio is sent to the model once this much of it is gathered (`[model]
+    /// uplink_chunk_ms`; 20 ms: each frame as it comes).
+    pub uplink_chunk: Duration,
 }
 
 impl Default for CallOptions {
@@ -92,6 +95,7 @@ impl Default for CallOptions {
             dialer: None,
             person_recording: None,
             resample_input: false,
+            uplink_chunk: Duration::from_millis(20),
         }
     }
 }

@@ -294,6 +294,11 @@ pub struct ModelConfig {
     /// bridges in μ-law or A-law) is otherwise heard and answered in its own law at 8 kHz
     /// (`audio/pcmu`, `audio/pcma`: no resampler either way); with this, 24 kHz PCM both ways.
     pub resample_input: bool,
+    /// Caller audio is sent to the model once this many ms of it are gathered (20–100): 20, the
+    /// default, sends each 20 ms frame as it arrives; 40 halves the messages (and the model
+    /// socket's writes, baton's largest cost per call) for up to 20 ms more before the model
+    /// hears the caller.
+    pub uplink_chunk_ms: u64,
 }
 
 /// `[model.capabilities]`: what a model takes inside a live session (see
@@ -370,6 +375,7 @@ impl Default for ModelConfig {
             profile: String::new(),
             beta: false,
             resample_input: false,
+            uplink_chunk_ms: 20,
         }
     }
 }

@@ -506,6 +506,9 @@ impl AppState {
             }),
             reconnect: self.loaded.config.resume.policy(),
             resample_input: self.loaded.config.model.resample_input,
+            uplink_chunk: std::time::Duration::from_millis(
+                self.loaded.config.model.uplink_chunk_ms,
+            ),
             dialer: self.sip.get().map(|svc| {
                 Arc::new(sip_person::SipDialer(svc.clone())) as Arc<dyn crate::call::warm::Dialer>
             }),

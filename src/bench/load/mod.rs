@@ -139,6 +139,10 @@ pub struct LoadArgs {
     /// (`[model] resample_input = true`) rather than as the phone leg has it.
     #[arg(long, conflicts_with = "target")]
     pub resample_input: bool,
+    /// The spawned `baton serve` sends caller audio to the model in chunks of this many ms
+    /// (`[model] uplink_chunk_ms`, 20 to 100; 20, the daemon's default, is each frame).
+    #[arg(long, value_name = "MS", conflicts_with = "target", value_parser = clap::value_parser!(u64).range(20..=100))]
+    pub uplink_chunk_ms: Option<u64>,
 }
 
 /// A profile `baton mock-model --profile` takes.
@@ -395,6 +399,9 @@ pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
             }
             if args.resample_input {
                 t += ", resample_input";
+            }
+            if let Some(ms) = args.uplink_chunk_ms {
+                t += &format!(", uplink_chunk_ms {ms}");
             }
             if let Some(a) = &args.agents {
                 t += &format!(", agent set {}", a.display());

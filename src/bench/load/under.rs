@@ -34,6 +34,9 @@ fn model_keys(args: &LoadArgs) -> String {
     if args.resample_input {
         text += "resample_input = true\n";
     }
+    if let Some(ms) = args.uplink_chunk_ms {
+        text += &format!("uplink_chunk_ms = {ms}\n");
+    }
     text
 }
 
