@@ -421,9 +421,10 @@ fn finish(
         url: url.to_owned(),
         end: match &r.end {
             CallerEnd::HungUp => "caller hung up".into(),
-            CallerEnd::ServerClosed { code, reason } => {
-                format!("server closed (code {code:?}): {reason}")
-            }
+            CallerEnd::ServerClosed { code, reason } => format!(
+                "the server {}",
+                crate::leg::socket::closed_words(*code, reason)
+            ),
             CallerEnd::ConnectionLost(e) => format!("connection lost: {e}"),
         },
         frames_sent: r.frames_sent,

@@ -313,7 +313,10 @@ impl CallCore {
                 }
             }
             Some(SessionEvent::Closed { code, reason }) if resumes => {
-                tracing::warn!(?code, %reason, "model session closed; reconnecting");
+                tracing::warn!(
+                    closed = %crate::leg::socket::closed_words(code, &reason),
+                    "model session closed; reconnecting"
+                );
                 self.session_lost(super::reconnect::Cause::Closed(code), now);
                 if let Some(feature) = crate::model::catalog::refused_feature(code, &reason) {
                     tracing::warn!(%feature, "the model refused {feature}: this call goes on without it");

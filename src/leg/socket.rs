@@ -309,6 +309,16 @@ impl<L: SocketLeg> LegIo for SocketIo<L> {
 /// For the legs' tests: plays a voiced frame every 20 ms on `leg` (at `rate`) until the leg
 /// reports something, and checks that it stopped after [`WRITE_STALL`] (within a second) because
 /// its peer read nothing; returns the event.
+/// How a WebSocket closed, in words: `closed (code 1000: bye)`, or `closed without a close
+/// frame`.
+pub fn closed_words(code: Option<u16>, reason: &str) -> String {
+    match (code, reason.is_empty()) {
+        (Some(c), true) => format!("closed (code {c})"),
+        (Some(c), false) => format!("closed (code {c}: {reason})"),
+        (None, _) => "closed without a close frame".to_owned(),
+    }
+}
+
 #[cfg(test)]
 pub(crate) async fn play_until_given_up(
     leg: &mut crate::leg::LegHandle,
@@ -343,6 +353,18 @@ mod tests {
     use tokio_util::sync::PollSender;
 
     use super::*;
+
+    #[test]
+    fn a_close_is_said_in_words_not_as_an_option() {
+        assert_eq!(closed_words(Some(1000), ""), "closed (code 1000)");
+        assert_eq!(closed_words(Some(1011), "bye"), "closed (code 1011: bye)");
+        assert_eq!(closed_words(None, "x"), "closed without a close frame");
+        let end = crate::leg::bridge::server::LegEnd::SocketClosed {
+            code: Some(1000),
+            reason: "call ended".into(),
+        };
+        assert_eq!(end.to_string(), "the socket closed (code 1000: call ended)");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_sink_that_takes_nothing_is_stalled_after_the_limit() {

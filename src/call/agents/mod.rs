@@ -359,10 +359,16 @@ impl AgentsDriver {
         let reason = match ev {
             Some(SessionEvent::Model(..)) => return,
             Some(SessionEvent::Dead { silent_for }) => {
-                format!("standby session silent for {silent_for:?} (dead socket)")
+                format!(
+                    "standby session silent for {:.1} s (dead socket)",
+                    silent_for.as_secs_f64()
+                )
             }
             Some(SessionEvent::Closed { code, reason }) => {
-                format!("standby session closed ({code:?}): {reason}")
+                format!(
+                    "standby session {}",
+                    crate::leg::socket::closed_words(code, &reason)
+                )
             }
             None => "standby session ended".to_owned(),
         };

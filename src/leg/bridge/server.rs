@@ -151,6 +151,22 @@ pub enum LegEnd {
     SocketError(String),
 }
 
+impl std::fmt::Display for LegEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LegEnd::Stopped => f.write_str("the bridge sent stop"),
+            LegEnd::Hangup => f.write_str("baton hung up"),
+            LegEnd::CallGone => f.write_str("the call went away"),
+            LegEnd::SocketClosed { code, reason } => write!(
+                f,
+                "the socket {}",
+                crate::leg::socket::closed_words(*code, reason)
+            ),
+            LegEnd::SocketError(e) => write!(f, "socket error: {e}"),
+        }
+    }
+}
+
 /// What one leg did, for the call's report.
 #[derive(Clone, Debug)]
 pub struct LegStats {
@@ -363,7 +379,7 @@ async fn close_when_done(closed: oneshot::Receiver<Leg>, start: StartInfo) -> Le
     let stats = leg.core.stats().clone();
     tracing::info!(
         stream_sid = %leg.start.stream_sid,
-        end = ?end,
+        end = %end,
         frames_in = stats.frames_in,
         frames_out = stats.frames_out,
         bad_messages = stats.bad_messages,

@@ -69,6 +69,16 @@ pub enum LegEnd {
     Media(MediaEnd),
 }
 
+impl std::fmt::Display for LegEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LegEnd::Call => f.write_str("the call hung up"),
+            LegEnd::Dialog => f.write_str("the dialog ended (BYE or CANCEL)"),
+            LegEnd::Media(m) => m.fmt(f),
+        }
+    }
+}
+
 /// What the leg did, for the call's log and the finished-call record.
 #[derive(Clone, Debug)]
 pub struct LegOutcome {
@@ -427,7 +437,7 @@ async fn close_when_done(closed: oneshot::Receiver<Media>) -> LegOutcome {
     };
     let stats = m.core.stats();
     tracing::info!(
-        end = ?end,
+        end = %end,
         packets_in = stats.packets_in,
         lost = stats.lost,
         late = stats.buffer.late,

@@ -54,7 +54,11 @@ impl ClientOptions {
 pub enum ClientError {
     #[error("{url}: cannot connect: {reason}")]
     Connect { url: String, reason: String },
-    #[error("refused (close code {code:?}: {reason}); error message: {message:?}")]
+    #[error(
+        "refused: the server {}{}",
+        crate::leg::socket::closed_words(*code, reason),
+        message.as_deref().map(|m| format!("; it said: {m}")).unwrap_or_default()
+    )]
     Refused {
         code: Option<u16>,
         reason: String,

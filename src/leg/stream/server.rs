@@ -79,6 +79,21 @@ pub enum LegEnd {
     SocketError(String),
 }
 
+impl std::fmt::Display for LegEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LegEnd::Stopped => f.write_str("the client sent stop"),
+            LegEnd::Hangup => f.write_str("baton hung up"),
+            LegEnd::SocketClosed { code, reason } => write!(
+                f,
+                "the socket {}",
+                crate::leg::socket::closed_words(*code, reason)
+            ),
+            LegEnd::SocketError(e) => write!(f, "socket error: {e}"),
+        }
+    }
+}
+
 /// What one leg did.
 #[derive(Clone, Debug)]
 pub struct LegStats {
@@ -437,7 +452,7 @@ async fn close_when_done<S: Socket>(closed: oneshot::Receiver<Leg<S>>, format: F
     let stats = leg.core.stats().clone();
     tracing::info!(
         %format,
-        end = ?end,
+        end = %end,
         frames_in = stats.frames_in,
         frames_out = stats.frames_out,
         marks_played = stats.marks_played,

@@ -88,6 +88,17 @@ pub enum LegEnd {
     PeerGone(String),
 }
 
+impl std::fmt::Display for LegEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LegEnd::Deleted => f.write_str("the session was deleted"),
+            LegEnd::Hangup => f.write_str("baton hung up"),
+            LegEnd::CallGone => f.write_str("the call went away"),
+            LegEnd::PeerGone(why) => write!(f, "the peer went away: {why}"),
+        }
+    }
+}
+
 /// What one leg did, for the call's report.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LegStats {
@@ -321,7 +332,7 @@ impl Driver {
             }
         };
         tracing::info!(
-            end = ?end,
+            end = %end,
             packets_in = stats.packets,
             lost = stats.lost,
             plc_ms = stats.plc_ms,
