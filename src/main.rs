@@ -333,10 +333,32 @@ fn exposure_problem(checked: &config::Checked, insecure_no_auth: bool) -> Option
     })
 }
 
+/// The tokens in `server.auth_tokens_env`'s variable, when it is set, as `serve` reads them
+/// ([`server::auth::ApiTokens`]): too short or not fit for a header is a problem of the key. An
+/// unset variable is reported as such by the config's own checks.
+fn tokens_problem(checked: &config::Checked) -> Option<config::Problem> {
+    let var = checked.config.server.auth_tokens_env.trim();
+    if var.is_empty() || std::env::var_os(var).is_none_or(|v| v.is_empty()) {
+        return None;
+    }
+    let e = server::auth::ApiTokens::from_env(var).err()?;
+    Some(config::Problem {
+        key: "server.auth_tokens_env".into(),
+        message: e.to_string(),
+        fix: format!(
+            "export {var} as one or more comma-separated tokens of at least {} printable \
+             characters without spaces (e.g. `openssl rand -hex 32`)",
+            server::auth::MIN_TOKEN_LEN
+        ),
+    })
+}
+
 fn check_config(file: &std::path::Path, insecure_no_auth: bool) -> anyhow::Result<()> {
     let mut checked = config::check(file, None)?;
     let exposed = exposure_problem(&checked, insecure_no_auth);
     checked.problems.extend(exposed);
+    let tokens = tokens_problem(&checked);
+    checked.problems.extend(tokens);
     let loaded = checked.loaded();
     let c = &loaded.config;
     if checked.problems.is_empty() {
@@ -571,6 +593,8 @@ fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<(
     let mut checked = config::check(&args.config, args.listen)?;
     let exposed = exposure_problem(&checked, args.insecure_no_auth);
     checked.problems.extend(exposed);
+    let tokens = tokens_problem(&checked);
+    checked.problems.extend(tokens);
     let mut loaded = checked.into_result()?;
     if let Some(format) = log_format {
         loaded.config.log.format = format;

@@ -9,8 +9,14 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// `baton serve --config file`, which must refuse to start: its outcome, or a panic when it is
 /// still running after 20 s (it started).
 fn refused_by_serve(file: &str) -> (bool, String, String) {
+    refused_by_serve_with(file, &[])
+}
+
+/// [`refused_by_serve`] with these variables set.
+fn refused_by_serve_with(file: &str, vars: &[(&str, &str)]) -> (bool, String, String) {
     let child = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["serve", "--config", file])
+        .envs(vars.iter().copied())
         .env_remove("BATON_TEST_UNSET_SIP_PW")
         .env_remove("BATON_TEST_UNSET_TRUNK_PW")
         .stdout(std::process::Stdio::piped())
@@ -364,4 +370,58 @@ fn a_sip_routes_agent_set_is_loaded_and_its_problems_reported() {
     .unwrap();
     let (_, out, err) = baton(&["check-config", path.to_str().unwrap()]);
     assert!(!err.contains("priority"), "{out}{err}");
+}
+
+#[test]
+fn api_tokens_serve_refuses_are_a_problem_of_check_config_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.toml");
+    std::fs::write(
+        &path,
+        "[server]\nlisten = \"127.0.0.1:0\"\nauth_tokens_env = \"BATON_TEST_TOKENS\"\n",
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    for (value, says) in [
+        ("tok3n", "shorter than 16 characters"),
+        (
+            "aaaaaaaaaaaaaaaaaaaa bbbbbbbbbbbbbbbbbbbb",
+            "characters an Authorization header cannot carry",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["check-config", file])
+            .env("BATON_TEST_TOKENS", value)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "check-config passed {value:?}");
+        assert!(
+            err.contains("1 problem(s)")
+                && err.contains("\n  server.auth_tokens_env: a token in BATON_TEST_TOKENS"),
+            "{err}"
+        );
+        assert!(err.contains(says), "{err}");
+        assert!(!err.contains(value), "the tokens are never printed: {err}");
+        let (ok, _, serve_err) = refused_by_serve_with(file, &[("BATON_TEST_TOKENS", value)]);
+        assert!(!ok);
+        assert!(
+            serve_err.contains("server.auth_tokens_env: a token in BATON_TEST_TOKENS"),
+            "serve refuses with the same problem: {serve_err}"
+        );
+    }
+    // Good tokens: no problem.
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["check-config", file])
+        .env(
+            "BATON_TEST_TOKENS",
+            "0123456789abcdef0123, fedcba9876543210fedc",
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
