@@ -13,6 +13,7 @@
 //! boolValue}}`.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
@@ -49,7 +50,28 @@ pub struct Exporter {
     client: reqwest::Client,
 }
 
-static EXPORTER: OnceLock<Exporter> = OnceLock::new();
+/// The process's exporter, where its exports run, and how many are under way.
+struct Installed {
+    exporter: Exporter,
+    /// The runtime [`Exporter::install`] ran on (the daemon's main one): an export is never
+    /// left on the shard that ended the call, which stops at shutdown and would drop it.
+    rt: tokio::runtime::Handle,
+    in_flight: AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+static EXPORTER: OnceLock<Installed> = OnceLock::new();
+
+/// One export under way; done when dropped (sent, failed or dropped with its runtime).
+struct InFlight(&'static Installed);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
 
 /// Why traces cannot be exported.
 #[derive(Debug, thiserror::Error)]
@@ -96,10 +118,21 @@ impl Exporter {
         redacted(&self.url)
     }
 
-    /// Makes this the process's exporter (the first one set stays).
+    /// Makes this the process's exporter (the first one set stays); its exports run on the
+    /// calling runtime. Outside one, nothing is installed.
     pub fn install(self) {
         let url = self.url.clone();
-        if EXPORTER.set(self).is_ok() {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!("call traces not exported: no runtime to export them from");
+            return;
+        };
+        let installed = Installed {
+            exporter: self,
+            rt,
+            in_flight: AtomicUsize::new(0),
+            idle: tokio::sync::Notify::new(),
+        };
+        if EXPORTER.set(installed).is_ok() {
             tracing::info!(endpoint = %redacted(&url), "exporting call traces over OTLP/HTTP");
         }
     }
@@ -138,19 +171,46 @@ fn redacted(url: &str) -> String {
 /// Exports the trace of a call that just ended, in the background (nothing when no exporter is
 /// installed). `call` is its id in `GET /calls`.
 pub fn call_ended(report: &CallReport, call: &str) {
-    let Some(exporter) = EXPORTER.get() else {
+    let Some(installed) = EXPORTER.get() else {
         return;
     };
-    let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
+    let exporter = &installed.exporter;
     let ended = SystemTime::now();
     let body = call_trace(report, call, &exporter.service, ended, &ids());
-    rt.spawn(async move {
+    installed.in_flight.fetch_add(1, Ordering::AcqRel);
+    let done = InFlight(installed);
+    installed.rt.spawn(async move {
+        let _done = done;
         if let Err(e) = exporter.send(&body).await {
             tracing::warn!(error = %e, endpoint = %redacted(&exporter.url), "call trace not exported");
         }
     });
+}
+
+/// Waits, at most `limit`, for the traces of calls that have ended to be sent (at shutdown,
+/// after the last call: exiting would drop them). Says how many were left unsent.
+pub async fn flush(limit: Duration) {
+    let Some(installed) = EXPORTER.get() else {
+        return;
+    };
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let idle = installed.idle.notified();
+        tokio::pin!(idle);
+        idle.as_mut().enable();
+        let left = installed.in_flight.load(Ordering::Acquire);
+        if left == 0 {
+            return;
+        }
+        if tokio::time::timeout_at(deadline, idle).await.is_err() {
+            tracing::warn!(
+                left,
+                endpoint = %redacted(&installed.exporter.url),
+                "call traces not exported before exit: the collector did not answer in time"
+            );
+            return;
+        }
+    }
 }
 
 /// Random ids: a 16-byte trace id, then 8-byte span ids.

@@ -22,6 +22,12 @@ type Received = Arc<Mutex<Vec<Value>>>;
 
 /// An OTLP/HTTP receiver: every JSON body POSTed to /v1/traces is kept.
 async fn collector() -> (SocketAddr, Received) {
+    collector_taking(Duration::ZERO).await
+}
+
+/// [`collector`], keeping a body only after `delay` (a request whose sender goes away before
+/// then is dropped, as a real collector would never see it answered).
+async fn collector_taking(delay: Duration) -> (SocketAddr, Received) {
     let got: Received = Arc::default();
     let keep = got.clone();
     let app = axum::Router::new().route(
@@ -29,6 +35,7 @@ async fn collector() -> (SocketAddr, Received) {
         post(move |headers: http::HeaderMap, body: String| {
             let keep = keep.clone();
             async move {
+                tokio::time::sleep(delay).await;
                 assert_eq!(headers[http::header::CONTENT_TYPE], "application/json");
                 let v: Value = serde_json::from_str(&body).expect("OTLP JSON");
                 keep.lock().unwrap().push(v);
@@ -244,4 +251,89 @@ async fn serve_exports_a_finished_calls_trace_to_the_configured_collector() {
     // The root span covers the call, and ended about now.
     let ns = |k: &str| root[k].as_str().unwrap().parse::<u128>().unwrap();
     assert!(ns("endTimeUnixNano") > ns("startTimeUnixNano"));
+}
+
+/// A call still running when `serve` is told to stop ends with the drain, and its trace reaches
+/// the collector before the process exits (it used to be dropped with the shard that ran it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_drain_ends_is_exported_before_serve_exits() {
+    // A collector that takes 300 ms to answer: serve must wait for it before it exits.
+    let (addr, got) = collector_taking(Duration::from_millis(300)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("baton.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\ndrain_timeout_s = 1\n\
+             [model]\nscenario = \"{ROOT}/audio-fixtures/scenarios/demo.toml\"\n\
+             [traces]\notlp_endpoint = \"http://{addr}\"\n"
+        ),
+    )
+    .unwrap();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = serve.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(out).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let baton_addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    // The bundled four-turn call: ~40 s, so it is still running when serve stops.
+    let mut dial = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "dial",
+            "twilio",
+            &format!("ws://{baton_addr}/twilio"),
+            "--out",
+        ])
+        .arg(dir.path().join("dial"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let listed = async {
+        loop {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut c = tokio::net::TcpStream::connect(&baton_addr).await.unwrap();
+            c.write_all(b"GET /calls HTTP/1.0\r\nHost: baton\r\n\r\n")
+                .await
+                .unwrap();
+            let mut body = String::new();
+            c.read_to_string(&mut body).await.unwrap();
+            if body.contains("\"id\"") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), listed)
+        .await
+        .expect("the call is listed");
+    let _ = Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status();
+    let status = tokio::task::spawn_blocking(move || serve.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "serve drained and stopped: {status:?}");
+    // Nothing more is waited for: the trace was sent before the process exited.
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "the drained call's trace");
+    let root = spans_of(&got[0])[0];
+    assert_eq!(root["name"], "call");
+    let _ = dial.kill().await;
 }
