@@ -382,6 +382,15 @@ pub fn call_trace(
                 .then(|| "the new agent was never heard".into()),
         });
     }
+    // A call's failure, said by a later event, marks its span.
+    let failed = |id: &str| {
+        report.events.iter().find_map(|e| match e {
+            crate::agents::CallEvent::ToolFailed { call_id, error, .. } if call_id == id => {
+                Some(error.clone())
+            }
+            _ => None,
+        })
+    };
     for e in &report.events {
         if let crate::agents::CallEvent::ToolCalled {
             agent_id,
@@ -405,7 +414,7 @@ pub fn call_trace(
                     int("baton.tool.turn", *turn),
                     boolean("baton.tool.allowed", *allowed),
                 ],
-                error: error.clone(),
+                error: error.clone().or_else(|| failed(call_id)),
             });
         }
     }

@@ -285,6 +285,34 @@ fn an_overdue_tool_is_answered_with_an_error_and_its_late_result_dropped() {
         responses(&a)[0].response,
         Some(json!({"error": "CRM down"}))
     );
+    // Both failures are events too (the feed, the store, the trace), with what the model heard.
+    let failed: Vec<(String, String, String)> = h
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            baton::agents::CallEvent::ToolFailed {
+                agent_id,
+                tool_name,
+                error,
+                ..
+            } => Some((agent_id, tool_name, error)),
+            _ => None,
+        })
+        .collect();
+    let billing = |why: &str| {
+        (
+            "crm_billing".to_owned(),
+            "get_billing_summary".to_owned(),
+            why.to_owned(),
+        )
+    };
+    assert_eq!(
+        failed,
+        [
+            billing("tool 'get_billing_summary' gave no result within 1000 ms"),
+            billing("CRM down"),
+        ]
+    );
 }
 
 #[test]

@@ -351,3 +351,81 @@ fn calls_of(py: &PyHttp, tool: &str) -> usize {
         .as_array()
         .map_or(0, |a| a.iter().filter(|c| *c == tool).count())
 }
+
+/// A Streamable HTTP server that dies between calls: nothing tells the session until a call
+/// needs it. That call fails with an error the model hears and a `tool_failed` event, and it
+/// marks the server down (it is reconnected with back-off); while down, its tools answer that
+/// the server is not connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_found_dead_by_a_call_is_marked_down_and_said_so() {
+    let py = PyHttp::start(&[]);
+    let hub = Hub::start(vec![py.spec("py")]);
+    let reg = bound(&hub, BILLING, &["get_promotions"]).await;
+    let mut call = CallSide::new(reg.clone());
+    drop(py);
+    assert_eq!(
+        hub.status()[0].state,
+        State::Connected,
+        "nothing noticed yet"
+    );
+    let id = call.call("get_billing_summary", json!({"customer_id": 1}));
+    let r = call.response(&id, Duration::from_secs(10)).await;
+    assert!(
+        error(&r).starts_with("tool 'get_billing_summary'"),
+        "an error response: {r:?}"
+    );
+    let failed = call.events.iter().any(|e| {
+        matches!(e, CallEvent::ToolFailed { tool_name, error, .. }
+            if tool_name == "get_billing_summary" && error.starts_with("tool 'get_billing_summary'"))
+    });
+    assert!(failed, "no tool_failed event: {:?}", call.events);
+    eventually("the server marked down", || {
+        hub.status()[0].state != State::Connected
+    })
+    .await;
+    let id = call.call("get_billing_summary", json!({"customer_id": 1}));
+    let r = call.response(&id, Duration::from_secs(10)).await;
+    assert!(
+        error(&r).contains("MCP server 'py' is not connected"),
+        "{r:?}"
+    );
+    hub.shutdown().await;
+}
+
+/// A server down from the start has listed no tools: a tool the agent's allow-list names on it
+/// is unavailable (allowed, with the server's state), not refused by the filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_of_a_server_down_from_the_start_is_unavailable_not_refused() {
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = url::Url::parse(&format!("http://127.0.0.1:{dead}/mcp")).unwrap();
+    let hub = Hub::start(vec![baton::mcp::config::ServerSpec::http("py", url)]);
+    let reg = bound(&hub, BILLING, &["get_promotions"]).await;
+    assert_eq!(hub.status()[0].state, State::Down);
+    let mut call = CallSide::new(reg);
+    let id = call.call("get_billing_summary", json!({"customer_id": 1}));
+    let r = call.response(&id, Duration::from_secs(5)).await;
+    assert!(
+        error(&r).starts_with(
+            "tool 'get_billing_summary' is unavailable: MCP server 'py' is not connected (down"
+        ),
+        "{r:?}"
+    );
+    let event = call.events.iter().find_map(|e| match e {
+        CallEvent::ToolCalled {
+            tool_name,
+            allowed,
+            error,
+            ..
+        } if tool_name == "get_billing_summary" => Some((*allowed, error.is_some())),
+        _ => None,
+    });
+    assert_eq!(event, Some((true, true)), "{:?}", call.events);
+    // A name no allow-list has is still the filter's refusal.
+    let id = call.call("get_promotions", json!({}));
+    let r = call.response(&id, Duration::from_secs(5)).await;
+    assert!(error(&r).contains("is not available to Bill"), "{r:?}");
+    hub.shutdown().await;
+}

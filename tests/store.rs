@@ -74,6 +74,24 @@ async fn a_call_round_trips(url: &str) {
         error: None,
         at_ms: 1500,
     });
+    // A second call of the tool, which then fails: the failure lands on that row only.
+    w.write(Write::ToolCall {
+        call_id: id.clone(),
+        seq: 1,
+        agent: "offer".into(),
+        tool: "update_offer".into(),
+        call_ref: "fc2".into(),
+        turn: 3,
+        allowed: true,
+        args: None,
+        error: None,
+        at_ms: 2500,
+    });
+    w.write(Write::ToolFailed {
+        call_id: id.clone(),
+        call_ref: "fc2".into(),
+        error: "tool 'update_offer' is unavailable: MCP server 'crm' is not connected".into(),
+    });
     w.write(Write::CallEnded {
         id: id.clone(),
         at: now_ms(),
@@ -106,7 +124,7 @@ async fn a_call_round_trips(url: &str) {
     });
     assert!(w.flush(FLUSH).await);
     let c = w.counts();
-    assert_eq!((c.queued, c.written, c.dropped, c.failed), (6, 6, 0, 0));
+    assert_eq!((c.queued, c.written, c.dropped, c.failed), (8, 8, 0, 0));
 
     let call = store.call(&id).await.unwrap();
     assert_eq!(call.caller.as_deref(), Some("+15550100"));
@@ -122,6 +140,11 @@ async fn a_call_round_trips(url: &str) {
     let tools = store.tool_calls(&id).await.unwrap();
     assert_eq!(tools[0].args, Some(json!({"brand": "Toyota"})));
     assert!(tools[0].allowed);
+    assert_eq!(tools[0].error, None);
+    assert_eq!(
+        tools[1].error.as_deref(),
+        Some("tool 'update_offer' is unavailable: MCP server 'crm' is not connected")
+    );
     let h = store.history(&id).await.unwrap();
     assert_eq!(h[0].deactivated_at_ms, Some(1200));
     let hs = store.handoffs(&id).await.unwrap();

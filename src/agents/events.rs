@@ -122,6 +122,15 @@ pub enum CallEvent {
         args: serde_json::Value,
         at_ms: u64,
     },
+    /// A tool the model called gave no result: it failed (an MCP server down or lost, an error
+    /// result, arguments its schema refused) or missed its deadline. The model was told `error`.
+    ToolFailed {
+        agent_id: String,
+        tool_name: String,
+        call_id: String,
+        error: String,
+        at_ms: u64,
+    },
     /// A complete transcript line.
     Transcript {
         role: Speaker,

@@ -285,6 +285,9 @@ pub enum Resolved {
     Transfer(u32),
     /// A transfer of the caller to this person ([`Registry::people`]).
     Person(u32),
+    /// A tool the active agents' MCP allow-list names on a server that is not connected (so
+    /// its tools are not listed): not a refusal of the filter; the reason is told to the model.
+    Unavailable(String),
     /// Anything else, with the reason told to the model.
     Refused(String),
 }
@@ -322,6 +325,7 @@ pub fn resolve(reg: &Registry, members: &[u32], name: &str) -> Resolved {
         .find(|t| t.name == name)
     {
         Some(t) => Resolved::Tool(t),
+        None if let Some(why) = unlisted_mcp_tool(reg, members, name) => Resolved::Unavailable(why),
         None => {
             let available: Vec<String> = agent_tools(reg, members)
                 .iter()
@@ -334,6 +338,25 @@ pub fn resolve(reg: &Registry, members: &[u32], name: &str) -> Resolved {
             ))
         }
     }
+}
+
+/// Why `name` is not listed, when an active agent's MCP allow-list names it on a server that is
+/// not connected now.
+fn unlisted_mcp_tool(reg: &Registry, members: &[u32], name: &str) -> Option<String> {
+    let catalog = reg.mcp.as_ref()?;
+    members
+        .iter()
+        .flat_map(|&m| reg.agent(m).mcp.iter())
+        .filter(|grant| grant.allows(name))
+        .find_map(|grant| {
+            let state = catalog.state_text(&grant.server)?;
+            (state != "connected").then(|| {
+                format!(
+                    "tool '{name}' is unavailable: MCP server '{}' is not connected ({state})",
+                    grant.server
+                )
+            })
+        })
 }
 
 /// The wire value of a scheduling choice.

@@ -148,9 +148,14 @@ impl McpTool {
         let mut params = CallToolRequestParams::new(self.name.clone());
         params.arguments = arguments;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let lost = || CallError::Lost {
-            tool: tool(),
-            server: server(),
+        // The request did not reach the server or its answer never came back: the session is
+        // gone, whatever its state says.
+        let lost = || {
+            conn.lost.cancel();
+            CallError::Lost {
+                tool: tool(),
+                server: server(),
+            }
         };
         let mut handle = conn
             .peer

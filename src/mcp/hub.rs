@@ -73,6 +73,12 @@ impl Catalog {
             .unwrap_or_default()
     }
 
+    /// Server `server`'s state in words (`connected`, `connecting`, `down: why`); `None` for a
+    /// server the catalog does not have.
+    pub fn state_text(&self, server: &str) -> Option<String> {
+        self.servers.get(server).map(|e| e.link.state_text())
+    }
+
     /// A catalog of one server that is not connected, holding `tools` as its last list: agents
     /// see and may call them (each call answers that the server is unavailable). For checking a
     /// set's declarations without a server.
@@ -299,6 +305,7 @@ async fn supervise(entry: Arc<ServerEntry>, connector: Connector, stop: Cancella
                 let conn = Arc::new(Conn {
                     peer: session.peer().clone(),
                     handler: session.service().clone(),
+                    lost: CancellationToken::new(),
                 });
                 let reason = match refresh(&entry, &conn).await {
                     Ok(()) => {
@@ -371,6 +378,11 @@ async fn hold(
                     return Some(e);
                 }
                 tracing::info!(server = %entry.spec.name, "MCP tools list changed");
+            }
+            _ = conn.lost.cancelled() => {
+                close.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(5), &mut ended).await;
+                return Some("a tool call could not reach the server".into());
             }
             r = &mut ended => {
                 return Some(match r {

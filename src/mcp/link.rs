@@ -61,6 +61,10 @@ pub struct ServerStatus {
 pub struct Conn {
     pub peer: rmcp::Peer<rmcp::service::RoleClient>,
     pub handler: Handler,
+    /// Cancelled by a call whose request could not reach the server (its transport failed): a
+    /// Streamable HTTP session notices a dead server only when it is used, so the call tells the
+    /// supervisor, which marks the server down and reconnects.
+    pub lost: tokio_util::sync::CancellationToken,
 }
 
 /// One server's session slot and state, shared by its supervisor and every call.

@@ -5,6 +5,7 @@
 //! * `WS /calls/{id}/events` — the call's event stream, one JSON object per text message:
 //!   `call_start`, then the orchestrator's events as they happen (`agent_start`,
 //!   `handoff_announcement`, `handoff_complete` with its measured `gap_ms`, `tool_called`,
+//!   `tool_failed`,
 //!   `transcript`, `agent_end`, …; see `crate::agents::CallEvent`), then `call_end` with the
 //!   call's figures, after which the server closes the socket. A subscriber that connects late
 //!   first receives everything published so far. Unknown call → 404 before the upgrade. A call

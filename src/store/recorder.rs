@@ -186,6 +186,14 @@ impl Recorder {
                 });
                 seen.tool_calls += 1;
             }
+            CallEvent::ToolFailed { call_id, error, .. } => {
+                drop(v);
+                self.write(Write::ToolFailed {
+                    call_id: self.call_id.clone(),
+                    call_ref: call_id.clone(),
+                    error: error.clone(),
+                });
+            }
             CallEvent::AgentStart {
                 agent_id,
                 summary,

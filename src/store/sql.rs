@@ -157,6 +157,22 @@ pub(super) async fn apply(
             .execute(&mut **tx)
             .await?;
         }
+        Write::ToolFailed {
+            call_id,
+            call_ref,
+            error,
+        } => {
+            // The call's latest call of that id (a model reuses ids only across sessions).
+            sqlx::query(
+                "UPDATE tool_calls SET error = $1 WHERE call_id = $2 AND seq = \
+                 (SELECT MAX(seq) FROM tool_calls WHERE call_id = $2 AND call_ref = $3)",
+            )
+            .bind(error)
+            .bind(call_id)
+            .bind(call_ref)
+            .execute(&mut **tx)
+            .await?;
+        }
         Write::CallEnded {
             id,
             at,

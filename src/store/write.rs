@@ -35,6 +35,12 @@ pub enum Write {
         error: Option<String>,
         at_ms: i64,
     },
+    /// A tool call recorded by `ToolCall` gave no result: why (what the model was told).
+    ToolFailed {
+        call_id: String,
+        call_ref: String,
+        error: String,
+    },
     /// The call ended: its figures, agent history and handoffs.
     CallEnded {
         id: String,

@@ -283,6 +283,7 @@ impl Write {
             Write::CallStarted { .. } => "call_started",
             Write::Line { .. } => "line",
             Write::ToolCall { .. } => "tool_call",
+            Write::ToolFailed { .. } => "tool_failed",
             Write::CallEnded { .. } => "call_ended",
             Write::Recording { .. } => "recording",
             Write::ContextActivated { .. } => "context_activated",

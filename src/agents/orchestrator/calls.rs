@@ -26,6 +26,8 @@ pub(super) struct PendingCall {
     /// A handoff brief to deliver with the result (`tool_response` from a routing tool).
     pub brief: Option<String>,
     pub epoch: u32,
+    /// The agent whose turn called it.
+    pub agent_id: String,
 }
 
 impl Orchestrator {
@@ -52,6 +54,14 @@ impl Orchestrator {
             return;
         }
         match tools::resolve(&self.reg, &self.members, &req.name) {
+            Resolved::Unavailable(why) => {
+                let e = called(true, Some(why.clone()));
+                self.event(e);
+                tracing::warn!(tool = %req.name, error = %why, "tool call failed");
+                let sched = self.refusal_scheduling(&req.name);
+                let r = tools::error(&req.id, &req.name, &why, sched);
+                self.actions.push_back(Action::ToolResponse(r));
+            }
             Resolved::Refused(why) => {
                 let e = called(false, Some(why.clone()));
                 self.event(e);
@@ -127,6 +137,7 @@ impl Orchestrator {
                     non_blocking,
                     brief: None,
                     epoch: self.session.epoch,
+                    agent_id: agent_id.clone(),
                 });
                 self.arm_call_timer();
                 self.actions.push_back(Action::RunTool(ToolRun {
@@ -238,9 +249,25 @@ impl Orchestrator {
                 }
                 return;
             }
-            Err(e) => tools::error(&call.id, name, &e, sched),
+            Err(e) => {
+                self.tool_failed(&call, e.clone(), now);
+                tools::error(&call.id, name, &e, sched)
+            }
         };
         self.actions.push_back(Action::ToolResponse(response));
+    }
+
+    /// Says that `call` gave no result, and why (what the model is told).
+    fn tool_failed(&mut self, call: &PendingCall, error: String, now: Instant) {
+        tracing::warn!(tool = %call.tool.name, agent = %call.agent_id, %error, "tool call failed");
+        let at_ms = self.ms(now);
+        self.event(CallEvent::ToolFailed {
+            agent_id: call.agent_id.clone(),
+            tool_name: call.tool.name.clone(),
+            call_id: call.id.clone(),
+            error,
+            at_ms,
+        });
     }
 
     /// Answers every overdue call with an error.
@@ -255,6 +282,7 @@ impl Orchestrator {
             }
             let ms = c.tool.deadline().as_millis();
             let msg = format!("tool '{}' gave no result within {ms} ms", c.tool.name);
+            self.tool_failed(&c, msg.clone(), now);
             let sched = c.non_blocking.then(|| tools::scheduling(c.tool.scheduling));
             let r = tools::error(&c.id, &c.tool.name, &msg, sched);
             self.actions.push_back(Action::ToolResponse(r));
