@@ -143,8 +143,8 @@ struct ServeArgs {
     /// The TOML config file (see config/baton.toml).
     #[arg(long, value_name = "FILE", default_value = "config/baton.toml")]
     config: PathBuf,
-    /// Listen address; overrides server.listen.
-    #[arg(long, value_name = "ADDR")]
+    /// Listen address (IP:port); overrides server.listen.
+    #[arg(long, value_name = "ADDR", value_parser = listen_addr)]
     listen: Option<std::net::SocketAddr>,
     /// Serve a non-loopback address without API tokens (server.auth_tokens_env). Every endpoint
     /// is then open to anyone who reaches the address; baton logs a warning at start-up.
@@ -588,8 +588,26 @@ fn tune_allocator() {
     }
 }
 
+/// `--listen`: an IP address and a port, said so when it is anything else.
+fn listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!(
+            "{s:?} is not an IP address and port: write e.g. 127.0.0.1:8080, or 0.0.0.0:8080 for \
+             every interface (a host name such as localhost is not taken)"
+        )
+    })
+}
+
 fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<()> {
     // The same checks as check-config, every problem at once, before anything starts.
+    if !args.config.exists() {
+        anyhow::bail!(
+            "{}: no such config file (relative to {}): give one with --config <FILE>; \
+             config/baton.toml in baton's source tree is the documented example",
+            args.config.display(),
+            std::env::current_dir().map_or_else(|_| "here".into(), |d| d.display().to_string())
+        );
+    }
     let mut checked = config::check(&args.config, args.listen)?;
     let exposed = exposure_problem(&checked, args.insecure_no_auth);
     checked.problems.extend(exposed);

@@ -425,3 +425,29 @@ fn api_tokens_serve_refuses_are_a_problem_of_check_config_too() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn serve_says_how_to_give_a_config_and_an_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("serve")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("config/baton.toml: no such config file") && err.contains("--config <FILE>"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["serve", "--listen", "localhost:8080"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("\"localhost:8080\" is not an IP address and port: write e.g. 127.0.0.1:8080"),
+        "{err}"
+    );
+}
