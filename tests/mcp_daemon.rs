@@ -89,6 +89,25 @@ async fn serve_connects_once_reports_in_healthz_and_survives_a_down_server() {
         .map(|t| t.name.clone())
         .collect();
     assert_eq!(names, ["get_billing_summary"]);
+    // The admin API lists each agent's allow-list per server and what it lets through now.
+    let body = client
+        .get(format!("http://{}/admin/agents", d.addr))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let agents: Value = serde_json::from_str(&body).unwrap();
+    let bill = &agents["agents"][0];
+    assert_eq!(
+        bill["mcp"],
+        serde_json::json!({
+            "py": {"allow": ["get_billing_*"], "tools": ["get_billing_summary"]},
+            "down": {"allow": ["*"], "tools": []},
+        }),
+        "{agents}"
+    );
     let hub = d.app.mcp.clone().unwrap();
     assert!(
         hub.status()

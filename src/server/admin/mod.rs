@@ -124,6 +124,30 @@ pub async fn openapi() -> Response {
 }
 
 fn agent_json(reg: &Registry, a: &Agent) -> Value {
+    // Each MCP server's allow-list as written, and the tools it lets through now.
+    let mcp: serde_json::Map<String, Value> = a
+        .mcp
+        .iter()
+        .map(|g| {
+            let listed: Vec<String> = reg
+                .mcp
+                .as_ref()
+                .map(|c| {
+                    c.tools(&g.server)
+                        .tools
+                        .iter()
+                        .filter(|t| g.allows(&t.name))
+                        .map(|t| t.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let patterns: Vec<&str> = g.patterns.iter().map(|(p, _)| p.as_str()).collect();
+            (
+                g.server.clone(),
+                json!({ "allow": patterns, "tools": listed }),
+            )
+        })
+        .collect();
     json!({
         "id": a.id,
         "name": a.name,
@@ -131,6 +155,7 @@ fn agent_json(reg: &Registry, a: &Agent) -> Value {
         "primary": a.index == reg.primary,
         "expertise": a.expertise,
         "tools": a.tools,
+        "mcp": mcp,
         "handoffs": a.handoffs.iter().map(|&i| reg.agent(i).id.clone()).collect::<Vec<_>>(),
         "priority": a.priority,
         "strategy": a.policy.strategy.as_str(),
