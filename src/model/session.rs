@@ -85,8 +85,26 @@ pub(crate) async fn dial_endpoint(
         .await
         .map_err(|e| SessionError::Connect {
             url: url.to_owned(),
-            reason: e.to_string(),
+            reason: refusal_words(&e),
         })
+}
+
+/// A failed dial in words, with what to check when the upgrade was answered with an HTTP error.
+fn refusal_words(e: &tokio_tungstenite::tungstenite::Error) -> String {
+    let tokio_tungstenite::tungstenite::Error::Http(resp) = e else {
+        return e.to_string();
+    };
+    let status = resp.status();
+    let hint = match status.as_u16() {
+        404 => {
+            "nothing answers WebSocket upgrades at that path: a Gemini Live endpoint and an \
+             OpenAI Realtime one have different paths, so check that [model] backend (for a mock, \
+             profile = \"openai\", or demo's --profile openai) matches the endpoint"
+        }
+        401 | 403 => "the endpoint refused the credential: check [model] credential_env",
+        _ => "the endpoint refused the WebSocket upgrade",
+    };
+    format!("HTTP {status}: {hint}")
 }
 
 /// Runs `open` (dial and setup) within `limit`; the setup's answer is `awaited`.
@@ -244,5 +262,23 @@ pub(crate) async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upgrade_refused_over_http_says_what_to_check() {
+        let refused = |code: u16| {
+            let resp = http::Response::builder().status(code).body(None).unwrap();
+            refusal_words(&tokio_tungstenite::tungstenite::Error::Http(Box::new(resp)))
+        };
+        let r = refused(404);
+        assert!(r.starts_with("HTTP 404 Not Found: nothing answers"), "{r}");
+        assert!(r.contains("profile = \"openai\""), "{r}");
+        assert!(refused(401).contains("credential_env"));
+        assert!(refused(500).contains("refused the WebSocket upgrade"));
     }
 }
