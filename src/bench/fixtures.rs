@@ -18,7 +18,7 @@ use super::samples::{CallResult, CallSample, CallerFormat, Cell, Clocks, ok};
 
 mod progress;
 
-use progress::Progress;
+use progress::{Finished, Progress};
 
 /// Every strategy `baton demo --strategy` takes, in the order reports list them.
 pub const STRATEGIES: [&str; 6] = [
@@ -441,13 +441,16 @@ fn execute(
             scope.spawn(move || {
                 while let Some(&(cell, rep)) = work.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let warnings: Warnings = Warnings::default();
+                    let began = std::time::Instant::now();
                     let outcome = run_one(plan, &cells[cell], template, realtime, &warnings);
+                    let took = began.elapsed();
                     let warnings = warnings.lock().map(|w| w.clone()).unwrap_or_default();
                     let result = CallResult {
                         cell,
                         rep,
                         outcome,
                         warnings,
+                        took,
                     };
                     if tx.send(result).is_err() {
                         return;
@@ -459,16 +462,17 @@ fn execute(
         for result in rx {
             let cell = &cells[result.cell];
             let what = [cell.scenario_name.clone(), describe(cell)].join(" ");
-            progress.done(
-                what.trim(),
-                result.outcome.is_ok(),
-                audio(result.cell),
-                result.warnings.len(),
-                result
+            progress.done(Finished {
+                what: what.trim(),
+                ok: result.outcome.is_ok(),
+                audio_s: audio(result.cell),
+                took: result.took,
+                warnings: result.warnings.len(),
+                expected: result
                     .outcome
                     .as_ref()
                     .is_ok_and(|s| s.meta.scripted_faults),
-            );
+            });
             results.push(result);
         }
     });

@@ -99,6 +99,8 @@ pub struct CallResult {
     pub outcome: Result<CallSample, String>,
     /// What the call logged at WARN and ERROR (kept here, not printed).
     pub warnings: Vec<String>,
+    /// How long the call took to run (for the progress's estimate).
+    pub took: std::time::Duration,
 }
 
 /// How the run went on the clocks.
