@@ -187,6 +187,11 @@ fn sqlite_url(url: &str) -> Result<String, StoreError> {
     if let Some(dir) = std::path::Path::new(path).parent()
         && !dir.as_os_str().is_empty()
     {
+        // Made when missing (out/ in a fresh checkout), and said so: a mistyped path would
+        // otherwise put the calls somewhere nobody looks.
+        if !dir.exists() {
+            tracing::info!(dir = %dir.display(), "created the store's directory");
+        }
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
             url: url.to_owned(),
             reason: format!("cannot create {}: {e}", dir.display()),
