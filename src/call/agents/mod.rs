@@ -265,9 +265,15 @@ impl AgentsDriver {
         self.input_at = now;
         feature.disable(&mut self.caps);
         let _ = self.orch.handle(Input::Refused { feature }, now);
-        let note = format!("{feature} refused by the model (1007); the resumed session carried it");
+        let note = format!(
+            "{} refused by the model (1007); the resumed session, set up for the new agent, \
+             carried it",
+            feature
+        );
         if let Some(p) = self.announced.last_mut() {
-            p.note = Some(note);
+            // What carried it is a session made anew with the new agent's setup: a recreate.
+            p.note = Some(format!("{} was tried; {note}", p.strategy));
+            p.strategy = crate::agents::Strategy::Recreate.as_str().to_owned();
         }
     }
 
