@@ -48,15 +48,21 @@ async fn serve_connects_once_reports_in_healthz_and_survives_a_down_server() {
         .tls_backend_preconfigured((*tls).clone())
         .build()
         .unwrap();
-    let body = client
-        .get(format!("http://{}/healthz", d.addr))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let health: Value = serde_json::from_str(&body).unwrap();
+    let get = |path: &'static str| {
+        let (client, addr) = (client.clone(), d.addr);
+        async move {
+            let body = client
+                .get(format!("http://{addr}{path}"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            serde_json::from_str::<Value>(&body).unwrap()
+        }
+    };
+    let health = get("/healthz").await;
     assert_eq!(health["status"], "ok", "{health}");
     let server = |name: &str| {
         health["mcp"]
@@ -90,15 +96,7 @@ async fn serve_connects_once_reports_in_healthz_and_survives_a_down_server() {
         .collect();
     assert_eq!(names, ["get_billing_summary"]);
     // The admin API lists each agent's allow-list per server and what it lets through now.
-    let body = client
-        .get(format!("http://{}/admin/agents", d.addr))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let agents: Value = serde_json::from_str(&body).unwrap();
+    let agents = get("/admin/agents").await;
     let bill = &agents["agents"][0];
     assert_eq!(
         bill["mcp"],

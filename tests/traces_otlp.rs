@@ -49,6 +49,32 @@ async fn collector_taking(delay: Duration) -> (SocketAddr, Received) {
     (addr, got)
 }
 
+/// `baton serve` on `config` and a free port: the process and the address it printed.
+async fn serve(config: &Path) -> (std::process::Child, String) {
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = serve.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(out).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    (serve, addr)
+}
+
 /// One accelerated call of a bundled scenario (on its own paused-clock runtime).
 fn report_of(scenario: &str) -> CallReport {
     let args = DemoArgs {
@@ -184,27 +210,7 @@ async fn serve_exports_a_finished_calls_trace_to_the_configured_collector() {
         ),
     )
     .unwrap();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = serve.stdout.take().unwrap();
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(out).read_line(&mut line).unwrap();
-        line
-    })
-    .await
-    .unwrap();
-    let baton_addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap()
-        .to_owned();
+    let (mut serve, baton_addr) = serve(&config).await;
     let dial = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
         .args([
             "dial",
@@ -270,27 +276,7 @@ async fn a_call_the_drain_ends_is_exported_before_serve_exits() {
         ),
     )
     .unwrap();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = serve.stdout.take().unwrap();
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(out).read_line(&mut line).unwrap();
-        line
-    })
-    .await
-    .unwrap();
-    let baton_addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap()
-        .to_owned();
+    let (mut serve, baton_addr) = serve(&config).await;
     // The bundled four-turn call: ~40 s, so it is still running when serve stops.
     let mut dial = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
         .args([
