@@ -473,12 +473,12 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             "make it more than keepalive_ping_s + 30 (the default is 45 with pings every 10 s)",
         );
     }
-    if !(20..=100).contains(&m.uplink_chunk_ms) {
+    if !(20..=100).contains(&m.uplink_chunk_ms) || !m.uplink_chunk_ms.is_multiple_of(20) {
         problem(
             "model.uplink_chunk_ms",
             format!(
-                "{} ms is outside 20 to 100: caller frames come every 20 ms, and beyond 100 the \
-                 model hears the caller late",
+                "{} ms is not 20, 40, 60, 80 or 100: caller frames come every 20 ms, a chunk is a \
+                 whole number of them, and beyond 100 the model hears the caller late",
                 m.uplink_chunk_ms
             ),
             "use 20 (each frame as it comes, the default) or 40 (half the messages, up to 20 ms \
@@ -745,11 +745,14 @@ mod tests {
             let l = parse(&text, Path::new("baton.toml")).unwrap();
             assert_eq!(l.config.model.uplink_chunk_ms, ms);
         }
-        for ms in [0, 10, 120] {
+        for ms in [0, 10, 30, 120] {
             let p = problems(&format!("[model]\nuplink_chunk_ms = {ms}\n"));
             assert_eq!(p.len(), 1, "{ms}: {p:?}");
             assert_eq!(p[0].key, "model.uplink_chunk_ms");
-            assert!(p[0].message.contains("outside 20 to 100"), "{p:?}");
+            assert!(
+                p[0].message.contains("is not 20, 40, 60, 80 or 100"),
+                "{p:?}"
+            );
         }
     }
 

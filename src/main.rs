@@ -366,7 +366,7 @@ fn check_config(file: &std::path::Path, insecure_no_auth: bool) -> anyhow::Resul
     } else {
         println!(
             "{}: {} problem(s), listed below; the rest of the file says (a value it gets wrong \
-             shows its default):",
+             may show its default):",
             file.display(),
             checked.problems.len()
         );

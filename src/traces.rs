@@ -382,16 +382,17 @@ pub fn call_trace(
                 .then(|| "the new agent was never heard".into()),
         });
     }
-    // A call's failure, said by a later event, marks its span.
-    let failed = |id: &str| {
-        report.events.iter().find_map(|e| match e {
+    // A call's failure, said by the first `tool_failed` of its id after it (a model may reuse
+    // an id in a later session), marks its span.
+    let failed = |after: usize, id: &str| {
+        report.events[after..].iter().find_map(|e| match e {
             crate::agents::CallEvent::ToolFailed { call_id, error, .. } if call_id == id => {
                 Some(error.clone())
             }
             _ => None,
         })
     };
-    for e in &report.events {
+    for (i, e) in report.events.iter().enumerate() {
         if let crate::agents::CallEvent::ToolCalled {
             agent_id,
             tool_name,
@@ -414,7 +415,7 @@ pub fn call_trace(
                     int("baton.tool.turn", *turn),
                     boolean("baton.tool.allowed", *allowed),
                 ],
-                error: error.clone().or_else(|| failed(call_id)),
+                error: error.clone().or_else(|| failed(i + 1, call_id)),
             });
         }
     }

@@ -148,6 +148,15 @@ async fn a_refused_connection_is_a_clear_error() {
     let e = runner::run(&run).await.unwrap_err();
     assert!(matches!(e, ToolError::Connect { .. }), "{e:?}");
     assert!(e.to_string().contains("could not reach"), "{e}");
+    // A credential in the URL's user info or query never shows in the error (it reaches the
+    // log, the call's events, the store and traces).
+    let run = tool_run(
+        &format!("http://crm:s3cret-pw@127.0.0.1:{port}/ok?token=s3cret-q"),
+        "",
+    );
+    let e = runner::run(&run).await.unwrap_err().to_string();
+    assert!(e.contains(&format!("http://127.0.0.1:{port}/ok")), "{e}");
+    assert!(!e.contains("s3cret"), "{e}");
 }
 
 #[tokio::test]

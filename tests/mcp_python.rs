@@ -423,6 +423,11 @@ async fn a_tool_of_a_server_down_from_the_start_is_unavailable_not_refused() {
         _ => None,
     });
     assert_eq!(event, Some((true, true)), "{:?}", call.events);
+    assert!(
+        call.events.iter().any(|e| matches!(e, CallEvent::ToolFailed { tool_name, .. } if tool_name == "get_billing_summary")),
+        "a tool_failed event too: {:?}",
+        call.events
+    );
     // A name no allow-list has is still the filter's refusal.
     let id = call.call("get_promotions", json!({}));
     let r = call.response(&id, Duration::from_secs(5)).await;

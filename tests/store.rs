@@ -74,7 +74,8 @@ async fn a_call_round_trips(url: &str) {
         error: None,
         at_ms: 1500,
     });
-    // A second call of the tool, which then fails: the failure lands on that row only.
+    // A second call of the tool, then a third with the same id, which fails: the failure lands
+    // on that row only.
     w.write(Write::ToolCall {
         call_id: id.clone(),
         seq: 1,
@@ -86,6 +87,19 @@ async fn a_call_round_trips(url: &str) {
         args: None,
         error: None,
         at_ms: 2500,
+    });
+    // A later session's model reuses the id: the failure is that latest call's.
+    w.write(Write::ToolCall {
+        call_id: id.clone(),
+        seq: 2,
+        agent: "offer".into(),
+        tool: "update_offer".into(),
+        call_ref: "fc2".into(),
+        turn: 4,
+        allowed: true,
+        args: None,
+        error: None,
+        at_ms: 3500,
     });
     w.write(Write::ToolFailed {
         call_id: id.clone(),
@@ -124,7 +138,7 @@ async fn a_call_round_trips(url: &str) {
     });
     assert!(w.flush(FLUSH).await);
     let c = w.counts();
-    assert_eq!((c.queued, c.written, c.dropped, c.failed), (8, 8, 0, 0));
+    assert_eq!((c.queued, c.written, c.dropped, c.failed), (9, 9, 0, 0));
 
     let call = store.call(&id).await.unwrap();
     assert_eq!(call.caller.as_deref(), Some("+15550100"));
@@ -141,8 +155,9 @@ async fn a_call_round_trips(url: &str) {
     assert_eq!(tools[0].args, Some(json!({"brand": "Toyota"})));
     assert!(tools[0].allowed);
     assert_eq!(tools[0].error, None);
+    assert_eq!(tools[1].error, None, "the earlier call of the same id");
     assert_eq!(
-        tools[1].error.as_deref(),
+        tools[2].error.as_deref(),
         Some("tool 'update_offer' is unavailable: MCP server 'crm' is not connected")
     );
     let h = store.history(&id).await.unwrap();

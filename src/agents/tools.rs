@@ -351,10 +351,12 @@ fn unlisted_mcp_tool(reg: &Registry, members: &[u32], name: &str) -> Option<Stri
         .find_map(|grant| {
             let state = catalog.state_text(&grant.server)?;
             (state != "connected").then(|| {
-                format!(
-                    "tool '{name}' is unavailable: MCP server '{}' is not connected ({state})",
-                    grant.server
-                )
+                crate::mcp::CallError::NotConnected {
+                    tool: name.to_owned(),
+                    server: grant.server.clone(),
+                    state,
+                }
+                .to_string()
             })
         })
 }

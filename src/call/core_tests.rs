@@ -1347,7 +1347,13 @@ fn a_half_gathered_chunk_is_replayed_once_after_a_drop() {
     rig.core.handle_opened(id, Ok(caps()), rig.now);
     rig.drain();
     let before = uplink_audio(&rig).len();
-    let replayed: usize = uplink_audio(&rig)[1..].iter().map(|(_, b)| *b).sum();
+    let sizes: Vec<usize> = uplink_audio(&rig)[1..].iter().map(|(_, b)| *b).collect();
+    assert_eq!(
+        sizes,
+        [640, 320],
+        "replayed two frames to a message, as live audio goes"
+    );
+    let replayed: usize = sizes.iter().sum();
     assert_eq!(
         replayed,
         3 * 320,

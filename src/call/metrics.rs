@@ -75,7 +75,8 @@ pub struct ReconnectRecord {
     pub gap_ms: Option<f64>,
     /// Model audio queued in playout when the old session stopped (what could cover the switch).
     pub model_audio_queued_ms: f64,
-    /// Caller audio delivered again to the new session (ms).
+    /// Caller audio delivered again to the new session (ms); with `[model] uplink_chunk_ms`, it
+    /// also counts the part of a chunk still being gathered, which no session had yet.
     pub audio_replayed_ms: f64,
     /// Caller audio that never reached any session (ms). Must be 0.
     pub audio_lost_ms: f64,
@@ -112,7 +113,8 @@ pub struct CallReport {
     pub agent_history: serde_json::Value,
     /// Samples dropped from playout (only barge-ins flush).
     pub playout_flushed_samples: u64,
-    /// Caller frames that could not be kept between sessions.
+    /// Caller audio messages (a frame each, or a chunk with `[model] uplink_chunk_ms`) that
+    /// could not be kept between sessions.
     pub uplink_dropped: u64,
     /// Model session switches (goAway, drops), in order.
     pub reconnects: Vec<ReconnectRecord>,

@@ -294,7 +294,8 @@ pub struct ModelConfig {
     /// bridges in μ-law or A-law) is otherwise heard and answered in its own law at 8 kHz
     /// (`audio/pcmu`, `audio/pcma`: no resampler either way); with this, 24 kHz PCM both ways.
     pub resample_input: bool,
-    /// Caller audio is sent to the model once this many ms of it are gathered (20–100): 20, the
+    /// Caller audio is sent to the model once this many ms of it are gathered (20, 40, 60, 80 or
+    /// 100: whole 20 ms frames): 20, the
     /// default, sends each 20 ms frame as it arrives; 40 halves the messages (and the model
     /// socket's writes, baton's largest cost per call) for up to 20 ms more before the model
     /// hears the caller.

@@ -306,9 +306,6 @@ impl<L: SocketLeg> LegIo for SocketIo<L> {
     }
 }
 
-/// For the legs' tests: plays a voiced frame every 20 ms on `leg` (at `rate`) until the leg
-/// reports something, and checks that it stopped after [`WRITE_STALL`] (within a second) because
-/// its peer read nothing; returns the event.
 /// How a WebSocket closed, in words: `closed (code 1000: bye)`, or `closed without a close
 /// frame`.
 pub fn closed_words(code: Option<u16>, reason: &str) -> String {
@@ -319,6 +316,9 @@ pub fn closed_words(code: Option<u16>, reason: &str) -> String {
     }
 }
 
+/// For the legs' tests: plays a voiced frame every 20 ms on `leg` (at `rate`) until the leg
+/// reports something, and checks that it stopped after [`WRITE_STALL`] (within a second) because
+/// its peer read nothing; returns the event.
 #[cfg(test)]
 pub(crate) async fn play_until_given_up(
     leg: &mut crate::leg::LegHandle,

@@ -148,8 +148,8 @@ impl McpTool {
         let mut params = CallToolRequestParams::new(self.name.clone());
         params.arguments = arguments;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        // The request did not reach the server or its answer never came back: the session is
-        // gone, whatever its state says.
+        // The request could not be sent or the session's transport closed under it: the
+        // session is gone, whatever its state says (a reply that is merely odd is not that).
         let lost = || {
             conn.lost.cancel();
             CallError::Lost {
@@ -211,7 +211,14 @@ impl McpTool {
                 server: server(),
                 message: e.message.to_string(),
             }),
-            Ok(Err(_)) | Err(_) => Err(lost()),
+            Ok(Err(ServiceError::TransportSend(_) | ServiceError::TransportClosed)) | Err(_) => {
+                Err(lost())
+            }
+            Ok(Err(e)) => Err(CallError::Protocol {
+                tool: tool(),
+                server: server(),
+                message: e.to_string(),
+            }),
         }
     }
 }

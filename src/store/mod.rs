@@ -189,13 +189,14 @@ fn sqlite_url(url: &str) -> Result<String, StoreError> {
     {
         // Made when missing (out/ in a fresh checkout), and said so: a mistyped path would
         // otherwise put the calls somewhere nobody looks.
-        if !dir.exists() {
-            tracing::info!(dir = %dir.display(), "created the store's directory");
-        }
+        let made = !dir.exists();
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
             url: url.to_owned(),
             reason: format!("cannot create {}: {e}", dir.display()),
         })?;
+        if made {
+            tracing::info!(dir = %dir.display(), "created the store's directory");
+        }
     }
     let sep = if url.contains('?') { '&' } else { '?' };
     Ok(format!("{url}{sep}mode=rwc"))

@@ -321,8 +321,11 @@ pub fn validate(raw: &HumanAgentConfig, key: &str) -> Result<HumanAgent, HumanAg
         }
         Some(s) => Duration::from_secs(s),
     };
+    // A blind transfer has no decision to time (said once, below).
+    let blind_asked = raw.transfer.as_deref().map(str::trim) == Some("blind");
     let decision_timeout = match raw.decision_timeout_s {
         None => DEFAULT_DECISION_TIMEOUT,
+        Some(_) if blind_asked => DEFAULT_DECISION_TIMEOUT,
         Some(s) if s == 0 || s > MAX_DECISION_TIMEOUT_S => {
             err(
                 "decision_timeout_s",
@@ -558,6 +561,14 @@ mod tests {
         .unwrap_err()
         .0;
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].key, "agents.priya.transfer");
+        assert_eq!(errors[0].key, "agents.priya.transfer"); // A blind transfer's decision timeout is one mistake, not two.
+        let errors = parse(
+            "to = \"+15550100199\"\ntransfer = \"blind\"\ndecision_timeout_s = 0\n",
+            "agents.priya",
+        )
+        .unwrap_err()
+        .0;
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].message.contains("applies to warm transfers only"));
     }
 }

@@ -57,7 +57,7 @@ impl Orchestrator {
             Resolved::Unavailable(why) => {
                 let e = called(true, Some(why.clone()));
                 self.event(e);
-                tracing::warn!(tool = %req.name, error = %why, "tool call failed");
+                self.tool_failed(&agent_id, &req.name, &req.id, why.clone(), now);
                 let sched = self.refusal_scheduling(&req.name);
                 let r = tools::error(&req.id, &req.name, &why, sched);
                 self.actions.push_back(Action::ToolResponse(r));
@@ -250,21 +250,22 @@ impl Orchestrator {
                 return;
             }
             Err(e) => {
-                self.tool_failed(&call, e.clone(), now);
+                self.tool_failed(&call.agent_id, &call.tool.name, &call.id, e.clone(), now);
                 tools::error(&call.id, name, &e, sched)
             }
         };
         self.actions.push_back(Action::ToolResponse(response));
     }
 
-    /// Says that `call` gave no result, and why (what the model is told).
-    fn tool_failed(&mut self, call: &PendingCall, error: String, now: Instant) {
-        tracing::warn!(tool = %call.tool.name, agent = %call.agent_id, %error, "tool call failed");
+    /// Says that call `call_id` of `tool` (by `agent`) gave no result, and why (what the model
+    /// is told).
+    fn tool_failed(&mut self, agent: &str, tool: &str, call_id: &str, error: String, now: Instant) {
+        tracing::warn!(%tool, %agent, %error, "tool call failed");
         let at_ms = self.ms(now);
         self.event(CallEvent::ToolFailed {
-            agent_id: call.agent_id.clone(),
-            tool_name: call.tool.name.clone(),
-            call_id: call.id.clone(),
+            agent_id: agent.to_owned(),
+            tool_name: tool.to_owned(),
+            call_id: call_id.to_owned(),
             error,
             at_ms,
         });
@@ -282,7 +283,7 @@ impl Orchestrator {
             }
             let ms = c.tool.deadline().as_millis();
             let msg = format!("tool '{}' gave no result within {ms} ms", c.tool.name);
-            self.tool_failed(&c, msg.clone(), now);
+            self.tool_failed(&c.agent_id, &c.tool.name, &c.id, msg.clone(), now);
             let sched = c.non_blocking.then(|| tools::scheduling(c.tool.scheduling));
             let r = tools::error(&c.id, &c.tool.name, &msg, sched);
             self.actions.push_back(Action::ToolResponse(r));

@@ -140,9 +140,18 @@ pub struct LoadArgs {
     #[arg(long, conflicts_with = "target")]
     pub resample_input: bool,
     /// The spawned `baton serve` sends caller audio to the model in chunks of this many ms
-    /// (`[model] uplink_chunk_ms`, 20 to 100; 20, the daemon's default, is each frame).
-    #[arg(long, value_name = "MS", conflicts_with = "target", value_parser = clap::value_parser!(u64).range(20..=100))]
+    /// (`[model] uplink_chunk_ms`: 20, 40, 60, 80 or 100; 20, the daemon's default, is each
+    /// frame).
+    #[arg(long, value_name = "MS", conflicts_with = "target", value_parser = parse_chunk_ms)]
     pub uplink_chunk_ms: Option<u64>,
+}
+
+/// A chunk `[model] uplink_chunk_ms` takes: a whole number of 20 ms frames, up to 100 ms.
+fn parse_chunk_ms(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(ms) if (20..=100).contains(&ms) && ms.is_multiple_of(20) => Ok(ms),
+        _ => Err(format!("{s:?}: use 20, 40, 60, 80 or 100")),
+    }
 }
 
 /// A profile `baton mock-model --profile` takes.

@@ -18,7 +18,8 @@ use crate::model::gemini::session::SessionConfig;
 use crate::model::gemini::wire::{ClientMessage, ToolResponse};
 use crate::model::session::{Outbound, SessionEvent};
 
-/// Caller audio kept while no session is open (a cold recreation): 30 s of 20 ms frames.
+/// Caller audio messages kept while no session is open (a cold recreation): 30 s of 20 ms
+/// frames, more with `[model] uplink_chunk_ms` (a message per chunk).
 const MAX_BUFFERED_UPLINK: usize = 1500;
 
 /// What a call with an agent set needs.
@@ -266,14 +267,25 @@ impl AgentsDriver {
         feature.disable(&mut self.caps);
         let _ = self.orch.handle(Input::Refused { feature }, now);
         let note = format!(
-            "{} refused by the model (1007); the resumed session, set up for the new agent, \
-             carried it",
-            feature
+            "{feature} refused by the model (1007); the resumed session, set up for the new \
+             agent, carried it"
         );
-        if let Some(p) = self.announced.last_mut() {
-            // What carried it is a session made anew with the new agent's setup: a recreate.
+        // The handoff in flight, when it went by the feature refused: what carries it now is a
+        // session made anew with the new agent's setup, a recreate.
+        use crate::agents::Strategy;
+        use crate::model::catalog::Feature;
+        let by = match feature {
+            Feature::ContextUpdate => Strategy::ContextUpdate,
+            Feature::ClientContent => Strategy::InjectTurn,
+            Feature::NonBlocking => Strategy::ToolResponse,
+        };
+        if let Some(p) = self
+            .announced
+            .last_mut()
+            .filter(|p| p.strategy == by.as_str())
+        {
             p.note = Some(format!("{} was tried; {note}", p.strategy));
-            p.strategy = crate::agents::Strategy::Recreate.as_str().to_owned();
+            p.strategy = Strategy::Recreate.as_str().to_owned();
         }
     }
 
