@@ -294,12 +294,13 @@ fn a_human_agents_destination_reports_every_wrong_setting() {
     )
     .unwrap();
     // A number without its country code, a ring timeout too long and a blind transfer that
-    // would screen: three settings, three problems.
+    // would screen: three settings, three problems. And, read from the table as written despite
+    // those, an agent to fall back to that is not in the set.
     let text = with(&text, "to = \"+442079460018\"", "to = \"02079460018\"");
     let text = with(
         &text,
         "transfer = \"blind\"\n",
-        "transfer = \"blind\"\nscreen = true\n",
+        "transfer = \"blind\"\nscreen = true\non_no_answer = \"agent:nobody\"\n",
     );
     let (p, rendered) = problems(&text);
     assert_eq!(
@@ -308,8 +309,9 @@ fn a_human_agents_destination_reports_every_wrong_setting() {
             "agents.desk.destination.to",
             "agents.desk.destination.ring_timeout_s",
             "agents.desk.destination.screen",
+            "agents.desk.destination.on_no_answer",
         ],
         "{rendered}"
     );
-    count_matches(&rendered, 3);
+    count_matches(&rendered, 4);
 }

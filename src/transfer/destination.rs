@@ -164,7 +164,8 @@ pub enum OnNoAnswer {
 }
 
 impl OnNoAnswer {
-    fn parse(text: &str) -> Result<OnNoAnswer, String> {
+    /// `"return"`, `"hang_up"` or `"agent:<name>"`; the error says what to write.
+    pub fn parse(text: &str) -> Result<OnNoAnswer, String> {
         match text.trim() {
             "return" => Ok(OnNoAnswer::Return),
             "hang_up" => Ok(OnNoAnswer::HangUp),

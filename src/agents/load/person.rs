@@ -74,20 +74,26 @@ pub(super) fn person(
         );
         return None;
     };
-    let mut human = match destination::validate(raw, &format!("{k}.destination")) {
-        Ok(h) => h,
-        Err(errors) => {
-            for e in errors.0 {
-                p.add(
-                    e.key,
-                    e.message,
-                    "see \"Handing the caller to a person\" in the README for the accepted forms",
-                );
-            }
-            return None;
+    let validated = destination::validate(raw, &format!("{k}.destination"));
+    // Keys already found wrong: their checks below would say the same again.
+    let mut wrong: Vec<String> = Vec::new();
+    if let Err(errors) = &validated {
+        for e in &errors.0 {
+            wrong.push(e.key.clone());
+            p.add(
+                e.key.clone(),
+                e.message.clone(),
+                "see \"Handing the caller to a person\" in the README for the accepted forms",
+            );
         }
-    };
-    if let OnNoAnswer::Agent(name) = &human.on_no_answer
+    }
+    // The agent it falls back to and its hold audio are read from the table as written, so a
+    // mistake elsewhere in it does not hide theirs.
+    let no_answer = raw
+        .on_no_answer
+        .as_deref()
+        .and_then(|t| OnNoAnswer::parse(t).ok());
+    if let Some(OnNoAnswer::Agent(name)) = &no_answer
         && index_of(name).is_none()
         && !p.doubts(&format!("agents.{name}"))
     {
@@ -97,30 +103,38 @@ pub(super) fn person(
             "name a model agent by its id (\"agent:front_desk\"), or use \"return\"",
         );
     }
-    if let Some(file) = &human.hold_audio {
+    let hold_key = format!("{k}.destination.hold_audio");
+    let mut hold = None;
+    if let Some(file) = &raw.hold_audio
+        && !wrong.contains(&hold_key)
+    {
         let path = base.join(file);
         match crate::audio::wav::read(&path) {
             Ok(pcm) if !pcm.samples.is_empty() => {
-                human.hold = Some(destination::HoldAudio {
+                hold = Some(destination::HoldAudio {
                     rate: pcm.rate,
                     samples: pcm.samples.into(),
                 });
             }
             Ok(_) => p.add(
-                format!("{k}.destination.hold_audio"),
+                hold_key.clone(),
                 format!("{} holds no audio", path.display()),
                 "give a WAV with sound in it, or remove hold_audio",
             ),
             Err(e) => p.add(
-                format!("{k}.destination.hold_audio"),
+                hold_key.clone(),
                 format!("cannot be used: {e}"),
                 "give a mono or stereo 16-bit WAV, relative to the agent set's file",
             ),
         }
     }
+    let Ok(mut human) = validated else {
+        return None;
+    };
     if p.len() != before {
         return None;
     }
+    human.hold = hold;
     Some(Person {
         index,
         id: id.to_owned(),
