@@ -1,7 +1,19 @@
 //! Credentials (model API keys and tokens, the Twilio auth token) as one type whose `Debug` and
-//! `Display` never show the value; only the code that puts it in a header or a MAC reads it.
+//! `Display` never show the value; only the code that puts it in a header or a MAC reads it. And
+//! URLs as they may be shown, without the parts a credential can hide in.
 
 use std::fmt;
+
+/// `url` as logs and errors may show it: without user info, query or fragment, where a
+/// credential may sit.
+pub fn url_shown(url: &url::Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.set_query(None);
+    u.set_fragment(None);
+    u.to_string()
+}
 
 /// A credential. Printing it shows `***`.
 #[derive(Clone, PartialEq, Eq)]

@@ -157,15 +157,7 @@ impl Exporter {
 
 /// The URL without user info or query (which may hold credentials).
 fn redacted(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u.set_query(None);
-            u.to_string()
-        }
-        Err(_) => "(unparsable)".into(),
-    }
+    url::Url::parse(url).map_or_else(|_| "(unparsable)".into(), |u| crate::secret::url_shown(&u))
 }
 
 /// Exports the trace of a call that just ended, in the background (nothing when no exporter is

@@ -181,7 +181,7 @@ async fn exchange(
     let url = &h.url;
     let connect_err = |reason: String| ToolError::Connect {
         tool: tool.to_owned(),
-        url: shown(url),
+        url: crate::secret::url_shown(url),
         reason,
     };
     let host = url
@@ -228,17 +228,6 @@ async fn exchange(
     }
 }
 
-/// The tool's URL as errors name it: no user info and no query, which may hold a credential
-/// (errors reach the log, the call's events, the store and traces).
-fn shown(url: &url::Url) -> String {
-    let mut u = url.clone();
-    let _ = u.set_username("");
-    let _ = u.set_password(None);
-    u.set_query(None);
-    u.set_fragment(None);
-    u.to_string()
-}
-
 /// Sends `req` on an open connection `io` to the tool at `url` and reads its answer: the JSON body
 /// of a 2xx response, or an error naming the tool, the URL and what was wrong. This is where
 /// everything the tool's server says is parsed (HTTP by hyper, the body by serde_json).
@@ -253,19 +242,19 @@ where
 {
     let (status, bytes) = send(io, req).await.map_err(|reason| ToolError::BadAnswer {
         tool: tool.to_owned(),
-        url: shown(url),
+        url: crate::secret::url_shown(url),
         reason,
     })?;
     if !(200..300).contains(&status) {
         return Err(ToolError::Status {
             tool: tool.to_owned(),
-            url: shown(url),
+            url: crate::secret::url_shown(url),
             status,
         });
     }
     serde_json::from_slice(&bytes).map_err(|e| ToolError::NotJson {
         tool: tool.to_owned(),
-        url: shown(url),
+        url: crate::secret::url_shown(url),
         reason: e.to_string(),
     })
 }

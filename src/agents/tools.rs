@@ -349,15 +349,13 @@ fn unlisted_mcp_tool(reg: &Registry, members: &[u32], name: &str) -> Option<Stri
         .flat_map(|&m| reg.agent(m).mcp.iter())
         .filter(|grant| grant.allows(name))
         .find_map(|grant| {
-            let state = catalog.state_text(&grant.server)?;
-            (state != "connected").then(|| {
-                crate::mcp::CallError::NotConnected {
-                    tool: name.to_owned(),
-                    server: grant.server.clone(),
-                    state,
-                }
-                .to_string()
-            })
+            let state = catalog.unconnected(&grant.server)?;
+            let e = crate::mcp::CallError::NotConnected {
+                tool: name.to_owned(),
+                server: grant.server.clone(),
+                state,
+            };
+            Some(e.to_string())
         })
 }
 

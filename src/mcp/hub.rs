@@ -73,10 +73,11 @@ impl Catalog {
             .unwrap_or_default()
     }
 
-    /// Server `server`'s state in words (`connected`, `connecting`, `down: why`); `None` for a
-    /// server the catalog does not have.
-    pub fn state_text(&self, server: &str) -> Option<String> {
-        self.servers.get(server).map(|e| e.link.state_text())
+    /// Server `server`'s state in words (`connecting`, `down: why`) while it is not connected;
+    /// `None` when it is, or when the catalog does not have it.
+    pub fn unconnected(&self, server: &str) -> Option<String> {
+        let link = &self.servers.get(server)?.link;
+        (link.status.load().state != State::Connected).then(|| link.state_text())
     }
 
     /// A catalog of one server that is not connected, holding `tools` as its last list: agents

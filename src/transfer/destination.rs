@@ -322,11 +322,18 @@ pub fn validate(raw: &HumanAgentConfig, key: &str) -> Result<HumanAgent, HumanAg
         }
         Some(s) => Duration::from_secs(s),
     };
-    // A blind transfer has no decision to time (said once, below).
-    let blind_asked = raw.transfer.as_deref().map(str::trim) == Some("blind");
+    // The kind of transfer, read once; a wrong one is reported in its place below and leaves
+    // the checks that depend on it unasked.
+    let kind = match raw.transfer.as_deref().map(str::trim) {
+        None | Some("warm") => Ok(Handover::Warm),
+        Some("blind") => Ok(Handover::Blind),
+        Some(other) => Err(format!("{other:?} is not \"warm\" or \"blind\"")),
+    };
+    let blind = kind == Ok(Handover::Blind);
     let decision_timeout = match raw.decision_timeout_s {
         None => DEFAULT_DECISION_TIMEOUT,
-        Some(_) if blind_asked => DEFAULT_DECISION_TIMEOUT,
+        // A blind transfer has no decision to time (said once, below).
+        Some(_) if blind => DEFAULT_DECISION_TIMEOUT,
         Some(s) if s == 0 || s > MAX_DECISION_TIMEOUT_S => {
             err(
                 "decision_timeout_s",
@@ -343,19 +350,7 @@ pub fn validate(raw: &HumanAgentConfig, key: &str) -> Result<HumanAgent, HumanAg
             OnNoAnswer::Return
         }),
     };
-    // A wrong `transfer` leaves the kind unknown: the checks that depend on it wait for it.
-    let handover = match raw.transfer.as_deref().map(str::trim) {
-        None | Some("warm") => Some(Handover::Warm),
-        Some("blind") => Some(Handover::Blind),
-        Some(other) => {
-            err(
-                "transfer",
-                format!("{other:?} is not \"warm\" or \"blind\""),
-            );
-            None
-        }
-    };
-    let blind = handover == Some(Handover::Blind);
+    let handover = kind.map_err(|m| err("transfer", m)).ok();
     if blind && raw.screen {
         err(
             "screen",

@@ -125,22 +125,18 @@ pub async fn openapi() -> Response {
 
 fn agent_json(reg: &Registry, a: &Agent) -> Value {
     // Each MCP server's allow-list as written, and the tools it lets through now.
+    let granted = reg.mcp_tools(a);
     let mcp: serde_json::Map<String, Value> = a
         .mcp
         .iter()
         .map(|g| {
-            let listed: Vec<String> = reg
-                .mcp
-                .as_ref()
-                .map(|c| {
-                    c.tools(&g.server)
-                        .tools
-                        .iter()
-                        .filter(|t| g.allows(&t.name))
-                        .map(|t| t.name.clone())
-                        .collect()
+            let listed: Vec<&str> = granted
+                .iter()
+                .filter(|t| {
+                    matches!(&t.backend, crate::agents::registry::Backend::Mcp(m) if *m.server == *g.server)
                 })
-                .unwrap_or_default();
+                .map(|t| t.name.as_str())
+                .collect();
             let patterns: Vec<&str> = g.patterns.iter().map(|(p, _)| p.as_str()).collect();
             (
                 g.server.clone(),
