@@ -1,7 +1,8 @@
 //! The bad-input corpus: `tests/corpus/<parser>/<case>.<ext>` is one hostile input for the parser
-//! of that name in `baton::parsers::PARSERS`, and `<case>.expect` holds a substring its error
-//! message must contain (what is wrong, named). Every case must be refused with an `Err` (no
-//! panic, no acceptance) whose message contains that substring. Every parser must have a corpus
+//! of that name in `baton::parsers::PARSERS`, and each line of `<case>.expect` is a substring its
+//! error message must contain (what is wrong, named; one line per problem when an input has
+//! several). Every case must be refused with an `Err` (no panic, no acceptance) whose message
+//! contains each of them. Every parser must have a corpus
 //! folder and every folder a parser, so a parser added later cannot go untested.
 //!
 //! `BATON_CORPUS_PRINT=1 cargo test --test hostile_corpus -- --nocapture` prints each message.
@@ -34,7 +35,7 @@ fn check(parser: &str, case: &Path) -> Result<String, String> {
     let expect_path = case.with_extension("expect");
     let expect = std::fs::read_to_string(&expect_path)
         .map_err(|e| format!("no sidecar {}: {e}", expect_path.display()))?;
-    let expect = expect.trim_end_matches(['\n', '\r']);
+    let expect: Vec<&str> = expect.lines().filter(|l| !l.trim().is_empty()).collect();
     if expect.is_empty() {
         return Err(format!("{} is empty", expect_path.display()));
     }
@@ -50,11 +51,13 @@ fn check(parser: &str, case: &Path) -> Result<String, String> {
             Err(format!("panicked: {what}"))
         }
         Ok(Ok(())) => Err("was accepted; a bad input must be refused".into()),
-        Ok(Err(msg)) if msg.contains(expect) => Ok(msg),
-        Ok(Err(msg)) => Err(format!(
-            "error message lacks {expect:?} (from {}):\n      {msg}",
-            expect_path.display()
-        )),
+        Ok(Err(msg)) => match expect.iter().find(|e| !msg.contains(**e)) {
+            None => Ok(msg),
+            Some(lacking) => Err(format!(
+                "error message lacks {lacking:?} (from {}):\n      {msg}",
+                expect_path.display()
+            )),
+        },
     }
 }
 
