@@ -1366,3 +1366,54 @@ fn a_half_gathered_chunk_is_replayed_once_after_a_drop() {
     assert_eq!(live.len(), 1, "{live:?}");
     assert_eq!(live[0].1, 2 * 320);
 }
+
+/// A frame gathered into a longer chunk reaches the model up to a chunk less one frame after it
+/// arrived, so the margin grows by that much: a handle less than `replay_margin` after the chunk
+/// went up covers none of it, even though its first frame arrived more than `replay_margin`
+/// before; once the margin plus a chunk less one frame has passed, the whole chunk is covered.
+#[test]
+fn a_handle_covers_a_gathered_frame_only_a_margin_after_its_chunk_went_up() {
+    for (after_chunk_ms, replayed_frames) in [(460, 5), (580, 0)] {
+        let opts = CallOptions {
+            uplink_chunk: Duration::from_millis(100),
+            ..resuming()
+        };
+        let margin = opts.reconnect.replay_margin;
+        assert_eq!(margin, Duration::from_millis(500));
+        let mut rig = Rig::new(Protocol::Gemini, opts);
+        rig.model_event(
+            FIRST,
+            ModelEvent::ResumptionUpdate {
+                handle: Some("h1".into()),
+                resumable: true,
+            },
+        );
+        let first_frame_at = rig.now + FRAME;
+        rig.caller(100, true);
+        let chunk_at = rig.now;
+        assert_eq!(chunk_at - first_frame_at, 4 * FRAME);
+        assert_eq!(rig.uplink_to(FIRST), (1, 0), "five frames, one chunk");
+        rig.advance(Duration::from_millis(after_chunk_ms));
+        // At 460 ms the first frame arrived 540 ms ago (over the margin) but went up 460 ms ago.
+        rig.model_event(
+            FIRST,
+            ModelEvent::ResumptionUpdate {
+                handle: Some("h2".into()),
+                resumable: true,
+            },
+        );
+        rig.core.handle_model(FIRST, None, rig.now);
+        rig.drain();
+        let Some(Task::Open { id, .. }) = rig.tasks.pop() else {
+            panic!("a drop opens at once: {:?}", rig.tasks);
+        };
+        rig.core.handle_opened(id, Ok(caps()), rig.now);
+        rig.drain();
+        let replayed: usize = uplink_audio(&rig)[1..].iter().map(|(_, b)| *b).sum();
+        assert_eq!(
+            replayed,
+            replayed_frames * 320,
+            "handle {after_chunk_ms} ms after the chunk went up"
+        );
+    }
+}
