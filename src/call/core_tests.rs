@@ -261,6 +261,29 @@ impl Rig {
             .count()
     }
 
+    /// Session `id` gives a resumption handle that a new session can resume from.
+    fn resumption(&mut self, id: SessionId, handle: &str) {
+        self.model_event(
+            id,
+            ModelEvent::ResumptionUpdate {
+                handle: Some(handle.into()),
+                resumable: true,
+            },
+        );
+    }
+
+    /// Session `id`'s socket drops; the session the core opens at once is opened at once too.
+    fn drop_and_reopen(&mut self, id: SessionId) -> SessionId {
+        self.core.handle_model(id, None, self.now);
+        self.drain();
+        let Some(Task::Open { id, .. }) = self.tasks.pop() else {
+            panic!("a drop opens at once: {:?}", self.tasks);
+        };
+        self.core.handle_opened(id, Ok(caps()), self.now);
+        self.drain();
+        id
+    }
+
     /// Caller audio sent to session `id`: (messages, of which replayed).
     fn uplink_to(&self, id: SessionId) -> (usize, usize) {
         let mut n = (0, 0);
@@ -570,13 +593,7 @@ fn a_gap_inside_a_turn_is_an_underrun_and_running_dry_after_its_end_is_not() {
 #[test]
 fn a_planned_reconnect_waits_for_a_quiet_point_and_resumes_with_the_newest_handle() {
     let mut rig = Rig::new(Protocol::Gemini, resuming());
-    rig.model_event(
-        FIRST,
-        ModelEvent::ResumptionUpdate {
-            handle: Some("h1".into()),
-            resumable: true,
-        },
-    );
+    rig.resumption(FIRST, "h1");
     rig.model_audio(FIRST, 600);
     rig.model_event(
         FIRST,
@@ -594,13 +611,7 @@ fn a_planned_reconnect_waits_for_a_quiet_point_and_resumes_with_the_newest_handl
     assert_eq!(closes(&rig), 0, "not while the model speaks");
     rig.model_event(FIRST, ModelEvent::GenerationComplete);
     assert_eq!(closes(&rig), 0, "no handle since the model spoke");
-    rig.model_event(
-        FIRST,
-        ModelEvent::ResumptionUpdate {
-            handle: Some("h2".into()),
-            resumable: true,
-        },
-    );
+    rig.resumption(FIRST, "h2");
     assert!(
         rig.model.iter().any(|c| matches!(
             c,
@@ -645,13 +656,7 @@ fn a_planned_reconnect_waits_for_a_quiet_point_and_resumes_with_the_newest_handl
 #[test]
 fn a_drop_mid_tool_call_reopens_at_once_and_the_call_goes_on() {
     let mut rig = Rig::new(Protocol::Gemini, resuming());
-    rig.model_event(
-        FIRST,
-        ModelEvent::ResumptionUpdate {
-            handle: Some("h1".into()),
-            resumable: true,
-        },
-    );
+    rig.resumption(FIRST, "h1");
     rig.caller(200, true);
     rig.model_event(
         FIRST,
@@ -1325,27 +1330,15 @@ fn a_half_gathered_chunk_is_replayed_once_after_a_drop() {
         ..resuming()
     };
     let mut rig = Rig::new(Protocol::Gemini, opts);
-    rig.model_event(
-        FIRST,
-        ModelEvent::ResumptionUpdate {
-            handle: Some("h1".into()),
-            resumable: true,
-        },
-    );
+    rig.resumption(FIRST, "h1");
     rig.caller(60, true);
     assert_eq!(
         rig.uplink_to(FIRST),
         (1, 0),
         "the third frame is still gathered"
     );
-    rig.core.handle_model(FIRST, None, rig.now);
-    rig.drain();
-    let Some(Task::Open { id, .. }) = rig.tasks.pop() else {
-        panic!("a drop opens at once: {:?}", rig.tasks);
-    };
     // Opened before the next frame: the gathered frame is in the ring's replay.
-    rig.core.handle_opened(id, Ok(caps()), rig.now);
-    rig.drain();
+    rig.drop_and_reopen(FIRST);
     let before = uplink_audio(&rig).len();
     let sizes: Vec<usize> = uplink_audio(&rig)[1..].iter().map(|(_, b)| *b).collect();
     assert_eq!(
@@ -1381,13 +1374,7 @@ fn a_handle_covers_a_gathered_frame_only_a_margin_after_its_chunk_went_up() {
         let margin = opts.reconnect.replay_margin;
         assert_eq!(margin, Duration::from_millis(500));
         let mut rig = Rig::new(Protocol::Gemini, opts);
-        rig.model_event(
-            FIRST,
-            ModelEvent::ResumptionUpdate {
-                handle: Some("h1".into()),
-                resumable: true,
-            },
-        );
+        rig.resumption(FIRST, "h1");
         let first_frame_at = rig.now + FRAME;
         rig.caller(100, true);
         let chunk_at = rig.now;
@@ -1395,20 +1382,8 @@ fn a_handle_covers_a_gathered_frame_only_a_margin_after_its_chunk_went_up() {
         assert_eq!(rig.uplink_to(FIRST), (1, 0), "five frames, one chunk");
         rig.advance(Duration::from_millis(after_chunk_ms));
         // At 460 ms the first frame arrived 540 ms ago (over the margin) but went up 460 ms ago.
-        rig.model_event(
-            FIRST,
-            ModelEvent::ResumptionUpdate {
-                handle: Some("h2".into()),
-                resumable: true,
-            },
-        );
-        rig.core.handle_model(FIRST, None, rig.now);
-        rig.drain();
-        let Some(Task::Open { id, .. }) = rig.tasks.pop() else {
-            panic!("a drop opens at once: {:?}", rig.tasks);
-        };
-        rig.core.handle_opened(id, Ok(caps()), rig.now);
-        rig.drain();
+        rig.resumption(FIRST, "h2");
+        rig.drop_and_reopen(FIRST);
         let replayed: usize = uplink_audio(&rig)[1..].iter().map(|(_, b)| *b).sum();
         assert_eq!(
             replayed,
