@@ -5,8 +5,9 @@
 //! the call) and [`MediaStream::poll_transmit`] (toward the bridge, written by
 //! [`MediaStream::render`]) after each input.
 //!
-//! Before the dialect is known (a shared route), text messages are held, at most
-//! [`MAX_UNDETECTED`], until one reveals it ([`super::detect`]); they are then read in order.
+//! Before the dialect is known (a shared route), text messages are held until one reveals it
+//! ([`super::detect`]); they are then read in order. The [`MAX_UNDETECTED`]th message without a
+//! clue refuses the stream.
 //!
 //! Inbound: payloads of any size are decoded and re-framed into exactly 20 ms per
 //! [`LegEvent::Frame`], whose `ts` follows the bridge's `timestamp` (ms since the stream started;
@@ -46,7 +47,8 @@ use crate::leg::twilio::cadence::SendIntervals;
 
 /// `timestamp` is in whole milliseconds; jumps this small are rounding, not a gap.
 pub const GAP_TOLERANCE: Duration = Duration::from_millis(2);
-/// Messages held while the dialect is undetected; one more without a clue refuses the stream.
+/// Messages read without a clue to the dialect before the stream is refused (all but the last
+/// are held, to be read once a later one reveals it).
 pub const MAX_UNDETECTED: usize = 8;
 /// Pending marks kept at most (ten minutes of frames); older ones are forgotten if a bridge
 /// never acknowledges them.
@@ -383,10 +385,11 @@ impl MediaStream {
                 }
                 self.handle_text(text, now)
             }
-            None if self.undetected.len() < MAX_UNDETECTED => {
+            None if self.undetected.len() + 1 < MAX_UNDETECTED => {
                 self.undetected.push(text.to_owned());
                 Ok(())
             }
+            // The last of MAX_UNDETECTED messages revealed nothing either.
             None => {
                 self.stats.messages_in += self.undetected.len() as u64 + 1;
                 self.stats.bad_messages += self.undetected.len() as u64 + 1;
