@@ -118,7 +118,7 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
         metas.push(outcome.meta);
         calls.push(ran);
     }
-    store::flush(&store).await;
+    store::finish(&store).await;
     if calls.is_empty() {
         return Err(DemoError::NoSession);
     }

@@ -388,3 +388,30 @@ async fn a_bad_url_is_refused_with_a_fix_and_no_password() {
     .unwrap_err();
     assert!(!e.to_string().contains("secret"), "{e}");
 }
+
+/// A SQLite store closed (as `serve` and `demo` close it when they stop) has folded its
+/// write-ahead log into the database file: a copy of the `.db` alone holds every call.
+#[tokio::test]
+async fn a_closed_sqlite_store_is_whole_in_its_database_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("baton.db");
+    let store = Store::open(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let (w, _task) = StoreWriter::spawn(store.clone(), 64);
+    assert!(w.write(Write::CallStarted {
+        id: new_id("call_"),
+        caller: None,
+        leg: "twilio".into(),
+        agent_set: None,
+        at: now_ms(),
+    }));
+    assert!(w.flush(FLUSH).await);
+    store.close().await;
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&db, &copy).unwrap();
+    let alone = Store::open(&format!("sqlite://{}", copy.display()))
+        .await
+        .unwrap();
+    assert_eq!(alone.count(Table::Calls).await.unwrap(), 1);
+}

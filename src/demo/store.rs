@@ -63,16 +63,19 @@ pub async fn open(args: &DemoArgs, several_calls: bool) -> Result<Option<StoreHa
     }))
 }
 
-/// Waits until every queued write is in the store.
-pub async fn flush(store: &Option<StoreHandle>) {
+/// Waits until every queued write is in the store, then closes it.
+pub async fn finish(store: &Option<StoreHandle>) {
     let Some(s) = store else { return };
     let w = s.writer.clone();
+    let db = s.store.clone();
+    let finish = async move {
+        let done = w.flush(Duration::from_secs(10)).await;
+        db.close().await;
+        done
+    };
     let done = match &s.io {
-        Some(io) => io
-            .spawn(async move { w.flush(Duration::from_secs(10)).await })
-            .await
-            .unwrap_or(false),
-        None => w.flush(Duration::from_secs(10)).await,
+        Some(io) => io.spawn(finish).await.unwrap_or(false),
+        None => finish.await,
     };
     if !done {
         tracing::warn!("demo store: writes still queued");

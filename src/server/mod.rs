@@ -488,6 +488,10 @@ pub async fn serve(
     }
     stop_http.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    // Last: the admin API reads the store until the listener has closed.
+    if let Some(s) = app.store.get() {
+        s.store.close().await;
+    }
     Ok(())
 }
 

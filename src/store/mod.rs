@@ -280,8 +280,14 @@ impl Store {
         &self.pool
     }
 
-    /// Closes every connection.
+    /// Closes every connection. SQLite first folds its write-ahead log into the database file,
+    /// so that the file alone holds every call (a copy of the `.db` without its `-wal` is whole).
     pub async fn close(&self) {
+        if self.kind == Kind::Sqlite
+            && let Err(e) = self.pool.execute("PRAGMA wal_checkpoint(TRUNCATE)").await
+        {
+            tracing::warn!(store = %self.shown, error = %e, "store: the write-ahead log was not folded in at close");
+        }
         self.pool.close().await;
     }
 }
