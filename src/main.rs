@@ -685,6 +685,9 @@ fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", demo::render(&outcome));
     }
+    if let Some(why) = outcome.failure() {
+        anyhow::bail!("the call did not play to its end ({why}); its figures describe a cut call");
+    }
     Ok(())
 }
 

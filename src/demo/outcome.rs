@@ -19,6 +19,25 @@ pub struct DemoOutcome {
     pub timeline: Option<PathBuf>,
 }
 
+impl DemoOutcome {
+    /// Why a call did not play to its end, when one lost its model for good (the demo then
+    /// fails: its figures describe a cut call).
+    pub fn failure(&self) -> Option<String> {
+        lost_model(self.calls.iter().map(|c| c.report.end_reason.as_str()))
+    }
+}
+
+/// The first of `reasons` (each call's, in order) that says the call lost its model for good.
+fn lost_model<'a>(reasons: impl Iterator<Item = &'a str>) -> Option<String> {
+    reasons.enumerate().find_map(|(i, r)| {
+        matches!(
+            crate::server::metrics::end_label(r),
+            "model_lost" | "model_reopen_failed"
+        )
+        .then(|| format!("call {} ended: {r}", i + 1))
+    })
+}
+
 /// One call without the demo's files: its report, what the caller heard, and how long the parts
 /// took on the wall clock.
 pub struct CallOutcome {
@@ -32,4 +51,24 @@ pub struct CallOutcome {
     pub prepare_wall: std::time::Duration,
     /// Opening the session and running the call to its end.
     pub call_wall: std::time::Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lost_model;
+
+    #[test]
+    fn a_call_that_lost_its_model_fails_the_demo() {
+        let ended = ["caller hung up", "transferred to Ravi"];
+        assert_eq!(lost_model(ended.into_iter()), None);
+        let cut = [
+            "caller hung up",
+            "no model session could be reopened after 5 attempts (closed:1006)",
+        ];
+        assert_eq!(
+            lost_model(cut.into_iter()).as_deref(),
+            Some("call 2 ended: no model session could be reopened after 5 attempts (closed:1006)")
+        );
+        assert!(lost_model(["model connection lost: reset"].into_iter()).is_some());
+    }
 }
