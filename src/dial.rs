@@ -113,6 +113,10 @@ pub enum DialError {
 pub struct DialReport {
     pub url: String,
     pub end: String,
+    /// Why the call did not end as a call should (the caller hanging up, or the server closing
+    /// normally, code 1000): a refusal or a lost connection. `baton dial` then exits 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     pub frames_sent: u64,
     pub media_received: u64,
     pub played_ms: u64,
@@ -417,16 +421,25 @@ fn finish(
         path: wav.clone(),
         reason: e.to_string(),
     })?;
+    let end = match &r.end {
+        CallerEnd::HungUp => "caller hung up".into(),
+        CallerEnd::ServerClosed { code, reason } => format!(
+            "the server {}",
+            crate::leg::socket::closed_words(*code, reason)
+        ),
+        CallerEnd::ConnectionLost(e) => format!("connection lost: {e}"),
+    };
+    let failure = match &r.end {
+        CallerEnd::HungUp
+        | CallerEnd::ServerClosed {
+            code: Some(1000), ..
+        } => None,
+        CallerEnd::ServerClosed { .. } | CallerEnd::ConnectionLost(_) => Some(end.clone()),
+    };
     let report = DialReport {
         url: url.to_owned(),
-        end: match &r.end {
-            CallerEnd::HungUp => "caller hung up".into(),
-            CallerEnd::ServerClosed { code, reason } => format!(
-                "the server {}",
-                crate::leg::socket::closed_words(*code, reason)
-            ),
-            CallerEnd::ConnectionLost(e) => format!("connection lost: {e}"),
-        },
+        end,
+        failure,
         frames_sent: r.frames_sent,
         media_received: r.media_received,
         played_ms: r.played_ms,
@@ -509,7 +522,8 @@ pub struct DialAudioSocketArgs {
     /// What the caller says: a WAV of any rate. Default: the bundled four-turn conversation.
     #[arg(long, value_name = "WAV")]
     pub fixture: Option<PathBuf>,
-    /// slin rate: 8000 (kind 0x10, the AudioSocket() application) or 16000 (0x12, c(slin16)).
+    /// slin rate: 8000 (kind 0x10, the AudioSocket() application), 16000 (0x12, c(slin16)), or
+    /// another slin kind's rate baton takes: 12000, 24000, 32000, 48000, 96000.
     #[arg(long, default_value_t = 8000)]
     pub rate: u32,
     /// A key pressed at an offset in seconds, as DIGIT@SECONDS (repeatable).
@@ -532,8 +546,10 @@ pub enum DialAudioSocketError {
     Resample { rate: u32, reason: String },
     #[error(transparent)]
     Caller(#[from] crate::leg::audiosocket::CallerError),
-    #[error("--dtmf {0:?} is not DIGIT@SECONDS (e.g. 5@1.5)")]
+    #[error("--dtmf {0:?} is not DIGIT@SECONDS (e.g. 5@1.5; keys 0-9, *, #, A-D)")]
     BadDtmf(String),
+    #[error("--rate {0}: an AudioSocket call runs at {1}")]
+    BadRate(u32, String),
     #[error("cannot write {path}: {reason}")]
     Output { path: PathBuf, reason: String },
     #[error("cannot start the runtime: {0}")]
@@ -561,6 +577,10 @@ pub fn run_audiosocket(
     args: &DialAudioSocketArgs,
 ) -> Result<DialAudioSocketReport, DialAudioSocketError> {
     use crate::leg::audiosocket::caller as asc;
+    use crate::leg::audiosocket::session::{supported_kinds, supported_rate};
+    if !supported_rate(args.rate) || crate::leg::audiosocket::wire::slin_kind(args.rate).is_none() {
+        return Err(DialAudioSocketError::BadRate(args.rate, supported_kinds()));
+    }
     let fixture = args
         .fixture
         .clone()
@@ -578,7 +598,8 @@ pub fn run_audiosocket(
         let bad = || DialAudioSocketError::BadDtmf(d.clone());
         let (digit, at) = d.split_once('@').ok_or_else(bad)?;
         let mut chars = digit.chars();
-        let (Some(c), None) = (chars.next(), chars.next()) else {
+        let (Some(c @ ('0'..='9' | '*' | '#' | 'A'..='D')), None) = (chars.next(), chars.next())
+        else {
             return Err(bad());
         };
         let secs: f64 = at.parse().map_err(|_| bad())?;

@@ -541,7 +541,7 @@ fn run_dial(args: &DialTwilioArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", dial::render(&report));
     }
-    Ok(())
+    dial_failed(&report)
 }
 
 fn run_dial_bridge(dialect: Dialect, args: &DialBridgeArgs) -> anyhow::Result<()> {
@@ -551,7 +551,15 @@ fn run_dial_bridge(dialect: Dialect, args: &DialBridgeArgs) -> anyhow::Result<()
     } else {
         print!("{}", dial::render(&report));
     }
-    Ok(())
+    dial_failed(&report)
+}
+
+/// A call the server refused or lost fails the command, after its report is out.
+fn dial_failed(report: &dial::DialReport) -> anyhow::Result<()> {
+    match &report.failure {
+        Some(why) => anyhow::bail!("the call did not run to its end: {why}"),
+        None => Ok(()),
+    }
 }
 
 fn run_dial_audiosocket(args: &DialAudioSocketArgs) -> anyhow::Result<()> {

@@ -194,3 +194,52 @@ fn a_refusal_says_the_servers_reason_and_url_mistakes_get_a_hint_each_error_said
     let reason = err.rsplit(": ").next().unwrap().trim();
     assert_eq!(err.matches(reason).count(), 1, "{err}");
 }
+
+/// A call the server ends with a refusal (here `start` from another Twilio account) prints its
+/// report and fails the command; options the server would refuse are refused before dialling.
+#[test]
+fn a_call_the_server_refuses_fails_the_command_and_bad_options_are_refused_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let wav = Path::new(ROOT).join("audio-fixtures/clips/caller_01.wav");
+    let (child, addr) = serve(
+        dir.path(),
+        "[twilio]\naccount_sid = \"AC11111111111111111111111111111111\"\n",
+        &[],
+    );
+    let out = dial(
+        &["twilio", &format!("ws://{addr}/twilio")],
+        &wav,
+        &dir.path().join("a"),
+    );
+    stop(child);
+    let (so, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{so}\n{err}");
+    assert!(so.contains("code 1008"), "the report is printed: {so}");
+    assert!(
+        err.contains("the call did not run to its end") && err.contains("not the expected account"),
+        "{err}"
+    );
+    let report = std::fs::read_to_string(dir.path().join("a/report.json")).unwrap();
+    assert!(report.contains("\"failure\""), "{report}");
+
+    for (args, says) in [
+        (
+            &["--rate", "44100"][..],
+            "--rate 44100: an AudioSocket call runs at",
+        ),
+        (
+            &["--dtmf", "X@1"][..],
+            "--dtmf \"X@1\" is not DIGIT@SECONDS",
+        ),
+    ] {
+        let mut all = vec!["audiosocket", "127.0.0.1:9"];
+        all.extend_from_slice(args);
+        let out = dial(&all, &wav, &dir.path().join("b"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains(says), "{err}");
+    }
+}
