@@ -189,10 +189,12 @@ fn resample_input_is_taken_on_both_protocols() {
 fn the_shipped_configs_have_no_problem() {
     for f in ["config/baton.toml", "config/browser-demo.toml"] {
         let (ok, out, err) = baton(&["check-config", &format!("{ROOT}/{f}")]);
-        // A port the machine already uses is the only thing that may differ between machines.
+        // Ports the machine already uses (HTTP 8080, SIP 5060) are the only thing that may
+        // differ between machines.
         if !ok {
+            let taken = err.matches("already in use").count();
             assert!(
-                err.contains("already in use") && err.contains("1 problem(s)"),
+                taken > 0 && err.contains(&format!("{taken} problem(s)")),
                 "{f}:\n{out}{err}"
             );
         }
@@ -296,6 +298,42 @@ fn sip_passwords_named_but_unset_are_reported_at_once_and_serve_never_starts() {
             );
         }
     }
+}
+
+#[test]
+fn a_sip_port_in_use_is_a_problem_of_sip_listen_and_serve_never_starts() {
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sip = held.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.toml");
+    std::fs::write(
+        &path,
+        format!("[server]\nlisten = \"127.0.0.1:0\"\n[sip]\nlisten = [\"udp:{sip}\"]\n"),
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    let (ok, out, err) = baton(&["check-config", file]);
+    assert!(!ok, "check-config passed a SIP port in use:\n{out}{err}");
+    let (serve_ok, serve_out, serve_err) = refused_by_serve(file);
+    assert!(!serve_ok);
+    assert!(
+        !serve_out.contains("listening"),
+        "serve started before finding the SIP port taken:\n{serve_out}{serve_err}"
+    );
+    for text in [&err, &serve_err] {
+        assert!(text.contains("1 problem(s)"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "\n  sip.listen: {sip} (UDP) is already in use by another process"
+            )) && text.contains("ss -lunp")
+                && text.contains(&format!(
+                    "sip.listen = [\"udp:127.0.0.1:{}\"]",
+                    sip.port() + 1
+                )),
+            "{text}"
+        );
+    }
+    drop(held);
 }
 
 #[test]

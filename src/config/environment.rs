@@ -2,10 +2,11 @@
 //! `check-config`: the environment variables it names (set and not empty), the ports it binds
 //! (free), and for a file it points at that is missing, the closest file that exists.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 
 use super::{BackendKind, Loaded, Problem};
+use crate::leg::sip::config::{Transport, parse_listen};
 
 /// Every variable the config names that `serve` would read, with the key naming it.
 fn named_variables(loaded: &Loaded) -> Vec<(String, String)> {
@@ -83,7 +84,9 @@ pub fn unset_variables(loaded: &Loaded, out: &mut Vec<Problem>) {
     }
 }
 
-/// The addresses the daemon binds that another process holds (or this machine cannot bind).
+/// The addresses the daemon binds that another process holds (or this machine cannot bind):
+/// the HTTP and AudioSocket listeners (TCP), and SIP's listen addresses (UDP, or TCP for
+/// `tcp:` and `tls:`).
 pub fn ports(loaded: &Loaded, out: &mut Vec<Problem>) {
     let mut check = |key: &str, addr: SocketAddr| {
         if addr.port() == 0 {
@@ -97,10 +100,84 @@ pub fn ports(loaded: &Loaded, out: &mut Vec<Problem>) {
     if let Some(a) = loaded.audiosocket_listen() {
         check("audiosocket.listen", a);
     }
+    sip_ports(&loaded.config.sip.listen, out);
+}
+
+/// `sip.listen`'s addresses that cannot be bound, each with the list as it would be with that
+/// address moved.
+fn sip_ports(listen: &[String], out: &mut Vec<Problem>) {
+    for (i, entry) in listen.iter().enumerate() {
+        // An entry that is not an address is reported by validation.
+        let Some((transport, addr)) = parse_listen(entry) else {
+            continue;
+        };
+        if addr.port() == 0 {
+            continue;
+        }
+        let udp = transport == Transport::Udp;
+        let bound = if udp {
+            UdpSocket::bind(addr).map(drop)
+        } else {
+            TcpListener::bind(addr).map(drop)
+        };
+        let Err(e) = bound else {
+            continue;
+        };
+        let value = |a: SocketAddr| {
+            let entries: Vec<String> = listen
+                .iter()
+                .enumerate()
+                .map(|(j, l)| {
+                    if j == i {
+                        format!("\"{transport}:{a}\"")
+                    } else {
+                        format!("{l:?}")
+                    }
+                })
+                .collect();
+            format!("[{}]", entries.join(", "))
+        };
+        out.push(problem(
+            &Bind {
+                key: "sip.listen",
+                addr,
+                udp,
+                value: &value,
+                example_port: 5060,
+            },
+            &e,
+        ));
+    }
 }
 
 /// Why `addr` (the value of `key`) cannot be bound, and what to do.
 pub fn bind_problem(key: &str, addr: SocketAddr, e: &std::io::Error) -> Problem {
+    problem(
+        &Bind {
+            key,
+            addr,
+            udp: false,
+            value: &|a| format!("\"{a}\""),
+            example_port: 8080,
+        },
+        e,
+    )
+}
+
+/// An address a key asks to bind.
+struct Bind<'a> {
+    key: &'a str,
+    addr: SocketAddr,
+    /// A UDP address (else TCP).
+    udp: bool,
+    /// The key's value written with another address in place of `addr`.
+    value: &'a dyn Fn(SocketAddr) -> String,
+    /// A port an unprivileged user may bind, for the fix.
+    example_port: u16,
+}
+
+fn problem(b: &Bind<'_>, e: &std::io::Error) -> Problem {
+    let Bind { key, addr, .. } = *b;
     let other = SocketAddr::new(addr.ip(), addr.port().wrapping_add(1).max(1));
     let flag = if key == "server.listen" {
         " (or serve --listen)"
@@ -109,23 +186,31 @@ pub fn bind_problem(key: &str, addr: SocketAddr, e: &std::io::Error) -> Problem 
     };
     let (message, fix) = match e.kind() {
         std::io::ErrorKind::AddrInUse => (
-            format!("{addr} is already in use by another process"),
             format!(
-                "stop that process (`ss -ltnp 'sport = :{}'` names it), or listen elsewhere: \
-                 {key} = \"{other}\"{flag}",
-                addr.port()
+                "{addr}{} is already in use by another process",
+                if b.udp { " (UDP)" } else { "" }
+            ),
+            format!(
+                "stop that process (`ss -l{}np 'sport = :{}'` names it), or listen elsewhere: \
+                 {key} = {}{flag}",
+                if b.udp { "u" } else { "t" },
+                addr.port(),
+                (b.value)(other)
             ),
         ),
         std::io::ErrorKind::AddrNotAvailable => (
             format!("{} is not an address of this machine", addr.ip()),
             format!(
-                "use one of this machine's addresses, e.g. {key} = \"127.0.0.1:{}\"",
-                addr.port()
+                "use one of this machine's addresses, e.g. {key} = {}",
+                (b.value)(SocketAddr::new([127, 0, 0, 1].into(), addr.port()))
             ),
         ),
         std::io::ErrorKind::PermissionDenied => (
             format!("binding {addr} is not permitted for this user"),
-            format!("use a port above 1023, e.g. {key} = \"{}:8080\"", addr.ip()),
+            format!(
+                "use a port above 1023, e.g. {key} = {}",
+                (b.value)(SocketAddr::new(addr.ip(), b.example_port))
+            ),
         ),
         _ => (
             format!("{addr} cannot be bound: {e}"),
@@ -217,5 +302,54 @@ mod tests {
         assert_eq!(out[0].key, "server.listen");
         assert!(out[0].message.contains("already in use"), "{:?}", out[0]);
         assert!(out[0].fix.contains("--listen"), "{:?}", out[0]);
+    }
+
+    #[test]
+    fn a_sip_address_in_use_is_named_under_sip_listen_with_a_fix() {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let u = udp.local_addr().unwrap();
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let t = tcp.local_addr().unwrap();
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\
+             [sip]\nlisten = [\"udp:{u}\", \"tcp:{t}\", \"udp:127.0.0.1:0\"]\n"
+        );
+        let loaded = super::super::parse(&text, Path::new("/tmp/baton.toml")).unwrap();
+        let mut out = Vec::new();
+        ports(&loaded, &mut out);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out.iter().all(|p| p.key == "sip.listen"), "{out:?}");
+        assert_eq!(
+            out[0].message,
+            format!("{u} (UDP) is already in use by another process")
+        );
+        let next = |a: SocketAddr| SocketAddr::new(a.ip(), a.port() + 1);
+        assert_eq!(
+            out[0].fix,
+            format!(
+                "stop that process (`ss -lunp 'sport = :{}'` names it), or listen elsewhere: \
+                 sip.listen = [\"udp:{}\", \"tcp:{t}\", \"udp:127.0.0.1:0\"]",
+                u.port(),
+                next(u)
+            )
+        );
+        assert_eq!(
+            out[1].message,
+            format!("{t} is already in use by another process")
+        );
+        assert!(
+            out[1].fix.contains("ss -ltnp")
+                && out[1].fix.contains(&format!(
+                    "sip.listen = [\"udp:{u}\", \"tcp:{}\", \"udp:127.0.0.1:0\"]",
+                    next(t)
+                )),
+            "{:?}",
+            out[1]
+        );
+        // Free, the same addresses are no problem.
+        drop((udp, tcp));
+        let mut out = Vec::new();
+        ports(&loaded, &mut out);
+        assert!(out.is_empty(), "{out:?}");
     }
 }
