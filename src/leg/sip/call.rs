@@ -592,6 +592,18 @@ pub fn reason_of(resp: &rsipstack::sip::Response) -> String {
         .to_owned()
 }
 
+/// A 408 the stack made itself when a client transaction timed out (nothing answered): a
+/// peer's final response carries a To tag (RFC 3261 8.2.6.2), the stack's copies the request's
+/// To, which has none.
+pub fn timed_out_here(resp: &rsipstack::sip::Response) -> bool {
+    resp.status_code == StatusCode::RequestTimeout
+        && resp
+            .to_header()
+            .ok()
+            .and_then(|to| to.tag().ok())
+            .is_some_and(|tag| tag.is_none())
+}
+
 /// The outcome a final response means.
 pub fn outcome_of(status: u16, reason: &str) -> Outcome {
     match status {
@@ -607,17 +619,17 @@ pub fn outcome_of(status: u16, reason: &str) -> Outcome {
     }
 }
 
-/// The outcome of an INVITE still unanswered at the ring timeout: no answer when the trunk
-/// said it was trying or ringing, failed when nothing came back at all (unreachable, refused
-/// connection, wrong address).
-pub fn unanswered(responded: bool, ring_timeout: Duration) -> Outcome {
+/// The outcome of an INVITE still unanswered after `waited` (the ring timeout): no answer when
+/// the trunk said it was trying or ringing, failed when nothing came back at all (unreachable,
+/// refused connection, wrong address).
+pub fn unanswered(responded: bool, waited: Duration) -> Outcome {
     if responded {
         Outcome::NoAnswer { status: None }
     } else {
         Outcome::Failed {
             reason: format!(
                 "no response from the trunk within {} s (is its address right and reachable?)",
-                ring_timeout.as_secs()
+                waited.as_secs()
             ),
         }
     }
@@ -723,6 +735,7 @@ pub async fn place_watched(
     // Provisional answers that changed nothing for `watch.progress` (repeats), counted for the log.
     let mut repeats = 0u32;
     let mut states_open = true;
+    let started = Instant::now();
     let deadline = tokio::time::sleep(dial.ring_timeout);
     tokio::pin!(deadline);
     let finished = loop {
@@ -762,20 +775,9 @@ pub async fn place_watched(
             });
         }
         None => {
-            let _ = dialog.cancel().await;
-            // The INVITE ends with 487 once the CANCEL lands. A 200 that crossed the CANCEL
-            // is answered with BYE: the phone never stays up with nobody on the line.
-            match tokio::time::timeout(Duration::from_secs(2), &mut task).await {
-                Ok(Ok(Ok((_, Some(resp)))))
-                    if resp.status_code.kind() == StatusCodeKind::Successful =>
-                {
-                    tracing::info!("the callee answered as the INVITE was cancelled; hanging up");
-                    let _ = tokio::time::timeout(Duration::from_secs(5), dialog.bye()).await;
-                }
-                Ok(_) => {}
-                Err(_) => abort.abort(),
-            }
-            ua.dialogs.remove_dialog(&dialog.id());
+            // The outcome is known now, at the ring timeout (or the cancel): the CANCEL and
+            // what may cross it go on behind the report, never delaying it.
+            tokio::spawn(cancel_invite(ua.clone(), dialog, task, abort));
             if !responded
                 && dial.transport == Transport::Tls
                 && let Some(reason) = ua.tls_problem(&dial.target).await
@@ -786,6 +788,12 @@ pub async fn place_watched(
         }
     };
     let resp = match result {
+        // Nothing came back before the INVITE transaction gave up (timer B, 32 s): its 408
+        // is the stack's own, not the trunk's.
+        Ok((_, Some(resp))) if !responded && timed_out_here(&resp) => {
+            ua.dialogs.remove_dialog(&dialog.id());
+            return Err(unanswered(false, started.elapsed()));
+        }
         Ok((_, Some(resp))) => resp,
         Ok((_, None)) => {
             return Err(Outcome::Failed {
@@ -839,6 +847,31 @@ pub async fn place_watched(
         },
         parties,
     })
+}
+
+/// How long the INVITE may take to end after its CANCEL (487), or to bring the 200 that
+/// crossed it (then answered with BYE).
+const CANCEL_SETTLE: Duration = Duration::from_secs(2);
+
+/// Cancels an INVITE given up on and lets it end: with 487 once the CANCEL lands, or with a
+/// 200 that crossed the CANCEL, answered with BYE (the phone never stays up with nobody on the
+/// line); after [`CANCEL_SETTLE`] it is abandoned.
+async fn cancel_invite(
+    ua: Arc<UserAgent>,
+    dialog: InviteDialog,
+    mut task: JoinHandle<rsipstack::dialog::invitation::InviteAsyncResult>,
+    abort: tokio::task::AbortHandle,
+) {
+    let _ = dialog.cancel().await;
+    match tokio::time::timeout(CANCEL_SETTLE, &mut task).await {
+        Ok(Ok(Ok((_, Some(resp))))) if resp.status_code.kind() == StatusCodeKind::Successful => {
+            tracing::info!("the callee answered as the INVITE was cancelled; hanging up");
+            let _ = tokio::time::timeout(Duration::from_secs(5), dialog.bye()).await;
+        }
+        Ok(_) => {}
+        Err(_) => abort.abort(),
+    }
+    ua.dialogs.remove_dialog(&dialog.id());
 }
 
 /// What [`place_and_run`] reports, in order: provisional answers, then the answered media leg or
@@ -956,6 +989,131 @@ mod tests {
             panic!()
         };
         assert!(reason.contains("no response from the trunk within 5 s"));
+    }
+
+    fn response(status: &str, to_tag: &str) -> rsipstack::sip::Response {
+        let raw = format!(
+            "SIP/2.0 {status}\r\nVia: SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bK-1\r\n\
+             From: <sip:baton@127.0.0.1>;tag=1\r\nTo: <sip:pbx@127.0.0.1>{to_tag}\r\n\
+             Call-ID: c1\r\nCSeq: 1 REGISTER\r\nContent-Length: 0\r\n\r\n"
+        );
+        match rsipstack::sip::SipMessage::try_from(raw.as_str()).unwrap() {
+            rsipstack::sip::SipMessage::Response(r) => r,
+            rsipstack::sip::SipMessage::Request(_) => panic!("a request"),
+        }
+    }
+
+    #[test]
+    fn a_408_of_the_stacks_own_is_told_from_a_peers() {
+        // The stack's, at its transaction timeout: the request's To, untagged.
+        assert!(timed_out_here(&response("408 Request Timeout", "")));
+        // A peer's: tagged.
+        assert!(!timed_out_here(&response("408 Request Timeout", ";tag=9")));
+        assert!(!timed_out_here(&response(
+            "480 Temporarily Unavailable",
+            ""
+        )));
+    }
+
+    /// A user agent on a loopback port of its own, serving.
+    async fn agent() -> (Arc<UserAgent>, rsipstack::transaction::TransactionReceiver) {
+        let cfg = super::super::config::SipConfig {
+            listen: vec!["udp:127.0.0.1:0".into()],
+            ..Default::default()
+        };
+        let (ua, incoming) = UserAgent::start(&cfg, None, None).await.unwrap();
+        tokio::spawn(ua.clone().serve());
+        (ua, incoming)
+    }
+
+    fn dial_to(ua: &UserAgent, trunk: std::net::SocketAddr, ring_timeout: Duration) -> Dial {
+        let from = ua.addr(Transport::Udp).unwrap();
+        Dial {
+            target: format!("sip:100@{trunk}").as_str().try_into().unwrap(),
+            from: format!("sip:baton@{from}").as_str().try_into().unwrap(),
+            credential: None,
+            ring_timeout,
+            transport: Transport::Udp,
+        }
+    }
+
+    fn settings() -> CallSettings {
+        CallSettings {
+            ring: Duration::ZERO,
+            media: MediaConfig::default(),
+            codecs: vec![Codec::Pcmu],
+            rtp_ports: (31000, 39000),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_trunk_that_never_answers_fails_at_the_ring_timeout() {
+        let (ua, _incoming) = agent().await;
+        // Bound and silent: the INVITE goes out and nothing ever comes back.
+        let trunk = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let dial = dial_to(&ua, trunk.local_addr().unwrap(), Duration::from_secs(1));
+        let start = Instant::now();
+        let Err(outcome) = place(ua.clone(), dial, &settings()).await else {
+            panic!("answered by nobody")
+        };
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_millis(1500),
+            "the outcome came {took:?} after the INVITE, for a ring timeout of 1 s"
+        );
+        let Outcome::Failed { reason } = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert!(
+            reason.starts_with("no response from the trunk within 1 s"),
+            "{reason}"
+        );
+        ua.shutdown();
+    }
+
+    #[tokio::test]
+    async fn a_ringing_callee_not_answering_the_cancel_is_no_answer_at_the_ring_timeout() {
+        let (ua, _incoming) = agent().await;
+        let trunk = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let dial = dial_to(&ua, trunk.local_addr().unwrap(), Duration::from_secs(1));
+        // The trunk rings at the first INVITE, then says nothing more (no 200 to the CANCEL,
+        // no 487).
+        let ringer = tokio::spawn(async move {
+            let mut buf = vec![0u8; 65536];
+            let (n, from) = trunk.recv_from(&mut buf).await.unwrap();
+            let invite = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let copied: Vec<&str> = invite
+                .lines()
+                .filter(|l| {
+                    ["via:", "from:", "call-id:", "cseq:"]
+                        .iter()
+                        .any(|h| l.to_ascii_lowercase().starts_with(h))
+                })
+                .collect();
+            let to = invite
+                .lines()
+                .find(|l| l.to_ascii_lowercase().starts_with("to:"))
+                .unwrap();
+            let ringing = format!(
+                "SIP/2.0 180 Ringing\r\n{}\r\n{to};tag=callee\r\nContent-Length: 0\r\n\r\n",
+                copied.join("\r\n")
+            );
+            trunk.send_to(ringing.as_bytes(), from).await.unwrap();
+            // Keep the socket (and so the port) until the test ends.
+            loop {
+                let _ = trunk.recv_from(&mut buf).await;
+            }
+        });
+        let start = Instant::now();
+        let outcome = place(ua.clone(), dial, &settings()).await.err();
+        let took = start.elapsed();
+        assert_eq!(outcome, Some(Outcome::NoAnswer { status: None }));
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_millis(1500),
+            "the outcome came {took:?} after the INVITE, for a ring timeout of 1 s"
+        );
+        ringer.abort();
+        ua.shutdown();
     }
 
     #[test]
