@@ -76,9 +76,10 @@ fn check_config_names_file_key_and_fix() {
         "check-config",
         concat!(env!("CARGO_MANIFEST_DIR"), "/config/baton.toml"),
     ]);
-    // Another test may be probing the shipped port at the same moment.
+    // Another test may be holding a shipped port (HTTP 8080, SIP 5060) at the same moment.
+    let taken = err.matches("already in use").count();
     assert!(
-        ok || (err.contains("already in use") && err.contains("1 problem(s)")),
+        ok || (taken > 0 && err.contains(&format!("{taken} problem(s)"))),
         "{err}"
     );
     assert!(
