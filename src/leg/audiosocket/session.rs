@@ -6,8 +6,8 @@
 //! [`AudioSocketSession::poll_transmit`] (toward Asterisk) after each input.
 //!
 //! A connection starts with the UUID (`0x01`); the first audio message fixes the rate (`0x10`
-//! 8 kHz, `0x12` 16 kHz, … any slin kind but 44.1 kHz, which does not divide into 20 ms frames),
-//! and the call can begin. Inbound audio of any size is re-framed into exactly 20 ms per
+//! 8 kHz, `0x12` 16 kHz, … any slin kind but 44.1 kHz: baton's audio path counts whole samples
+//! per millisecond), and the call can begin. Inbound audio of any size is re-framed into exactly 20 ms per
 //! [`LegEvent::Frame`]; `ts` counts the samples received. DTMF becomes [`LegEvent::Dtmf`];
 //! `0x00`, `0xFF` and the end of the stream become [`LegEvent::Stop`].
 //!
@@ -88,8 +88,8 @@ pub enum SessionError {
     #[error("the audio rate changed from {from} Hz to {to} Hz within the call")]
     RateChanged { from: u32, to: u32 },
     #[error(
-        "slin at {rate} Hz (kind 0x{kind:02x}) does not divide into 20 ms frames; use slin, \
-         slin16 or slin48"
+        "slin at {rate} Hz (kind 0x{kind:02x}) is not supported; the supported kinds are {}",
+        supported_kinds()
     )]
     UnsupportedRate { kind: u8, rate: u32 },
     #[error("a partial message waited {0:?} for the rest of its bytes")]
@@ -102,6 +102,29 @@ pub enum SessionError {
     NotStarted,
     #[error("the connection has ended ({0})")]
     Ended(String),
+}
+
+/// Whether a call can run at `rate`: baton's audio path counts whole samples per millisecond,
+/// which 44.1 kHz is not.
+pub fn supported_rate(rate: u32) -> bool {
+    samples_per_frame(rate) * 50 == rate as usize
+}
+
+/// The slin kinds a call can start with, by Asterisk's names:
+/// `slin (0x10, 8000 Hz), slin12 (0x11, 12000 Hz), …`.
+pub fn supported_kinds() -> String {
+    wire::SLIN_RATES
+        .iter()
+        .filter(|(_, rate)| supported_rate(*rate))
+        .map(|(kind, rate)| {
+            let name = match rate {
+                8_000 => "slin".to_owned(),
+                r => format!("slin{}", r / 1000),
+            };
+            format!("{name} (0x{kind:02x}, {rate} Hz)")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Running counts for one connection.
@@ -287,7 +310,7 @@ impl AudioSocketSession {
                     payload,
                 },
             ) => {
-                if samples_per_frame(rate) * 50 != rate as usize {
+                if !supported_rate(rate) {
                     return Err(SessionError::UnsupportedRate { kind, rate });
                 }
                 let info = StartInfo {

@@ -172,6 +172,33 @@ fn protocol_errors_hang_up_cleanly() {
     }
 }
 
+/// 44.1 kHz is refused as a rate baton does not support (882 samples is a whole 20 ms frame), and
+/// the refusal names the kinds that are.
+#[test]
+fn an_unsupported_rate_names_the_supported_kinds() {
+    let now = Instant::now();
+    let mut s = AudioSocketSession::new(wire::DEFAULT_MAX_PAYLOAD);
+    let input = bytes(|b| {
+        encode_raw(KIND_UUID, &UUID, b);
+        encode_audio(0x15, &[0; 882], b);
+    });
+    let e = s.handle_bytes(&input, now).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "slin at 44100 Hz (kind 0x15) is not supported; the supported kinds are \
+         slin (0x10, 8000 Hz), slin12 (0x11, 12000 Hz), slin16 (0x12, 16000 Hz), \
+         slin24 (0x13, 24000 Hz), slin32 (0x14, 32000 Hz), slin48 (0x16, 48000 Hz), \
+         slin96 (0x17, 96000 Hz), slin192 (0x18, 192000 Hz)"
+    );
+    assert_hung_up(&mut s, &e);
+    // Every kind it names starts a call.
+    for (kind, rate) in wire::SLIN_RATES.into_iter().filter(|(k, _)| *k != 0x15) {
+        let frame = vec![0i16; rate as usize / 50];
+        let s = started(kind, &frame, now);
+        assert_eq!(s.start_info().map(|i| i.rate), Some(rate));
+    }
+}
+
 #[test]
 fn truncated_messages_are_errors_at_eof_and_on_a_stall() {
     let now = Instant::now();
