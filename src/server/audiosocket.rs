@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use super::attach::{self, CallInfo, RunError};
+use super::attach::{self, CallInfo, Ran, RunError};
 use super::{AppState, ServeError};
 use crate::call::CallReport;
 use crate::leg::audiosocket::server::{self as leg, AudioSocketLegOptions};
@@ -93,7 +93,13 @@ where
         .await;
         return None;
     };
-    let (leg, start, leg_task) = match leg::accept(io, AudioSocketLegOptions::default()).await {
+    let (frames_in, frames_out) = app.metrics.frame_counters(LEG);
+    let opts = AudioSocketLegOptions {
+        frames_in,
+        frames_out,
+        ..Default::default()
+    };
+    let (leg, start, leg_task) = match leg::accept(io, opts).await {
         Ok(x) => x,
         Err(e) => {
             tracing::warn!(%peer, error = %e, "AudioSocket connection ended before the call began");
@@ -119,10 +125,16 @@ where
             super::live::publish_end(l, reason, figures);
         }
     };
-    let report = match attach::run_call(&app, leg, info, live.clone(), slot.hangup.clone()).await {
-        Ok(ran) => ran.report,
+    let result = attach::run_call(&app, leg, info, live.clone(), slot.hangup.clone()).await;
+    let stats = leg_stats(leg_task).await;
+    let Ran {
+        report,
+        context_load_ms,
+        ..
+    } = match result {
+        Ok(ran) => ran,
         Err(e) => {
-            let _ = leg_stats(leg_task).await;
+            super::call_log::call_not_run(&app.metrics, LEG, &e);
             let reason = match &e {
                 RunError::NoSession(e) => format!("no model session: {e}"),
                 RunError::Failed(e) => format!("call failed: {e}"),
@@ -133,14 +145,15 @@ where
         }
     };
     end(&report.end_reason, super::live::figures(&report));
-    let stats = leg_stats(leg_task).await;
-    let cadence = stats.as_ref().map(|s| s.send_cadence());
+    // Its frames are counted live, by the leg.
     super::call_log::call_ended(
+        &app.metrics,
+        LEG,
         &report,
         super::call_log::Extra {
-            call: &start.uuid.to_string(),
-            context_load_ms: None,
-            cadence: cadence.as_ref(),
+            call: &start.uuid,
+            context_load_ms,
+            send_intervals: stats.as_ref().map(|s| &s.send_intervals),
             dtmf: stats.as_ref().map(|s| s.session.dtmf),
             ..Default::default()
         },

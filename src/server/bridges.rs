@@ -251,7 +251,7 @@ pub(super) async fn run_call(
             .ok(),
         _ => None,
     };
-    match attach::run_call_with_transfer(
+    let result = attach::run_call_with_transfer(
         &app,
         leg,
         info,
@@ -259,10 +259,12 @@ pub(super) async fn run_call(
         slot.hangup.clone(),
         transfer,
     )
-    .await
-    {
+    .await;
+    if let Err(e) = &result {
+        super::call_log::call_not_run(&app.metrics, leg_label, e);
+    }
+    match result {
         Err(RunError::NoSession(e)) => {
-            app.metrics.session_open_failed(leg_label);
             let _ = leg_stats(leg_task).await;
             app.calls.report_finished(FinishedCall {
                 stream_sid: start.stream_sid.clone(),
@@ -282,19 +284,19 @@ pub(super) async fn run_call(
                 super::live::publish_end(l, &report.end_reason, super::live::figures(&report));
             }
             let stats = leg_stats(leg_task).await;
-            let cadence = stats.as_ref().map(|s| s.send_cadence());
-            let intervals = stats.as_ref().map(|s| &s.send_intervals);
-            app.metrics.call_ended(leg_label, &report, intervals);
             // The agents heard, in order (the span holds the last one).
             if let Some(last) = report.agents_heard().last() {
                 span.record("agent", last.as_str());
             }
+            // Its frames are counted live, by the leg.
             super::call_log::call_ended(
+                &app.metrics,
+                leg_label,
                 &report,
                 super::call_log::Extra {
                     call: &id,
                     context_load_ms,
-                    cadence: cadence.as_ref(),
+                    send_intervals: stats.as_ref().map(|s| &s.send_intervals),
                     ..Default::default()
                 },
             );
@@ -304,7 +306,6 @@ pub(super) async fn run_call(
             });
         }
         Err(RunError::Failed(e)) => {
-            app.metrics.call_failed(leg_label);
             tracing::error!(stream_sid = %start.stream_sid, error = %e, "call failed");
             app.calls.report_finished(FinishedCall {
                 stream_sid: start.stream_sid.clone(),

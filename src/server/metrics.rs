@@ -9,11 +9,12 @@
 //! What is live and what is recorded when a call ends:
 //! * **live**: `baton_calls_active` (read from the call registry at each scrape), the frame
 //!   counters (every telephony bridge leg adds its frames as it moves them, under its dialect's
-//!   leg label: one atomic add each, no lock),
+//!   leg label, and so does every AudioSocket leg: one atomic add each, no lock),
 //!   refused upgrades;
-//! * **at the end of each call**, from its [`CallReport`] and leg stats: `baton_calls_total`,
-//!   underruns and late ticks, the latency histograms, handoff and reconnect gaps, model errors
-//!   and reconnects, the egress send cadence.
+//! * **at the end of each call** of every leg, from its [`CallReport`] and leg stats (through
+//!   [`super::call_log::call_ended`]): `baton_calls_total`, underruns and late ticks, the latency
+//!   histograms, handoff and reconnect gaps, model errors and reconnects, the egress send
+//!   cadence; and the frames of the legs that do not count them live (`/stream`, WebRTC, SIP).
 //!
 //! Histogram samples wait in the recorder until they are folded into their buckets at a scrape
 //! or by [`Metrics::upkeep`], which `serve` runs every few seconds so an unscraped daemon does
@@ -176,6 +177,25 @@ impl Metrics {
             metrics::counter!("baton_task_wakeups_total").absolute(crate::wakeups::total());
         });
         self.handle.render()
+    }
+
+    /// The live `(in, out)` frame counters of leg kind `leg`, for a leg to add its frames to as
+    /// it moves them.
+    pub fn frame_counters(&self, leg: &'static str) -> (metrics::Counter, metrics::Counter) {
+        metrics::with_local_recorder(&self.recorder, || {
+            (
+                metrics::counter!("baton_frames_in_total", "leg" => leg),
+                metrics::counter!("baton_frames_out_total", "leg" => leg),
+            )
+        })
+    }
+
+    /// Adds the frames a call of leg kind `leg` moved, once it has ended (a leg that does not
+    /// count them as it moves them).
+    pub fn add_frames(&self, leg: &'static str, frames_in: u64, frames_out: u64) {
+        let (i, o) = self.frame_counters(leg);
+        i.increment(frames_in);
+        o.increment(frames_out);
     }
 
     /// Folds pending histogram samples into their buckets.
@@ -369,11 +389,11 @@ fn describe() {
     );
     metrics::describe_counter!(
         "baton_frames_in_total",
-        "20 ms caller frames received from legs (live)."
+        "20 ms caller frames received from legs (bridges and AudioSocket live, other legs when their call ends)."
     );
     metrics::describe_counter!(
         "baton_frames_out_total",
-        "20 ms frames sent to legs (live; idle silence is not sent)."
+        "20 ms frames sent to legs (bridges and AudioSocket live, other legs when their call ends; idle silence is not sent where a leg skips it)."
     );
     metrics::describe_counter!(
         "baton_underruns_total",

@@ -691,14 +691,13 @@ async fn run(
             if let Some(l) = &live {
                 super::live::publish_end(l, &report.end_reason, figures);
             }
-            let intervals = ended.media.as_ref().map(|o| &o.send_intervals);
-            app.metrics.call_ended(LEG, &report, intervals);
-            let cadence = ended.media.as_ref().map(|o| o.send_intervals.cadence());
             super::call_log::call_ended(
+                &app.metrics,
+                LEG,
                 &report,
                 super::call_log::Extra {
                     call: &ran.id,
-                    cadence: cadence.as_ref(),
+                    send_intervals: ended.media.as_ref().map(|o| &o.send_intervals),
                     sip: Some(super::call_log::SipEnd {
                         from: &parties.from,
                         to: &parties.to,

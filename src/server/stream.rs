@@ -106,6 +106,9 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
             super::live::publish_end(l, reason, figures);
         }
     };
+    if let Err(e) = &result {
+        super::call_log::call_not_run(&app.metrics, LEG, e);
+    }
     match result {
         Ok(Ran { report, id, .. }) => {
             end(&report.end_reason, super::live::figures(&report));
@@ -121,13 +124,17 @@ async fn run_call(app: Arc<AppState>, socket: WebSocket, slot: CallSlot) {
                 .await
                 .ok()
                 .and_then(Result::ok);
-            let cadence = stats.as_ref().map(|s| s.send_cadence());
             let format = format.to_string();
             super::call_log::call_ended(
+                &app.metrics,
+                LEG,
                 &report,
                 super::call_log::Extra {
                     call: &id,
-                    cadence: cadence.as_ref(),
+                    send_intervals: stats.as_ref().map(|s| &s.send_intervals),
+                    frames: stats
+                        .as_ref()
+                        .map(|s| (s.stream.frames_in, s.stream.frames_out)),
                     format: Some(&format),
                     marks_played: Some(stats.as_ref().map_or(0, |s| s.stream.marks_played)),
                     ..Default::default()

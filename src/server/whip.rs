@@ -38,6 +38,8 @@ use crate::leg::webrtc::{self as leg, IceServer, PeerError, PeerSettings, Webrtc
 const EXPOSED: &str = "Location, Link, Baton-Call-Id";
 /// How long `DELETE` waits for the call to end before answering anyway.
 const DELETE_WAIT: Duration = Duration::from_secs(5);
+/// The leg kind label of this module's calls.
+const LEG: &str = "webrtc";
 
 /// The WHIP routes, to be merged into the server's router (behind its auth layer, if any).
 pub fn routes() -> Router<Arc<AppState>> {
@@ -220,7 +222,7 @@ async fn answer(app: &Arc<AppState>, headers: &HeaderMap, body: Body) -> Respons
             return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
         }
     };
-    let listed = random_hex(16).and_then(|s| slot.go_live("webrtc", Some(s)));
+    let listed = random_hex(16).and_then(|s| slot.go_live(LEG, Some(s)));
     let live = match listed {
         Ok(l) => l,
         Err(e) => {
@@ -241,7 +243,7 @@ async fn answer(app: &Arc<AppState>, headers: &HeaderMap, body: Body) -> Respons
         .map(|a| serde_json::json!({"id": a.id, "name": a.name}))
         .collect();
     live.publish(&serde_json::json!({
-        "type": "call_start", "call_id": id, "leg": "webrtc",
+        "type": "call_start", "call_id": id, "leg": LEG,
         "started_unix_ms": live.started_unix_ms, "at_ms": 0, "agents": agents,
     }));
     let span = tracing::info_span!("webrtc", call_id = %id);
@@ -349,18 +351,25 @@ async fn run_call(app: Arc<AppState>, peer: leg::Peer, slot: CallSlot, live: Arc
         }
     };
     let info = CallInfo {
-        leg: "webrtc",
+        leg: LEG,
         caller: None,
     };
     let result = attach::run_call(&app, leg, info, Some(live.clone()), slot.hangup.clone()).await;
     let stats = super::bridges::leg_stats(leg_task).await;
+    if let Err(e) = &result {
+        super::call_log::call_not_run(&app.metrics, LEG, e);
+    }
     match result {
         Ok(Ran { report, .. }) => {
             let figures = figures(&report, stats.as_ref());
             super::call_log::call_ended(
+                &app.metrics,
+                LEG,
                 &report,
                 super::call_log::Extra {
                     call: &live.id,
+                    // One Opus packet carries one 20 ms frame.
+                    frames: stats.as_ref().map(|s| (s.inbound.frames, s.packets_out)),
                     ..Default::default()
                 },
             );

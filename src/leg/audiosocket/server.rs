@@ -14,6 +14,9 @@
 //! [`LegEvent::Stop`]. On the call's `Hangup`, or when it drops its handle, the connection goes
 //! to a closing task that writes what is left (`00 00 00` if baton is the one hanging up),
 //! shuts the socket down and yields the [`LegStats`] through the handle [`accept`] returned.
+//!
+//! Frames moved are added to live counters as they go ([`AudioSocketLegOptions::frames_in`],
+//! e.g. the daemon's Prometheus counters).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -49,6 +52,10 @@ pub struct AudioSocketLegOptions {
     pub idle_timeout: Duration,
     /// Largest message length accepted.
     pub max_payload: usize,
+    /// Live counts of the 20 ms frames received and sent (e.g. the daemon's Prometheus
+    /// counters): one atomic add each as the leg moves them. No-op by default.
+    pub frames_in: metrics::Counter,
+    pub frames_out: metrics::Counter,
 }
 
 impl Default for AudioSocketLegOptions {
@@ -58,6 +65,8 @@ impl Default for AudioSocketLegOptions {
             stall_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(10),
             max_payload: wire::DEFAULT_MAX_PAYLOAD,
+            frames_in: metrics::Counter::noop(),
+            frames_out: metrics::Counter::noop(),
         }
     }
 }
@@ -175,6 +184,7 @@ where
         timer: Box::pin(tokio::time::sleep_until(now + wait)),
         opts,
         start: info.clone(),
+        counted: (0, 0),
     };
     let (hold, closed) = Handover::new(leg);
     // It logs under the caller's span (the server's per-call span).
@@ -195,13 +205,17 @@ struct Leg<S> {
     timer: Pin<Box<Sleep>>,
     opts: AudioSocketLegOptions,
     start: StartInfo,
+    /// Frames already added to the live counters, `(in, out)`.
+    counted: (u64, u64),
 }
 
 /// An AudioSocket leg as its call drives it ([`SocketIo`]); the closing task writes what is
 /// left (a hang-up baton owes the peer).
 impl<S: AsyncRead + AsyncWrite + Send + 'static> SocketLeg for Leg<S> {
     fn next_event(&mut self) -> Option<LegEvent> {
-        self.core.poll_event()
+        let ev = self.core.poll_event()?;
+        self.count_frames();
+        Some(ev)
     }
 
     fn ended(&self) -> bool {
@@ -252,6 +266,19 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> SocketLeg for Leg<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + 'static> Leg<S> {
+    /// Adds the frames moved since the last call to the live counters.
+    fn count_frames(&mut self) {
+        let s = self.core.stats();
+        let (counted_in, counted_out) = self.counted;
+        if s.frames_in != counted_in {
+            self.opts.frames_in.increment(s.frames_in - counted_in);
+        }
+        if s.frames_out != counted_out {
+            self.opts.frames_out.increment(s.frames_out - counted_out);
+        }
+        self.counted = (s.frames_in, s.frames_out);
+    }
+
     /// Reads what arrived into the core. Ready when something was read (or the stream ended).
     fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let mut rb = ReadBuf::new(&mut self.buf);
@@ -341,6 +368,7 @@ async fn close_when_done<S: AsyncRead + AsyncWrite + Send + 'static>(
         .await;
         let _ = timeout(CLOSE_GRACE, SinkExt::<Bytes>::close(&mut leg.socket)).await;
     }
+    leg.count_frames();
     let end = leg.core.ended().cloned().unwrap_or(EndReason::Hangup);
     let stats = leg.core.stats().clone();
     tracing::info!(
