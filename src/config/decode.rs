@@ -66,6 +66,7 @@ pub fn decode_with<T: DeserializeOwned>(
             )
         })
         .collect();
+    let syntax_at: Vec<usize> = problems.iter().map(|(at, _)| *at).collect();
     let mut value = None;
     let mut taken: Vec<String> = Vec::new();
     let mut meant: Vec<String> = Vec::new();
@@ -94,7 +95,11 @@ pub fn decode_with<T: DeserializeOwned>(
                         };
                         taken.contains(&full)
                     });
-                if !artifact {
+                // A key under a table header the parser could not read lands elsewhere
+                // (usually the top level): its "unknown key" is the syntax error's echo.
+                let echo = inner.message().starts_with("unknown field")
+                    && under_broken_header(text, &syntax_at, at);
+                if !artifact && !echo {
                     let (p, m) = problem(text, &key, &inner, docs, required(&key));
                     problems.push((at, p));
                     meant.extend(m);
@@ -113,6 +118,19 @@ pub fn decode_with<T: DeserializeOwned>(
         problems: problems.into_iter().map(|(_, p)| p).collect(),
         doubtful: taken,
     }
+}
+
+/// Whether offset `at` follows a syntax error with no table header line between them.
+fn under_broken_header(text: &str, syntax_at: &[usize], at: usize) -> bool {
+    syntax_at.iter().any(|&s| {
+        s < at
+            && text.get(s..at).is_some_and(|between| {
+                !between
+                    .lines()
+                    .skip(1)
+                    .any(|l| l.trim_start().starts_with('['))
+            })
+    })
 }
 
 /// The first problem only, as the file is decoded (for files whose other checks need a whole
@@ -466,6 +484,17 @@ mod tests {
         let (_, p) = decode::<Top>("[server\nmax = 1\n[server]\nlisen = 1\n", "docs");
         assert_eq!(p[0].key, "(syntax)");
         assert!(p[0].message.contains("line 1"), "{p:?}");
+    }
+
+    #[test]
+    fn a_key_under_a_broken_header_is_not_also_unknown() {
+        let (_, p) = decode::<Top>("[server\nmax = 1\n", "docs");
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].key, "(syntax)");
+        // Past the next good header, an unknown key is still one.
+        let (_, p) = decode::<Top>("[server\nmax = 1\n[server]\nlisen = 1\n", "docs");
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[1].message.contains("lisen"), "{p:?}");
     }
 
     #[test]
