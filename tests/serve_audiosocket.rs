@@ -119,6 +119,101 @@ async fn output_is_paced_one_frame_per_tick() {
     assert_eq!(app.calls.active(), 0);
 }
 
+/// What the daemon logs on this thread, as its plain format writes it.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+
+    /// The value of `field=` on the first line with `message` and that field.
+    fn field(&self, message: &str, field: &str) -> String {
+        let text = self.text();
+        let key = format!(" {field}=");
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!(": {message} ")) && l.contains(&key))
+            .unwrap_or_else(|| panic!("no {message:?} line with {field} in\n{text}"));
+        let value = line.split(&key).nth(1).unwrap_or_default();
+        match value.strip_prefix('"') {
+            Some(quoted) => quoted.split('"').next().unwrap_or_default().to_owned(),
+            None => value
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        }
+    }
+}
+
+/// A caller that breaks the protocol in the middle of the call (a DTMF byte that is no key, as
+/// `baton dial audiosocket --dtmf X@1` sends) ends the call with the leg's reason — in its
+/// report, its metrics and its `call ended` line — not as a hang-up; and that line names the call
+/// by baton's call id (the one `GET /calls`, the admin API and the store use), the UUID apart.
+#[tokio::test(start_paused = true)]
+async fn a_protocol_error_ends_the_call_under_batons_call_id() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let _log = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    let loaded =
+        baton::config::parse(&config(), &Path::new(ROOT).join("config/test.toml")).unwrap();
+    let app = baton::server::state(loaded).unwrap();
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let call = tokio::spawn(baton::server::audiosocket::serve_connection(
+        Arc::clone(&app),
+        server,
+        peer,
+    ));
+    let mut opts = caller_turn(8000);
+    opts.dtmf = vec![(Duration::from_secs(1), 'X')];
+    let report = caller::run(client, opts).await.unwrap();
+    assert_eq!(report.end, CallerEnd::ServerHungUp, "{:?}", report.end);
+    let call = call.await.unwrap().expect("a call ran");
+    let why = "protocol error: DTMF byte 0x58 is not a key";
+    assert!(call.end_reason.starts_with(why), "{}", call.end_reason);
+
+    let metrics = app.metrics.render(0);
+    assert!(
+        metrics.contains("baton_calls_total{leg=\"audiosocket\",end=\"other\"} 1"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("caller_hung_up"), "{metrics}");
+
+    assert!(
+        logs.text()
+            .lines()
+            .any(|l| l.contains("call ended") && l.contains(&format!("end={why}"))),
+        "{}",
+        logs.text()
+    );
+    let id = logs.field("call started", "call");
+    assert!(!id.is_empty());
+    assert_eq!(logs.field("call ended", "call"), id);
+    assert_eq!(
+        logs.field("call ended", "uuid"),
+        "0b6e4d2a-8f1c-4e55-9a3b-2c7d1e0f9a88"
+    );
+}
+
 /// Sends `bytes`, optionally closes the write side, then reads what baton answers until it
 /// closes. Returns the messages baton sent.
 async fn hostile(addr: &str, bytes: &[u8], eof: bool) -> Vec<Message> {

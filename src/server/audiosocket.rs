@@ -17,6 +17,7 @@ use super::attach::{self, CallInfo, Ran, RunError};
 use super::{AppState, ServeError};
 use crate::call::CallReport;
 use crate::leg::audiosocket::server::{self as leg, AudioSocketLegOptions};
+use crate::leg::audiosocket::session::EndReason;
 use crate::leg::audiosocket::wire::HANGUP;
 
 /// Binds the configured AudioSocket address (if any), records it in the state and spawns the
@@ -128,7 +129,8 @@ where
     let result = attach::run_call(&app, leg, info, live.clone(), slot.hangup.clone()).await;
     let stats = leg_stats(leg_task).await;
     let Ran {
-        report,
+        id,
+        mut report,
         context_load_ms,
         ..
     } = match result {
@@ -144,6 +146,11 @@ where
             return None;
         }
     };
+    if let Some(why) = stats.as_ref().and_then(|s| leg_end_reason(&s.end))
+        && report.end_reason == CALLER_HUNG_UP
+    {
+        report.end_reason = why;
+    }
     end(&report.end_reason, super::live::figures(&report));
     // Its frames are counted live, by the leg.
     super::call_log::call_ended(
@@ -151,7 +158,8 @@ where
         LEG,
         &report,
         super::call_log::Extra {
-            call: &start.uuid,
+            call: &id,
+            uuid: Some(&start.uuid),
             context_load_ms,
             send_intervals: stats.as_ref().map(|s| &s.send_intervals),
             dtmf: stats.as_ref().map(|s| s.session.dtmf),
@@ -160,6 +168,21 @@ where
     );
     drop(slot);
     Some(report)
+}
+
+/// What the call reads as any end of its leg.
+const CALLER_HUNG_UP: &str = "caller hung up";
+
+/// The call's end reason when the connection ended other than by the caller hanging up (a
+/// protocol error, an error the peer reported, a peer that stopped reading): the leg's own
+/// words, which the call, told only that its leg stopped, does not have.
+fn leg_end_reason(end: &EndReason) -> Option<String> {
+    match end {
+        EndReason::PeerHangup | EndReason::Closed | EndReason::Hangup => None,
+        EndReason::PeerError(_) | EndReason::Protocol(_) | EndReason::Unwritable(_) => {
+            Some(end.to_string())
+        }
+    }
 }
 
 /// The leg kind label of this module's calls.

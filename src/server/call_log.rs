@@ -30,6 +30,8 @@ pub struct Extra<'a> {
     /// the live frame counters as it moves them (`/stream`, WebRTC; a SIP call's are its media
     /// packets).
     pub frames: Option<(u64, u64)>,
+    /// The UUID the dialplan gave (AudioSocket).
+    pub uuid: Option<&'a str>,
     /// DTMF digits received (AudioSocket).
     pub dtmf: Option<u64>,
     /// The audio format the client chose and the `mark`s it said it played (`/stream`).
@@ -105,6 +107,7 @@ fn log(report: &CallReport, extra: Extra<'_>) {
         .and_then(|m| serde_json::to_string(m).ok());
     tracing::info!(
         call = extra.call,
+        uuid = extra.uuid,
         end = %report.end_reason,
         turns = report.turns.len(),
         agents = %if agents.is_empty() { "-".to_owned() } else { agents.join(", ") },
