@@ -91,7 +91,7 @@ pub async fn connect(spec: &ServerSpec, handler: Handler) -> Result<Session, Con
                 handler
                     .serve(child)
                     .await
-                    .map_err(|e| ConnectError::Handshake(e.to_string()))
+                    .map_err(|e| ConnectError::Handshake(plain_words(&e)))
             }
         }
     };
@@ -99,6 +99,40 @@ pub async fn connect(spec: &ServerSpec, handler: Handler) -> Result<Session, Con
         Ok(r) => r,
         Err(_) => Err(ConnectError::Timeout(ms)),
     }
+}
+
+/// An error and its causes in words a person reads: the Rust type names some transports put in
+/// brackets (`Transport [rmcp::transport::…<…>]`) left out, each cause said once.
+pub fn plain_words(e: &dyn std::error::Error) -> String {
+    let mut out = without_type_names(&e.to_string());
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let words = without_type_names(&c.to_string());
+        if !words.is_empty() && !out.contains(&words) {
+            out = format!("{out}: {words}");
+        }
+        cause = c.source();
+    }
+    out
+}
+
+/// `text` without its bracketed Rust paths (`[a::b<c::d>]`), spaces closed up.
+fn without_type_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let Some(len) = rest[open..].find(']') else {
+            break;
+        };
+        let inside = &rest[open + 1..open + len];
+        out.push_str(&rest[..open]);
+        if !inside.contains("::") {
+            out.push_str(&rest[open..=open + len]);
+        }
+        rest = &rest[open + len + 1..];
+    }
+    out.push_str(rest);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The value of a configured header, from its environment variable, marked sensitive.
@@ -145,5 +179,21 @@ async fn connect_http(
     handler
         .serve(transport)
         .await
-        .map_err(|e| ConnectError::Handshake(e.to_string()))
+        .map_err(|e| ConnectError::Handshake(plain_words(&e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_type_names;
+
+    #[test]
+    fn rust_type_names_are_left_out_of_a_message() {
+        assert_eq!(
+            without_type_names(
+                "Send message error Transport [rmcp::transport::worker::WorkerTransport<rmcp::a::B<reqwest::Client>>] error: Client error: error sending request for url (http://127.0.0.1:9/mcp)"
+            ),
+            "Send message error Transport error: Client error: error sending request for url (http://127.0.0.1:9/mcp)"
+        );
+        assert_eq!(without_type_names("a [b] c"), "a [b] c");
+    }
 }

@@ -283,7 +283,7 @@ async fn connect(entry: &ServerEntry, connector: &Connector) -> Result<Session, 
             handler
                 .serve((r, w))
                 .await
-                .map_err(|e| format!("the MCP handshake failed: {e}"))
+                .map_err(|e| format!("the MCP handshake failed: {}", client::plain_words(&e)))
         }
     }
 }
