@@ -199,6 +199,7 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
             var: args.api_key_env.clone(),
         });
     }
+    report_dir(&args.report)?;
     let machine = Machine::detect();
     let load_cpu = host::cpu_time();
     let load_started = Instant::now();
@@ -549,6 +550,29 @@ fn command_line() -> String {
         .join(" ")
 }
 
+/// Makes `--report` before any call runs, so that a path that cannot hold the report (a file,
+/// or under one) is refused at once rather than after a long run.
+fn report_dir(dir: &Path) -> Result<(), FixturesError> {
+    if let Some(file) = dir.ancestors().find(|a| a.exists() && !a.is_dir()) {
+        return Err(FixturesError::Usage(format!(
+            "--report {}: not a directory{}; --report must be a directory (report.md, \
+             report.json and the plots are written into it)",
+            dir.display(),
+            if file == dir {
+                String::new()
+            } else {
+                format!(" ({} is a file)", file.display())
+            }
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        FixturesError::Report(ReportError::Output {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        })
+    })
+}
+
 /// Builds the report, draws its plots and writes everything into `dir`; returns `report.md`.
 pub fn write(
     dir: &Path,
@@ -575,4 +599,24 @@ pub fn write(
     let md_path = dir.join("report.md");
     std::fs::write(&md_path, super::markdown::render(&report)).map_err(|e| output(&md_path, e))?;
     Ok(md_path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FixturesError, report_dir};
+
+    #[test]
+    fn a_report_path_that_is_a_file_is_refused_before_any_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("call.wav");
+        std::fs::write(&file, b"").unwrap();
+        for path in [file.clone(), file.join("sub")] {
+            let e = report_dir(&path).unwrap_err();
+            assert!(matches!(e, FixturesError::Usage(_)), "{e}");
+            assert!(e.to_string().contains("not a directory"), "{e}");
+        }
+        let fresh = dir.path().join("a/b");
+        report_dir(&fresh).unwrap();
+        assert!(fresh.is_dir());
+    }
 }
