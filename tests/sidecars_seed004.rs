@@ -86,6 +86,11 @@ fn a_slow_sidecar_times_out_and_the_audio_is_unchanged() {
     assert_eq!(research.ok, 0, "{research:?}");
     assert!(research.timeouts >= 3, "{research:?}");
     assert_eq!(research.errors, 0);
+    assert_eq!(
+        research.ok + research.timeouts + research.errors + research.unfinished,
+        research.runs,
+        "every run accounted for: {research:?}"
+    );
     // Each of analysis' results went to the session after the turn, as context.
     let delivered: Vec<&CallEvent> = with
         .report

@@ -51,6 +51,9 @@ pub struct SidecarStats {
     pub offered: u64,
     /// Results the call could not take (ended, or its queue full).
     pub undelivered: u64,
+    /// Runs still going when the call ended (stopped; `runs` = `ok` + `timeouts` + `errors` +
+    /// this).
+    pub unfinished: u64,
     /// Latency of each answered run, ms.
     pub latency_ms: Vec<u64>,
 }
@@ -155,6 +158,9 @@ pub async fn run(
                 }
             }
         }
+    }
+    for (id, n) in in_flight {
+        report.entry(id).or_default().unfinished = n as u64;
     }
     report
 }

@@ -137,8 +137,8 @@ pub fn call_details(s: &mut String, c: &Ran) {
     for (id, st) in c.sidecars.iter().flatten() {
         let _ = writeln!(
             s,
-            "  sidecar {id}: {} runs, {} in time ({} fed to the session, {} over budget), {} timed out, {} failed",
-            st.runs, st.ok, st.offered, st.over_budget, st.timeouts, st.errors
+            "  sidecar {id}: {} runs, {} in time ({} fed to the session, {} over budget), {} timed out, {} failed, {} still running at the call's end",
+            st.runs, st.ok, st.offered, st.over_budget, st.timeouts, st.errors, st.unfinished
         );
     }
 }
