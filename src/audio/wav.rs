@@ -44,6 +44,9 @@ pub fn parse(bytes: &[u8], name: &Path) -> Result<Pcm, WavError> {
     read_from(std::io::Cursor::new(bytes), name)
 }
 
+/// The sample formats [`read`] takes, for messages.
+const READABLE: &str = "baton reads 8, 16, 24 or 32-bit integer or 32-bit float PCM";
+
 /// Largest number of samples read from one file (an hour of 48 kHz stereo): a header claiming
 /// more is refused before anything is allocated for it.
 pub const MAX_SAMPLES: u64 = 48_000 * 2 * 3600;
@@ -65,6 +68,21 @@ fn read_from<R: std::io::Read>(reader: R, path: &Path) -> Result<Pcm, WavError> 
         e if cut_short(&e) => WavError::Short {
             path: path.to_path_buf(),
             what: "it ends inside its header (an empty or cut-short file)".into(),
+        },
+        // hound's words for float samples of another width.
+        hound::Error::FormatError("bits per sample is not 32") => WavError::Format {
+            path: path.to_path_buf(),
+            what: format!(
+                "floating-point samples wider or narrower than 32 bits ({READABLE}; e.g. \
+                 `sox in.wav -b 32 -e floating-point out.wav`)"
+            ),
+        },
+        hound::Error::Unsupported => WavError::Format {
+            path: path.to_path_buf(),
+            what: format!(
+                "a compressed or unknown encoding, such as μ-law, A-law or ADPCM ({READABLE}; \
+                 e.g. `sox in.wav -e signed-integer -b 16 out.wav`)"
+            ),
         },
         e => read_err(e),
     })?;
@@ -124,7 +142,7 @@ fn read_from<R: std::io::Read>(reader: R, path: &Path) -> Result<Pcm, WavError> 
         (fmt, bits) => {
             return Err(WavError::Format {
                 path: path.to_path_buf(),
-                what: format!("{bits}-bit {fmt:?} samples (use 16-bit PCM)"),
+                what: format!("{bits}-bit {fmt:?} samples ({READABLE})"),
             });
         }
     };
