@@ -202,6 +202,9 @@ fn sqlite_url(url: &str) -> Result<String, StoreError> {
     Ok(format!("{url}{sep}mode=rwc"))
 }
 
+/// How long [`Store::close`] waits for the database.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
 impl Store {
     /// Opens the database the URL names and brings its schema up to date.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
@@ -282,11 +285,39 @@ impl Store {
 
     /// Closes every connection. SQLite first folds its write-ahead log into the database file,
     /// so that the file alone holds every call (a copy of the `.db` without its `-wal` is whole).
+    /// A store stalled by another connection's lock is let go after [`CLOSE_WAIT`] (its
+    /// connections end with the process).
     pub async fn close(&self) {
-        if self.kind == Kind::Sqlite
-            && let Err(e) = self.pool.execute("PRAGMA wal_checkpoint(TRUNCATE)").await
+        if tokio::time::timeout(CLOSE_WAIT, self.fold_and_close())
+            .await
+            .is_err()
         {
-            tracing::warn!(store = %self.shown, error = %e, "store: the write-ahead log was not folded in at close");
+            tracing::warn!(
+                store = %self.shown,
+                wait_s = CLOSE_WAIT.as_secs(),
+                "store: not closed in time (a connection is still busy); let go"
+            );
+        }
+    }
+
+    async fn fold_and_close(&self) {
+        if self.kind == Kind::Sqlite {
+            // One row: (busy, log pages, pages folded in); busy = 1 when a reader held it back.
+            let done = sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)")
+                .fetch_one(&self.pool)
+                .await;
+            match done {
+                Ok((0, _, _)) => {}
+                Ok(_) => tracing::warn!(
+                    store = %self.shown,
+                    "store: another connection held the write-ahead log at close; its last writes are in the -wal file beside the database"
+                ),
+                Err(e) => tracing::warn!(
+                    store = %self.shown,
+                    error = %e,
+                    "store: the write-ahead log was not folded in at close"
+                ),
+            }
         }
         self.pool.close().await;
     }
