@@ -120,10 +120,17 @@ pub fn decode_with<T: DeserializeOwned>(
     }
 }
 
-/// Whether offset `at` follows a syntax error with no table header line between them.
+/// Whether offset `at` follows a syntax error on a table header line (`[…`) with no other header
+/// line between them: the key's table could not be read.
 fn under_broken_header(text: &str, syntax_at: &[usize], at: usize) -> bool {
     syntax_at.iter().any(|&s| {
+        let line_start = text
+            .get(..s)
+            .map_or(0, |t| t.rfind('\n').map_or(0, |i| i + 1));
         s < at
+            && text
+                .get(line_start..)
+                .is_some_and(|l| l.trim_start().starts_with('['))
             && text.get(s..at).is_some_and(|between| {
                 !between
                     .lines()
@@ -495,6 +502,9 @@ mod tests {
         let (_, p) = decode::<Top>("[server\nmax = 1\n[server]\nlisen = 1\n", "docs");
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[1].message.contains("lisen"), "{p:?}");
+        // A bad value inside a good table hides nothing after it.
+        let (_, p) = decode::<Top>("[server]\nmax = 1 junk\nlisen = 1\n", "docs");
+        assert!(p.iter().any(|p| p.key == "server.lisen"), "{p:?}");
     }
 
     #[test]
