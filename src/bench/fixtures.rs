@@ -199,12 +199,13 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
             var: args.api_key_env.clone(),
         });
     }
-    report_dir(&args.report)?;
     let machine = Machine::detect();
     let load_cpu = host::cpu_time();
     let load_started = Instant::now();
     let plan = plan(args)?;
     let (load_wall, load_cpu) = (load_started.elapsed(), cpu_since(load_cpu));
+    // A request refused above leaves nothing behind; a good one gets its directory now.
+    report_dir(&args.report)?;
     let cells = &plan.cells;
     let jobs = args
         .jobs
