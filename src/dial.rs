@@ -523,7 +523,7 @@ pub struct DialAudioSocketArgs {
     #[arg(long, value_name = "WAV")]
     pub fixture: Option<PathBuf>,
     /// slin rate: 8000 (kind 0x10, the AudioSocket() application), 16000 (0x12, c(slin16)), or
-    /// another slin kind's rate baton takes: 12000, 24000, 32000, 48000, 96000.
+    /// another slin kind's rate baton takes: 12000, 24000, 32000, 48000, 96000, 192000.
     #[arg(long, default_value_t = 8000)]
     pub rate: u32,
     /// A key pressed at an offset in seconds, as DIGIT@SECONDS (repeatable).

@@ -30,10 +30,10 @@ impl DemoOutcome {
 /// The first of `reasons` (each call's, in order) that says the call lost its model for good.
 fn lost_model<'a>(reasons: impl Iterator<Item = &'a str>) -> Option<String> {
     reasons.enumerate().find_map(|(i, r)| {
-        matches!(
+        (matches!(
             crate::server::metrics::end_label(r),
             "model_lost" | "model_reopen_failed"
-        )
+        ) || r.starts_with("model socket dead"))
         .then(|| format!("call {} ended: {r}", i + 1))
     })
 }
@@ -70,5 +70,6 @@ mod tests {
             Some("call 2 ended: no model session could be reopened after 5 attempts (closed:1006)")
         );
         assert!(lost_model(["model connection lost: reset"].into_iter()).is_some());
+        assert!(lost_model(["model socket dead: nothing received for 5s"].into_iter()).is_some());
     }
 }
