@@ -855,14 +855,16 @@ const CANCEL_SETTLE: Duration = Duration::from_secs(2);
 
 /// Cancels an INVITE given up on and lets it end: with 487 once the CANCEL lands, or with a
 /// 200 that crossed the CANCEL, answered with BYE (the phone never stays up with nobody on the
-/// line); after [`CANCEL_SETTLE`] it is abandoned.
+/// line). The CANCEL's own answer and then the INVITE's end are each waited for at most
+/// [`CANCEL_SETTLE`] (a trunk that answers nothing would hold the CANCEL for its 32 s timer), so
+/// the task ends within seconds.
 async fn cancel_invite(
     ua: Arc<UserAgent>,
     dialog: InviteDialog,
     mut task: JoinHandle<rsipstack::dialog::invitation::InviteAsyncResult>,
     abort: tokio::task::AbortHandle,
 ) {
-    let _ = dialog.cancel().await;
+    let _ = tokio::time::timeout(CANCEL_SETTLE, dialog.cancel()).await;
     match tokio::time::timeout(CANCEL_SETTLE, &mut task).await {
         Ok(Ok(Ok((_, Some(resp))))) if resp.status_code.kind() == StatusCodeKind::Successful => {
             tracing::info!("the callee answered as the INVITE was cancelled; hanging up");
