@@ -329,6 +329,7 @@ async fn supervise(entry: Arc<ServerEntry>, connector: Connector, stop: Cancella
                     link.update(|s| s.state = State::Down);
                     return; // shutdown
                 };
+                let reason = without_query(&entry.spec, reason);
                 tracing::warn!(server = %name, %reason, "MCP server session ended; reconnecting");
                 link.update(|s| {
                     s.state = State::Down;
@@ -339,6 +340,7 @@ async fn supervise(entry: Arc<ServerEntry>, connector: Connector, stop: Cancella
                 }
             }
             Err(reason) => {
+                let reason = without_query(&entry.spec, reason);
                 tracing::warn!(server = %name, %reason, retry_in_ms = backoff.as_millis() as u64, "MCP server unavailable");
                 link.update(|s| {
                     s.state = State::Down;
@@ -395,13 +397,24 @@ async fn hold(
     }
 }
 
+/// `reason` with the server's URL, where the HTTP client quoted it, shown without its query or
+/// user info (a token there must not reach `/healthz` or the log).
+fn without_query(spec: &ServerSpec, reason: String) -> String {
+    match &spec.transport {
+        super::config::Transport::Http { url, .. } => {
+            reason.replace(url.as_str(), &crate::secret::url_shown(url))
+        }
+        _ => reason,
+    }
+}
+
 /// Lists the tools, translates them, and publishes the set.
 async fn refresh(entry: &ServerEntry, conn: &Conn) -> Result<(), String> {
     let list = conn
         .peer
         .list_all_tools()
         .await
-        .map_err(|e| format!("tools/list failed: {e}"))?;
+        .map_err(|e| format!("tools/list failed: {}", client::plain_words(&e)))?;
     let (tools, refused) = build_tools(entry, list);
     for r in &refused {
         tracing::warn!("{r}");
@@ -488,4 +501,24 @@ fn build_tools(
         }
     }
     (tools, refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_query;
+    use crate::mcp::config::ServerSpec;
+
+    #[test]
+    fn a_token_in_the_server_url_is_not_repeated_in_its_state() {
+        let url = url::Url::parse("http://127.0.0.1:9/mcp?token=s3cret").unwrap();
+        let spec = ServerSpec::http("crm", url);
+        let said = without_query(
+            &spec,
+            "error sending request for url (http://127.0.0.1:9/mcp?token=s3cret)".into(),
+        );
+        assert_eq!(
+            said,
+            "error sending request for url (http://127.0.0.1:9/mcp)"
+        );
+    }
 }
