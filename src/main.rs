@@ -46,13 +46,14 @@ enum Cmd {
     /// agents with a handoff there and back); print its timeline with each handoff and its gap,
     /// and the latency table; write out/demo/call.wav, timeline.svg/png and summary.json.
     Demo(DemoArgs),
-    /// Serve the embedded Gemini-Live-protocol mock model on a socket, for baton or any client
-    /// (including the official google-genai SDK over wss://).
+    /// Serve the embedded mock model on a socket (the Gemini Live protocol, or OpenAI Realtime
+    /// with --profile openai), for baton or any client, including the official SDKs over wss://.
     MockModel(MockModelArgs),
     /// Run the daemon: telephony bridges (Twilio Media Streams at /twilio; Telnyx, Plivo, Exotel,
-    /// Vonage at /telnyx, /plivo, /exotel, /vonage; any of them detected at /media-stream;
-    /// Asterisk AudioSocket on [audiosocket] listen) and apps (/stream) connect, each call is
-    /// carried to the configured model and back.
+    /// Vonage at /telnyx, /plivo, /exotel, /vonage; any of them detected at /media-stream),
+    /// SIP trunks and phones ([sip]), Asterisk AudioSocket ([audiosocket] listen), browsers over
+    /// WebRTC (WHIP at /whip) and apps (/stream) connect; each call is carried to the configured
+    /// model and back.
     Serve(ServeArgs),
     /// Place an outbound SIP call through a running `baton serve` (POST /calls on its admin
     /// API) on a configured trunk; prints the typed outcome.
@@ -274,8 +275,17 @@ fn init_logging(default_level: &str, format: LogFormat) {
 fn init_logging_with(default_level: &str, format: LogFormat, capture: bool) {
     use baton::bench::capture::{Capture, Printed};
     use tracing_subscriber::prelude::*;
-    let mut filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    // A BATON_LOG that does not parse is said once logging is up, not silently replaced.
+    let mut refused = None;
+    let mut filter = match tracing_subscriber::EnvFilter::try_from_env("BATON_LOG") {
+        Ok(f) => f,
+        Err(e) => {
+            if std::env::var_os("BATON_LOG").is_some() {
+                refused = Some(e.to_string());
+            }
+            tracing_subscriber::EnvFilter::new(default_level)
+        }
+    };
     for cap in baton::secret::LOG_CAPS {
         if let Ok(d) = cap.parse() {
             filter = filter.add_directive(d);
@@ -302,6 +312,12 @@ fn init_logging_with(default_level: &str, format: LogFormat, capture: bool) {
         .with(json)
         .with(capture.then(|| Capture::upto(hint)))
         .init();
+    if let Some(why) = refused {
+        tracing::warn!(
+            "BATON_LOG is not a filter ({why}); logging at {default_level}. Write a level \
+             (error, warn, info, debug, trace) or targets, e.g. BATON_LOG=baton=debug,info"
+        );
+    }
 }
 
 /// Every problem of the file and of what it needs here (variables, ports), and what the rest

@@ -130,3 +130,21 @@ fn json_logs_are_one_object_per_line_with_numeric_figures() {
     assert!(f["uplink_p99_ms"].is_f64(), "{ended}");
     assert_eq!(ended["span"]["leg"], "twilio", "{ended}");
 }
+
+/// A BATON_LOG that is not a filter is said, with the level used instead, not silently ignored.
+#[test]
+fn a_baton_log_that_is_not_a_filter_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["demo", "--scenario", "demo", "--out"])
+        .arg(dir.path())
+        .env("BATON_LOG", "nonsense===")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("BATON_LOG is not a filter") && err.contains("logging at warn"),
+        "{err}"
+    );
+}
