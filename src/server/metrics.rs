@@ -389,11 +389,11 @@ fn describe() {
     );
     metrics::describe_counter!(
         "baton_frames_in_total",
-        "20 ms caller frames received from legs (bridges and AudioSocket live, other legs when their call ends)."
+        "Caller frames received from legs: 20 ms frames (bridges and AudioSocket live, /stream and WebRTC when their call ends); on SIP, RTP packets of the peer's ptime, keypad events included, when the call ends."
     );
     metrics::describe_counter!(
         "baton_frames_out_total",
-        "20 ms frames sent to legs (bridges and AudioSocket live, other legs when their call ends; idle silence is not sent where a leg skips it)."
+        "Frames sent to legs: 20 ms frames (bridges and AudioSocket live, /stream and WebRTC when their call ends; idle silence is not sent where a leg skips it); on SIP, RTP packets, when the call ends."
     );
     metrics::describe_counter!(
         "baton_underruns_total",
