@@ -30,6 +30,26 @@ async fn audiosocket_addr(d: &Daemon) -> SocketAddr {
     .await
 }
 
+/// A daemon's state and one AudioSocket connection to it over an in-memory pipe: the caller's
+/// end, and the task serving the call.
+fn call_in_memory() -> (
+    Arc<baton::server::AppState>,
+    tokio::io::DuplexStream,
+    tokio::task::JoinHandle<Option<baton::call::CallReport>>,
+) {
+    let loaded =
+        baton::config::parse(&config(), &Path::new(ROOT).join("config/test.toml")).unwrap();
+    let app = baton::server::state(loaded).unwrap();
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let call = tokio::spawn(baton::server::audiosocket::serve_connection(
+        Arc::clone(&app),
+        server,
+        peer,
+    ));
+    (app, client, call)
+}
+
 /// Half a second of silence, the caller's first turn, then silence for the reply.
 fn caller_turn(rate: u32) -> CallerOptions {
     let c1 = baton::audio::wav::read(&Path::new(ROOT).join("audio-fixtures/clips/caller_01.wav"))
@@ -88,16 +108,7 @@ async fn calls_at_8_and_16_khz_hear_the_replies() {
 /// follows the previous one by exactly one frame.
 #[tokio::test(start_paused = true)]
 async fn output_is_paced_one_frame_per_tick() {
-    let loaded =
-        baton::config::parse(&config(), &Path::new(ROOT).join("config/test.toml")).unwrap();
-    let app = baton::server::state(loaded).unwrap();
-    let (client, server) = tokio::io::duplex(1 << 16);
-    let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
-    let call = tokio::spawn(baton::server::audiosocket::serve_connection(
-        Arc::clone(&app),
-        server,
-        peer,
-    ));
+    let (app, client, call) = call_in_memory();
     let report = caller::run(client, caller_turn(16_000)).await.unwrap();
     assert_heard_a_reply(&report, 16_000);
     assert!(report.bursts >= 1);
@@ -173,16 +184,7 @@ async fn a_protocol_error_ends_the_call_under_batons_call_id() {
             .with_writer(move || writer.clone())
             .finish(),
     );
-    let loaded =
-        baton::config::parse(&config(), &Path::new(ROOT).join("config/test.toml")).unwrap();
-    let app = baton::server::state(loaded).unwrap();
-    let (client, server) = tokio::io::duplex(1 << 16);
-    let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
-    let call = tokio::spawn(baton::server::audiosocket::serve_connection(
-        Arc::clone(&app),
-        server,
-        peer,
-    ));
+    let (app, client, call) = call_in_memory();
     let mut opts = caller_turn(8000);
     opts.dtmf = vec![(Duration::from_secs(1), 'X')];
     let report = caller::run(client, opts).await.unwrap();
