@@ -279,6 +279,29 @@ async fn an_answered_outbound_call_runs_the_agents_and_the_other_outcomes_are_ty
     assert_eq!(status, 400, "{e}");
     let (status, e) = post_call(&d, r#"{"number": "100"}"#).await;
     assert_eq!(status, 400, "{e}");
+    let (status, e) = post_call(
+        &d,
+        r#"{"to": "100", "trunk": "callee", "from": "not a uri"}"#,
+    )
+    .await;
+    assert_eq!(status, 400, "{e}");
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap()
+            .contains("from \"not a uri\" is not a SIP URI"),
+        "{e}"
+    );
+    let (status, e) = post_call(
+        &d,
+        r#"{"to": "100", "trunk": "callee", "ring_timeout_s": 0}"#,
+    )
+    .await;
+    assert_eq!(status, 400, "{e}");
+    assert!(
+        e["error"].as_str().unwrap().contains("ring_timeout_s is 0"),
+        "{e}"
+    );
     assert_eq!(d.calls_ended().await, 0, "every slot was given back");
     d.stop().await;
 }

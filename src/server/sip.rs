@@ -256,8 +256,15 @@ impl SipService {
             (None, _, Some(c)) => format!("sip:{}@{host}", c.username),
             (None, _, None) => format!("sip:baton@{host}"),
         };
+        let lower = from_text.to_ascii_lowercase();
+        if !(lower.starts_with("sip:") || lower.starts_with("sips:")) {
+            return Err(PlaceError::BadFrom(from_text));
+        }
         let from = rsipstack::sip::Uri::try_from(from_text.as_str())
-            .map_err(|_| PlaceError::BadTarget(from_text.clone()))?;
+            .map_err(|_| PlaceError::BadFrom(from_text.clone()))?;
+        if ring_timeout_s == Some(0) {
+            return Err(PlaceError::NoRing);
+        }
         let dial = Dial {
             target,
             from,
@@ -746,6 +753,12 @@ pub enum PlaceError {
     NeedTrunk(String),
     #[error("{0:?} is not a SIP URI or a number")]
     BadTarget(String),
+    #[error("from {0:?} is not a SIP URI (the caller ID, e.g. sip:+15550100@pbx.example.com)")]
+    BadFrom(String),
+    #[error(
+        "ring_timeout_s is 0, so the call could not be answered; give 1 or more (the trunk's default is its ring_timeout_s)"
+    )]
+    NoRing,
     #[error("{0}")]
     Unavailable(String),
 }
@@ -866,7 +879,9 @@ async fn post_call(State(app): State<Arc<AppState>>, body: axum::body::Bytes) ->
         Err(e @ (PlaceError::NoSip | PlaceError::NoTrunk(_) | PlaceError::NeedTrunk(_))) => {
             problem(Http::NOT_FOUND, e.to_string())
         }
-        Err(e @ PlaceError::BadTarget(_)) => problem(Http::BAD_REQUEST, e.to_string()),
+        Err(e @ (PlaceError::BadTarget(_) | PlaceError::BadFrom(_) | PlaceError::NoRing)) => {
+            problem(Http::BAD_REQUEST, e.to_string())
+        }
         Err(e @ PlaceError::Unavailable(_)) => {
             let mut r = problem(Http::SERVICE_UNAVAILABLE, e.to_string());
             r.headers_mut().insert(
