@@ -124,7 +124,16 @@ pub fn run(args: &CallArgs) -> Result<(), CallError> {
             server: args.server.clone(),
             reason: e.to_string(),
         })?;
-    let placed = rt.block_on(place(args))?;
+    let placed = match rt.block_on(place(args)) {
+        Ok(p) => p,
+        Err(e) => {
+            // A script reading --json gets the failure as JSON too (and a person on stderr).
+            if args.json {
+                println!("{}", serde_json::json!({ "error": e.to_string() }));
+            }
+            return Err(e);
+        }
+    };
     if args.json {
         println!(
             "{}",

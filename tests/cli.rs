@@ -196,3 +196,16 @@ fn a_strategy_that_cannot_carry_a_handoff_says_what_carried_it_and_why() {
         "{out}"
     );
 }
+
+/// `baton call --json` gives a failure before any outcome as JSON on stdout too, for scripts.
+#[test]
+fn call_with_json_says_a_failure_as_json() {
+    let (ok, out, err) = baton(&["call", "100", "--server", "http://127.0.0.1:9", "--json"]);
+    assert!(!ok);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| {
+        panic!("not JSON ({e}): {out}");
+    });
+    let said = v["error"].as_str().unwrap_or_default();
+    assert!(said.contains("did not answer"), "{v}");
+    assert!(err.contains(said), "and on stderr: {err}");
+}
