@@ -147,27 +147,43 @@ async fn run_async(args: &DemoArgs, realtime: bool) -> Result<DemoOutcome, DemoE
 /// Makes `--out` (and its parents) unless it is there; refuses a path that is a file, or under
 /// one, naming it.
 fn out_dir(out: &Path) -> Result<(), DemoError> {
-    let not_a_dir = |file: &Path| {
-        let at = if file == out {
-            String::new()
-        } else {
-            format!(" ({} is a file)", file.display())
-        };
-        DemoError::Usage(format!(
+    make_dir(out).map_err(|e| match e {
+        MakeDirError::NotADir(at) => DemoError::Usage(format!(
             "--out {}: not a directory{at}; --out must be a directory (the demo writes call.wav, \
              summary.json and the timeline picture into it)",
             out.display()
-        ))
-    };
-    if out.exists() && !out.is_dir() {
-        return Err(not_a_dir(out));
-    }
-    std::fs::create_dir_all(out).map_err(|e| match out.ancestors().find(|a| a.exists()) {
-        Some(a) if !a.is_dir() => not_a_dir(a),
-        _ => DemoError::Output {
+        )),
+        MakeDirError::Io(reason) => DemoError::Output {
             path: out.to_path_buf(),
-            reason: e.to_string(),
+            reason,
         },
+    })
+}
+
+/// Why an output directory could not be made.
+#[derive(Debug)]
+pub enum MakeDirError {
+    /// The path is a file (empty), or lies under one (` (<file> is a file)`).
+    NotADir(String),
+    /// Anything else, in words.
+    Io(String),
+}
+
+/// Makes `dir` and its parents unless it is there (for a command's output directory).
+pub fn make_dir(dir: &Path) -> Result<(), MakeDirError> {
+    let not_a_dir = |file: &Path| {
+        MakeDirError::NotADir(if file == dir {
+            String::new()
+        } else {
+            format!(" ({} is a file)", file.display())
+        })
+    };
+    if dir.exists() && !dir.is_dir() {
+        return Err(not_a_dir(dir));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| match dir.ancestors().find(|a| a.exists()) {
+        Some(a) if !a.is_dir() => not_a_dir(a),
+        _ => MakeDirError::Io(e.to_string()),
     })
 }
 

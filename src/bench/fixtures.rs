@@ -554,23 +554,16 @@ fn command_line() -> String {
 /// Makes `--report` before any call runs, so that a path that cannot hold the report (a file,
 /// or under one) is refused at once rather than after a long run.
 fn report_dir(dir: &Path) -> Result<(), FixturesError> {
-    if let Some(file) = dir.ancestors().find(|a| a.exists() && !a.is_dir()) {
-        return Err(FixturesError::Usage(format!(
-            "--report {}: not a directory{}; --report must be a directory (report.md, \
+    demo::make_dir(dir).map_err(|e| match e {
+        demo::MakeDirError::NotADir(at) => FixturesError::Usage(format!(
+            "--report {}: not a directory{at}; --report must be a directory (report.md, \
              report.json and the plots are written into it)",
-            dir.display(),
-            if file == dir {
-                String::new()
-            } else {
-                format!(" ({} is a file)", file.display())
-            }
-        )));
-    }
-    std::fs::create_dir_all(dir).map_err(|e| {
-        FixturesError::Report(ReportError::Output {
+            dir.display()
+        )),
+        demo::MakeDirError::Io(reason) => FixturesError::Report(ReportError::Output {
             path: dir.to_path_buf(),
-            reason: e.to_string(),
-        })
+            reason,
+        }),
     })
 }
 
