@@ -723,10 +723,7 @@ async fn run(
             });
         }
         Err(e) => {
-            match &e {
-                RunError::NoSession(_) => app.metrics.session_open_failed(LEG),
-                RunError::Failed(_) => app.metrics.call_failed(LEG),
-            }
+            super::call_log::call_not_run(&app.metrics, LEG, &e);
             tracing::error!(error = %e, "SIP call did not run to its end");
             if let Some(l) = &live {
                 super::live::publish_end(l, &format!("call failed: {e}"), serde_json::Value::Null);
