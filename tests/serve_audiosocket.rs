@@ -190,12 +190,12 @@ async fn a_protocol_error_ends_the_call_under_batons_call_id() {
     let report = caller::run(client, opts).await.unwrap();
     assert_eq!(report.end, CallerEnd::ServerHungUp, "{:?}", report.end);
     let call = call.await.unwrap().expect("a call ran");
-    let why = "protocol error: DTMF byte 0x58 is not a key";
+    let why = "caller's leg failed: protocol error: DTMF byte 0x58 is not a key";
     assert!(call.end_reason.starts_with(why), "{}", call.end_reason);
 
     let metrics = app.metrics.render(0);
     assert!(
-        metrics.contains("baton_calls_total{leg=\"audiosocket\",end=\"other\"} 1"),
+        metrics.contains("baton_calls_total{leg=\"audiosocket\",end=\"leg_failed\"} 1"),
         "{metrics}"
     );
     assert!(!metrics.contains("caller_hung_up"), "{metrics}");

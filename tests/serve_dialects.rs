@@ -501,3 +501,55 @@ async fn telnyx_token_and_exotel_basic_auth_are_checked_before_the_upgrade() {
     assert_eq!(r.end, CallerEnd::HungUp);
     d.stop().await;
 }
+
+/// A bridge whose socket drops without its hang-up (no `stop`, no close frame) ends the call as
+/// the caller's side failing — in the call's report (its stored end reason) and its metrics —
+/// not as the caller hanging up; one that sends `stop` hung up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_lost_without_stop_ends_the_call_as_a_failed_leg() {
+    let d = Daemon::start(&support::mock_config("", "")).await;
+    let mut finished = d.app.calls.subscribe_finished();
+    let start = |sid: &str| {
+        t(&format!(
+            r#"{{"event":"start","sequenceNumber":"1","streamSid":"{sid}","start":{{"streamSid":"{sid}","accountSid":"AC00000000000000000000000000000000","callSid":"CA{sid}","tracks":["inbound"],"customParameters":{{}},"mediaFormat":{{"encoding":"audio/x-mulaw","sampleRate":8000,"channels":1}}}}}}"#
+        ))
+    };
+    let media = |sid: &str, n: u32| {
+        t(&format!(
+            r#"{{"event":"media","sequenceNumber":"{}","streamSid":"{sid}","media":{{"track":"inbound","chunk":"{n}","timestamp":"{}","payload":"{}"}}}}"#,
+            n + 1,
+            n * 20,
+            "/".repeat(212) + "w=="
+        ))
+    };
+    for (sid, last) in [
+        ("MZlost", Raw::Abort),
+        ("MZstop", t(r#"{"event":"stop","streamSid":"MZstop"}"#)),
+    ] {
+        let mut script = vec![t(r#"{"event":"connected","protocol":"Call"}"#), start(sid)];
+        script.extend((0..10).map(|n| media(sid, n)));
+        script.push(last);
+        support::send_raw(&d.url("/twilio"), &script).await;
+    }
+    let ended = support::finished_calls(&mut finished, 2, Duration::from_secs(10)).await;
+    let reason = |sid: &str| {
+        let c = ended.iter().find(|c| c.stream_sid == sid).expect(sid);
+        c.outcome.as_ref().expect("a report").end_reason.clone()
+    };
+    let lost = reason("MZlost");
+    assert!(
+        lost.starts_with("caller's leg failed: ") && lost.contains("without closing handshake"),
+        "{lost}"
+    );
+    assert_eq!(reason("MZstop"), "caller hung up");
+    let metrics = d.app.metrics.render(0);
+    for end in ["leg_failed", "caller_hung_up"] {
+        assert!(
+            metrics.contains(&format!(
+                "baton_calls_total{{leg=\"twilio\",end=\"{end}\"}} 1"
+            )),
+            "{end}: {metrics}"
+        );
+    }
+    d.stop().await;
+}

@@ -251,7 +251,7 @@ async fn refer(name: &str, steps: &[String]) -> Referred {
 /// Reads the leg as a call would, and hangs up after its `Stop`.
 async fn read_until_stop(mut leg: baton::leg::LegHandle) {
     while let Some(ev) = leg.recv().await {
-        if matches!(ev, baton::leg::LegEvent::Stop) {
+        if matches!(ev, baton::leg::LegEvent::Stop(_)) {
             let _ = leg.send(baton::leg::LegCommand::Hangup);
             return;
         }

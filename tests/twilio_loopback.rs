@@ -136,7 +136,7 @@ async fn agent(
             }
             LegEvent::Heard { .. } => heard += 1,
             LegEvent::Dtmf { digit } => dtmf.push(digit),
-            LegEvent::Stop => {
+            LegEvent::Stop(_) => {
                 let _ = leg.send(LegCommand::Hangup);
                 break;
             }

@@ -118,7 +118,10 @@ fn payloads_of_any_size_are_reframed_exactly() {
     assert_eq!(frames[0].0, ms(80));
     assert_eq!(frames[0].1[..2], expect[640..642]);
     assert!(frames[0].1[2..].iter().all(|&x| x == 0));
-    assert!(matches!(other[..], [LegEvent::Stop]));
+    assert!(matches!(
+        other[..],
+        [LegEvent::Stop(baton::leg::StopReason::HungUp)]
+    ));
     assert_eq!(s.ended(), Some(&EndReason::Stopped));
     let e = s
         .handle(media(vec![0; 160], Some(100), None), t0)

@@ -258,7 +258,8 @@ impl CallCore {
             }
             Some(LegEvent::Dtmf { digit }) => tracing::debug!(%digit, "caller pressed a key"),
             Some(LegEvent::Heard { .. }) => {}
-            Some(LegEvent::Stop) | None => self.hang_up("caller hung up"),
+            Some(LegEvent::Stop(why)) => self.hang_up(why.to_string()),
+            None => self.hang_up(crate::leg::CALLER_HUNG_UP),
         }
     }
 

@@ -725,7 +725,10 @@ fn without_a_source_a_lost_session_ends_the_call() {
 #[test]
 fn the_caller_hanging_up_closes_the_session() {
     let mut rig = Rig::gemini();
-    rig.core.handle_leg(Some(LegEvent::Stop), rig.now);
+    rig.core.handle_leg(
+        Some(LegEvent::Stop(crate::leg::StopReason::HungUp)),
+        rig.now,
+    );
     rig.drain();
     assert_eq!(rig.core.ended(), Some("caller hung up"));
     assert!(
@@ -736,6 +739,19 @@ fn the_caller_hanging_up_closes_the_session() {
 }
 
 /// What a message to a session is, by its wire name.
+#[test]
+fn a_failed_leg_is_the_end_reason_not_a_hang_up() {
+    let mut rig = Rig::gemini();
+    let why = crate::leg::StopReason::Failed("protocol error: unknown kind 0x42".into());
+    rig.core.handle_leg(Some(LegEvent::Stop(why)), rig.now);
+    rig.drain();
+    assert_eq!(
+        rig.core.ended(),
+        Some("caller's leg failed: protocol error: unknown kind 0x42")
+    );
+    assert_eq!(rig.hangups, 1);
+}
+
 fn kind(msg: &ClientMessage) -> &'static str {
     match msg {
         ClientMessage::ContextUpdate(_) => "context_update",

@@ -477,7 +477,7 @@ impl Warm {
                 }
             }
             Some(LegEvent::Heard { .. }) => {}
-            Some(LegEvent::Stop) | None => {
+            Some(LegEvent::Stop(_)) | None => {
                 self.person = None;
                 self.tap = None;
                 self.machine.handle(Input::PersonHungUp, now);

@@ -279,7 +279,7 @@ async fn converse(
                     ear.hear(&frame.samples, Instant::now());
                     rec.heard.extend_from_slice(&frame.samples);
                 }
-                Some(LegEvent::Stop) | None => break,
+                Some(LegEvent::Stop(_)) | None => break,
                 Some(_) => {}
             },
             _ = tick.tick() => {

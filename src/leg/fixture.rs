@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
+use super::{LegCommand, LegEvent, LegHandle, LegIo, Refused, StopReason};
 use crate::audio::{Frame, g711, resample, samples_per_frame, vad, wav};
 
 /// How the fixture's audio travels, as a real caller's would.
@@ -275,7 +275,7 @@ impl LegIo for FixtureLeg {
                 || now >= fixture_end + self.caller.max_tail
             {
                 self.stopped = true;
-                return Poll::Ready(Some(LegEvent::Stop));
+                return Poll::Ready(Some(LegEvent::Stop(StopReason::HungUp)));
             }
         }
         let rate = self.rate();
@@ -399,7 +399,7 @@ mod tests {
                     assert!(frame.samples.iter().all(|&s| s == 0));
                     silent += 1;
                 }
-                Some(LegEvent::Stop) => break Instant::now() - t0,
+                Some(LegEvent::Stop(_)) => break Instant::now() - t0,
                 other => panic!("{other:?}"),
             }
         };

@@ -13,6 +13,7 @@ pub mod stream;
 pub mod twilio;
 pub mod webrtc;
 
+use std::fmt;
 use std::task::{Context, Poll};
 
 use tokio::sync::mpsc;
@@ -33,8 +34,35 @@ pub enum LegEvent {
     /// The caller has now heard agent audio up to this playout timestamp (from the bridge's
     /// playback acknowledgements, e.g. Twilio marks).
     Heard { up_to: std::time::Duration },
-    /// The caller hung up (or the fixture ended).
-    Stop,
+    /// The caller's side ended, and why: the call's end reason.
+    Stop(StopReason),
+}
+
+/// Why the caller's side ended, as the call records it (its end reason in the store, the
+/// report, `/metrics` and the log).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The caller hung up: a bridge's `stop`, a BYE, an AudioSocket hang-up, a connection
+    /// closed cleanly, the end of a fixture or of a microphone.
+    HungUp,
+    /// The caller's side failed, in words: a protocol error, a socket error or a socket closed
+    /// without its hang-up, a peer that stopped reading, no media for too long.
+    Failed(String),
+}
+
+/// The end reason of a call whose caller hung up.
+pub const CALLER_HUNG_UP: &str = "caller hung up";
+
+/// The start of the end reason of a call whose caller's side failed.
+pub const CALLER_LEG_FAILED: &str = "caller's leg failed";
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::HungUp => f.write_str(CALLER_HUNG_UP),
+            StopReason::Failed(why) => write!(f, "{CALLER_LEG_FAILED}: {why}"),
+        }
+    }
 }
 
 /// What a call tells its leg.
@@ -302,7 +330,7 @@ impl LegHandle {
                         early.push_back(ev);
                     }
                     Some(ev) => {
-                        done = matches!(ev, LegEvent::Stop);
+                        done = matches!(ev, LegEvent::Stop(_));
                         early.push_back(ev);
                     }
                     None => done = true,

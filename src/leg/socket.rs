@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout};
 
 use crate::audio::Frame;
-use crate::leg::{LegCommand, LegEvent, LegIo, PlayedKind, Refused};
+use crate::leg::{LegCommand, LegEvent, LegIo, PlayedKind, Refused, StopReason};
 
 /// The longest a write may wait for the peer to read before the leg is given up.
 pub const WRITE_STALL: Duration = Duration::from_secs(5);
@@ -207,6 +207,9 @@ pub trait SocketLeg: Send {
     fn next_event(&mut self) -> Option<LegEvent>;
     /// The leg has ended (its peer or socket gone, or the call hung up).
     fn ended(&self) -> bool;
+    /// Why it ended, for the call: asked once [`ended`](Self::ended) is true and the leg gave
+    /// the call no `Stop` of its own.
+    fn stop_reason(&self) -> StopReason;
     /// Writes what the core has, then reads what arrived (and runs the leg's timers). Ready when
     /// anything moved, for the shell to look at the core again; pending when all of it waits.
     fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<()>;
@@ -246,14 +249,14 @@ impl<L: SocketLeg> LegIo for SocketIo<L> {
         };
         loop {
             if let Some(ev) = leg.next_event() {
-                self.stop_sent |= matches!(ev, LegEvent::Stop);
+                self.stop_sent |= matches!(ev, LegEvent::Stop(_));
                 return Poll::Ready(Some(ev));
             }
             if leg.ended() {
                 // Whatever ended it, the call hears `Stop` once, then that the leg is gone; the
                 // closing task writes what is left.
                 if !std::mem::replace(&mut self.stop_sent, true) {
-                    return Poll::Ready(Some(LegEvent::Stop));
+                    return Poll::Ready(Some(LegEvent::Stop(leg.stop_reason())));
                 }
                 self.hold.hand_over();
                 return Poll::Ready(None);
@@ -313,6 +316,16 @@ pub fn closed_words(code: Option<u16>, reason: &str) -> String {
         (Some(c), true) => format!("closed (code {c})"),
         (Some(c), false) => format!("closed (code {c}: {reason})"),
         (None, _) => "closed without a close frame".to_owned(),
+    }
+}
+
+/// How the call records a WebSocket that closed without the protocol's own hang-up: a normal
+/// close (1000, or 1001 going away) is the caller hanging up; anything else (another code, no
+/// close frame at all) is the caller's side failing, in `words`.
+pub fn closed_stop_reason(code: Option<u16>, words: impl FnOnce() -> String) -> StopReason {
+    match code {
+        Some(1000 | 1001) => StopReason::HungUp,
+        _ => StopReason::Failed(words()),
     }
 }
 
@@ -444,6 +457,9 @@ mod shell_tests {
         fn ended(&self) -> bool {
             self.ended
         }
+        fn stop_reason(&self) -> StopReason {
+            StopReason::Failed("the script ended it".into())
+        }
         fn poll_io(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
             match self.io.pop_front() {
                 Some(true) => {
@@ -492,8 +508,12 @@ mod shell_tests {
         // A frame played while the leg lives is handed back for reuse.
         assert!(matches!(io.command(play()), Ok(Some(_))));
         assert!(matches!(io.command(LegCommand::Clear), Ok(None)));
-        // The peer goes: the call hears `Stop` once, then that the leg is gone.
-        assert!(matches!(poll(&mut io), Poll::Ready(Some(LegEvent::Stop))));
+        // The peer goes: the call hears `Stop` once, with the leg's reason, then that the leg
+        // is gone.
+        assert!(matches!(
+            poll(&mut io),
+            Poll::Ready(Some(LegEvent::Stop(StopReason::Failed(why)))) if why == "the script ended it"
+        ));
         assert!(matches!(poll(&mut io), Poll::Ready(None)));
         assert!(matches!(poll(&mut io), Poll::Ready(None)));
         let leg = closed.await.unwrap();
@@ -504,14 +524,18 @@ mod shell_tests {
     #[tokio::test]
     async fn the_core_stop_is_not_repeated_and_nothing_plays_after_the_end() {
         let leg = Scripted {
-            events: [LegEvent::Stop].into(),
+            events: [LegEvent::Stop(StopReason::HungUp)].into(),
             ended: true,
             ..Default::default()
         };
         let (hold, _closed) = Handover::new(leg);
         let mut io = SocketIo::new(hold);
         assert!(matches!(io.command(play()), Err(Refused::Gone(_))));
-        assert!(matches!(poll(&mut io), Poll::Ready(Some(LegEvent::Stop))));
+        // The core's own `Stop` (and its reason) is the one the call hears.
+        assert!(matches!(
+            poll(&mut io),
+            Poll::Ready(Some(LegEvent::Stop(StopReason::HungUp)))
+        ));
         assert!(matches!(poll(&mut io), Poll::Ready(None)));
     }
 

@@ -17,7 +17,6 @@ use super::attach::{self, CallInfo, Ran, RunError};
 use super::{AppState, ServeError};
 use crate::call::CallReport;
 use crate::leg::audiosocket::server::{self as leg, AudioSocketLegOptions};
-use crate::leg::audiosocket::session::EndReason;
 use crate::leg::audiosocket::wire::HANGUP;
 
 /// Binds the configured AudioSocket address (if any), records it in the state and spawns the
@@ -130,7 +129,7 @@ where
     let stats = leg_stats(leg_task).await;
     let Ran {
         id,
-        mut report,
+        report,
         context_load_ms,
         ..
     } = match result {
@@ -146,11 +145,6 @@ where
             return None;
         }
     };
-    if let Some(why) = stats.as_ref().and_then(|s| leg_end_reason(&s.end))
-        && report.end_reason == CALLER_HUNG_UP
-    {
-        report.end_reason = why;
-    }
     end(&report.end_reason, super::live::figures(&report));
     // Its frames are counted live, by the leg.
     super::call_log::call_ended(
@@ -168,21 +162,6 @@ where
     );
     drop(slot);
     Some(report)
-}
-
-/// What the call reads as any end of its leg.
-const CALLER_HUNG_UP: &str = "caller hung up";
-
-/// The call's end reason when the connection ended other than by the caller hanging up (a
-/// protocol error, an error the peer reported, a peer that stopped reading): the leg's own
-/// words, which the call, told only that its leg stopped, does not have.
-fn leg_end_reason(end: &EndReason) -> Option<String> {
-    match end {
-        EndReason::PeerHangup | EndReason::Closed | EndReason::Hangup => None,
-        EndReason::PeerError(_) | EndReason::Protocol(_) | EndReason::Unwritable(_) => {
-            Some(end.to_string())
-        }
-    }
 }
 
 /// The leg kind label of this module's calls.

@@ -110,8 +110,11 @@ impl std::fmt::Debug for Metrics {
 
 /// How a call ended, as a label (a small fixed vocabulary; the full reason is in the log).
 pub fn end_label(reason: &str) -> &'static str {
-    if reason.starts_with("caller hung up") {
+    if reason.starts_with(crate::leg::CALLER_HUNG_UP) {
         "caller_hung_up"
+    } else if reason.starts_with(crate::leg::CALLER_LEG_FAILED) {
+        // The caller's side failed (`leg::StopReason::Failed`).
+        "leg_failed"
     } else if reason.starts_with("server is shutting down") {
         "shutdown"
     } else if reason.starts_with(super::live::OPERATOR_HANGUP) {
@@ -437,6 +440,8 @@ mod tests {
     #[test]
     fn labels_are_a_fixed_vocabulary() {
         assert_eq!(end_label("caller hung up"), "caller_hung_up");
+        let failed = crate::leg::StopReason::Failed("protocol error: bad kind".into());
+        assert_eq!(end_label(&failed.to_string()), "leg_failed");
         assert_eq!(end_label("hung up by an operator"), "operator");
         assert_eq!(end_label("transferred to ravi"), "transferred");
         assert_eq!(

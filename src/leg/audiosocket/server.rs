@@ -34,7 +34,7 @@ use super::session::{AudioSocketSession, EndReason, SessionError, SessionStats, 
 use super::wire;
 use crate::leg::socket::{Handover, Outbox, SocketIo, SocketLeg, WRITE_STALL};
 use crate::leg::twilio::cadence::{Cadence, SendIntervals};
-use crate::leg::{LegEvent, LegHandle, PlayedKind};
+use crate::leg::{LegEvent, LegHandle, PlayedKind, StopReason};
 
 /// How long the closing task waits for the last bytes to be written and the socket shut down.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -220,6 +220,12 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> SocketLeg for Leg<S> {
 
     fn ended(&self) -> bool {
         self.core.ended().is_some()
+    }
+
+    fn stop_reason(&self) -> StopReason {
+        self.core
+            .ended()
+            .map_or(StopReason::HungUp, EndReason::stop_reason)
     }
 
     fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<()> {

@@ -31,8 +31,8 @@ use tokio::time::Instant;
 use super::wire::{self, Decoder, Message, WireError};
 use crate::audio::playout::PlayedKind;
 use crate::audio::{Frame, Reframer, samples_per_frame};
-use crate::leg::LegEvent;
 use crate::leg::twilio::cadence::SendIntervals;
+use crate::leg::{LegEvent, StopReason};
 
 /// What the start of the connection said.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +71,19 @@ impl fmt::Display for EndReason {
             EndReason::Hangup => f.write_str("baton hung up"),
             EndReason::Protocol(e) => write!(f, "protocol error: {e}"),
             EndReason::Unwritable(e) => write!(f, "cannot write to the peer: {e}"),
+        }
+    }
+}
+
+impl EndReason {
+    /// How the call records this end: a hang-up, a clean close between messages and baton's
+    /// own hang-up are the caller hanging up; the rest is the caller's side failing.
+    pub fn stop_reason(&self) -> StopReason {
+        match self {
+            EndReason::PeerHangup | EndReason::Closed | EndReason::Hangup => StopReason::HungUp,
+            EndReason::PeerError(_) | EndReason::Protocol(_) | EndReason::Unwritable(_) => {
+                StopReason::Failed(self.to_string())
+            }
         }
     }
 }
@@ -371,8 +384,8 @@ impl AudioSocketSession {
 
     fn end(&mut self, reason: EndReason, now: Instant) {
         self.emit_partial(now);
+        self.events.push_back(LegEvent::Stop(reason.stop_reason()));
         self.ended = Some(reason);
-        self.events.push_back(LegEvent::Stop);
     }
 
     fn fail(&mut self, e: SessionError, now: Instant) -> SessionError {

@@ -79,7 +79,10 @@ fn audio_of_any_size_is_reframed_into_20_ms() {
     assert!(
         matches!(&rest[0], LegEvent::Frame { frame, .. } if frame.ts == Duration::from_millis(60))
     );
-    assert!(matches!(rest[1], LegEvent::Stop));
+    assert!(matches!(
+        rest[1],
+        LegEvent::Stop(crate::leg::StopReason::HungUp)
+    ));
     assert_eq!(s.ended(), Some(&EndReason::PeerHangup));
     assert!(
         s.poll_transmit().is_none(),
@@ -109,7 +112,10 @@ fn assert_hung_up(s: &mut AudioSocketSession, e: &SessionError) {
     );
     assert_eq!(s.poll_transmit().as_deref(), Some(&HANGUP[..]));
     let evs: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
-    assert!(matches!(evs.last(), Some(LegEvent::Stop)), "{evs:?}");
+    assert!(
+        matches!(evs.last(), Some(LegEvent::Stop(crate::leg::StopReason::Failed(why))) if why == &format!("protocol error: {e}")),
+        "{evs:?}"
+    );
 }
 
 #[test]

@@ -49,7 +49,7 @@ use crate::leg::socket::{
     CLOSE_GRACE, Handover, Outbox, SocketIo, SocketLeg, close, close_websocket,
 };
 use crate::leg::twilio::cadence::{Cadence, SendIntervals};
-use crate::leg::{LegEvent, LegHandle, PlayedKind};
+use crate::leg::{LegEvent, LegHandle, PlayedKind, StopReason};
 
 /// Largest WebSocket message the socket layer accepts: above the parser's own 64 KiB limit, so
 /// an oversized message is refused alone (the stream carries on) rather than closing the socket.
@@ -149,6 +149,20 @@ pub enum LegEnd {
     SocketClosed { code: Option<u16>, reason: String },
     /// The socket failed (reset, protocol error, write error).
     SocketError(String),
+}
+
+impl LegEnd {
+    /// How the call records this end: `stop`, or a normal close of the socket, is the caller
+    /// hanging up; another close or a socket error is the caller's side failing.
+    pub fn stop_reason(&self) -> StopReason {
+        match self {
+            LegEnd::SocketClosed { code, .. } => {
+                crate::leg::socket::closed_stop_reason(*code, || self.to_string())
+            }
+            LegEnd::SocketError(_) => StopReason::Failed(self.to_string()),
+            _ => StopReason::HungUp,
+        }
+    }
 }
 
 impl std::fmt::Display for LegEnd {
@@ -298,6 +312,12 @@ impl SocketLeg for Leg {
 
     fn ended(&self) -> bool {
         self.end.is_some()
+    }
+
+    fn stop_reason(&self) -> StopReason {
+        self.end
+            .as_ref()
+            .map_or(StopReason::HungUp, LegEnd::stop_reason)
     }
 
     fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<()> {

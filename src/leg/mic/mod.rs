@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{LegCommand, LegEvent, LegHandle};
+use super::{LegCommand, LegEvent, LegHandle, StopReason};
 use crate::audio::playout::PlayedKind;
 use crate::audio::resample::StreamResampler;
 use crate::audio::{Frame, Reframer};
@@ -209,7 +209,7 @@ impl Pump {
                         Ok(Err(e)) => tracing::error!(error = %e, "audio device failed"),
                         _ => tracing::info!("audio device stopped"),
                     }
-                    let _ = self.events.send(LegEvent::Stop).await;
+                    let _ = self.events.send(LegEvent::Stop(StopReason::HungUp)).await;
                     // Wait for the call to hang up, taking its last commands.
                     while let Some(cmd) = commands.recv().await {
                         if matches!(cmd, LegCommand::Hangup) {

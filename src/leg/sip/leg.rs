@@ -244,7 +244,7 @@ impl LegIo for SipIo {
         };
         loop {
             if let Some(ev) = m.core.poll_event() {
-                if matches!(ev, LegEvent::Stop) {
+                if matches!(ev, LegEvent::Stop(_)) {
                     m.stop_sent = true;
                 }
                 return Poll::Ready(Some(ev));

@@ -39,7 +39,7 @@ use super::rtp::{self, ReceiveStats};
 use super::sdp::{Codec, Negotiated};
 use crate::audio::resample::StreamResampler;
 use crate::audio::{Frame, g711};
-use crate::leg::LegEvent;
+use crate::leg::{LegEvent, StopReason};
 
 const TICK: Duration = Duration::from_millis(20);
 /// Frames the leg catches up at most after the shell was held up (a longer stall is skipped).
@@ -514,7 +514,7 @@ impl MediaSession {
     pub fn stop(&mut self) {
         if self.ended.is_none() {
             self.ended = Some(MediaEnd::Stopped);
-            self.events.push_back(LegEvent::Stop);
+            self.events.push_back(LegEvent::Stop(StopReason::HungUp));
         }
     }
 
@@ -561,8 +561,10 @@ impl MediaSession {
         if let Some(d) = self.rtp_deadline()
             && now >= d
         {
-            self.ended = Some(MediaEnd::RtpTimeout(self.cfg.rtp_timeout));
-            self.events.push_back(LegEvent::Stop);
+            let end = MediaEnd::RtpTimeout(self.cfg.rtp_timeout);
+            self.events
+                .push_back(LegEvent::Stop(StopReason::Failed(end.to_string())));
+            self.ended = Some(end);
         }
     }
 

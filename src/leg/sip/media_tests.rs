@@ -414,7 +414,10 @@ fn a_silent_peer_times_out_and_a_report_goes_out() {
         m.ended(),
         Some(&MediaEnd::RtpTimeout(Duration::from_secs(2)))
     );
-    assert!(std::iter::from_fn(|| m.poll_event()).any(|e| matches!(e, LegEvent::Stop)));
+    assert!(std::iter::from_fn(|| m.poll_event()).any(|e| matches!(
+        &e,
+        LegEvent::Stop(crate::leg::StopReason::Failed(why)) if why == "no RTP from the peer for 2 s"
+    )));
 }
 
 #[test]

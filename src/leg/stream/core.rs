@@ -25,8 +25,8 @@ use super::codec::{AudioCodec, CodecError};
 use super::wire::{self, Format, FromClient, ToClient, WireError};
 use crate::audio::playout::PlayedKind;
 use crate::audio::{FRAME_MS, Frame, Reframer};
-use crate::leg::LegEvent;
 use crate::leg::twilio::cadence::SendIntervals;
+use crate::leg::{LegEvent, StopReason};
 
 /// Pending marks kept at most (a client that never echoes must not grow memory).
 const MAX_PENDING_MARKS: usize = 1000;
@@ -239,7 +239,7 @@ impl StreamCore {
             (FromClient::Stop, Some(_)) => {
                 self.emit_partial(now);
                 self.ended = Some(EndReason::Stopped);
-                self.events.push_back(LegEvent::Stop);
+                self.events.push_back(LegEvent::Stop(StopReason::HungUp));
                 Ok(())
             }
             (FromClient::Unknown { .. }, Some(_)) => {

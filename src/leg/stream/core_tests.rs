@@ -100,7 +100,10 @@ fn inbound_audio_of_any_size_becomes_20_ms_frames() {
     c.handle_text(r#"{"event":"stop"}"#, now).unwrap();
     let evs: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
     assert!(matches!(&evs[0], LegEvent::Frame { frame, .. } if frame.ts.as_millis() == 80));
-    assert!(matches!(evs[1], LegEvent::Stop));
+    assert!(matches!(
+        evs[1],
+        LegEvent::Stop(crate::leg::StopReason::HungUp)
+    ));
 }
 
 fn voice(ms: u64) -> Frame {

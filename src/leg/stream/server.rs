@@ -30,7 +30,7 @@ use crate::leg::socket::{
     CLOSE_GRACE, Handover, Outbox, SocketIo, SocketLeg, WRITE_STALL, close, close_websocket,
 };
 use crate::leg::twilio::cadence::{Cadence, SendIntervals};
-use crate::leg::{LegEvent, LegHandle, PlayedKind};
+use crate::leg::{LegEvent, LegHandle, PlayedKind, StopReason};
 
 /// Largest WebSocket message accepted (about 8 s of 16 kHz PCM16); a larger one fails the socket.
 pub const MAX_SOCKET_MESSAGE: usize = 256 * 1024;
@@ -77,6 +77,20 @@ pub enum LegEnd {
     SocketClosed { code: Option<u16>, reason: String },
     /// The socket failed (reset, protocol error, write error, a client that stopped reading).
     SocketError(String),
+}
+
+impl LegEnd {
+    /// How the call records this end: `stop`, or a normal close of the socket, is the caller
+    /// hanging up; another close or a socket error is the caller's side failing.
+    pub fn stop_reason(&self) -> StopReason {
+        match self {
+            LegEnd::SocketClosed { code, .. } => {
+                crate::leg::socket::closed_stop_reason(*code, || self.to_string())
+            }
+            LegEnd::SocketError(_) => StopReason::Failed(self.to_string()),
+            _ => StopReason::HungUp,
+        }
+    }
 }
 
 impl std::fmt::Display for LegEnd {
@@ -276,6 +290,12 @@ impl<S: Socket> SocketLeg for Leg<S> {
 
     fn ended(&self) -> bool {
         self.end.is_some()
+    }
+
+    fn stop_reason(&self) -> StopReason {
+        self.end
+            .as_ref()
+            .map_or(StopReason::HungUp, LegEnd::stop_reason)
     }
 
     fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<()> {

@@ -29,7 +29,7 @@ use webrtc::peer_connection::RTCPeerConnectionState;
 use super::codec::{CodecError, InboundStats, OpusInbound, OpusOutbound};
 use super::peer::Peer;
 use crate::audio::FRAME_MS;
-use crate::leg::{LegCommand, LegEvent, LegHandle};
+use crate::leg::{LegCommand, LegEvent, LegHandle, StopReason};
 
 /// How long to wait for the call to take the final `Stop`, and for the connection to close.
 const GRACE: Duration = Duration::from_secs(2);
@@ -84,8 +84,21 @@ pub enum LegEnd {
     Hangup,
     /// The call dropped its end of the leg.
     CallGone,
-    /// The connection failed, closed or stayed disconnected, or the caller's track ended.
-    PeerGone(String),
+    /// The peer closed the connection, or the caller's track ended.
+    PeerClosed(String),
+    /// The connection failed or stayed disconnected.
+    PeerFailed(String),
+}
+
+impl LegEnd {
+    /// How the call records this end: a deleted session or a peer that closed is the caller
+    /// hanging up; a connection that failed is the caller's side failing.
+    pub fn stop_reason(&self) -> StopReason {
+        match self {
+            LegEnd::PeerFailed(_) => StopReason::Failed(self.to_string()),
+            _ => StopReason::HungUp,
+        }
+    }
 }
 
 impl std::fmt::Display for LegEnd {
@@ -94,7 +107,9 @@ impl std::fmt::Display for LegEnd {
             LegEnd::Deleted => f.write_str("the session was deleted"),
             LegEnd::Hangup => f.write_str("baton hung up"),
             LegEnd::CallGone => f.write_str("the call went away"),
-            LegEnd::PeerGone(why) => write!(f, "the peer went away: {why}"),
+            LegEnd::PeerClosed(why) | LegEnd::PeerFailed(why) => {
+                write!(f, "the peer went away: {why}")
+            }
         }
     }
 }
@@ -296,8 +311,11 @@ impl Driver {
                         continue;
                     }
                     match *self.peer.state.borrow_and_update() {
-                        RTCPeerConnectionState::Failed | RTCPeerConnectionState::Closed => {
-                            break LegEnd::PeerGone("the connection failed or closed".into());
+                        RTCPeerConnectionState::Failed => {
+                            break LegEnd::PeerFailed("the connection failed".into());
+                        }
+                        RTCPeerConnectionState::Closed => {
+                            break LegEnd::PeerClosed("the connection closed".into());
                         }
                         RTCPeerConnectionState::Disconnected => {
                             disconnected_at.get_or_insert(Instant::now());
@@ -306,17 +324,17 @@ impl Driver {
                     }
                 }
                 _ = sleep_until_opt(disconnected_at.map(|t| t + grace)) => {
-                    break LegEnd::PeerGone(format!("disconnected for {grace:?}"));
+                    break LegEnd::PeerFailed(format!("disconnected for {grace:?}"));
                 }
                 r = &mut reader, if inbound.is_none() => {
                     inbound = Some(r.unwrap_or_default());
-                    break LegEnd::PeerGone("the caller's audio track ended".into());
+                    break LegEnd::PeerClosed("the caller's audio track ended".into());
                 }
             }
         };
         let _ = timeout(GRACE, self.peer.pc.close()).await;
         if !matches!(end, LegEnd::Hangup | LegEnd::CallGone) {
-            let _ = timeout(GRACE, self.events.send(LegEvent::Stop)).await;
+            let _ = timeout(GRACE, self.events.send(LegEvent::Stop(end.stop_reason()))).await;
         }
         let (stats, dropped) = match inbound {
             Some(x) => x,

@@ -8,10 +8,10 @@ use tokio::time::Instant;
 
 use super::{EndReason, MediaStream, StartInfo, StreamError, StreamStats};
 use crate::audio::{Frame, Reframer};
-use crate::leg::LegEvent;
 use crate::leg::bridge::Dialect;
 use crate::leg::bridge::audio::AudioFormat;
 use crate::leg::bridge::wire::{self, Inbound, Media, MediaFormat, Start};
+use crate::leg::{LegEvent, StopReason};
 
 impl MediaStream {
     pub(super) fn dispatch(&mut self, msg: Inbound, now: Instant) -> Result<(), StreamError> {
@@ -58,7 +58,7 @@ impl MediaStream {
                 }
                 self.released = out;
                 self.emit_partial(now);
-                self.events.push_back(LegEvent::Stop);
+                self.events.push_back(LegEvent::Stop(StopReason::HungUp));
                 self.ended = Some(EndReason::Stopped);
                 Ok(())
             }
