@@ -18,14 +18,14 @@
 //! `budget_ms` (the latency it should keep; slower results still count, as over budget),
 //! `deliver` and `max_in_flight`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::task::{self, JoinError, JoinSet};
 use tokio::time::Instant;
 
 use super::commands::Commands;
@@ -42,6 +42,7 @@ pub struct SidecarStats {
     pub runs: u64,
     pub ok: u64,
     pub timeouts: u64,
+    /// Runs that failed: the backend's error, or the run itself broke (panicked).
     pub errors: u64,
     /// Results slower than `budget_ms` (still delivered when in time).
     pub over_budget: u64,
@@ -75,7 +76,7 @@ pub async fn run(
         .iter()
         .map(|s| (s.id.clone(), SidecarStats::default()))
         .collect();
-    let mut in_flight: BTreeMap<String, usize> = BTreeMap::new();
+    let mut in_flight = InFlight::default();
     let mut tasks: JoinSet<Done> = JoinSet::new();
     let mut transcript: Vec<Value> = Vec::new();
     let mut lead = String::new();
@@ -99,30 +100,27 @@ pub async fn run(
                         });
                         for s in &sidecars {
                             let stats = report.entry(s.id.clone()).or_default();
-                            let n = in_flight.entry(s.id.clone()).or_default();
-                            if *n >= s.max_in_flight {
+                            if in_flight.count(&s.id) >= s.max_in_flight {
                                 stats.skipped += 1;
                                 continue;
                             }
-                            *n += 1;
                             stats.runs += 1;
-                            let s = s.clone();
+                            let run = s.clone();
                             let payload = payload.clone();
-                            tasks.spawn(async move {
+                            in_flight.spawn(&mut tasks, s, async move {
                                 let t0 = Instant::now();
-                                let (r, timed_out) = call(&s, &payload).await;
-                                (s, t0.elapsed(), r, timed_out)
+                                let (r, timed_out) = call(&run, &payload).await;
+                                (run, t0.elapsed(), r, timed_out)
                             });
                         }
                     }
                     _ => {}
                 }
             }
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                let Ok((s, took, result, timed_out)) = done else { continue };
-                if let Some(n) = in_flight.get_mut(&s.id) {
-                    *n = n.saturating_sub(1);
-                }
+            Some(joined) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                let Some((s, took, result, timed_out)) = in_flight.joined(joined, &mut report) else {
+                    continue;
+                };
                 let stats = report.entry(s.id.clone()).or_default();
                 match result {
                     Ok(v) => {
@@ -159,10 +157,58 @@ pub async fn run(
             }
         }
     }
-    for (id, n) in in_flight {
+    for (id, n) in in_flight.per_sidecar {
         report.entry(id).or_default().unfinished = n as u64;
     }
     report
+}
+
+/// The runs going on: how many per sidecar (for `max_in_flight`), and whose each task is, so a
+/// run that broke (its task panicked) still frees its place and is counted as failed.
+#[derive(Default)]
+struct InFlight {
+    per_sidecar: BTreeMap<String, usize>,
+    owner: HashMap<task::Id, String>,
+}
+
+impl InFlight {
+    fn count(&self, sidecar: &str) -> usize {
+        self.per_sidecar.get(sidecar).copied().unwrap_or(0)
+    }
+
+    fn spawn<F>(&mut self, tasks: &mut JoinSet<Done>, s: &Sidecar, run: F)
+    where
+        F: Future<Output = Done> + Send + 'static,
+    {
+        *self.per_sidecar.entry(s.id.clone()).or_default() += 1;
+        let handle = tasks.spawn(run);
+        self.owner.insert(handle.id(), s.id.clone());
+    }
+
+    /// A run's task ended: its place is free; its result, or `None` when the task broke (then
+    /// it is counted as an error here).
+    fn joined(
+        &mut self,
+        joined: Result<(task::Id, Done), JoinError>,
+        report: &mut SidecarReport,
+    ) -> Option<Done> {
+        let id = match &joined {
+            Ok((id, _)) => *id,
+            Err(e) => e.id(),
+        };
+        let sidecar = self.owner.remove(&id)?;
+        if let Some(n) = self.per_sidecar.get_mut(&sidecar) {
+            *n = n.saturating_sub(1);
+        }
+        match joined {
+            Ok((_, done)) => Some(done),
+            Err(e) => {
+                report.entry(sidecar.clone()).or_default().errors += 1;
+                tracing::error!(%sidecar, error = %e, "sidecar run broke; ignored");
+                None
+            }
+        }
+    }
 }
 
 /// One run: the result, and whether it failed by running out of time.
@@ -210,4 +256,54 @@ pub fn text_of(label: &str, v: &Value) -> String {
         s.truncate(end);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sidecar(id: &str) -> Arc<Sidecar> {
+        Arc::new(Sidecar {
+            id: id.into(),
+            description: String::new(),
+            backend: SidecarBackend::Static {
+                reply: json!({}),
+                delay: Duration::ZERO,
+            },
+            timeout: Duration::from_secs(2),
+            budget: None,
+            deliver: Delivery::None,
+            max_in_flight: 1,
+            label: id.into(),
+        })
+    }
+
+    /// A run whose task breaks frees its place (the next turn runs, not skipped) and counts as
+    /// failed, not as still going when the call ends.
+    #[tokio::test]
+    async fn a_run_that_panics_frees_its_place_and_counts_as_failed() {
+        let s = sidecar("analysis");
+        let mut report = SidecarReport::new();
+        let mut tasks = JoinSet::new();
+        let mut in_flight = InFlight::default();
+        in_flight.spawn(&mut tasks, &s, async { panic!("a broken backend") });
+        assert_eq!(in_flight.count("analysis"), 1);
+        let joined = tasks.join_next_with_id().await.expect("one task");
+        assert!(in_flight.joined(joined, &mut report).is_none());
+        assert_eq!(in_flight.count("analysis"), 0);
+        assert_eq!(report["analysis"].errors, 1);
+
+        let run = s.clone();
+        in_flight.spawn(&mut tasks, &s, async move {
+            (run, Duration::ZERO, Ok(json!({"ok": true})), false)
+        });
+        let joined = tasks.join_next_with_id().await.expect("one task");
+        let (done, _, result, _) = in_flight.joined(joined, &mut report).expect("a result");
+        assert_eq!(
+            (done.id.as_str(), result),
+            ("analysis", Ok(json!({"ok": true})))
+        );
+        assert_eq!(in_flight.count("analysis"), 0);
+        assert_eq!(report["analysis"].errors, 1);
+    }
 }
