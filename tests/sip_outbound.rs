@@ -3,7 +3,9 @@
 //! the agent set answers it, exactly as on an inbound call; baton hangs up when told), busy
 //! (486), rejected (404, with its status), no answer (the ring timeout ends it with CANCEL) and
 //! failed (the callee answers with no codec in common, or nothing answers at the trunk's
-//! address).
+//! address). Then the CANCEL itself, on a trunk the test scripts message by message over UDP:
+//! sent for the INVITE at the ring timeout (its 487 acknowledged), and a 200 that crosses it
+//! acknowledged and hung up with BYE, even when the SIP side stops meanwhile.
 
 mod sip_support;
 mod support;
@@ -303,5 +305,315 @@ async fn an_answered_outbound_call_runs_the_agents_and_the_other_outcomes_are_ty
         "{e}"
     );
     assert_eq!(d.calls_ended().await, 0, "every slot was given back");
+    d.stop().await;
+}
+
+/// A SIP message the scripted trunk took, and where it came from.
+#[derive(Clone, Debug)]
+struct Sip {
+    text: String,
+    from: SocketAddr,
+}
+
+impl Sip {
+    /// The request's method (`None` for a response).
+    fn method(&self) -> Option<&str> {
+        let first = self.text.lines().next()?;
+        (!first.starts_with("SIP/")).then(|| first.split(' ').next().unwrap_or_default())
+    }
+
+    /// Every value of header `name` (or its compact form), in order.
+    fn headers(&self, name: &str) -> Vec<&str> {
+        let compact = match name.to_ascii_lowercase().as_str() {
+            "via" => "v",
+            "from" => "f",
+            "to" => "t",
+            "call-id" => "i",
+            _ => "",
+        };
+        self.text
+            .split("\r\n\r\n")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .filter(|(n, _)| {
+                let n = n.trim();
+                n.eq_ignore_ascii_case(name) || n.eq_ignore_ascii_case(compact)
+            })
+            .map(|(_, v)| v.trim())
+            .collect()
+    }
+
+    fn header(&self, name: &str) -> &str {
+        self.headers(name)
+            .first()
+            .copied()
+            .unwrap_or_else(|| panic!("no {name} in\n{}", self.text))
+    }
+
+    fn call_id(&self) -> &str {
+        self.header("Call-ID")
+    }
+
+    /// The CSeq's number and method.
+    fn cseq(&self) -> (u32, &str) {
+        let (n, m) = self.header("CSeq").split_once(' ').unwrap();
+        (n.trim().parse().unwrap(), m.trim())
+    }
+
+    /// A parameter of a header's value (`branch` of the top Via, `tag` of To).
+    fn param(&self, header: &str, name: &str) -> Option<String> {
+        self.header(header)
+            .split(';')
+            .skip(1)
+            .filter_map(|p| p.split_once('='))
+            .find(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_owned())
+    }
+
+    fn branch(&self) -> String {
+        self.param("Via", "branch").unwrap()
+    }
+
+    fn to_tag(&self) -> Option<String> {
+        self.param("To", "tag")
+    }
+}
+
+/// A trunk on a loopback UDP port of its own, scripted by the test step by step: it answers
+/// only what the test tells it to.
+struct ScriptedTrunk {
+    socket: tokio::net::UdpSocket,
+    /// Requests taken but not yet asked for (retransmissions among them).
+    unread: Vec<Sip>,
+}
+
+/// The To tag the scripted trunk answers with.
+const TRUNK_TAG: &str = "scripted-callee";
+
+impl ScriptedTrunk {
+    async fn bind() -> ScriptedTrunk {
+        ScriptedTrunk {
+            socket: tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap(),
+            unread: Vec::new(),
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.socket.local_addr().unwrap()
+    }
+
+    /// The next request with this method (responses and other requests are kept or passed
+    /// over); panics if none comes within 20 s.
+    async fn request(&mut self, method: &str) -> Sip {
+        if let Some(i) = self.unread.iter().position(|m| m.method() == Some(method)) {
+            return self.unread.remove(i);
+        }
+        let mut buf = vec![0u8; 65536];
+        let wait = async {
+            loop {
+                let (n, from) = self.socket.recv_from(&mut buf).await.unwrap();
+                let m = Sip {
+                    text: String::from_utf8_lossy(&buf[..n]).into_owned(),
+                    from,
+                };
+                if m.method() == Some(method) {
+                    return m;
+                }
+                if m.method().is_some() {
+                    self.unread.push(m);
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), wait)
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no {method} reached the trunk within 20 s; it had: {:#?}",
+                    self.unread
+                )
+            })
+    }
+
+    /// Answers `req` with `status`, its To tagged with [`TRUNK_TAG`] unless it is already, and
+    /// an SDP `body` when given.
+    async fn answer(&self, req: &Sip, status: &str, sdp: Option<&str>) {
+        let mut head = format!("SIP/2.0 {status}\r\n");
+        for via in req.headers("Via") {
+            head.push_str(&format!("Via: {via}\r\n"));
+        }
+        let to = req.header("To");
+        let to = if req.to_tag().is_some() || status.starts_with("100") {
+            to.to_owned()
+        } else {
+            format!("{to};tag={TRUNK_TAG}")
+        };
+        head.push_str(&format!(
+            "From: {}\r\nTo: {to}\r\nCall-ID: {}\r\nCSeq: {}\r\nContact: <sip:callee@{}>\r\n",
+            req.header("From"),
+            req.call_id(),
+            req.header("CSeq"),
+            self.addr()
+        ));
+        let body = sdp.unwrap_or_default();
+        if !body.is_empty() {
+            head.push_str("Content-Type: application/sdp\r\n");
+        }
+        head.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        self.socket
+            .send_to(head.as_bytes(), req.from)
+            .await
+            .unwrap();
+    }
+}
+
+/// The scripted callee's SDP: PCMU, which baton speaks.
+fn scripted_sdp() -> String {
+    format!(
+        "v=0\r\no=callee 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+         m=audio {} RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n",
+        free_udp()
+    )
+}
+
+/// A daemon whose one trunk is `trunk`, ringing for 1 s before it gives up.
+async fn daemon_on_scripted(trunk: &ScriptedTrunk) -> support::Daemon {
+    let cfg = format!(
+        "[sip.trunks.scripted]\nuri = \"sip:{}\"\nring_timeout_s = 1\n",
+        trunk.addr()
+    );
+    daemon("audio-fixtures/scenarios/demo.toml", &cfg, "")
+        .await
+        .0
+}
+
+/// Places a call on the scripted trunk, which rings (100, 180) and says nothing more until the
+/// CANCEL that the ring timeout sends: the INVITE, the CANCEL, and the placing (`POST /calls`).
+/// The CANCEL is checked to be that INVITE's (RFC 3261 §9.1: its Call-ID, CSeq number and top
+/// Via branch), sent once the callee had rung for the ring timeout.
+async fn rings_until_cancelled(
+    d: &support::Daemon,
+    trunk: &mut ScriptedTrunk,
+) -> (Sip, Sip, tokio::task::JoinHandle<(u16, Value)>) {
+    let addr = d.addr;
+    let placing = tokio::spawn(async move {
+        sip_support::post(addr, "/calls", r#"{"to": "100", "ring_timeout_s": 1}"#).await
+    });
+    let invite = trunk.request("INVITE").await;
+    let invited = tokio::time::Instant::now();
+    trunk.answer(&invite, "100 Trying", None).await;
+    trunk.answer(&invite, "180 Ringing", None).await;
+    let cancel = trunk.request("CANCEL").await;
+    let rang = invited.elapsed();
+    assert_eq!(cancel.call_id(), invite.call_id(), "{cancel:?}");
+    assert_eq!(cancel.cseq(), (invite.cseq().0, "CANCEL"), "{cancel:?}");
+    assert_eq!(cancel.branch(), invite.branch(), "{cancel:?}");
+    assert_eq!(
+        cancel.to_tag(),
+        None,
+        "a CANCEL's To is the INVITE's: {cancel:?}"
+    );
+    // Not at once: the callee rang for the ring timeout (the timer starts as the INVITE goes,
+    // so a little of it may pass before the INVITE arrives).
+    assert!(
+        rang >= Duration::from_millis(500),
+        "the CANCEL came {rang:?} after the INVITE, for a ring timeout of 1 s"
+    );
+    (invite, cancel, placing)
+}
+
+/// The ACK and the BYE with which baton ends a 200 that crossed its CANCEL: both of the
+/// answered dialog (the INVITE's Call-ID, the callee's To tag), the ACK of the INVITE's CSeq.
+async fn ack_and_bye(trunk: &mut ScriptedTrunk, invite: &Sip) -> (Sip, Sip) {
+    let ack = trunk.request("ACK").await;
+    assert_eq!(ack.call_id(), invite.call_id(), "{ack:?}");
+    assert_eq!(ack.cseq(), (invite.cseq().0, "ACK"), "{ack:?}");
+    assert_eq!(ack.to_tag().as_deref(), Some(TRUNK_TAG), "{ack:?}");
+    let bye = trunk.request("BYE").await;
+    assert_eq!(bye.call_id(), invite.call_id(), "{bye:?}");
+    assert_eq!(bye.cseq().1, "BYE", "{bye:?}");
+    assert!(bye.cseq().0 > invite.cseq().0, "{bye:?}");
+    assert_eq!(bye.to_tag().as_deref(), Some(TRUNK_TAG), "{bye:?}");
+    (ack, bye)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ring_timeout_cancels_the_invite_and_acks_its_487() {
+    let mut trunk = ScriptedTrunk::bind().await;
+    let d = daemon_on_scripted(&trunk).await;
+    let (invite, cancel, placing) = rings_until_cancelled(&d, &mut trunk).await;
+    trunk.answer(&cancel, "200 OK", None).await;
+    trunk.answer(&invite, "487 Request Terminated", None).await;
+    // The 487 is acknowledged in the INVITE's own transaction.
+    let ack = trunk.request("ACK").await;
+    assert_eq!(ack.call_id(), invite.call_id(), "{ack:?}");
+    assert_eq!(ack.cseq(), (invite.cseq().0, "ACK"), "{ack:?}");
+    assert_eq!(ack.branch(), invite.branch(), "{ack:?}");
+    let (status, placed) = placing.await.unwrap();
+    assert_eq!(status, 200, "{placed}");
+    assert_eq!(
+        placed,
+        serde_json::json!({"outcome": "no_answer", "status": null})
+    );
+    assert_eq!(d.calls_ended().await, 0, "the slot was given back");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_200_that_crosses_the_cancel_is_acked_and_hung_up() {
+    let mut trunk = ScriptedTrunk::bind().await;
+    let d = daemon_on_scripted(&trunk).await;
+    let (invite, cancel, placing) = rings_until_cancelled(&d, &mut trunk).await;
+    // The callee picked up as the CANCEL was on its way: the INVITE is answered 200, and the
+    // CANCEL, finding it answered, changes nothing.
+    trunk.answer(&invite, "200 OK", Some(&scripted_sdp())).await;
+    trunk.answer(&cancel, "200 OK", None).await;
+    let (_, bye) = ack_and_bye(&mut trunk, &invite).await;
+    trunk.answer(&bye, "200 OK", None).await;
+    // The outcome was the ring timeout's, told as it came.
+    let (status, placed) = placing.await.unwrap();
+    assert_eq!(status, 200, "{placed}");
+    assert_eq!(
+        placed,
+        serde_json::json!({"outcome": "no_answer", "status": null})
+    );
+    assert_eq!(d.calls_ended().await, 0, "the slot was given back");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_lets_the_bye_of_a_200_that_crossed_the_cancel_go_out_first() {
+    let mut trunk = ScriptedTrunk::bind().await;
+    let d = daemon_on_scripted(&trunk).await;
+    let (invite, cancel, placing) = rings_until_cancelled(&d, &mut trunk).await;
+    let (status, placed) = placing.await.unwrap();
+    assert_eq!(status, 200, "{placed}");
+    assert_eq!(placed["outcome"], "no_answer", "{placed}");
+    // The SIP side stops while the CANCEL is unanswered...
+    let svc = d.app.sip.get().unwrap().clone();
+    let mut stop = tokio::spawn(async move { svc.stop().await });
+    // (given a moment to get under way: a stop that does not wait is over by then)
+    let _ = tokio::time::timeout(Duration::from_millis(500), &mut stop).await;
+    // ...and the 200 crosses the CANCEL: it is still acknowledged and hung up, the BYE seen
+    // through to its answer before the stop is over.
+    trunk.answer(&invite, "200 OK", Some(&scripted_sdp())).await;
+    trunk.answer(&cancel, "200 OK", None).await;
+    let (_, bye) = ack_and_bye(&mut trunk, &invite).await;
+    // The first BYE goes unanswered, as if lost on the way: it is sent again (RFC 3261
+    // §17.1.2.2, timer E), the stop still waiting for its answer.
+    let again = trunk.request("BYE").await;
+    assert_eq!(again.branch(), bye.branch(), "{again:?}");
+    assert_eq!(again.cseq(), bye.cseq(), "{again:?}");
+    assert!(
+        !stop.is_finished(),
+        "the stop waits for the BYE to be answered"
+    );
+    trunk.answer(&again, "200 OK", None).await;
+    tokio::time::timeout(Duration::from_secs(20), stop)
+        .await
+        .expect("the stop ends once the BYE is answered")
+        .unwrap();
     d.stop().await;
 }

@@ -275,15 +275,20 @@ impl SipService {
         Ok((name, target_text, dial))
     }
 
-    /// Stops registrations (withdrawing them, 3 s each at most), then the stack.
+    /// Stops registrations (withdrawing them, 3 s each at most) while outbound INVITEs given up
+    /// on settle (their CANCELs, and the BYE of a 200 that crossed one: [`ua::SETTLE_LIMIT`] at
+    /// most), then the stack.
     pub async fn stop(&self) {
         self.cancel.cancel();
         let take = |m: &Mutex<Vec<JoinHandle<()>>>| {
             std::mem::take(&mut *m.lock().unwrap_or_else(|e| e.into_inner()))
         };
-        for t in take(&self.registrations) {
-            end_within(t, Duration::from_secs(3)).await;
-        }
+        let registrations = async {
+            for t in take(&self.registrations) {
+                end_within(t, Duration::from_secs(3)).await;
+            }
+        };
+        tokio::join!(registrations, self.ua.settled(ua::SETTLE_LIMIT));
         self.ua.shutdown();
         for t in take(&self.stack) {
             end_within(t, Duration::from_millis(250)).await;

@@ -776,8 +776,9 @@ pub async fn place_watched(
         }
         None => {
             // The outcome is known now, at the ring timeout (or the cancel): the CANCEL and
-            // what may cross it go on behind the report, never delaying it.
-            tokio::spawn(cancel_invite(ua.clone(), dialog, task, abort));
+            // what may cross it go on behind the report, never delaying it, in a task of the
+            // user agent's that its stop lets end first.
+            ua.settle(cancel_invite(ua.clone(), dialog, task, abort));
             if !responded
                 && dial.transport == Transport::Tls
                 && let Some(reason) = ua.tls_problem(&dial.target).await
@@ -853,22 +854,46 @@ pub async fn place_watched(
 /// crossed it (then answered with BYE).
 const CANCEL_SETTLE: Duration = Duration::from_secs(2);
 
+/// How long the BYE of a 200 that crossed the CANCEL may take to be answered.
+const BYE_SETTLE: Duration = Duration::from_secs(5);
+
 /// Cancels an INVITE given up on and lets it end: with 487 once the CANCEL lands, or with a
-/// 200 that crossed the CANCEL, answered with BYE (the phone never stays up with nobody on the
-/// line). The CANCEL's own answer and then the INVITE's end are each waited for at most
-/// [`CANCEL_SETTLE`] (a trunk that answers nothing would hold the CANCEL for its 32 s timer), so
-/// the task ends within seconds.
+/// 200 that crossed the CANCEL, answered with ACK and BYE (the phone never stays up with nobody
+/// on the line). The CANCEL's own answer and then the INVITE's end are each waited for at most
+/// [`CANCEL_SETTLE`] (a trunk that answers nothing would hold the CANCEL for its 32 s timer),
+/// and the BYE's answer at most [`BYE_SETTLE`], so the task ends within 9 s; it runs under
+/// [`UserAgent::settle`], so a stop lets it finish.
 async fn cancel_invite(
     ua: Arc<UserAgent>,
     dialog: InviteDialog,
     mut task: JoinHandle<rsipstack::dialog::invitation::InviteAsyncResult>,
     abort: tokio::task::AbortHandle,
 ) {
+    // Heard from before the 200 can come, so that its BYE's answer is not missed.
+    let mut bye_answers = ua.bye_answers();
     let _ = tokio::time::timeout(CANCEL_SETTLE, dialog.cancel()).await;
     match tokio::time::timeout(CANCEL_SETTLE, &mut task).await {
         Ok(Ok(Ok((_, Some(resp))))) if resp.status_code.kind() == StatusCodeKind::Successful => {
             tracing::info!("the callee answered as the INVITE was cancelled; hanging up");
-            let _ = tokio::time::timeout(Duration::from_secs(5), dialog.bye()).await;
+            let call_id = dialog.id().call_id.clone();
+            let hang_up = async {
+                // The stack ends a 2xx to a cancelled INVITE with ACK and a BYE of its own, from
+                // a task of its own (this one is then a no-op, the dialog being over): its
+                // answer is what says the BYE went through.
+                if let Err(e) = dialog.bye().await {
+                    tracing::debug!(error = %e, "BYE after the CANCEL failed");
+                }
+                loop {
+                    match bye_answers.recv().await {
+                        Ok(id) if id == call_id => break,
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    }
+                }
+            };
+            if tokio::time::timeout(BYE_SETTLE, hang_up).await.is_err() {
+                tracing::debug!("the BYE after the CANCEL got no answer in 5 s");
+            }
         }
         Ok(_) => {}
         Err(_) => abort.abort(),

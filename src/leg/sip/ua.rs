@@ -3,29 +3,39 @@
 //! of a call baton already has — a new INVITE goes to the call handler; OPTIONS is answered
 //! (200, or 503 while baton takes no calls, which trunks read as "route elsewhere"); a request
 //! inside a dialog goes to that dialog (481 when there is none); anything else is 405 with the
-//! methods baton allows.
+//! methods baton allows. Work that must reach the wire before the transports close (an outbound
+//! INVITE given up on: its CANCEL, and the BYE of a 200 that crossed it) runs in tasks the user
+//! agent holds ([`UserAgent::settle`]) and a stop waits for ([`UserAgent::settled`], bounded).
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rsipstack::EndpointBuilder;
 use rsipstack::dialog::dialog_layer::DialogLayer;
 use rsipstack::sip::prelude::*;
-use rsipstack::sip::{Header, Method, StatusCode};
-use rsipstack::transaction::endpoint::EndpointInnerRef;
+use rsipstack::sip::{Header, Method, SipMessage, StatusCode, StatusCodeKind};
+use rsipstack::transaction::endpoint::{EndpointInnerRef, MessageInspector};
 use rsipstack::transaction::transaction::Transaction;
 use rsipstack::transaction::{Endpoint, TransactionReceiver};
+use rsipstack::transport::SipAddr;
 use rsipstack::transport::TransportLayer;
 use rsipstack::transport::tcp_listener::TcpListenerConnection;
 use rsipstack::transport::tls::{TlsConfig, TlsListenerConnection};
 use rsipstack::transport::udp::UdpConnection;
 use tokio::net::{TcpSocket, UdpSocket};
+use tokio::sync::broadcast;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{SipConfig, Transport};
 
 /// The methods baton answers.
 pub const ALLOW: &str = "INVITE, ACK, BYE, CANCEL, OPTIONS, INFO, UPDATE";
+
+/// How long a stop waits for the work handed to [`UserAgent::settle`] (each piece ends by itself
+/// within seconds: a cancelled INVITE's within 9 s) before cutting off what is left.
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(10);
 
 /// The SIP side could not start.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +67,10 @@ pub struct UserAgent {
     /// The CA certificates (PEM) TLS connections baton opens are verified against.
     trusted: Option<Vec<u8>>,
     cancel: CancellationToken,
+    /// Work that must reach the wire before the transports close ([`UserAgent::settle`]).
+    settling: Mutex<JoinSet<()>>,
+    /// The Call-ID of every final answer to a BYE as it arrives ([`UserAgent::bye_answers`]).
+    bye_answers: broadcast::Sender<String>,
     /// Ports picked for `:0` TCP and TLS addresses, held (bound, not listening) while the user
     /// agent lives so that nothing else takes them; the stack's listeners bind beside them.
     _reserved: Vec<TcpSocket>,
@@ -167,8 +181,10 @@ impl UserAgent {
                 }
             }
         }
+        let (bye_answers, _) = broadcast::channel(BYE_ANSWERS);
         let endpoint = EndpointBuilder::new()
             .with_cancel_token(cancel.clone())
+            .with_inspector(Box::new(ByeAnswers(bye_answers.clone())))
             .with_transport_layer(layer)
             .with_user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
             .with_allows(vec![
@@ -198,6 +214,8 @@ impl UserAgent {
                 public_ip,
                 trusted,
                 cancel,
+                settling: Mutex::new(JoinSet::new()),
+                bye_answers,
                 _reserved: reserved,
             }),
             incoming,
@@ -259,7 +277,45 @@ impl UserAgent {
         }
     }
 
-    /// Stops the transports and timers.
+    /// Runs `work`, the end of something baton started on the wire (a CANCEL and what may cross
+    /// it), in a task of the user agent's own that [`UserAgent::settled`] waits for, so that a
+    /// stop does not cut it off. `work` must end by itself within seconds.
+    pub fn settle(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let mut set = self.settling.lock().unwrap_or_else(|e| e.into_inner());
+        // Those already over are forgotten here, so the set holds only what still runs.
+        while set.try_join_next().is_some() {}
+        set.spawn(work);
+    }
+
+    /// Waits for the work handed to [`UserAgent::settle`], that handed over meanwhile included,
+    /// to end: `limit` at most, after which what is left is aborted. Whether all of it ended.
+    pub async fn settled(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let mut set =
+                std::mem::take(&mut *self.settling.lock().unwrap_or_else(|e| e.into_inner()));
+            if set.is_empty() {
+                return true;
+            }
+            let all = async { while set.join_next().await.is_some() {} };
+            if tokio::time::timeout_at(deadline, all).await.is_err() {
+                tracing::warn!(
+                    tasks = set.len(),
+                    "SIP work still under way (a CANCEL or a BYE) cut off at the stop"
+                );
+                set.abort_all();
+                return false;
+            }
+        }
+    }
+
+    /// The Call-ID of every final answer to a BYE (baton's own or the stack's) from now on.
+    pub fn bye_answers(&self) -> broadcast::Receiver<String> {
+        self.bye_answers.subscribe()
+    }
+
+    /// Stops the transports and timers (at once: see [`UserAgent::settled`] for what should end
+    /// first).
     pub fn shutdown(&self) {
         self.cancel.cancel();
         self.endpoint.shutdown();
@@ -297,6 +353,34 @@ impl UserAgent {
             params,
             headers: vec![],
         }
+    }
+}
+
+/// How many answers to BYEs a slow reader of [`UserAgent::bye_answers`] may fall behind by.
+const BYE_ANSWERS: usize = 64;
+
+/// Tells [`UserAgent::bye_answers`] of each final answer to a BYE; every message passes
+/// unchanged. The stack answers a 200 that crossed a CANCEL with a BYE of its own, from a task
+/// baton does not hold: its answer is how baton knows that BYE is through.
+struct ByeAnswers(broadcast::Sender<String>);
+
+impl MessageInspector for ByeAnswers {
+    fn before_send(&self, msg: SipMessage, _: Option<&SipAddr>) -> SipMessage {
+        msg
+    }
+
+    fn after_received(&self, msg: SipMessage, _: Option<&SipAddr>) -> SipMessage {
+        if let SipMessage::Response(r) = &msg
+            && r.status_code.kind() != StatusCodeKind::Provisional
+            && r.cseq_header()
+                .and_then(|c| c.method())
+                .is_ok_and(|m| m == Method::Bye)
+            && let Ok(id) = r.call_id_header()
+        {
+            // Nobody listening is the usual case.
+            let _ = self.0.send(id.value().to_owned());
+        }
+        msg
     }
 }
 
