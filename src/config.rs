@@ -317,7 +317,7 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
         problem(
             "model.url",
             format!("{:?} is not a ws:// or wss:// URL", m.url),
-            "e.g. \"ws://127.0.0.1:9300\" for a separate baton mock-model",
+            url_example(m.backend),
         );
     }
     let gemini_profile = m.profile.parse::<crate::mock::Profile>().is_ok();
@@ -366,6 +366,7 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             }
         }
         BackendKind::Gemini | BackendKind::Vertex => {
+            let vertex = m.backend == BackendKind::Vertex;
             if m.credential_env.is_empty() {
                 problem(
                     "model.credential_env",
@@ -374,7 +375,15 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
                         m.backend
                     )
                     .to_lowercase(),
-                    "name the variable that holds it, e.g. credential_env = \"GEMINI_API_KEY\" (never put the key in this file)",
+                    if vertex {
+                        "name the variable that holds an OAuth2 access token (sent as \
+                         Authorization: Bearer), e.g. credential_env = \"VERTEX_ACCESS_TOKEN\" and \
+                         export VERTEX_ACCESS_TOKEN=\"$(gcloud auth print-access-token)\"; baton \
+                         reads no application-default credentials (never put the token in this file)"
+                    } else {
+                        "name the variable that holds the API key, e.g. credential_env = \
+                         \"GEMINI_API_KEY\" (never put the key in this file)"
+                    },
                 );
             } else if !m
                 .credential_env
@@ -384,7 +393,14 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
                 problem(
                     "model.credential_env",
                     "must be the NAME of an environment variable, not a credential".into(),
-                    "write e.g. credential_env = \"GEMINI_API_KEY\" and export the key in that variable",
+                    if vertex {
+                        "write e.g. credential_env = \"VERTEX_ACCESS_TOKEN\" and export an OAuth2 \
+                         access token in that variable: export \
+                         VERTEX_ACCESS_TOKEN=\"$(gcloud auth print-access-token)\""
+                    } else {
+                        "write e.g. credential_env = \"GEMINI_API_KEY\" and export the key in that \
+                         variable"
+                    },
                 );
             }
             if m.backend == BackendKind::Vertex && m.url.is_empty() {
@@ -555,6 +571,27 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
         );
     }
     listen
+}
+
+/// A `model.url` that fits `backend`, for the fix of one that is not a WebSocket URL.
+fn url_example(backend: BackendKind) -> &'static str {
+    match backend {
+        BackendKind::Mock => {
+            "e.g. \"ws://127.0.0.1:9300\" for a separate baton mock-model, or leave it out for \
+             the embedded one"
+        }
+        BackendKind::Gemini => {
+            "leave it out for the Developer API (wss://generativelanguage.googleapis.com), or e.g. \
+             \"ws://127.0.0.1:9300\" for a separate baton mock-model"
+        }
+        BackendKind::Vertex => {
+            "your region's endpoint, e.g. url = \"wss://us-central1-aiplatform.googleapis.com\""
+        }
+        BackendKind::Openai => {
+            "leave it out for the OpenAI service (wss://api.openai.com/v1), or e.g. \
+             \"ws://127.0.0.1:9300/v1\" for a separate `baton mock-model --profile openai`"
+        }
+    }
 }
 
 fn validate_cluster(k: &ClusterConfig, problem: &mut impl FnMut(&str, String, &str)) {

@@ -489,3 +489,76 @@ fn serve_says_how_to_give_a_config_and_an_address() {
         "{err}"
     );
 }
+
+/// The problem listed under `key` and its fix, as two lines.
+fn entry(err: &str, key: &str) -> String {
+    let at = err.find(&format!("\n  {key}: ")).unwrap_or_for(key, err);
+    err[at + 1..].lines().take(2).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn each_backend_is_told_what_it_reads_not_what_gemini_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.toml");
+    let check = |model: &str| {
+        std::fs::write(
+            &path,
+            format!("[server]\nlisten = \"127.0.0.1:0\"\n[model]\n{model}"),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["check-config", path.to_str().unwrap()])
+            .env_remove("BATON_TEST_UNSET_VERTEX_TOKEN")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{model}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let vertex = "backend = \"vertex\"\nurl = \"wss://us-central1-aiplatform.googleapis.com\"\n";
+    // Vertex reads an OAuth2 access token from the variable (sent as `Authorization: Bearer`),
+    // never a Gemini API key.
+    for (credential, pasted) in [
+        ("", None),
+        ("credential_env = \"ya29.a0Secret-x\"\n", Some("ya29")),
+    ] {
+        let err = check(&format!("{vertex}{credential}"));
+        let e = entry(&err, "model.credential_env");
+        assert!(
+            e.contains("credential_env = \"VERTEX_ACCESS_TOKEN\"")
+                && e.contains("gcloud auth print-access-token")
+                && !e.contains("GEMINI_API_KEY"),
+            "{e}"
+        );
+        if let Some(secret) = pasted {
+            assert!(!err.contains(secret), "the pasted token is shown:\n{err}");
+        }
+    }
+    let err = check(&format!(
+        "{vertex}credential_env = \"BATON_TEST_UNSET_VERTEX_TOKEN\"\n"
+    ));
+    let e = entry(&err, "model.credential_env");
+    assert!(
+        e.contains("export BATON_TEST_UNSET_VERTEX_TOKEN=\"$(gcloud auth print-access-token)\""),
+        "{e}"
+    );
+    // Gemini's Developer API keeps its API key.
+    let e = entry(&check("backend = \"gemini\"\n"), "model.credential_env");
+    assert!(e.contains("credential_env = \"GEMINI_API_KEY\""), "{e}");
+    // OpenAI's URL is the service's (with its /v1), not a Gemini mock's bare address.
+    let e = entry(
+        &check("backend = \"openai\"\nurl = \"https://api.openai.com/v1\"\n"),
+        "model.url",
+    );
+    assert!(
+        e.contains("wss://api.openai.com/v1")
+            && e.contains("ws://127.0.0.1:9300/v1")
+            && !e.contains("\"ws://127.0.0.1:9300\""),
+        "{e}"
+    );
+    // Vertex's URL is a regional endpoint.
+    let e = entry(
+        &check("backend = \"vertex\"\nurl = \"https://x\"\ncredential_env = \"V\"\n"),
+        "model.url",
+    );
+    assert!(e.contains("aiplatform.googleapis.com"), "{e}");
+}

@@ -73,13 +73,26 @@ pub fn unset_variables(loaded: &Loaded, out: &mut Vec<Problem>) {
             Some(v) if v.is_empty() => "is set but empty",
             Some(_) => continue,
         };
+        let vertex =
+            key == "model.credential_env" && loaded.config.model.backend == BackendKind::Vertex;
+        let fix = if vertex {
+            // Vertex takes an OAuth2 access token, sent as `Authorization: Bearer`; baton reads
+            // the variable when it starts and never looks for application-default credentials.
+            format!(
+                "export {var}=\"$(gcloud auth print-access-token)\" in the environment baton \
+                 starts in (an OAuth2 access token, read when baton starts; gcloud's last about \
+                 an hour)"
+            )
+        } else {
+            format!(
+                "export {var}=… in the environment baton starts in (the value never goes in \
+                 this file), or remove the key"
+            )
+        };
         out.push(Problem {
             key,
             message: format!("names the environment variable {var}, which {state} here"),
-            fix: format!(
-                "export {var}=… in the environment baton starts in (the value never goes in \
-                 this file), or remove the key"
-            ),
+            fix,
         });
     }
 }
