@@ -130,8 +130,14 @@ pub struct Checked {
     pub path: PathBuf,
     /// `server.listen` (after `--listen`), when it is an address.
     pub listen: Option<SocketAddr>,
+    /// Where that address was given: [`LISTEN_FLAG`] when `serve --listen` gave it, else
+    /// `server.listen`. Problems of the address are listed under it.
+    pub listen_key: &'static str,
     pub problems: Vec<Problem>,
 }
+
+/// The key of a problem with an address `serve --listen` gave.
+pub const LISTEN_FLAG: &str = "--listen";
 
 impl Checked {
     /// The config as [`Loaded`] (with the default address when `server.listen` is not one), for
@@ -175,12 +181,13 @@ pub fn check(path: &Path, listen: Option<SocketAddr>) -> Result<Checked, ConfigE
     if let Some(l) = listen {
         checked.problems.retain(|p| p.key != "server.listen");
         checked.listen = Some(l);
+        checked.listen_key = LISTEN_FLAG;
         checked.config.server.listen = l.to_string();
     }
     let loaded = checked.loaded();
     environment::unset_variables(&loaded, &mut checked.problems);
     if checked.listen.is_some() {
-        environment::ports(&loaded, &mut checked.problems);
+        environment::ports(&loaded, checked.listen_key, &mut checked.problems);
     }
     Ok(checked)
 }
@@ -199,6 +206,7 @@ fn inspect_text(text: &str, path: &Path) -> Checked {
         config,
         path: path.to_path_buf(),
         listen,
+        listen_key: "server.listen",
         problems,
     }
 }

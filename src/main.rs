@@ -343,7 +343,7 @@ fn exposure_problem(checked: &config::Checked, insecure_no_auth: bool) -> Option
     let tokens = !c.server.auth_tokens_env.is_empty();
     let e = server::auth::exposure(listen, tokens, twilio_signed, insecure_no_auth).err()?;
     Some(config::Problem {
-        key: "server.listen".into(),
+        key: checked.listen_key.into(),
         message: e.refusal(),
         fix: e.fix().into(),
     })
@@ -637,6 +637,7 @@ fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<(
     checked.problems.extend(exposed);
     let tokens = tokens_problem(&checked);
     checked.problems.extend(tokens);
+    let listen_key = checked.listen_key;
     let mut loaded = checked.into_result()?;
     if let Some(format) = log_format {
         loaded.config.log.format = format;
@@ -661,7 +662,7 @@ fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<(
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
             config::ConfigError::Invalid {
                 path: args.config.clone(),
-                problems: vec![config::bind_problem("server.listen", listen, &e)],
+                problems: vec![config::bind_problem(listen_key, listen, &e)],
             }
         })?;
         let addr = listener.local_addr()?;

@@ -14,8 +14,15 @@ fn refused_by_serve(file: &str) -> (bool, String, String) {
 
 /// [`refused_by_serve`] with these variables set.
 fn refused_by_serve_with(file: &str, vars: &[(&str, &str)]) -> (bool, String, String) {
+    refused_by_serve_args(&["--config", file], vars)
+}
+
+/// `baton serve ARGS`, which must refuse to start (see [`refused_by_serve`]).
+fn refused_by_serve_args(args: &[&str], vars: &[(&str, &str)]) -> (bool, String, String) {
+    let file = args.join(" ");
     let child = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(["serve", "--config", file])
+        .arg("serve")
+        .args(args)
         .envs(vars.iter().copied())
         .env_remove("BATON_TEST_UNSET_SIP_PW")
         .env_remove("BATON_TEST_UNSET_TRUNK_PW")
@@ -561,4 +568,43 @@ fn each_backend_is_told_what_it_reads_not_what_gemini_reads() {
         "model.url",
     );
     assert!(e.contains("aiplatform.googleapis.com"), "{e}");
+}
+
+#[test]
+fn an_address_in_use_from_listen_is_blamed_on_the_flag_not_the_file() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.toml");
+    std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:0\"\n").unwrap();
+    let file = path.to_str().unwrap();
+    let listen = addr.to_string();
+    let (ok, _, err) = refused_by_serve_args(&["--config", file, "--listen", &listen], &[]);
+    assert!(!ok);
+    let e = entry(&err, "--listen");
+    assert!(
+        e.contains(&format!("{addr} is already in use"))
+            && e.contains(&format!("--listen 127.0.0.1:{}", addr.port() + 1)),
+        "{e}"
+    );
+    assert!(!err.contains("server.listen"), "{err}");
+    // A reachable address without API tokens, from the flag, is the flag's too.
+    let (ok, _, err) = refused_by_serve_args(&["--config", file, "--listen", "0.0.0.0:0"], &[]);
+    assert!(!ok);
+    let e = entry(&err, "--listen");
+    assert!(e.contains("refusing to listen on 0.0.0.0:0"), "{e}");
+    assert!(!err.contains("server.listen"), "{err}");
+    // The file's own address stays the file's key.
+    std::fs::write(&path, format!("[server]\nlisten = \"{addr}\"\n")).unwrap();
+    let (ok, _, err) = refused_by_serve(file);
+    assert!(!ok);
+    let e = entry(&err, "server.listen");
+    assert!(
+        e.contains(&format!(
+            "server.listen = \"127.0.0.1:{}\"",
+            addr.port() + 1
+        )),
+        "{e}"
+    );
+    drop(held);
 }

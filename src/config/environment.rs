@@ -99,8 +99,9 @@ pub fn unset_variables(loaded: &Loaded, out: &mut Vec<Problem>) {
 
 /// The addresses the daemon binds that another process holds (or this machine cannot bind):
 /// the HTTP and AudioSocket listeners (TCP), and SIP's listen addresses (UDP, or TCP for
-/// `tcp:` and `tls:`).
-pub fn ports(loaded: &Loaded, out: &mut Vec<Problem>) {
+/// `tcp:` and `tls:`). A problem of the HTTP address is listed under `listen_key`
+/// (`server.listen`, or `--listen` when the command line gave it).
+pub fn ports(loaded: &Loaded, listen_key: &str, out: &mut Vec<Problem>) {
     let mut check = |key: &str, addr: SocketAddr| {
         if addr.port() == 0 {
             return;
@@ -109,7 +110,7 @@ pub fn ports(loaded: &Loaded, out: &mut Vec<Problem>) {
             out.push(bind_problem(key, addr, &e));
         }
     };
-    check("server.listen", loaded.listen);
+    check(listen_key, loaded.listen);
     if let Some(a) = loaded.audiosocket_listen() {
         check("audiosocket.listen", a);
     }
@@ -163,7 +164,8 @@ fn sip_ports(listen: &[String], out: &mut Vec<Problem>) {
     }
 }
 
-/// Why `addr` (the value of `key`) cannot be bound, and what to do.
+/// Why `addr` (the value of `key`, a config key or a command-line flag such as `--listen`)
+/// cannot be bound, and what to do.
 pub fn bind_problem(key: &str, addr: SocketAddr, e: &std::io::Error) -> Problem {
     problem(
         &Bind {
@@ -197,6 +199,15 @@ fn problem(b: &Bind<'_>, e: &std::io::Error) -> Problem {
     } else {
         ""
     };
+    // The setting as the user writes it: `key = value` in the file, `--flag ADDR` on the
+    // command line.
+    let set = |a: SocketAddr| {
+        if key.starts_with("--") {
+            format!("{key} {a}")
+        } else {
+            format!("{key} = {}", (b.value)(a))
+        }
+    };
     let (message, fix) = match e.kind() {
         std::io::ErrorKind::AddrInUse => (
             format!(
@@ -205,24 +216,24 @@ fn problem(b: &Bind<'_>, e: &std::io::Error) -> Problem {
             ),
             format!(
                 "stop that process (`ss -l{}np 'sport = :{}'` names it), or listen elsewhere: \
-                 {key} = {}{flag}",
+                 {}{flag}",
                 if b.udp { "u" } else { "t" },
                 addr.port(),
-                (b.value)(other)
+                set(other)
             ),
         ),
         std::io::ErrorKind::AddrNotAvailable => (
             format!("{} is not an address of this machine", addr.ip()),
             format!(
-                "use one of this machine's addresses, e.g. {key} = {}",
-                (b.value)(SocketAddr::new([127, 0, 0, 1].into(), addr.port()))
+                "use one of this machine's addresses, e.g. {}",
+                set(SocketAddr::new([127, 0, 0, 1].into(), addr.port()))
             ),
         ),
         std::io::ErrorKind::PermissionDenied => (
             format!("binding {addr} is not permitted for this user"),
             format!(
-                "use a port above 1023, e.g. {key} = {}",
-                (b.value)(SocketAddr::new(addr.ip(), b.example_port))
+                "use a port above 1023, e.g. {}",
+                set(SocketAddr::new(addr.ip(), b.example_port))
             ),
         ),
         _ => (
@@ -310,11 +321,23 @@ mod tests {
         let mut loaded = super::super::parse("", Path::new("/tmp/baton.toml")).unwrap();
         loaded.listen = addr;
         let mut out = Vec::new();
-        ports(&loaded, &mut out);
+        ports(&loaded, "server.listen", &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].key, "server.listen");
         assert!(out[0].message.contains("already in use"), "{:?}", out[0]);
         assert!(out[0].fix.contains("--listen"), "{:?}", out[0]);
+        // Given by the flag, the address is the flag's, written as the flag is.
+        let mut out = Vec::new();
+        ports(&loaded, "--listen", &mut out);
+        assert_eq!(out[0].key, "--listen");
+        let next = SocketAddr::new(addr.ip(), addr.port() + 1);
+        assert!(
+            out[0]
+                .fix
+                .ends_with(&format!("listen elsewhere: --listen {next}")),
+            "{:?}",
+            out[0]
+        );
     }
 
     #[test]
@@ -329,7 +352,7 @@ mod tests {
         );
         let loaded = super::super::parse(&text, Path::new("/tmp/baton.toml")).unwrap();
         let mut out = Vec::new();
-        ports(&loaded, &mut out);
+        ports(&loaded, "server.listen", &mut out);
         assert_eq!(out.len(), 2, "{out:?}");
         assert!(out.iter().all(|p| p.key == "sip.listen"), "{out:?}");
         assert_eq!(
@@ -362,7 +385,7 @@ mod tests {
         // Free, the same addresses are no problem.
         drop((udp, tcp));
         let mut out = Vec::new();
-        ports(&loaded, &mut out);
+        ports(&loaded, "server.listen", &mut out);
         assert!(out.is_empty(), "{out:?}");
     }
 }
