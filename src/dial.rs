@@ -515,7 +515,8 @@ pub fn render(r: &DialReport) -> String {
 #[derive(Clone, Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     baton dial audiosocket 127.0.0.1:9092\n  \
-    baton dial audiosocket 127.0.0.1:9092 --rate 16000 --dtmf 5@1.5 --json")]
+    baton dial audiosocket 127.0.0.1:9092 --rate 16000 --dtmf 5@1.5 --json\n  \
+    baton dial audiosocket 127.0.0.1:9092 --uuid 3f2504e0-4f89-41d3-9a0c-0305e82c3301")]
 pub struct DialAudioSocketArgs {
     /// The server's AudioSocket address, HOST:PORT.
     pub addr: String,
@@ -532,6 +533,10 @@ pub struct DialAudioSocketArgs {
     /// Where to write call.wav (left caller, right agent as heard) and report.json.
     #[arg(long, value_name = "DIR", default_value = "out/dial-audiosocket")]
     pub out: PathBuf,
+    /// The call's UUID, as the dialplan's AudioSocket(UUID,…) gives it (8-4-4-4-12 hex).
+    /// Default: a fresh random one for every call, as the server tells calls apart by it.
+    #[arg(long, value_name = "UUID")]
+    pub uuid: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -550,6 +555,12 @@ pub enum DialAudioSocketError {
     BadDtmf(String),
     #[error("--rate {0}: an AudioSocket call runs at {1}")]
     BadRate(u32, String),
+    #[error(
+        "--uuid {0:?} is not a UUID: write 32 hex digits as 8-4-4-4-12, e.g. 3f2504e0-4f89-41d3-9a0c-0305e82c3301"
+    )]
+    BadUuid(String),
+    #[error("cannot make a random call UUID: {0}")]
+    Random(String),
     #[error("cannot write {path}: {reason}")]
     Output { path: PathBuf, reason: String },
     #[error("cannot start the runtime: {0}")]
@@ -560,6 +571,8 @@ pub enum DialAudioSocketError {
 #[derive(Clone, Debug, Serialize)]
 pub struct DialAudioSocketReport {
     pub addr: String,
+    /// The call's UUID as sent, 8-4-4-4-12 hex.
+    pub uuid: String,
     pub rate: u32,
     pub end: String,
     pub frames_sent: u64,
@@ -581,6 +594,7 @@ pub fn run_audiosocket(
     if !supported_rate(args.rate) || crate::leg::audiosocket::wire::slin_kind(args.rate).is_none() {
         return Err(DialAudioSocketError::BadRate(args.rate, supported_kinds()));
     }
+    let uuid = call_uuid(args.uuid.as_deref())?;
     let fixture = args
         .fixture
         .clone()
@@ -594,6 +608,7 @@ pub fn run_audiosocket(
             }
         })?;
     let mut opts = asc::CallerOptions::new(samples, args.rate);
+    opts.uuid = uuid;
     for d in &args.dtmf {
         let bad = || DialAudioSocketError::BadDtmf(d.clone());
         let (digit, at) = d.split_once('@').ok_or_else(bad)?;
@@ -630,6 +645,7 @@ pub fn run_audiosocket(
         |q: f64| crate::call::metrics::percentile(&iv, q).map_or(0.0, crate::call::metrics::round2);
     let report = DialAudioSocketReport {
         addr: args.addr.clone(),
+        uuid: uuid_text(&uuid),
         rate: args.rate,
         end: match &r.end {
             asc::CallerEnd::HungUp => "caller hung up".into(),
@@ -654,13 +670,57 @@ pub fn run_audiosocket(
     Ok(report)
 }
 
+/// The UUID a call sends: `given` (`--uuid`), else a fresh random (version 4) one, so that
+/// every dial is a call of its own to the server.
+fn call_uuid(given: Option<&str>) -> Result<[u8; 16], DialAudioSocketError> {
+    if let Some(text) = given {
+        return parse_uuid(text).ok_or_else(|| DialAudioSocketError::BadUuid(text.to_owned()));
+    }
+    let mut u = [0u8; 16];
+    getrandom::fill(&mut u).map_err(|e| DialAudioSocketError::Random(e.to_string()))?;
+    u[6] = (u[6] & 0x0f) | 0x40;
+    u[8] = (u[8] & 0x3f) | 0x80;
+    Ok(u)
+}
+
+/// A UUID written 8-4-4-4-12 in hex digits (either case).
+fn parse_uuid(text: &str) -> Option<[u8; 16]> {
+    let groups: Vec<&str> = text.split('-').collect();
+    if groups.iter().map(|g| g.len()).collect::<Vec<_>>() != [8, 4, 4, 4, 12] {
+        return None;
+    }
+    let hex = groups.concat();
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut u = [0u8; 16];
+    for (i, b) in u.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(u)
+}
+
+/// A UUID as 8-4-4-4-12 lower-case hex.
+fn uuid_text(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
 /// The human-readable AudioSocket report.
 pub fn render_audiosocket(r: &DialAudioSocketReport) -> String {
     format!(
-        "AudioSocket call to {} at {} Hz: {}\n\
+        "AudioSocket call {} to {} at {} Hz: {}\n\
          sent {} frames and {} DTMF; heard {} audio messages in {} bursts\n\
          agent audio inter-arrival (ms): p1 {:.2}, p50 {:.2}, p99 {:.2}, max {:.2}\n\
          recording: {} (left = caller, right = agent as heard)\n",
+        r.uuid,
         r.addr,
         r.rate,
         r.end,
@@ -715,6 +775,37 @@ mod tests {
         s.extend(tone(4000));
         // Ends at the last voiced frame, also when the file stops mid-speech.
         assert_eq!(caller_turn_ends(&s, 8000), [ms(1000), ms(2500)]);
+    }
+
+    #[test]
+    fn every_call_gets_a_fresh_uuid_unless_one_is_given() {
+        let a = call_uuid(None).unwrap();
+        let b = call_uuid(None).unwrap();
+        assert_ne!(a, b);
+        for u in [a, b] {
+            let t = uuid_text(&u);
+            assert_eq!(parse_uuid(&t), Some(u), "{t}");
+            // Version 4, RFC 4122 variant.
+            assert_eq!((u[6] >> 4, u[8] >> 6), (4, 2), "{t}");
+        }
+        let given = "3F2504E0-4f89-41d3-9a0c-0305e82c3301";
+        assert_eq!(
+            uuid_text(&call_uuid(Some(given)).unwrap()),
+            given.to_lowercase()
+        );
+        for bad in [
+            "",
+            "3f2504e04f8941d39a0c0305e82c3301",
+            "3f2504e0-4f89-41d3-9a0c-0305e82c330",
+            "3f2504e0-4f89-41d3-9a0c-0305e82c330g",
+            "+f2504e0-4f89-41d3-9a0c-0305e82c3301",
+            "3f2504é-4f89-41d3-9a0c-0305e82c3301",
+        ] {
+            assert!(
+                matches!(call_uuid(Some(bad)), Err(DialAudioSocketError::BadUuid(_))),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
