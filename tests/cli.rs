@@ -209,3 +209,65 @@ fn call_with_json_says_a_failure_as_json() {
     assert!(said.contains("did not answer"), "{v}");
     assert!(err.contains(said), "and on stderr: {err}");
 }
+
+/// `baton demo --scenario ARG` from `dir`.
+fn demo_in(dir: &std::path::Path, scenario: &str) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["demo", "--json", "--scenario", scenario, "--out"])
+        .arg(dir.join("out"))
+        .current_dir(dir)
+        .env_remove("BATON_LOG")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_scenario_argument_is_the_file_it_names_else_a_bundled_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("notes.md"), "just notes, not a scenario\n").unwrap();
+    // A file is read as that file however it is written.
+    for arg in ["notes.md", "./notes.md"] {
+        let (ok, _, err) = demo_in(d, arg);
+        assert!(!ok);
+        assert!(
+            err.contains(&format!("{arg}: TOML parse error")) && !err.contains("no scenario named"),
+            "{arg}: {err}"
+        );
+    }
+    // A bundled name still plays the bundled scenario.
+    let (ok, out, err) = demo_in(d, "demo");
+    assert!(ok, "{err}");
+    assert!(out.contains("\"turns\""), "{out}");
+    // A file that has a bundled scenario's name is the file, and the user is told which.
+    std::fs::write(d.join("demo"), "not a scenario either\n").unwrap();
+    let (ok, _, err) = demo_in(d, "demo");
+    assert!(!ok);
+    assert!(
+        err.contains("demo: TOML parse error")
+            && err.contains("playing the file demo in this folder, not the bundled scenario demo")
+            && err.contains("audio-fixtures/scenarios/demo.toml"),
+        "{err}"
+    );
+    // Neither a file nor a bundled name: the bundled names, and that a path is taken too.
+    for (arg, says) in [
+        ("README.md", "no scenario named \"README.md\""),
+        ("nosuch", "no scenario named \"nosuch\""),
+        ("./nothere.toml", "scenario file ./nothere.toml not found"),
+    ] {
+        let (ok, _, err) = demo_in(d, arg);
+        assert!(!ok);
+        assert!(
+            err.contains(says)
+                && err.contains("bundled: demo, ")
+                && err.contains("seed000")
+                && err.contains("or the path of a scenario file"),
+            "{arg}: {err}"
+        );
+    }
+}

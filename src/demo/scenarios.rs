@@ -24,24 +24,45 @@ pub fn default_scenario() -> PathBuf {
     bundled("audio-fixtures/scenarios/seed000.toml")
 }
 
-/// A scenario argument: a bundled name, or a path (a `.wav` given here is refused later with a
-/// pointer to `--fixture`).
+/// A scenario argument, by one rule: a file that exists is that file, however it is written
+/// (`README.md` and `./README.md` alike); otherwise a bare name (no folder, no `.toml` or `.wav`)
+/// is a bundled scenario's, and anything else is a path (a `.wav` given here is refused later
+/// with a pointer to `--fixture`).
 pub fn scenario_path(arg: &str) -> PathBuf {
-    if arg.ends_with(".toml") || arg.to_ascii_lowercase().ends_with(".wav") || arg.contains('/') {
+    if Path::new(arg).is_file() || !is_bare_name(arg) {
         PathBuf::from(arg)
     } else {
-        bundled(&format!("audio-fixtures/scenarios/{arg}.toml"))
+        bundled_named(arg)
     }
 }
 
-/// The scenario file `arg` names (seed 000 without one). A name that is not bundled, or a file
-/// that is not there, is refused with a pointer to `--list` and the bundled names closest to it.
+/// Whether `arg` can only be a bundled scenario's name, were no file of that name here.
+fn is_bare_name(arg: &str) -> bool {
+    !(arg.ends_with(".toml")
+        || arg.to_ascii_lowercase().ends_with(".wav")
+        || arg.contains('/')
+        || arg.contains(std::path::MAIN_SEPARATOR))
+}
+
+/// Where the bundled scenario `name` is (or would be).
+fn bundled_named(name: &str) -> PathBuf {
+    bundled(&format!("audio-fixtures/scenarios/{name}.toml"))
+}
+
+/// The scenario file `arg` names (seed 000 without one), by [`scenario_path`]'s rule. A file
+/// that has a bundled scenario's name is played, with a warning naming the bundled one. A name
+/// that is neither is refused with the bundled names (the closest first), and the reminder
+/// that a path is taken too.
 pub fn resolve_scenario(arg: Option<&str>) -> Result<PathBuf, DemoError> {
     let Some(arg) = arg else {
         return Ok(default_scenario());
     };
     let path = scenario_path(arg);
     if path.exists() {
+        let bundled = bundled_named(arg);
+        if is_bare_name(arg) && path == Path::new(arg) && bundled.is_file() {
+            warn_shadowed(arg, &bundled);
+        }
         return Ok(path);
     }
     let names: Vec<String> = all_bundled()
@@ -66,16 +87,34 @@ pub fn resolve_scenario(arg: Option<&str>) -> Result<PathBuf, DemoError> {
                 .join(" or ")
         ),
     };
-    Err(if path == Path::new(arg) {
-        DemoError::Usage(format!(
-            "scenario file {arg} not found; give the path of a scenario file, or the name of a \
-             bundled scenario (`baton demo --list` lists them){hint}"
-        ))
+    let what = if path == Path::new(arg) {
+        format!("scenario file {arg} not found")
     } else {
-        DemoError::Usage(format!(
-            "no scenario named {arg:?}: `baton demo --list` lists the bundled scenarios{hint}"
-        ))
-    })
+        format!("no scenario named {arg:?}, and no file of that name in this folder")
+    };
+    Err(DemoError::Usage(format!(
+        "{what}: --scenario takes the name of a bundled scenario (bundled: {}; \
+         `baton demo --list` describes them) or the path of a scenario file{hint}",
+        names.join(", ")
+    )))
+}
+
+/// Warns, once per argument (a run resolves its scenario more than once), that the file `arg`
+/// is played in place of the bundled scenario of that name at `bundled`.
+fn warn_shadowed(arg: &str, bundled: &Path) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if said.iter().any(|a| a == arg) {
+        return;
+    }
+    said.push(arg.to_owned());
+    tracing::warn!(
+        "--scenario {arg}: playing the file {arg} in this folder, not the bundled scenario \
+         {arg}; to play that one, give its path: --scenario {}",
+        bundled.display()
+    );
 }
 
 /// The names in `names` closest to `asked` (case aside): every one at the least edit distance,
@@ -182,7 +221,10 @@ mod tests {
     fn a_missing_scenario_points_at_the_list() {
         let err = resolve_scenario(Some("nosuch")).unwrap_err().to_string();
         assert!(
-            err.contains("no scenario named \"nosuch\"") && err.contains("baton demo --list"),
+            err.contains("no scenario named \"nosuch\"")
+                && err.contains("baton demo --list")
+                && err.contains("bundled: demo, ")
+                && err.contains("or the path of a scenario file"),
             "{err}"
         );
         assert!(!err.contains("did you mean"), "{err}");
