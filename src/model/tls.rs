@@ -126,9 +126,104 @@ pub fn default_client_config() -> Result<Arc<rustls::ClientConfig>, TlsError> {
     CONFIG.get_or_init(|| client_config(None)).clone()
 }
 
+/// What to do about a server certificate that no trusted CA signed (self-signed, or a private
+/// CA's): the fix a TLS error says along with it. Names no secret: trust is public material.
+pub const UNTRUSTED_HINT: &str = "the server's certificate is not signed by a CA baton trusts \
+     (it is self-signed, or a private CA's): trust it by starting baton with \
+     SSL_CERT_FILE=/path/to/cert.pem (that file then replaces the system's CA list for baton), \
+     or for `baton serve` with model.ca_file = \"/path/to/cert.pem\" (added to the system's list)";
+
+/// [`UNTRUSTED_HINT`] when `e` (or an error it wraps, through I/O errors too) is rustls refusing
+/// a server certificate whose issuer it does not know; `None` for any other error, whose fix
+/// is not trust.
+pub fn untrusted_certificate_hint(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    use rustls::{CertificateError, Error};
+    let mut next = Some(e);
+    while let Some(err) = next {
+        let tls = err.downcast_ref::<Error>().or_else(|| {
+            err.downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .and_then(|inner| inner.downcast_ref::<Error>())
+        });
+        if let Some(Error::InvalidCertificate(CertificateError::UnknownIssuer)) = tls {
+            return Some(UNTRUSTED_HINT);
+        }
+        next = err.source();
+    }
+    None
+}
+
+/// A failed TLS connection in words: the error, and for an untrusted server certificate how to
+/// trust it ([`untrusted_certificate_hint`]).
+pub fn failure_words(e: &(dyn std::error::Error + 'static)) -> String {
+    match untrusted_certificate_hint(e) {
+        Some(hint) => format!("{e}: {hint}"),
+        None => e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TLS server with a fresh self-signed certificate (written to `cert`) that takes one
+    /// connection and drops it after the handshake; its address.
+    async fn self_signed_server(cert: &Path) -> std::net::SocketAddr {
+        let setup = crate::mock::tls::TlsSetup::SelfSigned {
+            cert_out: cert.to_path_buf(),
+        };
+        let acceptor = crate::mock::tls::acceptor(&setup).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            if let Ok((tcp, _)) = listener.accept().await {
+                let _ = acceptor.accept(tcp).await;
+            }
+        });
+        addr
+    }
+
+    /// A `wss://` dial to `addr` as a model session makes it, with `config`'s trust.
+    async fn dial(
+        addr: std::net::SocketAddr,
+        config: Arc<rustls::ClientConfig>,
+    ) -> tokio_tungstenite::tungstenite::Error {
+        let url = format!("wss://127.0.0.1:{}/ws", addr.port());
+        tokio_tungstenite::connect_async_tls_with_config(
+            url,
+            None,
+            true,
+            Some(tokio_tungstenite::Connector::Rustls(config)),
+        )
+        .await
+        .err()
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_untrusted_certificate_says_how_to_trust_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("cert.pem");
+        let addr = self_signed_server(&cert).await;
+        let e = dial(addr, default_client_config().unwrap()).await;
+        let words = failure_words(&e);
+        assert!(
+            words.contains("UnknownIssuer")
+                && words.contains("SSL_CERT_FILE=/path/to/cert.pem")
+                && words.contains("model.ca_file"),
+            "{words}"
+        );
+        // Trusted, the same server fails otherwise (it answers no WebSocket): no trust hint.
+        let addr = self_signed_server(&cert).await;
+        let e = dial(addr, client_config(Some(&cert)).unwrap()).await;
+        assert_eq!(untrusted_certificate_hint(&e), None, "{e}");
+        assert_eq!(failure_words(&e), e.to_string());
+        // Wrapped by rustls's own error type too.
+        let e = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        assert_eq!(untrusted_certificate_hint(&e), Some(UNTRUSTED_HINT));
+        let e = rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName);
+        assert_eq!(untrusted_certificate_hint(&e), None);
+    }
 
     #[test]
     fn ca_file_errors_name_the_file() {
