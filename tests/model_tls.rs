@@ -45,7 +45,9 @@ async fn an_untrusted_certificate_is_refused_and_a_configured_ca_is_trusted() {
         .expect("a self-signed certificate must not be trusted")
         .to_string();
     assert!(
-        err.contains("certificate") && err.contains(mock.base_url()),
+        err.contains("certificate")
+            && err.contains(mock.base_url())
+            && err.contains("SSL_CERT_FILE=/path/to/cert.pem"),
         "{err}"
     );
 

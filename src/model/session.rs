@@ -89,10 +89,11 @@ pub(crate) async fn dial_endpoint(
         })
 }
 
-/// A failed dial in words, with what to check when the upgrade was answered with an HTTP error.
+/// A failed dial in words, with what to check when the upgrade was answered with an HTTP error,
+/// and how to trust a server certificate no trusted CA signed.
 fn refusal_words(e: &tokio_tungstenite::tungstenite::Error) -> String {
     let tokio_tungstenite::tungstenite::Error::Http(resp) = e else {
-        return e.to_string();
+        return crate::model::tls::failure_words(e);
     };
     let status = resp.status();
     let hint = match status.as_u16() {
