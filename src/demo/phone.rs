@@ -158,14 +158,17 @@ impl Phone {
         })
     }
 
-    /// Waits for the person's call to end (it ends with the caller's), then stops both user
-    /// agents. `None` when the phone was never called.
+    /// Waits for the person's call to end (it ends with the caller's) and for what baton's
+    /// user agent still settles, then stops both user agents. `None` when the phone was never called.
     pub async fn finish(self) -> Option<PersonRecording> {
         let played = self.played;
         let recording = match tokio::time::timeout(Duration::from_secs(5), played).await {
             Ok(r) => r.ok().flatten(),
             Err(_) => None,
         };
+        // A CANCEL baton sent (the person's phone given up on) and what may cross it go out
+        // before the transports close.
+        self.baton.settled(crate::leg::sip::ua::SETTLE_LIMIT).await;
         self.baton.shutdown();
         self.person.shutdown();
         for t in self.tasks {
