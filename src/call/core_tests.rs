@@ -738,7 +738,8 @@ fn the_caller_hanging_up_closes_the_session() {
     );
 }
 
-/// What a message to a session is, by its wire name.
+/// A leg that stops because it failed gives the call its end reason; the session is closed as
+/// on a hang-up.
 #[test]
 fn a_failed_leg_is_the_end_reason_not_a_hang_up() {
     let mut rig = Rig::gemini();
@@ -752,6 +753,7 @@ fn a_failed_leg_is_the_end_reason_not_a_hang_up() {
     assert_eq!(rig.hangups, 1);
 }
 
+/// What a message to a session is, by its wire name.
 fn kind(msg: &ClientMessage) -> &'static str {
     match msg {
         ClientMessage::ContextUpdate(_) => "context_update",

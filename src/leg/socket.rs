@@ -309,23 +309,32 @@ impl<L: SocketLeg> LegIo for SocketIo<L> {
     }
 }
 
-/// How a WebSocket closed, in words: `closed (code 1000: bye)`, or `closed without a close
-/// frame`.
+/// The close code of a close frame that carried none (RFC 6455 7.1.5: "no status received").
+pub const NO_STATUS: u16 = 1005;
+
+/// How a WebSocket closed, in words: `closed (code 1000: bye)`, `closed (no status code)`, or
+/// `closed without a close frame`. The peer's reason is its own text: control characters are
+/// left out, so it cannot forge lines where it is logged or stored.
 pub fn closed_words(code: Option<u16>, reason: &str) -> String {
+    let reason: String = reason.chars().filter(|c| !c.is_control()).collect();
     match (code, reason.is_empty()) {
+        (Some(NO_STATUS), true) => "closed (no status code)".to_owned(),
         (Some(c), true) => format!("closed (code {c})"),
         (Some(c), false) => format!("closed (code {c}: {reason})"),
         (None, _) => "closed without a close frame".to_owned(),
     }
 }
 
-/// How the call records a WebSocket that closed without the protocol's own hang-up: a normal
-/// close (1000, or 1001 going away) is the caller hanging up; anything else (another code, no
-/// close frame at all) is the caller's side failing, in `words`.
+/// How the call records a WebSocket that closed without the protocol's own hang-up (some
+/// bridges, Vonage's among them, end only this way): a close frame is the peer ending the call
+/// on purpose, the caller hanging up, unless its code says something broke (1002 protocol
+/// error, 1003 unacceptable data, 1007 bad payload, 1008 policy, 1009 too big, 1010 missing
+/// extension, 1011 internal error, 1014 bad gateway, 1015 TLS failure); those, and a connection
+/// lost without any close frame, are the caller's side failing, in `words`.
 pub fn closed_stop_reason(code: Option<u16>, words: impl FnOnce() -> String) -> StopReason {
     match code {
-        Some(1000 | 1001) => StopReason::HungUp,
-        _ => StopReason::Failed(words()),
+        Some(1002 | 1003 | 1007..=1011 | 1014 | 1015) | None => StopReason::Failed(words()),
+        Some(_) => StopReason::HungUp,
     }
 }
 
@@ -437,6 +446,36 @@ mod shell_tests {
     use std::collections::VecDeque;
 
     use super::*;
+
+    /// A close frame is a hang-up unless its code says something broke; no close frame at
+    /// all is a failure. Each failure says how the socket closed.
+    #[test]
+    fn a_close_is_a_hang_up_unless_its_code_or_its_absence_says_it_broke() {
+        let words = |code| move || closed_words(code, "");
+        for code in [1000, 1001, NO_STATUS, 4000, 4999] {
+            assert_eq!(
+                closed_stop_reason(Some(code), words(Some(code))),
+                StopReason::HungUp,
+                "{code}"
+            );
+        }
+        for code in [1002, 1003, 1007, 1008, 1009, 1010, 1011, 1014, 1015] {
+            assert_eq!(
+                closed_stop_reason(Some(code), words(Some(code))),
+                StopReason::Failed(format!("closed (code {code})")),
+            );
+        }
+        assert_eq!(
+            closed_stop_reason(None, words(None)),
+            StopReason::Failed("closed without a close frame".into())
+        );
+        assert_eq!(closed_words(Some(NO_STATUS), ""), "closed (no status code)");
+        // The peer's reason cannot break a log line or a stored reason.
+        assert_eq!(
+            closed_words(Some(1000), "bye\nend=forged\r"),
+            "closed (code 1000: byeend=forged)"
+        );
+    }
 
     #[derive(Default)]
     struct Scripted {

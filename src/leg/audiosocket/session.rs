@@ -301,6 +301,10 @@ impl AudioSocketSession {
     fn message(&mut self, msg: Message, now: Instant) -> Result<(), SessionError> {
         match (&self.state, msg) {
             (_, Message::Hangup) => self.end(EndReason::PeerHangup, now),
+            // An error whose only flag is 0x01, "the calling party hung up": a hang-up.
+            (_, Message::Error(flags)) if flags.first() == Some(&wire::ERROR_CALLER_HUNG_UP) => {
+                self.end(EndReason::PeerHangup, now)
+            }
             (_, Message::Error(flags)) => {
                 self.end(EndReason::PeerError(wire::describe_error(&flags)), now)
             }

@@ -243,6 +243,33 @@ fn peer_error_flags_end_the_call() {
             "frame forwarding error (0x02)".into()
         ))
     );
+    let evs: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert!(
+        matches!(evs.last(), Some(LegEvent::Stop(crate::leg::StopReason::Failed(why)))
+            if why == "the peer reported an error: frame forwarding error (0x02)"),
+        "{evs:?}"
+    );
+}
+
+/// Asterisk's error flag 0x01 alone says the calling party hung up: a hang-up, not a failure;
+/// with another flag beside it, something broke.
+#[test]
+fn the_caller_hung_up_error_flag_is_a_hang_up() {
+    let now = Instant::now();
+    let mut s = started(0x10, &[0; 160], now);
+    s.handle_bytes(&[0xFF, 0, 1, 0x01], now).unwrap();
+    assert_eq!(s.ended(), Some(&EndReason::PeerHangup));
+    let evs: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert!(
+        matches!(
+            evs.last(),
+            Some(LegEvent::Stop(crate::leg::StopReason::HungUp))
+        ),
+        "{evs:?}"
+    );
+    let mut s = started(0x10, &[0; 160], now);
+    s.handle_bytes(&[0xFF, 0, 1, 0x03], now).unwrap();
+    assert!(matches!(s.ended(), Some(EndReason::PeerError(_))));
 }
 
 #[test]

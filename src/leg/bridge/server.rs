@@ -442,7 +442,8 @@ impl Leg {
             Some(Ok(Message::Close(frame))) => {
                 let (code, reason) = match frame {
                     Some(f) => (Some(f.code), f.reason.as_str().to_owned()),
-                    None => (None, String::new()),
+                    // A close frame without a body: no status, but still a close.
+                    None => (Some(crate::leg::socket::NO_STATUS), String::new()),
                 };
                 Some(self.closed(code, reason))
             }

@@ -205,11 +205,17 @@ impl Pump {
                     Some(LegCommand::Hangup) | None => break,
                 },
                 r = &mut device => {
-                    match r {
-                        Ok(Err(e)) => tracing::error!(error = %e, "audio device failed"),
-                        _ => tracing::info!("audio device stopped"),
-                    }
-                    let _ = self.events.send(LegEvent::Stop(StopReason::HungUp)).await;
+                    let why = match r {
+                        Ok(Err(e)) => {
+                            tracing::error!(error = %e, "audio device failed");
+                            StopReason::Failed(format!("the audio device failed: {e}"))
+                        }
+                        _ => {
+                            tracing::info!("audio device stopped");
+                            StopReason::HungUp
+                        }
+                    };
+                    let _ = self.events.send(LegEvent::Stop(why)).await;
                     // Wait for the call to hang up, taking its last commands.
                     while let Some(cmd) = commands.recv().await {
                         if matches!(cmd, LegCommand::Hangup) {

@@ -27,6 +27,7 @@ use super::sdp::{self, Codec, Direction, Local, Negotiated};
 use super::transfer::{self, BlindTransfer, Running, Step, TransferPort};
 use super::ua::{self, UserAgent};
 use super::uas::{self, Capacity, Decision, InviteFacts, Nonces, Policy};
+use crate::leg::StopReason;
 
 /// How calls are answered and run.
 #[derive(Clone, Debug)]
@@ -356,10 +357,13 @@ impl CallDialog {
                             tracing::info!(reason = ?reason, "SIP dialog ended");
                         }
                         peer_gone = true;
-                        let _ = control.send(Signal::Hangup).await;
-                        if matches!(reason, TerminatedReason::Timeout) {
+                        let why = if matches!(reason, TerminatedReason::Timeout) {
                             tracing::warn!("no ACK for baton's answer: the call is dropped");
-                        }
+                            StopReason::Failed(NO_ACK.into())
+                        } else {
+                            StopReason::HungUp
+                        };
+                        let _ = control.send(Signal::Hangup(why)).await;
                         if let Some(t) = transfer.as_mut() {
                             t.caller_hung_up();
                         }
@@ -434,7 +438,7 @@ impl CallDialog {
                     Ok(Err(e)) => tracing::debug!(error = %e, "BYE after the transfer failed"),
                     Err(_) => tracing::debug!("BYE after the transfer got no answer in 5 s"),
                 }
-                let _ = control.send(Signal::Hangup).await;
+                let _ = control.send(Signal::Hangup(StopReason::HungUp)).await;
             }
         };
         let by = match outcome.as_ref().map(|o| &o.end) {
@@ -551,6 +555,9 @@ async fn refer_answer(transfer: &mut Option<Running>) -> Result<u16, String> {
 
 /// How long the BYE that ends a transferred call waits for the final NOTIFY's 200 to leave.
 const NOTIFY_SETTLE: Duration = Duration::from_millis(50);
+
+/// Why a call whose answer was never acknowledged ends (the peer never took the call).
+const NO_ACK: &str = "no ACK for baton's answer";
 
 /// Sleeps until `at`, or forever when there is nothing to wait for.
 async fn sleep_until_some(at: Option<Instant>) {

@@ -30,7 +30,7 @@ use super::sdp::Negotiated;
 use crate::audio::Frame;
 use crate::leg::socket::Handover;
 use crate::leg::twilio::cadence::SendIntervals;
-use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused};
+use crate::leg::{LegCommand, LegEvent, LegHandle, LegIo, Refused, StopReason};
 
 /// How long the closing task may take to send what the core still has queued.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -38,8 +38,9 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// What the call's SIP dialog tells its media.
 #[derive(Debug)]
 pub enum Signal {
-    /// The peer hung up (BYE) or the dialog ended otherwise.
-    Hangup,
+    /// The dialog ended: the peer hung up (BYE, CANCEL), or the call failed (no ACK for
+    /// baton's answer), as the call records it.
+    Hangup(StopReason),
     /// A re-INVITE (or UPDATE) changed the media: hold, unhold, a new address or codec.
     Update(Negotiated),
     /// A digit the peer sent by SIP INFO.
@@ -304,9 +305,13 @@ impl Media {
             Poll::Ready(sig) => sig,
         };
         match sig {
-            Some(Signal::Hangup) | None => {
+            Some(Signal::Hangup(why)) => {
                 self.signals_open = false;
-                self.core.stop();
+                self.core.stop(why);
+            }
+            None => {
+                self.signals_open = false;
+                self.core.stop(StopReason::HungUp);
             }
             Some(Signal::Update(n)) => self.core.update(n, Instant::now()),
             Some(Signal::Dtmf(d)) => self.core.dtmf_from_signalling(d),

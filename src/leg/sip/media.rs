@@ -510,11 +510,11 @@ impl MediaSession {
         self.dtmf_out.busy()
     }
 
-    /// The signalling ended the call.
-    pub fn stop(&mut self) {
+    /// The signalling ended the call, for this reason.
+    pub fn stop(&mut self, why: StopReason) {
         if self.ended.is_none() {
             self.ended = Some(MediaEnd::Stopped);
-            self.events.push_back(LegEvent::Stop(StopReason::HungUp));
+            self.events.push_back(LegEvent::Stop(why));
         }
     }
 

@@ -385,7 +385,8 @@ impl<S: Socket> Leg<S> {
             Some(Ok(Message::Close(f))) => {
                 let (code, reason) = match f {
                     Some(f) => (Some(f.code), f.reason.as_str().to_owned()),
-                    None => (None, String::new()),
+                    // A close frame without a body: no status, but still a close.
+                    None => (Some(crate::leg::socket::NO_STATUS), String::new()),
                 };
                 return Some(self.closed(code, reason));
             }

@@ -326,10 +326,16 @@ impl Driver {
                 _ = sleep_until_opt(disconnected_at.map(|t| t + grace)) => {
                     break LegEnd::PeerFailed(format!("disconnected for {grace:?}"));
                 }
-                r = &mut reader, if inbound.is_none() => {
-                    inbound = Some(r.unwrap_or_default());
-                    break LegEnd::PeerClosed("the caller's audio track ended".into());
-                }
+                r = &mut reader, if inbound.is_none() => match r {
+                    Ok(x) => {
+                        inbound = Some(x);
+                        break LegEnd::PeerClosed("the caller's audio track ended".into());
+                    }
+                    Err(e) => {
+                        inbound = Some(Default::default());
+                        break LegEnd::PeerFailed(format!("reading the caller's audio broke: {e}"));
+                    }
+                },
             }
         };
         let _ = timeout(GRACE, self.peer.pc.close()).await;
