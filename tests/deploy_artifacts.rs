@@ -68,6 +68,10 @@ fn the_shared_config_is_valid_and_the_cli_agrees() {
     }
 }
 
+/// What a stop may take after the drain, at most: the last calls' hang-up (5 s), SIP's settling
+/// of a CANCEL in flight (`ua::SETTLE_LIMIT`), the store's flush (5 s).
+const AFTER_DRAIN: u64 = 5 + baton::leg::sip::ua::SETTLE_LIMIT.as_secs() + 5;
+
 #[test]
 fn the_systemd_unit_verifies_and_outlasts_the_drain() {
     let unit = std::fs::read_to_string(deploy("systemd/baton.service")).unwrap();
@@ -80,8 +84,8 @@ fn the_systemd_unit_verifies_and_outlasts_the_drain() {
     let drain = config().config.server.drain_timeout_s;
     let stop: u64 = key("TimeoutStopSec").parse().unwrap();
     assert!(
-        stop >= drain + 5,
-        "TimeoutStopSec={stop} must outlast the {drain} s drain and the flush"
+        stop >= drain + AFTER_DRAIN,
+        "TimeoutStopSec={stop} must outlast the {drain} s drain and what follows it"
     );
     assert_eq!(key("Restart"), "on-failure");
     assert_eq!(key("KillSignal"), "SIGTERM");
@@ -155,8 +159,8 @@ fn the_kubernetes_manifests_agree_with_the_config_and_each_other() {
     let grace = spec["terminationGracePeriodSeconds"].as_u64().unwrap();
     let drain = c.config.server.drain_timeout_s;
     assert!(
-        grace >= drain + 5,
-        "grace {grace} s must outlast the {drain} s drain and the flush"
+        grace >= drain + AFTER_DRAIN,
+        "grace {grace} s must outlast the {drain} s drain and what follows it"
     );
     assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
     let uid = spec["securityContext"]["runAsUser"].as_u64().unwrap();
