@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::leg::audiosocket::wire as asw;
 use crate::leg::bridge::Dialect;
 use crate::leg::bridge::audio::{AudioFormat, Encoding};
 use crate::leg::bridge::caller::CallerEvent;
@@ -683,34 +684,18 @@ fn call_uuid(given: Option<&str>) -> Result<[u8; 16], DialAudioSocketError> {
     Ok(u)
 }
 
-/// A UUID written 8-4-4-4-12 in hex digits (either case).
+/// A UUID written 8-4-4-4-12 in hex digits (either case): the form a dialplan gives (the
+/// server also takes 32 digits without dashes; a dial is held to the usual form).
 fn parse_uuid(text: &str) -> Option<[u8; 16]> {
-    let groups: Vec<&str> = text.split('-').collect();
-    if groups.iter().map(|g| g.len()).collect::<Vec<_>>() != [8, 4, 4, 4, 12] {
+    if !text.split('-').map(str::len).eq([8, 4, 4, 4, 12]) {
         return None;
     }
-    let hex = groups.concat();
-    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut u = [0u8; 16];
-    for (i, b) in u.iter_mut().enumerate() {
-        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(u)
+    asw::parse_uuid(text)
 }
 
 /// A UUID as 8-4-4-4-12 lower-case hex.
 fn uuid_text(u: &[u8; 16]) -> String {
-    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
+    asw::uuid_string(u)
 }
 
 /// The human-readable AudioSocket report.

@@ -255,7 +255,7 @@ pub fn uuid_string(id: &[u8; 16]) -> String {
 /// Parses a UUID string (`8-4-4-4-12` hex, or 32 hex digits).
 pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
     let hex: Vec<u8> = s.bytes().filter(|&b| b != b'-').collect();
-    if hex.len() != 32 {
+    if hex.len() != 32 || !hex.iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
     let mut id = [0u8; 16];
@@ -265,6 +265,9 @@ pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
     }
     Some(id)
 }
+
+/// The error flag Asterisk sends when the calling party hung up.
+pub const ERROR_CALLER_HUNG_UP: u8 = 0x01;
 
 /// Asterisk's error flags in words.
 pub fn describe_error(payload: &[u8]) -> String {
@@ -400,6 +403,8 @@ mod tests {
     fn uuid_strings() {
         assert!(parse_uuid("not a uuid").is_none());
         assert!(parse_uuid("0b6e4d2a8f1c4e559a3b2c7d1e0f9a8g").is_none());
+        // A sign is no hex digit, though `from_str_radix` would take it.
+        assert!(parse_uuid("+b6e4d2a8f1c4e559a3b2c7d1e0f9a88").is_none());
         let id = parse_uuid("0B6E4D2A8F1C4E559A3B2C7D1E0F9A88").unwrap();
         assert_eq!(uuid_string(&id), "0b6e4d2a-8f1c-4e55-9a3b-2c7d1e0f9a88");
     }
