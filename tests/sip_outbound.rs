@@ -617,3 +617,30 @@ async fn a_stop_lets_the_bye_of_a_200_that_crossed_the_cancel_go_out_first() {
         .unwrap();
     d.stop().await;
 }
+
+/// A call still ringing when the server ends every call (the drain's deadline) is cancelled
+/// then: the callee's phone does not ring on for its whole ring timeout after baton is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_every_call_cancels_an_invite_still_ringing() {
+    let mut trunk = ScriptedTrunk::bind().await;
+    let d = daemon_on_scripted(&trunk).await;
+    let addr = d.addr;
+    let placing = tokio::spawn(async move {
+        sip_support::post(addr, "/calls", r#"{"to": "100", "ring_timeout_s": 120}"#).await
+    });
+    let invite = trunk.request("INVITE").await;
+    trunk.answer(&invite, "100 Trying", None).await;
+    trunk.answer(&invite, "180 Ringing", None).await;
+    d.app.calls.hang_up_all();
+    // Within the trunk's 20 s wait, not the 120 s ring timeout.
+    let cancel = trunk.request("CANCEL").await;
+    assert_eq!(cancel.call_id(), invite.call_id(), "{cancel:?}");
+    assert_eq!(cancel.branch(), invite.branch(), "{cancel:?}");
+    trunk.answer(&cancel, "200 OK", None).await;
+    trunk.answer(&invite, "487 Request Terminated", None).await;
+    let (status, placed) = placing.await.unwrap();
+    assert_eq!(status, 200, "{placed}");
+    assert_eq!(placed["outcome"], "no_answer", "{placed}");
+    assert_eq!(d.calls_ended().await, 0, "the slot was given back");
+    d.stop().await;
+}

@@ -806,7 +806,7 @@ pub async fn place(app: &Arc<AppState>, req: PlaceRequest) -> Result<Placed, Pla
         return Err(PlaceError::Unavailable(why));
     };
     tracing::info!(trunk = %name, to = %target_text, "placing a SIP call");
-    match call::place(svc.ua.clone(), dial, &svc.settings).await {
+    match ring_unless_stopped(&svc, dial, slot.hangup.clone()).await {
         Ok(c) => {
             let (tx, rx) = oneshot::channel();
             let span = tracing::info_span!("sip", call_id = %c.parties.call_id, to = %target_text);
@@ -840,6 +840,35 @@ pub async fn place(app: &Arc<AppState>, req: PlaceRequest) -> Result<Placed, Pla
                 outcome,
                 call_id: None,
             })
+        }
+    }
+}
+
+/// Places `dial`, cancelling the INVITE if the server ends every call (`hangup`: the drain's
+/// deadline) while it rings, so that no phone rings on after baton is gone.
+async fn ring_unless_stopped(
+    svc: &SipService,
+    dial: Dial,
+    mut hangup: watch::Receiver<bool>,
+) -> Result<Connected, Outcome> {
+    let (cancel, cancelled) = oneshot::channel();
+    let watch = call::Watch {
+        progress: None,
+        cancel: Some(cancelled),
+    };
+    let placing = call::place_watched(svc.ua.clone(), dial, &svc.settings, watch);
+    tokio::pin!(placing);
+    // Held until the placing ends: dropping it would cancel the INVITE too.
+    let mut cancel = Some(cancel);
+    loop {
+        tokio::select! {
+            r = &mut placing => return r,
+            _ = hangup.wait_for(|&stop| stop), if cancel.is_some() => {
+                tracing::info!("the server is ending every call: cancelling the INVITE");
+                if let Some(c) = cancel.take() {
+                    let _ = c.send(());
+                }
+            }
         }
     }
 }
