@@ -3,6 +3,7 @@
 //! depends on a protocol's JSON.
 
 pub mod catalog;
+pub mod credential;
 pub mod decode;
 pub mod endpoint;
 pub mod gemini;

@@ -1,12 +1,15 @@
 //! Where a Gemini Live session connects and how it authenticates: Developer API
 //! (`x-goog-api-key` header) or Vertex AI (`Authorization: Bearer`). Credentials live in
 //! [`Secret`], whose `Debug`/`Display` never show the value, and go only into request headers —
-//! never into URLs, logs, errors or events.
+//! never into URLs, logs, errors or events. A credential a command renews
+//! ([`RenewedCredential`]) is read afresh for each upgrade.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tokio_tungstenite::tungstenite::http::Request;
 
+use crate::model::credential::RenewedCredential;
 pub use crate::model::endpoint::{EndpointError, Secret};
 use crate::model::endpoint::{Trust, parse_base, request};
 
@@ -29,6 +32,9 @@ pub struct Endpoint {
     pub url: String,
     pub backend: Backend,
     pub credential: Option<Secret>,
+    /// A credential a command renews; when set, each upgrade sends its current value instead of
+    /// `credential`.
+    pub renewed: Option<Arc<RenewedCredential>>,
     pub tls: Trust,
 }
 
@@ -60,8 +66,16 @@ impl Endpoint {
             url,
             backend,
             credential,
+            renewed: None,
             tls: Trust::default(),
         })
+    }
+
+    /// Sends the current value of `credential` (renewed by a command) on every upgrade, in place
+    /// of the fixed one.
+    pub fn with_renewed(mut self, credential: Arc<RenewedCredential>) -> Self {
+        self.renewed = Some(credential);
+        self
     }
 
     /// Trusts the CA certificates in the PEM file `ca_file` too (a private gateway), besides the
@@ -71,9 +85,12 @@ impl Endpoint {
         Ok(self)
     }
 
-    /// The WebSocket upgrade request, credential in its header.
+    /// The WebSocket upgrade request, credential in its header (the renewed one's value now,
+    /// when there is one).
     pub fn request(&self) -> Result<Request<()>, EndpointError> {
-        let header = self.credential.as_ref().map(|secret| match self.backend {
+        let renewed = self.renewed.as_ref().map(|r| r.current());
+        let secret = renewed.as_ref().or(self.credential.as_ref());
+        let header = secret.map(|secret| match self.backend {
             Backend::DeveloperApi => ("x-goog-api-key", secret.expose().to_owned()),
             Backend::Vertex => ("authorization", format!("Bearer {}", secret.expose())),
         });
@@ -122,6 +139,37 @@ mod tests {
             ep.request().unwrap().headers()["authorization"],
             "Bearer tok"
         );
+    }
+
+    #[test]
+    fn a_renewed_credential_is_read_at_each_request() {
+        use crate::model::credential::CredentialCommand;
+        let command =
+            CredentialCommand::new(vec!["sh".into(), "-c".into(), "echo tok-1".into()]).unwrap();
+        let renewed = Arc::new(
+            RenewedCredential::start(command, std::time::Duration::from_secs(60)).unwrap(),
+        );
+        let ep = Endpoint::new(
+            "wss://us-central1-aiplatform.googleapis.com",
+            Backend::Vertex,
+            "v1beta1",
+            Some(Secret::new("fixed")),
+        )
+        .unwrap()
+        .with_renewed(renewed.clone());
+        assert_eq!(
+            ep.request().unwrap().headers()["authorization"],
+            "Bearer tok-1"
+        );
+        renewed.set(Secret::new("tok-2"));
+        let req = ep.request().unwrap();
+        assert_eq!(req.headers()["authorization"], "Bearer tok-2");
+        assert!(req.headers()["authorization"].is_sensitive());
+        assert!(!format!("{ep:?}").contains("tok-2"));
+        let dev = Endpoint::new("ws://h", Backend::DeveloperApi, "v1beta", None)
+            .unwrap()
+            .with_renewed(renewed);
+        assert_eq!(dev.request().unwrap().headers()["x-goog-api-key"], "tok-2");
     }
 
     #[test]

@@ -2,13 +2,16 @@
 //! `wss://api.openai.com/v1/realtime?model=…` with `Authorization: Bearer <key>`, plus
 //! `OpenAI-Beta: realtime=v1` for the beta dialect. The key lives in [`Secret`] (never shown by
 //! `Debug`/`Display`) and goes only into the request header — never into URLs, logs, errors or
-//! events. A custom base URL (the mock, a gateway) replaces the host part.
+//! events. A custom base URL (the mock, a gateway) replaces the host part. A key a command
+//! renews ([`RenewedCredential`]) is read afresh for each upgrade.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tokio_tungstenite::tungstenite::http::{HeaderValue, Request};
 
 use super::wire::Api;
+use crate::model::credential::RenewedCredential;
 pub use crate::model::endpoint::{EndpointError, Secret};
 use crate::model::endpoint::{Trust, parse_base, request};
 
@@ -25,6 +28,9 @@ pub struct Endpoint {
     pub url: String,
     pub api: Api,
     pub credential: Option<Secret>,
+    /// A key a command renews; when set, each upgrade sends its current value instead of
+    /// `credential`.
+    pub renewed: Option<Arc<RenewedCredential>>,
     pub tls: Trust,
 }
 
@@ -48,8 +54,16 @@ impl Endpoint {
             url: parsed.into(),
             api,
             credential,
+            renewed: None,
             tls: Trust::default(),
         })
+    }
+
+    /// Sends the current value of `credential` (renewed by a command) on every upgrade, in place
+    /// of the fixed key.
+    pub fn with_renewed(mut self, credential: Arc<RenewedCredential>) -> Self {
+        self.renewed = Some(credential);
+        self
     }
 
     /// The public service, the key read from the environment variable `key_env`.
@@ -63,12 +77,13 @@ impl Endpoint {
         Ok(self)
     }
 
-    /// The WebSocket upgrade request: the key as `Authorization: Bearer`, the beta header when
-    /// the beta dialect is asked for.
+    /// The WebSocket upgrade request: the key (the renewed one's value now, when there is one)
+    /// as `Authorization: Bearer`, the beta header when the beta dialect is asked for.
     pub fn request(&self) -> Result<Request<()>, EndpointError> {
-        let header = self
-            .credential
+        let renewed = self.renewed.as_ref().map(|r| r.current());
+        let header = renewed
             .as_ref()
+            .or(self.credential.as_ref())
             .map(|secret| ("authorization", format!("Bearer {}", secret.expose())));
         let mut req = request(&self.url, header)?;
         if self.api == Api::Beta {
@@ -113,6 +128,29 @@ mod tests {
         assert!(req.headers().get("openai-beta").is_none());
         assert!(!req.uri().to_string().contains("sk-123"));
         assert!(!format!("{ep:?}").contains("sk-123"));
+    }
+
+    #[test]
+    fn a_renewed_key_is_read_at_each_request() {
+        use crate::model::credential::CredentialCommand;
+        let command =
+            CredentialCommand::new(vec!["sh".into(), "-c".into(), "echo sk-1".into()]).unwrap();
+        let renewed = Arc::new(
+            RenewedCredential::start(command, std::time::Duration::from_secs(60)).unwrap(),
+        );
+        let ep = Endpoint::new(OPENAI_BASE, "gpt-realtime", Api::Ga, None)
+            .unwrap()
+            .with_renewed(renewed.clone());
+        assert_eq!(
+            ep.request().unwrap().headers()["authorization"],
+            "Bearer sk-1"
+        );
+        renewed.set(Secret::new("sk-2"));
+        assert_eq!(
+            ep.request().unwrap().headers()["authorization"],
+            "Bearer sk-2"
+        );
+        assert!(!format!("{ep:?}").contains("sk-2"));
     }
 
     #[test]
