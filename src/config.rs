@@ -375,17 +375,21 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
         }
         BackendKind::Gemini | BackendKind::Vertex => {
             let vertex = m.backend == BackendKind::Vertex;
-            if m.credential_env.is_empty() {
+            if m.credential_env.is_empty() && m.credential_command.is_none() {
                 problem(
                     "model.credential_env",
                     format!(
-                        "backend {:?} needs a credential but no environment variable is named",
+                        "backend {:?} needs a credential, but neither credential_env nor \
+                         credential_command is set",
                         m.backend
                     )
                     .to_lowercase(),
                     if vertex {
-                        "name the variable that holds an OAuth2 access token (sent as \
-                         Authorization: Bearer), e.g. credential_env = \"VERTEX_ACCESS_TOKEN\" and \
+                        "let baton run a command that prints a fresh OAuth2 access token (sent as \
+                         Authorization: Bearer) and run it again every credential_refresh_s: \
+                         credential_command = [\"gcloud\", \"auth\", \"print-access-token\"]; or \
+                         name a variable holding one, read once at start (such a token expires \
+                         within about an hour), e.g. credential_env = \"VERTEX_ACCESS_TOKEN\" and \
                          export VERTEX_ACCESS_TOKEN=\"$(gcloud auth print-access-token)\"; baton \
                          reads no application-default credentials (never put the token in this file)"
                     } else {
@@ -404,7 +408,9 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
                     if vertex {
                         "write e.g. credential_env = \"VERTEX_ACCESS_TOKEN\" and export an OAuth2 \
                          access token in that variable: export \
-                         VERTEX_ACCESS_TOKEN=\"$(gcloud auth print-access-token)\""
+                         VERTEX_ACCESS_TOKEN=\"$(gcloud auth print-access-token)\"; or, in place of \
+                         credential_env, let baton renew it: credential_command = [\"gcloud\", \
+                         \"auth\", \"print-access-token\"]"
                     } else {
                         "write e.g. credential_env = \"GEMINI_API_KEY\" and export the key in that \
                          variable"
@@ -420,6 +426,7 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
             }
         }
     }
+    credential_problems(m, &mut problem);
     let st = &c.store;
     if !st.url.is_empty() {
         if !(st.url.starts_with("sqlite:") || st.url.starts_with("postgres")) {
@@ -579,6 +586,41 @@ fn validate(c: &Config, path: &Path, out: &mut Vec<Problem>) -> Option<SocketAdd
         );
     }
     listen
+}
+
+/// `model.credential_command` and `model.credential_refresh_s` (the mock's command is void:
+/// see void.rs).
+fn credential_problems(m: &ModelConfig, problem: &mut impl FnMut(&str, String, &str)) {
+    if let Some(argv) = &m.credential_command
+        && m.backend != BackendKind::Mock
+    {
+        if argv.first().is_none_or(|p| p.trim().is_empty()) {
+            problem(
+                "model.credential_command",
+                "names no program: its first item is the program, the others its arguments".into(),
+                "e.g. credential_command = [\"gcloud\", \"auth\", \"print-access-token\"], or \
+                 remove the line",
+            );
+        } else if !m.credential_env.is_empty() {
+            problem(
+                "model.credential_command",
+                "is set together with model.credential_env: the credential comes from one of \
+                 them"
+                    .into(),
+                "keep credential_command for a credential that expires (it runs again every \
+                 credential_refresh_s) and remove credential_env, or keep credential_env (read \
+                 once at start) and remove credential_command",
+            );
+        }
+    }
+    if m.credential_refresh_s == 0 {
+        problem(
+            "model.credential_refresh_s",
+            "is 0: the credential command would run again without a pause".into(),
+            "give the seconds between runs, e.g. 1800 (the default; Google's access tokens last \
+             about an hour)",
+        );
+    }
 }
 
 /// A `model.url` that fits `backend`, for the fix of one that is not a WebSocket URL.
@@ -822,6 +864,52 @@ mod tests {
                 "cluster.stale_after_ms",
                 "cluster.command_timeout_ms"
             ]
+        );
+    }
+
+    #[test]
+    fn a_credential_command_replaces_credential_env_and_is_checked() {
+        let vertex = "[model]\nbackend = \"vertex\"\nurl = \"wss://us-central1-aiplatform.googleapis.com\"\n";
+        let l = parse(
+            &format!(
+                "{vertex}credential_command = [\"gcloud\", \"auth\", \"print-access-token\"]\n"
+            ),
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let m = &l.config.model;
+        assert_eq!(
+            m.credential_command.as_deref().map(<[String]>::len),
+            Some(3)
+        );
+        assert_eq!(m.credential_refresh_s, 1800);
+        let keys =
+            |text: &str| -> Vec<String> { problems(text).into_iter().map(|p| p.key).collect() };
+        assert_eq!(
+            keys(&format!(
+                "{vertex}credential_command = [\"gcloud\"]\ncredential_env = \"V\"\n"
+            )),
+            ["model.credential_command"]
+        );
+        assert_eq!(
+            keys(&format!("{vertex}credential_command = []\n")),
+            ["model.credential_command"]
+        );
+        assert_eq!(
+            keys(&format!("{vertex}credential_command = [\"\", \"x\"]\n")),
+            ["model.credential_command"]
+        );
+        assert_eq!(
+            keys(&format!(
+                "{vertex}credential_command = [\"gcloud\"]\ncredential_refresh_s = 0\n"
+            )),
+            ["model.credential_refresh_s"]
+        );
+        assert_eq!(
+            keys(
+                "[model]\nbackend = \"openai\"\ncredential_command = [\"gcloud\"]\ncredential_env = \"K\"\n"
+            ),
+            ["model.credential_command"]
         );
     }
 

@@ -369,12 +369,34 @@ fn tokens_problem(checked: &config::Checked) -> Option<config::Problem> {
     })
 }
 
+/// `model.credential_command` run once, as `serve` runs it at start: a failure is a problem of
+/// the key. Nothing the command prints on its standard output is shown.
+fn credential_problem(checked: &config::Checked) -> Option<config::Problem> {
+    const KEY: &str = "model.credential_command";
+    let m = &checked.config.model;
+    let argv = m.credential_command.as_ref()?;
+    // The mock's is void; a command the file gets wrong is reported as such.
+    if m.backend == config::BackendKind::Mock || checked.problems.iter().any(|p| p.key == KEY) {
+        return None;
+    }
+    let e = baton::model::credential::CredentialCommand::new(argv.clone())
+        .and_then(|c| c.run())
+        .err()?;
+    Some(config::Problem {
+        key: KEY.into(),
+        message: e.to_string(),
+        fix: e.fix(),
+    })
+}
+
 fn check_config(file: &std::path::Path, insecure_no_auth: bool) -> anyhow::Result<()> {
     let mut checked = config::check(file, None)?;
     let exposed = exposure_problem(&checked, insecure_no_auth);
     checked.problems.extend(exposed);
     let tokens = tokens_problem(&checked);
     checked.problems.extend(tokens);
+    let credential = credential_problem(&checked);
+    checked.problems.extend(credential);
     let loaded = checked.loaded();
     let c = &loaded.config;
     if checked.problems.is_empty() {
@@ -521,6 +543,14 @@ fn model_lines(loaded: &config::Loaded) {
         (_, url) => url.to_owned(),
     };
     println!("  model endpoint {endpoint}");
+    if let Some(program) = m.credential_command.as_ref().and_then(|argv| argv.first())
+        && m.backend != BackendKind::Mock
+    {
+        println!(
+            "  model credential: what {program} prints, run at start and again every {} s",
+            m.credential_refresh_s
+        );
+    }
     let info = m.model_info(embedded_profile);
     for line in baton::model::catalog::describe(&info).lines() {
         println!("  {line}");

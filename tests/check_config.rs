@@ -608,3 +608,150 @@ fn an_address_in_use_from_listen_is_blamed_on_the_flag_not_the_file() {
     );
     drop(held);
 }
+
+/// What `model.credential_command` prints on its standard output in these tests: it must never
+/// be shown.
+const PRINTED: &str = "PRINTED-BY-THE-COMMAND-5c1e";
+
+#[test]
+fn a_credential_command_is_checked_and_run_without_showing_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("baton.toml");
+    let file = path.to_str().unwrap().to_owned();
+    let vertex = "backend = \"vertex\"\nurl = \"wss://us-central1-aiplatform.googleapis.com\"\n\
+                  model = \"projects/p/locations/us-central1/publishers/google/models/gemini-live-2.5-flash-native-audio\"\n";
+    let write = |model: &str| {
+        std::fs::write(
+            &path,
+            format!("[server]\nlisten = \"127.0.0.1:0\"\n[model]\n{model}"),
+        )
+        .unwrap();
+    };
+    let run = |model: &str| {
+        write(model);
+        let (ok, out, err) = baton(&["check-config", &file]);
+        assert!(
+            !out.contains(PRINTED) && !err.contains(PRINTED),
+            "the command's output is shown:\n{out}\n{err}"
+        );
+        (ok, out, err)
+    };
+    let prints = |script: &str| {
+        format!(
+            "credential_command = [\"sh\", \"-c\", {:?}]\n",
+            script.replace("@", PRINTED)
+        )
+    };
+
+    // A command that prints a token: nothing to report, no variable needed, and said so.
+    let (ok, out, err) = run(&format!("{vertex}{}", prints("echo @")));
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("model credential: what sh prints, run at start and again every 1800 s"),
+        "{out}"
+    );
+    assert!(!err.contains("credential_env"), "{err}");
+    // The same for the other remote backends.
+    for other in [
+        "backend = \"gemini\"\n",
+        "backend = \"openai\"\ncredential_refresh_s = 600\n",
+    ] {
+        let (ok, out, err) = run(&format!("{other}{}", prints("echo @")));
+        assert!(ok, "{other}: {out}\n{err}");
+    }
+
+    // One that fails: its status and the last line of its stderr, under the key.
+    let (ok, _, err) = run(&format!(
+        "{vertex}{}",
+        prints("echo @; echo 'first line' >&2; echo 'reauthentication required' >&2; exit 5")
+    ));
+    assert!(!ok);
+    let e = entry(&err, "model.credential_command");
+    assert!(
+        e.contains("sh failed (exit status: 5): reauthentication required")
+            && !e.contains("first line")
+            && e.contains("fix: run the command by hand"),
+        "{e}"
+    );
+    // One that does not exist, one that prints nothing, one that prints two lines.
+    for (command, says) in [
+        (
+            "credential_command = [\"baton-test-no-such-program\", \"auth\"]\n".to_owned(),
+            "cannot start baton-test-no-such-program: ",
+        ),
+        (prints("true"), "printed nothing"),
+        (
+            prints("echo @; echo @"),
+            "characters an HTTP header cannot carry",
+        ),
+    ] {
+        let (ok, _, err) = run(&format!("{vertex}{command}"));
+        assert!(!ok, "{command}");
+        let e = entry(&err, "model.credential_command");
+        assert!(e.contains(says), "{command}: {e}");
+    }
+
+    // The file's own mistakes, each with its fix.
+    let command = prints("echo @");
+    for (model, key, says) in [
+        (
+            format!("{vertex}{command}credential_env = \"VERTEX_ACCESS_TOKEN\"\n"),
+            "model.credential_command",
+            "is set together with model.credential_env",
+        ),
+        (
+            format!("{vertex}credential_command = []\n"),
+            "model.credential_command",
+            "names no program",
+        ),
+        (
+            format!("{vertex}credential_command = [\"\", \"auth\"]\n"),
+            "model.credential_command",
+            "names no program",
+        ),
+        (
+            format!("{vertex}{command}credential_refresh_s = 0\n"),
+            "model.credential_refresh_s",
+            "is 0",
+        ),
+        (
+            format!("backend = \"mock\"\n{command}"),
+            "model.credential_command",
+            "the mock model takes no credential",
+        ),
+        (
+            format!("{vertex}credential_command = \"gcloud auth print-access-token\"\n"),
+            "model.credential_command",
+            "[\"gcloud\", \"auth\", \"print-access-token\"]",
+        ),
+    ] {
+        let (ok, _, err) = run(&model);
+        assert!(!ok, "{model}");
+        let e = entry(&err, key);
+        assert!(e.contains(says) && e.contains("fix: "), "{model}: {e}");
+    }
+
+    // Vertex without any credential is told of the command first.
+    let (_, _, err) = run(vertex);
+    let e = entry(&err, "model.credential_env");
+    assert!(
+        e.contains("credential_command = [\"gcloud\", \"auth\", \"print-access-token\"]"),
+        "{e}"
+    );
+
+    // `serve` runs the command at start and refuses to start when it fails.
+    write(&format!(
+        "{vertex}{}",
+        prints("echo @; echo 'token expired' >&2; exit 7")
+    ));
+    let (ok, out, err) = refused_by_serve(&file);
+    assert!(!ok);
+    assert!(
+        err.contains("model.credential_command: sh failed (exit status: 7): token expired"),
+        "{err}"
+    );
+    assert!(
+        !out.contains(PRINTED) && !err.contains(PRINTED),
+        "{out}\n{err}"
+    );
+}

@@ -1,8 +1,11 @@
-//! Credentials never leave baton: the model API key, the Twilio auth token and the API bearer
-//! tokens are sentinels, and after a real call through `baton serve`, a `baton demo` call and the
-//! `baton mock-model` that checked the key, all at `BATON_LOG=trace`, no output of any of them
-//! (stdout, stderr, the recording, the summary JSON) holds a sentinel in any of its usual forms:
-//! raw, percent-encoded, hex, or base64 (standard and URL-safe, at every alignment).
+//! Credentials never leave baton: the model API key, the Twilio auth token, the API bearer
+//! tokens and the token a `model.credential_command` prints are sentinels, and after a real call
+//! through `baton serve`, a `baton demo` call, the `baton mock-model` that checked the key, a
+//! `serve` that renewed the command's token and sent it with a call, and `check-config` running
+//! that command (and one that fails after printing it), all at `BATON_LOG=trace`, no output of
+//! any of them (stdout, stderr, the recording, the summary JSON) holds a sentinel in any of its
+//! usual forms: raw, percent-encoded, hex, or base64 (standard and URL-safe, at every
+//! alignment).
 
 mod support;
 
@@ -22,6 +25,7 @@ use support::{ROOT, speaking_caller};
 const MODEL_KEY: &str = "BATON_TEST_SENTINEL_8f3a_model+K/ey=";
 const TWILIO_TOKEN: &str = "BATON_TEST_SENTINEL_8f3a_twilio+T/ok";
 const API_TOKEN: &str = "BATON_TEST_SENTINEL_8f3a_api-tokens_0123";
+const COMMAND_TOKEN: &str = "BATON_TEST_SENTINEL_8f3a_command+T/ok=";
 
 /// Every form a sentinel could leak in.
 fn forms(secret: &str) -> Vec<String> {
@@ -123,6 +127,22 @@ impl Proc {
         }
     }
 
+    /// Waits (at most 60 s) for stderr to hold `needle`.
+    fn wait_stderr(&self, needle: &str) {
+        let start = std::time::Instant::now();
+        loop {
+            let err = String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned();
+            if err.contains(needle) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no {needle:?} on stderr:\n{err}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Sends `signal` (by our child's own pid), waits for the exit, returns (stdout, stderr).
     fn stop(mut self, signal: &str) -> (Vec<u8>, Vec<u8>) {
         let _ = Command::new("kill")
@@ -167,6 +187,7 @@ fn no_credential_appears_in_any_output() {
         ("SENT_MODEL", MODEL_KEY),
         ("SENT_TWILIO", TWILIO_TOKEN),
         ("SENT_API", API_TOKEN),
+        ("SENT_COMMAND", COMMAND_TOKEN),
     ];
 
     // The mock model, requiring the key.
@@ -228,6 +249,64 @@ fn no_credential_appears_in_any_output() {
     });
     let (serve_out, serve_err) = serve.stop("-TERM");
 
+    // A daemon whose model token a command prints (from a variable, so the file never holds
+    // it), renewed every second: it is renewed, and a call sends it (the mock refuses it).
+    let port = free_port();
+    let renewing = dir.path().join("renewing.toml");
+    let print_token = "[\"sh\", \"-c\", \"printf '%s\\\\n' \\\"$SENT_COMMAND\\\"\"]";
+    std::fs::write(
+        &renewing,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ndrain_timeout_s = 1\n\
+             [model]\nbackend = \"gemini\"\nurl = \"{mock_url}\"\n\
+             credential_command = {print_token}\ncredential_refresh_s = 1\n[log]\nlevel = \"trace\"\n"
+        ),
+    )
+    .unwrap();
+    let renewing_serve = spawn(&["serve", "--config", renewing.to_str().unwrap()], &envs);
+    renewing_serve.line_with("listening on");
+    renewing_serve.wait_stderr("model credential renewed");
+    rt.block_on(async {
+        let url = format!("ws://127.0.0.1:{port}/twilio");
+        // The call ends when its model session is refused; its end is not what is checked.
+        let _ = caller::dial(&url, speaking_caller("MZrenewed", Duration::from_secs(2))).await;
+    });
+    let (renewing_out, renewing_err) = renewing_serve.stop("-TERM");
+
+    // check-config runs the command: once as it is, once failing after printing the token.
+    let check_config = |file: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["check-config"])
+            .arg(file)
+            .envs(envs)
+            .env("BATON_LOG", "trace")
+            .current_dir(ROOT)
+            .output()
+            .unwrap()
+    };
+    let checked = check_config(&renewing);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let failing = dir.path().join("failing.toml");
+    std::fs::write(
+        &failing,
+        std::fs::read_to_string(&renewing).unwrap().replace(
+            "\\\"$SENT_COMMAND\\\"",
+            "\\\"$SENT_COMMAND\\\"; echo 'no active account' >&2; exit 3",
+        ),
+    )
+    .unwrap();
+    let failed = check_config(&failing);
+    assert!(!failed.status.success());
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains("model.credential_command: sh failed"),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+
     // `baton demo` against the same model: a recording and a summary on disk.
     let scenario = dir.path().join("short.toml");
     let clip = Path::new(ROOT).join("audio-fixtures/clips/caller_01.wav");
@@ -267,6 +346,12 @@ fn no_credential_appears_in_any_output() {
         ("mock-model stderr".into(), mock_err),
         ("demo stdout".into(), demo.stdout),
         ("demo stderr".into(), demo.stderr),
+        ("renewing serve stdout".into(), renewing_out),
+        ("renewing serve stderr".into(), renewing_err),
+        ("check-config stdout".into(), checked.stdout),
+        ("check-config stderr".into(), checked.stderr),
+        ("failing check-config stdout".into(), failed.stdout),
+        ("failing check-config stderr".into(), failed.stderr),
     ];
     for entry in std::fs::read_dir(&out_dir).unwrap() {
         let p = entry.unwrap().path();
@@ -288,7 +373,8 @@ fn no_credential_appears_in_any_output() {
     assert!(outputs.iter().any(|(n, _)| n.ends_with("summary.json")));
 
     let mut leaks = Vec::new();
-    for secret in [MODEL_KEY, TWILIO_TOKEN, API_TOKEN] {
+    assert!(text("renewing serve stderr").contains("TRACE"));
+    for secret in [MODEL_KEY, TWILIO_TOKEN, API_TOKEN, COMMAND_TOKEN] {
         for form in forms(secret) {
             for (name, bytes) in &outputs {
                 if bytes.windows(form.len()).any(|w| w == form.as_bytes()) {

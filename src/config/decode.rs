@@ -278,7 +278,7 @@ fn problem(
             Problem {
                 key,
                 message,
-                fix: format!("write {leaf} = {}{fallback}", example(&words)),
+                fix: format!("write {leaf} = {}{fallback}", example(&words, &leaf)),
             },
             None,
         );
@@ -359,8 +359,14 @@ pub fn in_words(expected: &str) -> String {
     }
 }
 
-fn example(words: &str) -> &'static str {
+/// A value of the kind `words` says, for the fix; `leaf` is the key, for the lists whose items
+/// are not numbers.
+fn example(words: &str, leaf: &str) -> &'static str {
     match words {
+        "a list in [ ]" if leaf.ends_with("_command") => {
+            "the program and each of its arguments as quoted items of a list (no shell splits \
+             it), e.g. [\"gcloud\", \"auth\", \"print-access-token\"]"
+        }
         "a whole number (0 or more)" | "a whole number" => "a whole number without quotes, e.g. 30",
         "a number" => "a number without quotes, e.g. 1.5",
         "true or false" => "true or false, without quotes",
@@ -477,6 +483,26 @@ mod tests {
                 .ends_with(", or remove the line to use the default"),
             "{:?}",
             p[1]
+        );
+    }
+
+    #[test]
+    fn a_command_written_as_one_string_is_shown_as_a_list() {
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        struct Model {
+            credential_command: Option<Vec<String>>,
+        }
+        let (_, p) = decode::<Model>(
+            "credential_command = \"gcloud auth print-access-token\"\n",
+            "docs",
+        );
+        assert_eq!(p[0].key, "credential_command", "{p:?}");
+        assert!(p[0].message.contains("a list in [ ] is needed"), "{p:?}");
+        assert!(
+            p[0].fix
+                .contains("[\"gcloud\", \"auth\", \"print-access-token\"]"),
+            "{p:?}"
         );
     }
 

@@ -1,6 +1,7 @@
 //! What a config needs from the machine it runs on, checked before `serve` starts and by
-//! `check-config`: the environment variables it names (set and not empty), the ports it binds
-//! (free), and for a file it points at that is missing, the closest file that exists.
+//! `check-config`: the environment variables it names (set and not empty; a credential command
+//! in place of `credential_env` is run by `check-config` and `serve` themselves), the ports it
+//! binds (free), and for a file it points at that is missing, the closest file that exists.
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -18,7 +19,10 @@ fn named_variables(loaded: &Loaded) -> Vec<(String, String)> {
             out.push((key.to_owned(), var.trim().to_owned()));
         }
     };
+    // A credential command replaces the variable (the OpenAI default one included).
+    let command = m.credential_command.is_some();
     match m.backend {
+        _ if command => {}
         BackendKind::Gemini | BackendKind::Vertex => add("model.credential_env", &m.credential_env),
         BackendKind::Openai => add(
             "model.credential_env",
@@ -81,7 +85,8 @@ pub fn unset_variables(loaded: &Loaded, out: &mut Vec<Problem>) {
             format!(
                 "export {var}=\"$(gcloud auth print-access-token)\" in the environment baton \
                  starts in (an OAuth2 access token, read when baton starts; gcloud's last about \
-                 an hour)"
+                 an hour), or let baton renew it: credential_command = [\"gcloud\", \"auth\", \
+                 \"print-access-token\"] in place of credential_env"
             )
         } else {
             format!(

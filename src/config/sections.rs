@@ -263,8 +263,16 @@ pub struct ModelConfig {
     pub capabilities: CapabilitiesConfig,
     /// API version path segment; empty means the backend's default.
     pub api_version: String,
-    /// Name of the environment variable holding the credential (never the credential itself).
+    /// Name of the environment variable holding the credential (never the credential itself),
+    /// read once when baton starts.
     pub credential_env: String,
+    /// A program and its arguments (run directly, no shell) whose standard output, trimmed, is
+    /// the credential: run at start and every `credential_refresh_s`, for credentials that
+    /// expire (Vertex's OAuth2 access tokens: `["gcloud", "auth", "print-access-token"]`). Not
+    /// with `credential_env`.
+    pub credential_command: Option<Vec<String>>,
+    /// How often `credential_command` runs again, in seconds.
+    pub credential_refresh_s: u64,
     /// Mock scenario file (backend = mock), relative to the config file.
     pub scenario: String,
     /// System instruction for the session.
@@ -367,6 +375,8 @@ impl Default for ModelConfig {
             capabilities: CapabilitiesConfig::default(),
             api_version: String::new(),
             credential_env: String::new(),
+            credential_command: None,
+            credential_refresh_s: 1800,
             scenario: String::new(),
             instruction: "You are a friendly assistant on a phone line. Keep answers short.".into(),
             voice: String::new(),

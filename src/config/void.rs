@@ -80,6 +80,19 @@ pub fn check(c: &Config, written: &Written<'_>, out: &mut Vec<Problem>) {
         "remove the line, or set backend = \"gemini\", \"vertex\" or \"openai\"",
     );
     void(
+        "model.credential_command",
+        m.backend == BackendKind::Mock && m.credential_command.is_some(),
+        "is ignored: the mock model takes no credential".into(),
+        "remove the line, or set backend = \"gemini\", \"vertex\" or \"openai\"",
+    );
+    void(
+        "model.credential_refresh_s",
+        m.credential_command.is_none()
+            && m.credential_refresh_s != super::ModelConfig::default().credential_refresh_s,
+        "is ignored: there is no model.credential_command to run again".into(),
+        "set model.credential_command too, or remove the line",
+    );
+    void(
         "model.api_version",
         !matches!(m.backend, BackendKind::Gemini | BackendKind::Vertex)
             && !m.api_version.is_empty(),
@@ -186,6 +199,30 @@ mod tests {
             let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
             assert_eq!(keys.contains(&"model.beta"), void, "{model}: {p:?}");
         }
+    }
+
+    #[test]
+    fn a_credential_command_is_void_on_the_mock_and_its_refresh_without_one() {
+        let p = problems("[model]\ncredential_command = [\"gcloud\"]\n");
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].key, "model.credential_command");
+        assert!(
+            p[0].message.contains("mock model takes no credential"),
+            "{p:?}"
+        );
+        for backend in ["gemini", "vertex", "openai"] {
+            let text = format!(
+                "[model]\nbackend = \"{backend}\"\ncredential_command = [\"gcloud\"]\ncredential_refresh_s = 60\n"
+            );
+            assert!(
+                problems(&text).is_empty(),
+                "{backend}: {:?}",
+                problems(&text)
+            );
+        }
+        let p = problems("[model]\nbackend = \"vertex\"\ncredential_refresh_s = 60\n");
+        let keys: Vec<&str> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["model.credential_refresh_s"]);
     }
 
     #[test]

@@ -44,6 +44,7 @@ use crate::backend::ModelBackend;
 use crate::config::{BackendKind, Loaded};
 use crate::leg::twilio::signature::AuthToken;
 use crate::mock::{MockOptions, Scenario};
+use crate::model::credential::{CredentialCommand, RenewedCredential};
 use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secret};
 use crate::model::gemini::session::SessionConfig;
 pub use calls::CallRegistry;
@@ -95,6 +96,8 @@ pub enum ServeError {
     #[error(transparent)]
     Exposure(#[from] auth::ExposureError),
 
+    #[error("model.credential_command: {0}; fix: {fix}", fix = .0.fix())]
+    Credential(#[from] crate::model::credential::CredentialError),
     #[error("model scenario: {0}")]
     Scenario(String),
     #[error("model endpoint: {0}")]
@@ -127,12 +130,13 @@ pub(super) fn env_secret(var: &str, key: &str) -> Result<Secret, ServeError> {
 fn openai_backend(
     m: &crate::config::ModelConfig,
     model: crate::model::catalog::ModelInfo,
+    renewed: Option<Arc<RenewedCredential>>,
 ) -> Result<ModelBackend, ServeError> {
     use crate::model::openai::endpoint::{
         DEFAULT_KEY_ENV, Endpoint as OpenAiEndpoint, OPENAI_BASE,
     };
     let service = m.backend == BackendKind::Openai;
-    let key = if service {
+    let key = if service && renewed.is_none() {
         let var = if m.credential_env.is_empty() {
             DEFAULT_KEY_ENV
         } else {
@@ -152,14 +156,41 @@ fn openai_backend(
     } else {
         crate::model::openai::wire::Api::Ga
     };
-    let endpoint = OpenAiEndpoint::new(&url, &model.id, api, key)
+    let mut endpoint = OpenAiEndpoint::new(&url, &model.id, api, key)
         .map_err(|e| ServeError::Model(e.to_string()))?;
+    if let Some(r) = renewed {
+        endpoint = endpoint.with_renewed(r);
+    }
     Ok(ModelBackend::OpenAi { endpoint, model })
 }
 
-/// Builds the shared state from a validated config.
+/// The credential `model.credential_command` prints, when a remote backend has one: the command
+/// runs once here (blocking; this is start-up), and [`serve`] keeps it renewed.
+fn renewed_credential(
+    m: &crate::config::ModelConfig,
+) -> Result<Option<Arc<RenewedCredential>>, ServeError> {
+    let Some(argv) = m.credential_command.as_ref() else {
+        return Ok(None);
+    };
+    if m.backend == BackendKind::Mock {
+        return Ok(None);
+    }
+    let command = CredentialCommand::new(argv.clone())?;
+    let refresh = Duration::from_secs(m.credential_refresh_s);
+    let renewed = RenewedCredential::start(command, refresh)?;
+    tracing::info!(
+        program = renewed.command().program(),
+        refresh_s = m.credential_refresh_s,
+        "model credential from credential_command"
+    );
+    Ok(Some(Arc::new(renewed)))
+}
+
+/// Builds the shared state from a validated config. With `model.credential_command`, the command
+/// runs once here.
 pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     let c = &loaded.config;
+    let renewed = renewed_credential(&c.model)?;
     let backend = match c.model.backend {
         BackendKind::Mock if c.model.url.is_empty() => {
             let scenario = if c.model.scenario.is_empty() {
@@ -179,16 +210,19 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
             let model = c.model.model_info(Some(opts.model_id()));
             ModelBackend::in_process_as(Arc::new(opts), model)
         }
-        BackendKind::Openai => openai_backend(&c.model, c.model.model_info(None))?,
+        BackendKind::Openai => openai_backend(&c.model, c.model.model_info(None), renewed)?,
         BackendKind::Mock if c.model.openai() => {
-            openai_backend(&c.model, c.model.model_info(None))?
+            openai_backend(&c.model, c.model.model_info(None), None)?
         }
         BackendKind::Mock => ModelBackend::Gemini {
             endpoint: Endpoint::new(&c.model.url, Backend::DeveloperApi, "v1beta", None)?,
             model: c.model.model_info(None),
         },
         BackendKind::Gemini => {
-            let key = env_secret(&c.model.credential_env, "model.credential_env")?;
+            let key = match renewed {
+                Some(_) => None,
+                None => Some(env_secret(&c.model.credential_env, "model.credential_env")?),
+            };
             let url = if c.model.url.is_empty() {
                 DEVELOPER_API_BASE
             } else {
@@ -200,19 +234,25 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
                 &c.model.api_version
             };
             ModelBackend::Gemini {
-                endpoint: Endpoint::new(url, Backend::DeveloperApi, v, Some(key))?,
+                endpoint: renewed_by(Endpoint::new(url, Backend::DeveloperApi, v, key)?, renewed),
                 model: c.model.model_info(None),
             }
         }
         BackendKind::Vertex => {
-            let token = env_secret(&c.model.credential_env, "model.credential_env")?;
+            let token = match renewed {
+                Some(_) => None,
+                None => Some(env_secret(&c.model.credential_env, "model.credential_env")?),
+            };
             let v = if c.model.api_version.is_empty() {
                 "v1beta1"
             } else {
                 &c.model.api_version
             };
             ModelBackend::Gemini {
-                endpoint: Endpoint::new(&c.model.url, Backend::Vertex, v, Some(token))?,
+                endpoint: renewed_by(
+                    Endpoint::new(&c.model.url, Backend::Vertex, v, token)?,
+                    renewed,
+                ),
                 model: c.model.model_info(None),
             }
         }
@@ -323,6 +363,32 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     }))
 }
 
+/// `endpoint`, sending `renewed`'s value when there is one.
+fn renewed_by(endpoint: Endpoint, renewed: Option<Arc<RenewedCredential>>) -> Endpoint {
+    match renewed {
+        Some(r) => endpoint.with_renewed(r),
+        None => endpoint,
+    }
+}
+
+/// The credential a command renews for the model endpoint, if it has one.
+fn renewed_of(backend: &ModelBackend) -> Option<Arc<RenewedCredential>> {
+    match backend {
+        ModelBackend::Gemini { endpoint, .. } => endpoint.renewed.clone(),
+        ModelBackend::OpenAi { endpoint, .. } => endpoint.renewed.clone(),
+        ModelBackend::InProcessMock { .. } => None,
+    }
+}
+
+/// A task that lives as long as [`serve`], however it returns.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The router: `/healthz`, `/twiml`, `/twilio`, the call page `/`; the other telephony bridges
 /// (`/telnyx`, `/plivo`, `/exotel`, `/vonage`, detection on `/media-stream`; see [`bridges`]);
 /// browser callers (`/whip`), generic WebSocket callers (`/stream`), live calls (`/calls`,
@@ -408,6 +474,9 @@ pub async fn serve(
             Err(e) => return Err(e),
         }
     }
+    // A credential from `model.credential_command` is run again every credential_refresh_s
+    // while the daemon serves.
+    let renewal = renewed_of(&app.backend).map(|r| AbortOnDrop(tokio::spawn(r.keep_renewed())));
     if let Some(hub) = &app.mcp {
         // The first calls should see the servers' tools: give the servers a moment to connect
         // (one that is down is retried in the background; calls do not wait for it).
@@ -477,6 +546,7 @@ pub async fn serve(
         c.leave().await;
     }
     upkeep.abort();
+    drop(renewal);
     if let Some(hub) = &app.mcp {
         hub.shutdown().await;
     }
