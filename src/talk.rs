@@ -90,7 +90,14 @@ pub fn run(args: &TalkArgs) -> Result<(), TalkError> {
             let _ = tokio::signal::ctrl_c().await;
             let _ = tx.send(true);
         });
-        talk(app, Box::new(device), rx, std::io::stdout()).await?;
+        // A credential a command renews (`model.credential_command`) stays fresh for a long talk.
+        let renewal =
+            crate::server::renewed_of(&app.backend).map(|r| tokio::spawn(r.keep_renewed()));
+        let talked = talk(app, Box::new(device), rx, std::io::stdout()).await;
+        if let Some(r) = renewal {
+            r.abort();
+        }
+        talked?;
         Ok(())
     })
 }

@@ -102,7 +102,11 @@ fn refusal_words(e: &tokio_tungstenite::tungstenite::Error) -> String {
              OpenAI Realtime one have different paths, so check that [model] backend (for a mock, \
              profile = \"openai\", or demo's --profile openai) matches the endpoint"
         }
-        401 | 403 => "the endpoint refused the credential: check [model] credential_env",
+        401 | 403 => {
+            "the endpoint refused the credential: check what [model] credential_env names (or \
+             what credential_command prints); a Vertex access token lasts an hour: \
+             credential_command renews it"
+        }
         _ => "the endpoint refused the WebSocket upgrade",
     };
     format!("HTTP {status}: {hint}")

@@ -372,7 +372,7 @@ fn renewed_by(endpoint: Endpoint, renewed: Option<Arc<RenewedCredential>>) -> En
 }
 
 /// The credential a command renews for the model endpoint, if it has one.
-fn renewed_of(backend: &ModelBackend) -> Option<Arc<RenewedCredential>> {
+pub(crate) fn renewed_of(backend: &ModelBackend) -> Option<Arc<RenewedCredential>> {
     match backend {
         ModelBackend::Gemini { endpoint, .. } => endpoint.renewed.clone(),
         ModelBackend::OpenAi { endpoint, .. } => endpoint.renewed.clone(),
