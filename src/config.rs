@@ -601,6 +601,25 @@ fn credential_problems(m: &ModelConfig, problem: &mut impl FnMut(&str, String, &
                 "e.g. credential_command = [\"gcloud\", \"auth\", \"print-access-token\"], or \
                  remove the line",
             );
+        } else if let [program] = argv.as_slice()
+            && program.trim().contains(char::is_whitespace)
+        {
+            let items: Vec<String> = program
+                .split_whitespace()
+                .map(|w| format!("{w:?}"))
+                .collect();
+            problem(
+                "model.credential_command",
+                format!(
+                    "names the program {program:?}, with spaces: it runs directly, no shell \
+                     splits it"
+                ),
+                &format!(
+                    "give the program and each argument as an item of its own: \
+                     credential_command = [{}]",
+                    items.join(", ")
+                ),
+            );
         } else if !m.credential_env.is_empty() {
             problem(
                 "model.credential_command",
@@ -617,8 +636,8 @@ fn credential_problems(m: &ModelConfig, problem: &mut impl FnMut(&str, String, &
         problem(
             "model.credential_refresh_s",
             "is 0: the credential command would run again without a pause".into(),
-            "give the seconds between runs, e.g. 1800 (the default; Google's access tokens last \
-             about an hour)",
+            "give the seconds between runs, e.g. 300 (the default; a Google access token lasts at \
+             most an hour, and one from a metadata server may have only minutes left)",
         );
     }
 }
@@ -882,7 +901,7 @@ mod tests {
             m.credential_command.as_deref().map(<[String]>::len),
             Some(3)
         );
-        assert_eq!(m.credential_refresh_s, 1800);
+        assert_eq!(m.credential_refresh_s, 300);
         let keys =
             |text: &str| -> Vec<String> { problems(text).into_iter().map(|p| p.key).collect() };
         assert_eq!(
@@ -894,6 +913,17 @@ mod tests {
         assert_eq!(
             keys(&format!("{vertex}credential_command = []\n")),
             ["model.credential_command"]
+        );
+        // One item with spaces: no shell splits it; the fix lists the items.
+        let p = problems(&format!(
+            "{vertex}credential_command = [\"gcloud auth print-access-token\"]\n"
+        ));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].key, "model.credential_command");
+        assert!(
+            p[0].fix
+                .contains(r#"credential_command = ["gcloud", "auth", "print-access-token"]"#),
+            "{p:?}"
         );
         assert_eq!(
             keys(&format!("{vertex}credential_command = [\"\", \"x\"]\n")),

@@ -647,7 +647,7 @@ fn a_credential_command_is_checked_and_run_without_showing_its_output() {
     let (ok, out, err) = run(&format!("{vertex}{}", prints("echo @")));
     assert!(ok, "{out}\n{err}");
     assert!(
-        out.contains("model credential: what sh prints, run at start and again every 1800 s"),
+        out.contains("model credential: what sh prints, run at start and again every 300 s"),
         "{out}"
     );
     assert!(!err.contains("credential_env"), "{err}");

@@ -271,7 +271,8 @@ pub struct ModelConfig {
     /// expire (Vertex's OAuth2 access tokens: `["gcloud", "auth", "print-access-token"]`). Not
     /// with `credential_env`.
     pub credential_command: Option<Vec<String>>,
-    /// How often `credential_command` runs again, in seconds.
+    /// How often `credential_command` runs again, in seconds (default 300: a token a metadata
+    /// server hands out may have only minutes left, and one run is cheap).
     pub credential_refresh_s: u64,
     /// Mock scenario file (backend = mock), relative to the config file.
     pub scenario: String,
@@ -376,7 +377,7 @@ impl Default for ModelConfig {
             api_version: String::new(),
             credential_env: String::new(),
             credential_command: None,
-            credential_refresh_s: 1800,
+            credential_refresh_s: 300,
             scenario: String::new(),
             instruction: "You are a friendly assistant on a phone line. Keep answers short.".into(),
             voice: String::new(),

@@ -5,6 +5,7 @@
 //! The command's output is the secret: no error, log line or `Debug` output ever shows it.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -159,8 +160,14 @@ impl CredentialCommand {
     fn run_unless(&self, stop: &AtomicBool) -> Result<Secret, CredentialError> {
         let program = self.program().to_owned();
         let (first, args) = self.argv.split_first().ok_or(CredentialError::NoProgram)?;
+        if stop.load(Ordering::Relaxed) {
+            return Err(CredentialError::Stopped { program });
+        }
         let mut child = Command::new(first)
             .args(args)
+            // A group of its own: a timeout or a stop ends what it started too (a `sh -c`
+            // pipeline's curl and jq), not only the command, so nothing holds its output open.
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -190,30 +197,32 @@ impl CredentialCommand {
                 source,
             },
         })?;
-        // Both streams end with the command, unless something it started still holds them.
+        // Both streams end with the command, unless something it started still holds them:
+        // then its group is ended, within the deadline (or at once on a stop).
         let (mut out, mut err) = (None, None);
         while out.is_none() || err.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match outputs.recv_timeout(left) {
+            if stop.load(Ordering::Relaxed) {
+                kill_group(&child);
+                return Err(CredentialError::Stopped { program });
+            }
+            if Instant::now() >= deadline {
+                kill_group(&child);
+                return Err(CredentialError::TimedOut {
+                    program,
+                    after: self.timeout,
+                });
+            }
+            match outputs.recv_timeout(POLL_MAX) {
                 Ok((Stream::Out, bytes)) => out = Some(bytes),
                 Ok((Stream::Err, bytes)) => err = Some(bytes),
-                Err(_) => {
-                    return Err(CredentialError::TimedOut {
-                        program,
-                        after: self.timeout,
-                    });
-                }
+                Err(_) => {}
             }
         }
         if !status.success() {
             let out = out.unwrap_or_default();
-            let mut stderr = last_line(&err.unwrap_or_default());
-            // What it printed on stdout is not shown, even where it repeats it on stderr.
-            if let Ok(printed) = std::str::from_utf8(&out)
-                && !printed.trim().is_empty()
-            {
-                stderr = stderr.replace(printed.trim(), "***");
-            }
+            // What it printed on stdout is not shown, even where it repeats it (or a line of
+            // it) on stderr: taken out of the whole of stderr before a line is chosen and cut.
+            let stderr = last_line(redacted(&err.unwrap_or_default(), &out).as_bytes());
             return Err(CredentialError::Failed {
                 program,
                 status: status.to_string(),
@@ -316,10 +325,40 @@ fn wait(child: &mut Child, deadline: Instant, stop: &AtomicBool) -> Result<ExitS
     }
 }
 
-/// Kills the child and reaps it.
+/// Kills the child and all it started (its process group), and reaps the child.
 fn end(child: &mut Child) {
+    kill_group(child);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Kills the child's process group (the child leads it: [`CommandExt::process_group`]).
+fn kill_group(child: &Child) {
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: killpg takes plain integers and touches no memory of ours; the group is the
+        // one the child was started in, led by it.
+        unsafe {
+            libc::killpg(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Lines shorter than this on stdout are not taken for a credential to hide.
+const SECRET_MIN: usize = 8;
+
+/// `stderr` as text with whatever `stdout` printed (the whole of it, and each line of it long
+/// enough to be a credential) replaced by `***`.
+fn redacted(stderr: &[u8], stdout: &[u8]) -> String {
+    let mut text = String::from_utf8_lossy(stderr).into_owned();
+    let printed = String::from_utf8_lossy(stdout);
+    let whole = printed.trim();
+    let lines = printed.lines().map(str::trim);
+    for secret in std::iter::once(whole).chain(lines) {
+        if secret.len() >= SECRET_MIN {
+            text = text.replace(secret, "***");
+        }
+    }
+    text
 }
 
 /// The last line of `stderr` that says "error" (a tool such as gcloud follows its error with
@@ -493,6 +532,55 @@ mod tests {
             panic!("{e:?}");
         };
         assert_eq!(stderr.chars().count(), STDERR_SHOWN + 1, "{stderr}");
+    }
+
+    /// A long token (Vertex's are longer than the quoted line) repeated on stderr, whole or a
+    /// line of it, never shows, not even cut short.
+    #[test]
+    fn a_long_token_on_stderr_is_hidden_before_the_line_is_cut() {
+        let token = format!("ya29.{}", "x".repeat(300));
+        let e = sh(&format!(
+            "echo {token}; echo 'ERROR: token {token} rejected' >&2; exit 1"
+        ))
+        .run()
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(text.ends_with("ERROR: token *** rejected"), "{text}");
+        assert!(!text.contains("xxxxxxxx"), "{text}");
+        // Two lines of output: each is hidden where it is repeated alone.
+        let e = sh("printf 'line-one-SECRET\\nline-two-SECRET\\n'; \
+                    echo 'error: line-two-SECRET' >&2; exit 1")
+        .run()
+        .unwrap_err();
+        assert!(e.to_string().ends_with("error: ***"), "{e}");
+    }
+
+    /// A timeout ends what the command started too: a pipeline's other process holding its
+    /// output does not outlive the run.
+    #[test]
+    fn a_timeout_ends_the_commands_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let script = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
+        let e = sh(&script)
+            .with_timeout(Duration::from_millis(300))
+            .run()
+            .unwrap_err();
+        assert!(matches!(e, CredentialError::TimedOut { .. }), "{e:?}");
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Killed with the group (a zombie until its parent, also killed, is reaped by init:
+        // gone or a zombie, it no longer runs).
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let running = state
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|st| st != "Z" && st != "X");
+        assert!(!running, "the pipeline's sleep still runs: {state}");
     }
 
     #[test]
