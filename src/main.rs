@@ -723,7 +723,7 @@ fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<(
         tracing::info!(%addr, model = %app.backend.describe(), "serving");
         server::serve(app, listener, server::termination_signal()).await?;
         // The traces of the calls the drain ended are still on their way.
-        baton::traces::flush(std::time::Duration::from_secs(5)).await;
+        baton::traces::flush(baton::server::TRACES_FLUSH_WAIT).await;
         tracing::info!("stopped");
         anyhow::Ok(())
     })

@@ -68,9 +68,8 @@ fn the_shared_config_is_valid_and_the_cli_agrees() {
     }
 }
 
-/// What a stop may take after the drain, at most: the last calls' hang-up (5 s), SIP's settling
-/// of a CANCEL in flight (`ua::SETTLE_LIMIT`), the store's flush (5 s).
-const AFTER_DRAIN: u64 = 5 + baton::leg::sip::ua::SETTLE_LIMIT.as_secs() + 5;
+/// What a stop may take after the drain, at most (every bounded step of it).
+const AFTER_DRAIN: u64 = baton::server::STOP_AFTER_DRAIN.as_secs();
 
 #[test]
 fn the_systemd_unit_verifies_and_outlasts_the_drain() {

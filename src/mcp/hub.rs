@@ -28,6 +28,9 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A session that lasted this long resets the back-off.
 const STABLE: Duration = Duration::from_secs(30);
 
+/// How long a shutdown waits for every server's supervisor to end (a stdio child stopped).
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
 /// The tools a server offers now.
 #[derive(Default)]
 pub struct ToolSet {
@@ -227,7 +230,8 @@ impl Hub {
         }
     }
 
-    /// Closes every session (a stdio child is stopped) and ends the supervisors.
+    /// Closes every session (a stdio child is stopped) and ends the supervisors, all of them
+    /// within [`SHUTDOWN_WAIT`] together.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         let tasks = self
@@ -235,8 +239,9 @@ impl Hub {
             .lock()
             .map(|mut t| std::mem::take(&mut *t))
             .unwrap_or_default();
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_WAIT;
         for t in tasks {
-            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+            let _ = tokio::time::timeout_at(deadline, t).await;
         }
     }
 }

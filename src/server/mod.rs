@@ -186,6 +186,47 @@ fn renewed_credential(
     Ok(Some(Arc::new(renewed)))
 }
 
+/// How long a stop waits, once the drain's deadline has passed, for the calls it then hangs up.
+pub const HANG_UP_WAIT: Duration = Duration::from_secs(5);
+/// How long a stop waits for the store's queued writes.
+pub const FLUSH_WAIT: Duration = Duration::from_secs(5);
+/// How long a stop waits for the store to record this instance leaving the cluster.
+pub const LEAVE_WAIT: Duration = Duration::from_secs(5);
+/// How long a stop waits for the HTTP listener's connections to close.
+pub const HTTP_CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// How long a stop waits for the traces of the last calls to be exported.
+pub const TRACES_FLUSH_WAIT: Duration = Duration::from_secs(5);
+
+/// The longest a stop takes after the drain, each step at its bound: the calls hung up, the
+/// store's writes flushed, then side by side leaving the cluster, the MCP servers closed and
+/// SIP stopped, then the HTTP listener, the store closed and the traces exported. A platform's
+/// stop timeout (systemd's `TimeoutStopSec`, Kubernetes' `terminationGracePeriodSeconds`)
+/// must exceed `server.drain_timeout_s` by at least this.
+pub const STOP_AFTER_DRAIN: Duration = Duration::from_secs(
+    HANG_UP_WAIT.as_secs()
+        + FLUSH_WAIT.as_secs()
+        + longest(&[
+            LEAVE_WAIT.as_secs(),
+            crate::mcp::hub::SHUTDOWN_WAIT.as_secs(),
+            sip::STOP_MAX.as_secs(),
+        ])
+        + HTTP_CLOSE_WAIT.as_secs()
+        + crate::store::CLOSE_WAIT.as_secs()
+        + TRACES_FLUSH_WAIT.as_secs(),
+);
+
+const fn longest(secs: &[u64]) -> u64 {
+    let mut i = 0;
+    let mut max = 0;
+    while i < secs.len() {
+        if secs[i] > max {
+            max = secs[i];
+        }
+        i += 1;
+    }
+    max
+}
+
 /// Builds the shared state from a validated config. With `model.credential_command`, the command
 /// runs once here.
 pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
@@ -535,29 +576,40 @@ pub async fn serve(
             "drain deadline passed: hanging up remaining calls"
         );
         app.calls.hang_up_all();
-        app.calls.wait_idle(Duration::from_secs(5)).await;
+        app.calls.wait_idle(HANG_UP_WAIT).await;
     }
     if let Some(s) = app.store.get()
-        && !s.writer.flush(Duration::from_secs(5)).await
+        && !s.writer.flush(FLUSH_WAIT).await
     {
         tracing::warn!("store writes still queued at shutdown");
     }
-    if let Some(c) = app.cluster.get() {
-        c.leave().await;
-    }
     upkeep.abort();
     drop(renewal);
-    if let Some(hub) = &app.mcp {
-        hub.shutdown().await;
-    }
     if let Some(task) = audiosocket {
         task.abort();
     }
-    if let Some(s) = app.sip.get() {
-        s.stop().await;
-    }
+    // Independent of each other, so side by side: the registry told this instance is gone,
+    // the MCP servers' sessions closed, SIP's registrations withdrawn and CANCELs settled.
+    let leave = async {
+        if let Some(c) = app.cluster.get()
+            && tokio::time::timeout(LEAVE_WAIT, c.leave()).await.is_err()
+        {
+            tracing::warn!("the store did not record this instance leaving in time");
+        }
+    };
+    let mcp = async {
+        if let Some(hub) = &app.mcp {
+            hub.shutdown().await;
+        }
+    };
+    let sip = async {
+        if let Some(s) = app.sip.get() {
+            s.stop().await;
+        }
+    };
+    tokio::join!(leave, mcp, sip);
     stop_http.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    let _ = tokio::time::timeout(HTTP_CLOSE_WAIT, server).await;
     // Last: the admin API reads the store until the listener has closed.
     if let Some(s) = app.store.get() {
         s.store.close().await;

@@ -275,34 +275,50 @@ impl SipService {
         Ok((name, target_text, dial))
     }
 
-    /// Stops registrations (withdrawing them, 3 s each at most) while outbound INVITEs given up
-    /// on settle (their CANCELs, and the BYE of a 200 that crossed one: [`ua::SETTLE_LIMIT`] at
-    /// most), then the stack.
+    /// Stops registrations (withdrawing them, [`UNREGISTER_WAIT`] at most) while outbound
+    /// INVITEs given up on settle (their CANCELs, and the BYE of a 200 that crossed one:
+    /// [`ua::SETTLE_LIMIT`] at most), then the stack: [`STOP_MAX`] in all.
     pub async fn stop(&self) {
         self.cancel.cancel();
         let take = |m: &Mutex<Vec<JoinHandle<()>>>| {
             std::mem::take(&mut *m.lock().unwrap_or_else(|e| e.into_inner()))
         };
         let registrations = async {
+            let deadline = tokio::time::Instant::now() + UNREGISTER_WAIT;
             for t in take(&self.registrations) {
-                end_within(t, Duration::from_secs(3)).await;
+                end_by(t, deadline).await;
             }
         };
         tokio::join!(registrations, self.ua.settled(ua::SETTLE_LIMIT));
         self.ua.shutdown();
+        let deadline = tokio::time::Instant::now() + STACK_WAIT;
         for t in take(&self.stack) {
-            end_within(t, Duration::from_millis(250)).await;
+            end_by(t, deadline).await;
         }
     }
 }
 
-/// Waits up to `limit` for `task` to end, else aborts it.
-async fn end_within(task: JoinHandle<()>, limit: Duration) {
+/// Waits until `deadline` for `task` to end, else aborts it.
+async fn end_by(task: JoinHandle<()>, deadline: tokio::time::Instant) {
     let abort = task.abort_handle();
-    if tokio::time::timeout(limit, task).await.is_err() {
+    if tokio::time::timeout_at(deadline, task).await.is_err() {
         abort.abort();
     }
 }
+
+/// How long a stop waits for the trunks' registrations to be withdrawn, all of them together.
+const UNREGISTER_WAIT: Duration = Duration::from_secs(3);
+/// How long a stop waits for the stack's own tasks once it is shut down.
+const STACK_WAIT: Duration = Duration::from_secs(1);
+/// The longest [`SipService::stop`] takes: the registrations withdrawn while what is on the
+/// wire settles, then the stack.
+pub const STOP_MAX: Duration = Duration::from_secs(
+    if UNREGISTER_WAIT.as_secs() > ua::SETTLE_LIMIT.as_secs() {
+        UNREGISTER_WAIT.as_secs()
+    } else {
+        ua::SETTLE_LIMIT.as_secs()
+    } + STACK_WAIT.as_secs(),
+);
 
 /// Keys could not be sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
