@@ -743,6 +743,8 @@ pub async fn place_watched(
     let mut repeats = 0u32;
     let mut states_open = true;
     let started = Instant::now();
+    // Given up on by baton (`watch.cancel`), not at the ring timeout.
+    let mut called_off = false;
     let deadline = tokio::time::sleep(dial.ring_timeout);
     tokio::pin!(deadline);
     let finished = loop {
@@ -765,7 +767,10 @@ pub async fn place_watched(
                 None => states_open = false,
             },
             _ = &mut deadline => break None,
-            _ = cancelled(&mut cancel) => break None,
+            _ = cancelled(&mut cancel) => {
+                called_off = true;
+                break None;
+            }
         }
     };
     if repeats > 0 {
@@ -786,6 +791,11 @@ pub async fn place_watched(
             // what may cross it go on behind the report, never delaying it, in a task of the
             // user agent's that its stop lets end first.
             ua.settle(cancel_invite(ua.clone(), dialog, task, abort));
+            // Called off before any answer: nobody picked up, whatever the trunk had said so
+            // far (not having heard from it for a ring timeout that never ran out).
+            if called_off {
+                return Err(Outcome::NoAnswer { status: None });
+            }
             if !responded
                 && dial.transport == Transport::Tls
                 && let Some(reason) = ua.tls_problem(&dial.target).await
