@@ -329,11 +329,12 @@ pub fn closed_words(code: Option<u16>, reason: &str) -> String {
 /// bridges, Vonage's among them, end only this way): a close frame is the peer ending the call
 /// on purpose, the caller hanging up, unless its code says something broke (1002 protocol
 /// error, 1003 unacceptable data, 1007 bad payload, 1008 policy, 1009 too big, 1010 missing
-/// extension, 1011 internal error, 1014 bad gateway, 1015 TLS failure); those, and a connection
-/// lost without any close frame, are the caller's side failing, in `words`.
+/// extension, 1011 internal error, 1012 service restart, 1013 try again later, 1014 bad gateway,
+/// 1015 TLS failure); those, and a connection lost without any close frame, are the caller's
+/// side failing, in `words`.
 pub fn closed_stop_reason(code: Option<u16>, words: impl FnOnce() -> String) -> StopReason {
     match code {
-        Some(1002 | 1003 | 1007..=1011 | 1014 | 1015) | None => StopReason::Failed(words()),
+        Some(1002 | 1003 | 1007..=1015) | None => StopReason::Failed(words()),
         Some(_) => StopReason::HungUp,
     }
 }
@@ -459,7 +460,9 @@ mod shell_tests {
                 "{code}"
             );
         }
-        for code in [1002, 1003, 1007, 1008, 1009, 1010, 1011, 1014, 1015] {
+        for code in [
+            1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 1015,
+        ] {
             assert_eq!(
                 closed_stop_reason(Some(code), words(Some(code))),
                 StopReason::Failed(format!("closed (code {code})")),

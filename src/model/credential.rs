@@ -430,6 +430,8 @@ impl RenewedCredential {
         let stop = Arc::new(AtomicBool::new(false));
         let _stop_on_drop = StopOnDrop(stop.clone());
         let mut wait = self.refresh;
+        // When the value in use was obtained: how old a kept one is, when renewals fail.
+        let mut obtained = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(wait).await;
             let this = self.clone();
@@ -438,6 +440,7 @@ impl RenewedCredential {
             let failure = match run {
                 Ok(Ok(value)) => {
                     self.set(value);
+                    obtained = tokio::time::Instant::now();
                     tracing::info!(program = self.command.program(), "model credential renewed");
                     None
                 }
@@ -451,7 +454,9 @@ impl RenewedCredential {
                     tracing::warn!(
                         %error,
                         retry_s = retry.as_secs_f64(),
-                        "model credential not renewed; the last one is kept"
+                        kept_for_s = obtained.elapsed().as_secs(),
+                        "model credential not renewed; the last one is kept (obtained kept_for_s \
+                         ago: sessions are refused once it expires)"
                     );
                     retry
                 }

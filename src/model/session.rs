@@ -102,10 +102,15 @@ fn refusal_words(e: &tokio_tungstenite::tungstenite::Error) -> String {
              OpenAI Realtime one have different paths, so check that [model] backend (for a mock, \
              profile = \"openai\", or demo's --profile openai) matches the endpoint"
         }
-        401 | 403 => {
+        401 => {
             "the endpoint refused the credential: check what [model] credential_env names (or \
-             what credential_command prints); a Vertex access token lasts an hour: \
+             what credential_command prints); an access token (Vertex) expires within the hour: \
              credential_command renews it"
+        }
+        403 => {
+            "the endpoint knows the credential but does not let it use this model: check that its key or \
+             account may use it (on Vertex, the account's IAM role and the project in [model] \
+             model)"
         }
         _ => "the endpoint refused the WebSocket upgrade",
     };

@@ -152,8 +152,10 @@ pub enum LegEnd {
 }
 
 impl LegEnd {
-    /// How the call records this end: `stop`, or a normal close of the socket, is the caller
-    /// hanging up; another close or a socket error is the caller's side failing.
+    /// How the call records this end: `stop`, or a close frame whose code says nothing broke
+    /// ([`closed_stop_reason`](crate::leg::socket::closed_stop_reason)), is the caller hanging
+    /// up; a close with an error code, a connection lost without one, or a socket error is the
+    /// caller's side failing.
     pub fn stop_reason(&self) -> StopReason {
         match self {
             LegEnd::SocketClosed { code, .. } => {
@@ -496,11 +498,12 @@ fn next_message(core: &mut MediaStream) -> Option<Message> {
     })
 }
 
+/// A close before `start`, in words (the peer's reason without control characters: it is
+/// logged).
 fn describe_close(frame: Option<&CloseFrame>) -> String {
     match frame {
-        Some(f) if f.reason.as_str().is_empty() => format!("close code {}", f.code),
-        Some(f) => format!("close code {}: {}", f.code, f.reason.as_str()),
-        None => "close without a code".into(),
+        Some(f) => crate::leg::socket::closed_words(Some(f.code), f.reason.as_str()),
+        None => crate::leg::socket::closed_words(Some(crate::leg::socket::NO_STATUS), ""),
     }
 }
 

@@ -210,9 +210,13 @@ impl Pump {
                             tracing::error!(error = %e, "audio device failed");
                             StopReason::Failed(format!("the audio device failed: {e}"))
                         }
-                        _ => {
+                        Ok(Ok(())) => {
                             tracing::info!("audio device stopped");
                             StopReason::HungUp
+                        }
+                        Err(_) => {
+                            tracing::error!("the audio device's thread ended without a word");
+                            StopReason::Failed("the audio device's thread ended".into())
                         }
                     };
                     let _ = self.events.send(LegEvent::Stop(why)).await;

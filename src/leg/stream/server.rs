@@ -80,8 +80,10 @@ pub enum LegEnd {
 }
 
 impl LegEnd {
-    /// How the call records this end: `stop`, or a normal close of the socket, is the caller
-    /// hanging up; another close or a socket error is the caller's side failing.
+    /// How the call records this end: `stop`, or a close frame whose code says nothing broke
+    /// ([`closed_stop_reason`](crate::leg::socket::closed_stop_reason)), is the caller hanging
+    /// up; a close with an error code, a connection lost without one, or a socket error is the
+    /// caller's side failing.
     pub fn stop_reason(&self) -> StopReason {
         match self {
             LegEnd::SocketClosed { code, .. } => {
