@@ -603,6 +603,7 @@ fn credential_problems(m: &ModelConfig, problem: &mut impl FnMut(&str, String, &
             );
         } else if let [program] = argv.as_slice()
             && program.trim().contains(char::is_whitespace)
+            && !Path::new(program).is_file()
         {
             let items: Vec<String> = program
                 .split_whitespace()

@@ -184,6 +184,29 @@ impl CredentialCommand {
                 return Err(CredentialError::Wait { program, source });
             }
         };
+        // Its output first, while the child is not yet reaped (so its pid, the group's id,
+        // cannot have gone to another process): both streams end with the command, unless
+        // something it started still holds them; then the group is ended, at the deadline or
+        // at once on a stop.
+        let (mut out, mut err) = (None, None);
+        while out.is_none() || err.is_none() {
+            if stop.load(Ordering::Relaxed) {
+                end(&mut child);
+                return Err(CredentialError::Stopped { program });
+            }
+            if Instant::now() >= deadline {
+                end(&mut child);
+                return Err(CredentialError::TimedOut {
+                    program,
+                    after: self.timeout,
+                });
+            }
+            match outputs.recv_timeout(POLL_MAX) {
+                Ok((Stream::Out, bytes)) => out = Some(bytes),
+                Ok((Stream::Err, bytes)) => err = Some(bytes),
+                Err(_) => {}
+            }
+        }
         let status = wait(&mut child, deadline, stop).map_err(|w| match w {
             Waited::TimedOut => CredentialError::TimedOut {
                 program: program.clone(),
@@ -197,27 +220,6 @@ impl CredentialCommand {
                 source,
             },
         })?;
-        // Both streams end with the command, unless something it started still holds them:
-        // then its group is ended, within the deadline (or at once on a stop).
-        let (mut out, mut err) = (None, None);
-        while out.is_none() || err.is_none() {
-            if stop.load(Ordering::Relaxed) {
-                kill_group(&child);
-                return Err(CredentialError::Stopped { program });
-            }
-            if Instant::now() >= deadline {
-                kill_group(&child);
-                return Err(CredentialError::TimedOut {
-                    program,
-                    after: self.timeout,
-                });
-            }
-            match outputs.recv_timeout(POLL_MAX) {
-                Ok((Stream::Out, bytes)) => out = Some(bytes),
-                Ok((Stream::Err, bytes)) => err = Some(bytes),
-                Err(_) => {}
-            }
-        }
         if !status.success() {
             let out = out.unwrap_or_default();
             // What it printed on stdout is not shown, even where it repeats it (or a line of
@@ -333,17 +335,20 @@ fn end(child: &mut Child) {
 }
 
 /// Kills the child's process group (the child leads it: [`CommandExt::process_group`]).
+/// Called only while the child is not yet reaped: its pid, the group's id, is still its own.
 fn kill_group(child: &Child) {
     if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: killpg takes plain integers and touches no memory of ours; the group is the
-        // one the child was started in, led by it.
+        // SAFETY: killpg takes plain integers and touches no memory of ours. The group is the
+        // one the child was started in, led by it; the child is alive or a zombie not yet
+        // reaped (every caller reaps it only afterwards), so the id names no other group.
         unsafe {
             libc::killpg(pid, libc::SIGKILL);
         }
     }
 }
 
-/// Lines shorter than this on stdout are not taken for a credential to hide.
+/// Lines of a multi-line stdout shorter than this are not taken for a credential to hide on
+/// their own (the whole of it always is).
 const SECRET_MIN: usize = 8;
 
 /// `stderr` as text with whatever `stdout` printed (the whole of it, and each line of it long
@@ -352,10 +357,12 @@ fn redacted(stderr: &[u8], stdout: &[u8]) -> String {
     let mut text = String::from_utf8_lossy(stderr).into_owned();
     let printed = String::from_utf8_lossy(stdout);
     let whole = printed.trim();
-    let lines = printed.lines().map(str::trim);
-    for secret in std::iter::once(whole).chain(lines) {
-        if secret.len() >= SECRET_MIN {
-            text = text.replace(secret, "***");
+    if !whole.is_empty() {
+        text = text.replace(whole, "***");
+    }
+    for line in printed.lines().map(str::trim) {
+        if line.len() >= SECRET_MIN {
+            text = text.replace(line, "***");
         }
     }
     text
@@ -388,6 +395,8 @@ pub struct RenewedCredential {
     command: CredentialCommand,
     refresh: Duration,
     current: ArcSwap<Secret>,
+    /// When the first value was obtained (start-up).
+    started: Instant,
 }
 
 impl RenewedCredential {
@@ -399,6 +408,7 @@ impl RenewedCredential {
             command,
             refresh,
             current: ArcSwap::from_pointee(first),
+            started: Instant::now(),
         })
     }
 
@@ -431,7 +441,7 @@ impl RenewedCredential {
         let _stop_on_drop = StopOnDrop(stop.clone());
         let mut wait = self.refresh;
         // When the value in use was obtained: how old a kept one is, when renewals fail.
-        let mut obtained = tokio::time::Instant::now();
+        let mut obtained = tokio::time::Instant::from_std(self.started);
         loop {
             tokio::time::sleep(wait).await;
             let this = self.clone();
@@ -558,6 +568,11 @@ mod tests {
         .run()
         .unwrap_err();
         assert!(e.to_string().ends_with("error: ***"), "{e}");
+        // A short credential is hidden too (only a line of a longer output needs a length).
+        let e = sh("echo k3y; echo 'error: k3y refused' >&2; exit 1")
+            .run()
+            .unwrap_err();
+        assert!(e.to_string().ends_with("error: *** refused"), "{e}");
     }
 
     /// A timeout ends what the command started too: a pipeline's other process holding its
@@ -568,24 +583,31 @@ mod tests {
         let pid_file = dir.path().join("pid");
         let script = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
         let e = sh(&script)
-            .with_timeout(Duration::from_millis(300))
+            .with_timeout(Duration::from_secs(1))
             .run()
             .unwrap_err();
         assert!(matches!(e, CredentialError::TimedOut { .. }), "{e:?}");
-        let pid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        // Killed with the group (a zombie until its parent, also killed, is reaped by init:
-        // gone or a zombie, it no longer runs).
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let running = state
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next())
-            .is_some_and(|st| st != "Z" && st != "X");
-        assert!(!running, "the pipeline's sleep still runs: {state}");
+        // On a loaded machine the shell may not have written the pid before it was killed:
+        // then it started nothing that could outlive it.
+        let Ok(text) = std::fs::read_to_string(&pid_file) else {
+            return;
+        };
+        let pid: i32 = text.trim().parse().unwrap();
+        // Killed with the group (a zombie until init reaps it: gone or a zombie, it no longer
+        // runs); a signal lands in its own time, so the state is read for up to 5 s.
+        let runs = || {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            state
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                .is_some_and(|st| st != "Z" && st != "X")
+        };
+        let t0 = Instant::now();
+        while runs() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!runs(), "the pipeline's sleep still runs");
     }
 
     #[test]

@@ -108,9 +108,9 @@ fn refusal_words(e: &tokio_tungstenite::tungstenite::Error) -> String {
              credential_command renews it"
         }
         403 => {
-            "the endpoint knows the credential but does not let it use this model: check that its key or \
-             account may use it (on Vertex, the account's IAM role and the project in [model] \
-             model)"
+            "the endpoint refused access: check that the key or account may use this model and \
+             that the API is enabled for its project (on Vertex, the account's IAM role and the \
+             project in [model] model)"
         }
         _ => "the endpoint refused the WebSocket upgrade",
     };
@@ -288,7 +288,14 @@ mod tests {
         let r = refused(404);
         assert!(r.starts_with("HTTP 404 Not Found: nothing answers"), "{r}");
         assert!(r.contains("profile = \"openai\""), "{r}");
-        assert!(refused(401).contains("credential_env"));
+        let r = refused(401);
+        assert!(
+            r.contains("credential_env") && r.contains("credential_command renews it"),
+            "{r}"
+        );
+        // A 403 is the credential's permission, not the credential.
+        let r = refused(403);
+        assert!(r.contains("IAM role") && !r.contains("renews"), "{r}");
         assert!(refused(500).contains("refused the WebSocket upgrade"));
     }
 }

@@ -128,7 +128,8 @@ impl BridgeLegOptions {
 pub enum BridgeLegError {
     #[error("no \"start\" from the bridge within {0:?} of the WebSocket opening")]
     StartTimeout(Duration),
-    #[error("the WebSocket closed before the bridge's \"start\" ({0})")]
+    /// How it closed, in words (`closed (code 1000)`, `closed without a close frame`).
+    #[error("the WebSocket {0} before the bridge's \"start\"")]
     ClosedBeforeStart(String),
     #[error("the WebSocket failed before the bridge's \"start\": {0}")]
     Socket(String),
@@ -152,7 +153,8 @@ pub enum LegEnd {
 }
 
 impl LegEnd {
-    /// How the call records this end: `stop`, or a close frame whose code says nothing broke
+    /// How the call records this end: `stop`, baton's own hang-up, or a close frame whose code
+    /// says nothing broke
     /// ([`closed_stop_reason`](crate::leg::socket::closed_stop_reason)), is the caller hanging
     /// up; a close with an error code, a connection lost without one, or a socket error is the
     /// caller's side failing.
@@ -233,7 +235,11 @@ pub async fn accept(
                 close(&mut sink, close_code::POLICY, "no start received").await;
                 return Err(BridgeLegError::StartTimeout(opts.start_timeout));
             }
-            Ok(None) => return Err(BridgeLegError::ClosedBeforeStart("connection lost".into())),
+            Ok(None) => {
+                return Err(BridgeLegError::ClosedBeforeStart(
+                    crate::leg::socket::closed_words(None, ""),
+                ));
+            }
             Ok(Some(Err(e))) => return Err(BridgeLegError::Socket(e.to_string())),
             Ok(Some(Ok(msg))) => msg,
         };

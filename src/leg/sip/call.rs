@@ -584,7 +584,7 @@ impl std::fmt::Display for Outcome {
             Outcome::Answered => f.write_str("answered"),
             Outcome::Busy { status } => write!(f, "busy ({status})"),
             Outcome::NoAnswer { status: Some(s) } => write!(f, "no answer ({s})"),
-            Outcome::NoAnswer { status: None } => f.write_str("no answer (ring timeout)"),
+            Outcome::NoAnswer { status: None } => f.write_str("no answer (nobody picked up)"),
             Outcome::Rejected { status, reason } => write!(f, "rejected ({status} {reason})"),
             Outcome::Failed { reason } => write!(f, "failed: {reason}"),
         }
@@ -696,8 +696,9 @@ pub async fn place(
 }
 
 /// [`place`], telling `watch.progress` the newest provisional answer and sending CANCEL as soon
-/// as `watch.cancel` fires (the outcome is then no answer, or the final status that crossed
-/// the CANCEL). Early media is reported, never played.
+/// as `watch.cancel` fires (the outcome is then no answer at once; a final status that crosses
+/// the CANCEL is settled behind it: a 200 is answered with BYE). Early media is reported, never
+/// played.
 pub async fn place_watched(
     ua: Arc<UserAgent>,
     dial: Dial,

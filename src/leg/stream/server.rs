@@ -80,7 +80,8 @@ pub enum LegEnd {
 }
 
 impl LegEnd {
-    /// How the call records this end: `stop`, or a close frame whose code says nothing broke
+    /// How the call records this end: `stop`, baton's own hang-up, or a close frame whose code
+    /// says nothing broke
     /// ([`closed_stop_reason`](crate::leg::socket::closed_stop_reason)), is the caller hanging
     /// up; a close with an error code, a connection lost without one, or a socket error is the
     /// caller's side failing.
