@@ -676,7 +676,7 @@ fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<(
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let listen = loaded.listen;
         if let Some(exporter) = baton::traces::Exporter::new(&loaded.config.traces)? {
             exporter.install();
@@ -726,7 +726,10 @@ fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<(
         baton::traces::flush(baton::server::TRACES_FLUSH_WAIT).await;
         tracing::info!("stopped");
         anyhow::Ok(())
-    })
+    });
+    // What still runs on the runtime is given a bounded moment, never an unbounded wait.
+    rt.shutdown_timeout(baton::server::RUNTIME_CLOSE_WAIT);
+    served
 }
 
 fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {

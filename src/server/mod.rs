@@ -196,10 +196,14 @@ pub const LEAVE_WAIT: Duration = Duration::from_secs(5);
 pub const HTTP_CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// How long a stop waits for the traces of the last calls to be exported.
 pub const TRACES_FLUSH_WAIT: Duration = Duration::from_secs(5);
+/// How long a runtime (each shard's, then serve's own) is given for what still runs on it once
+/// serve is over (a recording's last write, a credential command's end).
+pub const RUNTIME_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// The longest a stop takes after the drain, each step at its bound: the calls hung up, the
 /// store's writes flushed, then side by side leaving the cluster, the MCP servers closed and
-/// SIP stopped, then the HTTP listener, the store closed and the traces exported. A platform's
+/// SIP stopped, then the HTTP listener, the store closed, the traces exported, and the shards'
+/// runtimes and serve's own closed. A platform's
 /// stop timeout (systemd's `TimeoutStopSec`, Kubernetes' `terminationGracePeriodSeconds`)
 /// must exceed `server.drain_timeout_s` by at least this.
 pub const STOP_AFTER_DRAIN: Duration = Duration::from_secs(
@@ -212,7 +216,8 @@ pub const STOP_AFTER_DRAIN: Duration = Duration::from_secs(
         ])
         + HTTP_CLOSE_WAIT.as_secs()
         + crate::store::CLOSE_WAIT.as_secs()
-        + TRACES_FLUSH_WAIT.as_secs(),
+        + TRACES_FLUSH_WAIT.as_secs()
+        + 2 * RUNTIME_CLOSE_WAIT.as_secs(),
 );
 
 const fn longest(secs: &[u64]) -> u64 {

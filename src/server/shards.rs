@@ -11,6 +11,8 @@ use std::io;
 use std::sync::Arc;
 use std::thread::JoinHandle as ThreadHandle;
 
+use super::RUNTIME_CLOSE_WAIT;
+
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
@@ -54,6 +56,9 @@ impl Shards {
                     rt.block_on(async {
                         let _ = stopped.await;
                     });
+                    // What is still running on it (a recording's last write) is given a
+                    // bounded moment, never the stop's whole time.
+                    rt.shutdown_timeout(RUNTIME_CLOSE_WAIT);
                 })?;
             shards.push(Shard {
                 handle,
