@@ -1,7 +1,7 @@
 //! `baton serve` with generic WebSocket (`/stream`) clients over loopback in real time: PCM16 at
 //! 16 and 8 kHz and Opus at 48 kHz complete calls and hear the replies, marks come back in
 //! playback order, transcripts arrive live; a bad `start` is refused with a reason while another
-//! call runs unaffected.
+//! call runs unaffected; a close without `stop` is counted as a hang-up or a failure by its code.
 
 mod support;
 
@@ -215,5 +215,49 @@ async fn a_barge_in_makes_baton_send_clear() {
     );
     // The cut reply got no mark; the next one did.
     assert_eq!(report.marks_echoed, report.marks_received);
+    d.stop().await;
+}
+
+/// A client that ends by closing its socket, without `stop`: a close frame with no code (a
+/// browser's `ws.close()`) is the caller hanging up; one whose code says something broke
+/// (1011) is the caller's side failing. Each call is counted so in `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_without_stop_is_a_hang_up_unless_its_code_says_it_broke() {
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    let d = Daemon::start(&config()).await;
+    for close in [None, Some(CloseCode::Error)] {
+        let (mut ws, _) = tokio_tungstenite::connect_async(url(&d)).await.unwrap();
+        ws.send(Message::text(
+            r#"{"event":"start","format":{"encoding":"pcm16","sample_rate":16000}}"#,
+        ))
+        .await
+        .unwrap();
+        for _ in 0..10 {
+            ws.send(Message::binary(vec![0u8; 640])).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        ws.close(close.map(|code| CloseFrame {
+            code,
+            reason: "".into(),
+        }))
+        .await
+        .unwrap();
+        // Read until baton closes its side too.
+        while let Ok(Some(Ok(_))) = tokio::time::timeout(Duration::from_secs(5), ws.next()).await {}
+    }
+    let counted = |end: &str| {
+        let wanted = format!("baton_calls_total{{leg=\"stream\",end=\"{end}\"}} 1");
+        d.app.metrics.render(0).contains(&wanted)
+    };
+    for _ in 0..100 {
+        if counted("caller_hung_up") && counted("leg_failed") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let metrics = d.app.metrics.render(0);
+    assert!(counted("caller_hung_up"), "{metrics}");
+    assert!(counted("leg_failed"), "{metrics}");
     d.stop().await;
 }
