@@ -644,3 +644,33 @@ async fn ending_every_call_cancels_an_invite_still_ringing() {
     assert_eq!(d.calls_ended().await, 0, "the slot was given back");
     d.stop().await;
 }
+
+/// Called off before the trunk said anything: the outcome is no answer (not "no response
+/// from the trunk within 120 s", a ring timeout that never ran out), and the CANCEL goes out
+/// once the trunk's first answer makes it possible (RFC 3261 §9.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_called_off_before_any_answer_reports_no_answer() {
+    let mut trunk = ScriptedTrunk::bind().await;
+    let d = daemon_on_scripted(&trunk).await;
+    let addr = d.addr;
+    let placing = tokio::spawn(async move {
+        sip_support::post(addr, "/calls", r#"{"to": "100", "ring_timeout_s": 120}"#).await
+    });
+    let invite = trunk.request("INVITE").await;
+    d.app.calls.hang_up_all();
+    // The hang-up is taken before the trunk's first answer (a moment for it to be, not a
+    // figure under test).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    trunk.answer(&invite, "100 Trying", None).await;
+    let cancel = trunk.request("CANCEL").await;
+    assert_eq!(cancel.call_id(), invite.call_id(), "{cancel:?}");
+    trunk.answer(&cancel, "200 OK", None).await;
+    trunk.answer(&invite, "487 Request Terminated", None).await;
+    let (status, placed) = placing.await.unwrap();
+    assert_eq!(status, 200, "{placed}");
+    assert_eq!(
+        placed,
+        serde_json::json!({"outcome": "no_answer", "status": null})
+    );
+    d.stop().await;
+}
