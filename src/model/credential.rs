@@ -48,7 +48,7 @@ pub enum CredentialError {
         program: String,
         status: String,
         /// The last line of its standard error (the last that says "error", when one does), at
-        /// most [`STDERR_SHOWN`] characters.
+        /// most 200 characters.
         stderr: String,
     },
     #[error("{program} printed nothing on its standard output")]

@@ -275,7 +275,7 @@ impl SipService {
         Ok((name, target_text, dial))
     }
 
-    /// Stops registrations (withdrawing them, [`UNREGISTER_WAIT`] at most) while outbound
+    /// Stops registrations (withdrawing them, 3 s at most, all together) while outbound
     /// INVITEs given up on settle (their CANCELs, and the BYE of a 200 that crossed one:
     /// [`ua::SETTLE_LIMIT`] at most), then the stack: [`STOP_MAX`] in all.
     pub async fn stop(&self) {
