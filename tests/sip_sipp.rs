@@ -5,7 +5,7 @@
 //! counted and concealed, and the agent's audio reaches it; 486 when baton is full, 503 while
 //! it drains, 488 when no codec matches, CANCEL before the answer ends with 487, re-INVITE
 //! holds and unholds and moves the call onto Opus and back, OPTIONS is answered; calls are routed by the called user to an agent
-//! set (`[sip.routes]`).
+//! set (`[sip.routes]`); an answer never acknowledged ends the call as a failed leg.
 
 mod sip_support;
 mod support;
@@ -633,5 +633,51 @@ async fn a_re_invite_holds_and_unholds_the_call_changes_its_codec_and_options_ar
     let run = sipp(&dir, Scenario::Xml(options), addr, &["-m", "1"]).await;
     run.assert_ok();
     assert!(run.messages.contains("Allow: INVITE"), "{}", run.messages);
+    d.stop().await;
+}
+
+/// A caller that never acknowledges baton's 200 (RFC 3261 timer H, 32 s): the call is dropped
+/// as the caller's side failing ("no ACK for baton's answer"), not as the caller hanging up —
+/// in the call's record and in `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_never_acknowledged_ends_the_call_as_a_failed_leg() {
+    if !sip_support::require("sipp", "sip-tester") {
+        return;
+    }
+    let dir = scratch("no-ack");
+    // No RTP comes either: its own timeout is put past the ACK's.
+    let (d, addr) = daemon(
+        "audio-fixtures/scenarios/demo.toml",
+        "rtp_timeout_s = 120",
+        "",
+    )
+    .await;
+    let mut rx = records(&d);
+    let xml = scenario(
+        "no ACK",
+        &[
+            invite("6000", "0", "a=rtpmap:0 PCMU/8000\n"),
+            recv(100, true),
+            recv(200, false),
+            // baton resends its 200 (timer G) until it gives up; SIPp takes those as
+            // retransmissions of what it already has.
+            "  <pause milliseconds=\"36000\"/>\n".into(),
+        ],
+    );
+    // SIPp's own verdict is not the point (baton may end the dialog during the pause).
+    let _ = sipp(&dir, Scenario::Xml(xml), addr, &["-m", "1"]).await;
+    let r = tokio::time::timeout(Duration::from_secs(30), next_record(&mut rx))
+        .await
+        .expect("the call ended");
+    assert_eq!(
+        r.end_reason.as_deref(),
+        Some("caller's leg failed: no ACK for baton's answer"),
+        "{r:?}"
+    );
+    let metrics = d.app.metrics.render(0);
+    assert!(
+        metrics.contains("baton_calls_total{leg=\"sip\",end=\"leg_failed\"} 1"),
+        "{metrics}"
+    );
     d.stop().await;
 }
