@@ -250,7 +250,7 @@ async fn a_close_without_stop_is_a_hang_up_unless_its_code_says_it_broke() {
         let wanted = format!("baton_calls_total{{leg=\"stream\",end=\"{end}\"}} 1");
         d.app.metrics.render(0).contains(&wanted)
     };
-    for _ in 0..100 {
+    for _ in 0..600 {
         if counted("caller_hung_up") && counted("leg_failed") {
             break;
         }

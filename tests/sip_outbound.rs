@@ -658,9 +658,10 @@ async fn a_call_called_off_before_any_answer_reports_no_answer() {
     });
     let invite = trunk.request("INVITE").await;
     d.app.calls.hang_up_all();
-    // The hang-up is taken before the trunk's first answer (a moment for it to be, not a
-    // figure under test).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // No CANCEL before the trunk's first answer (RFC 3261 §9.1); meanwhile the hang-up is
+    // taken (a moment for it to be, not a figure under test).
+    let early = tokio::time::timeout(Duration::from_millis(500), trunk.request("CANCEL")).await;
+    assert!(early.is_err(), "a CANCEL before any answer: {early:?}");
     trunk.answer(&invite, "100 Trying", None).await;
     let cancel = trunk.request("CANCEL").await;
     assert_eq!(cancel.call_id(), invite.call_id(), "{cancel:?}");

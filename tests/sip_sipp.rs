@@ -636,7 +636,7 @@ async fn a_re_invite_holds_and_unholds_the_call_changes_its_codec_and_options_ar
     d.stop().await;
 }
 
-/// A caller that never acknowledges baton's 200 (RFC 3261 timer H, 32 s): the call is dropped
+/// A caller that never acknowledges baton's 200 (64·T1 = 32 s, RFC 3261 §13.3.1.4): the call is dropped
 /// as the caller's side failing ("no ACK for baton's answer"), not as the caller hanging up —
 /// in the call's record and in `/metrics`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

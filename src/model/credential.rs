@@ -204,7 +204,12 @@ impl CredentialCommand {
             match outputs.recv_timeout(POLL_MAX) {
                 Ok((Stream::Out, bytes)) => out = Some(bytes),
                 Ok((Stream::Err, bytes)) => err = Some(bytes),
-                Err(_) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                // A reader gone without a word: what it read is lost, the stream taken as empty.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    out.get_or_insert_with(Vec::new);
+                    err.get_or_insert_with(Vec::new);
+                }
             }
         }
         let status = wait(&mut child, deadline, stop).map_err(|w| match w {
@@ -309,7 +314,8 @@ fn wait(child: &mut Child, deadline: Instant, stop: &AtomicBool) -> Result<ExitS
             Ok(Some(status)) => return Ok(status),
             Ok(None) => {}
             Err(e) => {
-                end(child);
+                // The child may be gone already (reaped elsewhere): its id is not a group to kill.
+                let _ = child.kill();
                 return Err(Waited::Failed(e));
             }
         }
@@ -592,7 +598,10 @@ mod tests {
         let Ok(text) = std::fs::read_to_string(&pid_file) else {
             return;
         };
-        let pid: i32 = text.trim().parse().unwrap();
+        // (written, or still empty if the shell was killed between creating it and writing)
+        let Ok(pid) = text.trim().parse::<i32>() else {
+            return;
+        };
         // Killed with the group (a zombie until init reaps it: gone or a zombie, it no longer
         // runs); a signal lands in its own time, so the state is read for up to 5 s.
         let runs = || {

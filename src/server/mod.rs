@@ -202,8 +202,8 @@ pub const RUNTIME_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// The longest a stop takes after the drain, each step at its bound: the calls hung up, the
 /// store's writes flushed, then side by side leaving the cluster, the MCP servers closed and
-/// SIP stopped, then the HTTP listener, the store closed, the traces exported, and the shards'
-/// runtimes and serve's own closed. A platform's
+/// SIP stopped, then the HTTP listener, the store closed, the shards' runtimes closed, the
+/// traces exported and serve's own runtime closed. A platform's
 /// stop timeout (systemd's `TimeoutStopSec`, Kubernetes' `terminationGracePeriodSeconds`)
 /// must exceed `server.drain_timeout_s` by at least this.
 pub const STOP_AFTER_DRAIN: Duration = Duration::from_secs(

@@ -56,9 +56,17 @@ impl Shards {
                     rt.block_on(async {
                         let _ = stopped.await;
                     });
-                    // What is still running on it (a recording's last write) is given a
-                    // bounded moment, never the stop's whole time.
-                    rt.shutdown_timeout(RUNTIME_CLOSE_WAIT);
+                    // Dropping the runtime drops its tasks first (a call still alive lets go
+                    // of its recording), then waits for its blocking work (that recording's
+                    // last write): on a thread of its own, so the stop waits a bounded moment.
+                    let (dropped, done) = std::sync::mpsc::channel();
+                    let _ = std::thread::Builder::new()
+                        .name(format!("baton-shard-{i}-close"))
+                        .spawn(move || {
+                            drop(rt);
+                            let _ = dropped.send(());
+                        });
+                    let _ = done.recv_timeout(RUNTIME_CLOSE_WAIT);
                 })?;
             shards.push(Shard {
                 handle,
