@@ -395,6 +395,32 @@ fn last_line(stderr: &[u8]) -> String {
     shown
 }
 
+/// What a model endpoint sends as its credential: a fixed value (an environment variable's,
+/// read at start) or the current value of one a command renews.
+#[derive(Clone, Debug)]
+pub enum Credential {
+    Fixed(Secret),
+    Renewed(Arc<RenewedCredential>),
+}
+
+impl Credential {
+    /// The value to send now.
+    pub fn current(&self) -> Secret {
+        match self {
+            Credential::Fixed(s) => s.clone(),
+            Credential::Renewed(r) => r.current(),
+        }
+    }
+
+    /// The renewed credential, to keep renewed.
+    pub fn renewed(&self) -> Option<&Arc<RenewedCredential>> {
+        match self {
+            Credential::Fixed(_) => None,
+            Credential::Renewed(r) => Some(r),
+        }
+    }
+}
+
 /// A credential [`CredentialCommand`] renews: read when a model session opens, replaced by
 /// [`RenewedCredential::keep_renewed`].
 pub struct RenewedCredential {

@@ -44,7 +44,7 @@ use crate::backend::ModelBackend;
 use crate::config::{BackendKind, Loaded};
 use crate::leg::twilio::signature::AuthToken;
 use crate::mock::{MockOptions, Scenario};
-use crate::model::credential::{CredentialCommand, RenewedCredential};
+use crate::model::credential::{Credential, CredentialCommand, RenewedCredential};
 use crate::model::gemini::endpoint::{Backend, DEVELOPER_API_BASE, Endpoint, Secret};
 use crate::model::gemini::session::SessionConfig;
 pub use calls::CallRegistry;
@@ -409,7 +409,7 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
     }))
 }
 
-/// `endpoint`, sending `renewed`'s value when there is one.
+/// A Gemini `endpoint`, sending `renewed`'s value when there is one.
 fn renewed_by(endpoint: Endpoint, renewed: Option<Arc<RenewedCredential>>) -> Endpoint {
     match renewed {
         Some(r) => endpoint.with_renewed(r),
@@ -419,11 +419,12 @@ fn renewed_by(endpoint: Endpoint, renewed: Option<Arc<RenewedCredential>>) -> En
 
 /// The credential a command renews for the model endpoint, if it has one.
 pub(crate) fn renewed_of(backend: &ModelBackend) -> Option<Arc<RenewedCredential>> {
-    match backend {
-        ModelBackend::Gemini { endpoint, .. } => endpoint.renewed.clone(),
-        ModelBackend::OpenAi { endpoint, .. } => endpoint.renewed.clone(),
+    let credential = match backend {
+        ModelBackend::Gemini { endpoint, .. } => endpoint.credential.as_ref(),
+        ModelBackend::OpenAi { endpoint, .. } => endpoint.credential.as_ref(),
         ModelBackend::InProcessMock { .. } => None,
-    }
+    };
+    credential.and_then(Credential::renewed).cloned()
 }
 
 /// A task that lives as long as [`serve`], however it returns.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio_tungstenite::tungstenite::http::Request;
 
-use crate::model::credential::RenewedCredential;
+use crate::model::credential::{Credential, RenewedCredential};
 pub use crate::model::endpoint::{EndpointError, Secret};
 use crate::model::endpoint::{Trust, parse_base, request};
 
@@ -31,10 +31,7 @@ pub const DEVELOPER_API_BASE: &str = "wss://generativelanguage.googleapis.com";
 pub struct Endpoint {
     pub url: String,
     pub backend: Backend,
-    pub credential: Option<Secret>,
-    /// A credential a command renews; when set, each upgrade sends its current value instead of
-    /// `credential`.
-    pub renewed: Option<Arc<RenewedCredential>>,
+    pub credential: Option<Credential>,
     pub tls: Trust,
 }
 
@@ -65,8 +62,7 @@ impl Endpoint {
         Ok(Endpoint {
             url,
             backend,
-            credential,
-            renewed: None,
+            credential: credential.map(Credential::Fixed),
             tls: Trust::default(),
         })
     }
@@ -74,7 +70,7 @@ impl Endpoint {
     /// Sends the current value of `credential` (renewed by a command) on every upgrade, in place
     /// of the fixed one.
     pub fn with_renewed(mut self, credential: Arc<RenewedCredential>) -> Self {
-        self.renewed = Some(credential);
+        self.credential = Some(Credential::Renewed(credential));
         self
     }
 
@@ -88,8 +84,7 @@ impl Endpoint {
     /// The WebSocket upgrade request, credential in its header (the renewed one's value now,
     /// when there is one).
     pub fn request(&self) -> Result<Request<()>, EndpointError> {
-        let renewed = self.renewed.as_ref().map(|r| r.current());
-        let secret = renewed.as_ref().or(self.credential.as_ref());
+        let secret = self.credential.as_ref().map(Credential::current);
         let header = secret.map(|secret| match self.backend {
             Backend::DeveloperApi => ("x-goog-api-key", secret.expose().to_owned()),
             Backend::Vertex => ("authorization", format!("Bearer {}", secret.expose())),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, Request};
 
 use super::wire::Api;
-use crate::model::credential::RenewedCredential;
+use crate::model::credential::{Credential, RenewedCredential};
 pub use crate::model::endpoint::{EndpointError, Secret};
 use crate::model::endpoint::{Trust, parse_base, request};
 
@@ -27,10 +27,7 @@ pub const DEFAULT_KEY_ENV: &str = "OPENAI_API_KEY";
 pub struct Endpoint {
     pub url: String,
     pub api: Api,
-    pub credential: Option<Secret>,
-    /// A key a command renews; when set, each upgrade sends its current value instead of
-    /// `credential`.
-    pub renewed: Option<Arc<RenewedCredential>>,
+    pub credential: Option<Credential>,
     pub tls: Trust,
 }
 
@@ -53,8 +50,7 @@ impl Endpoint {
         Ok(Endpoint {
             url: parsed.into(),
             api,
-            credential,
-            renewed: None,
+            credential: credential.map(Credential::Fixed),
             tls: Trust::default(),
         })
     }
@@ -62,7 +58,7 @@ impl Endpoint {
     /// Sends the current value of `credential` (renewed by a command) on every upgrade, in place
     /// of the fixed key.
     pub fn with_renewed(mut self, credential: Arc<RenewedCredential>) -> Self {
-        self.renewed = Some(credential);
+        self.credential = Some(Credential::Renewed(credential));
         self
     }
 
@@ -80,11 +76,10 @@ impl Endpoint {
     /// The WebSocket upgrade request: the key (the renewed one's value now, when there is one)
     /// as `Authorization: Bearer`, the beta header when the beta dialect is asked for.
     pub fn request(&self) -> Result<Request<()>, EndpointError> {
-        let renewed = self.renewed.as_ref().map(|r| r.current());
-        let header = renewed
+        let header = self
+            .credential
             .as_ref()
-            .or(self.credential.as_ref())
-            .map(|secret| ("authorization", format!("Bearer {}", secret.expose())));
+            .map(|c| ("authorization", format!("Bearer {}", c.current().expose())));
         let mut req = request(&self.url, header)?;
         if self.api == Api::Beta {
             req.headers_mut()
