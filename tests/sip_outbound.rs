@@ -489,6 +489,23 @@ async fn daemon_on_scripted(trunk: &ScriptedTrunk) -> support::Daemon {
         .0
 }
 
+/// `POST /calls` to "100" with this ring timeout, in a task: its status and answer.
+fn place(d: &support::Daemon, ring_timeout_s: u32) -> tokio::task::JoinHandle<(u16, Value)> {
+    let addr = d.addr;
+    let body = format!(r#"{{"to": "100", "ring_timeout_s": {ring_timeout_s}}}"#);
+    tokio::spawn(async move { sip_support::post(addr, "/calls", &body).await })
+}
+
+/// The placing ended with no answer, and no status from the trunk.
+async fn answered_no_answer(placing: tokio::task::JoinHandle<(u16, Value)>) {
+    let (status, placed) = placing.await.unwrap();
+    assert_eq!(status, 200, "{placed}");
+    assert_eq!(
+        placed,
+        serde_json::json!({"outcome": "no_answer", "status": null})
+    );
+}
+
 /// Places a call on the scripted trunk, which rings (100, 180) and says nothing more until the
 /// CANCEL that the ring timeout sends: the INVITE, the CANCEL, and the placing (`POST /calls`).
 /// The CANCEL is checked to be that INVITE's (RFC 3261 §9.1: its Call-ID, CSeq number and top
@@ -497,10 +514,7 @@ async fn rings_until_cancelled(
     d: &support::Daemon,
     trunk: &mut ScriptedTrunk,
 ) -> (Sip, Sip, tokio::task::JoinHandle<(u16, Value)>) {
-    let addr = d.addr;
-    let placing = tokio::spawn(async move {
-        sip_support::post(addr, "/calls", r#"{"to": "100", "ring_timeout_s": 1}"#).await
-    });
+    let placing = place(d, 1);
     let invite = trunk.request("INVITE").await;
     let invited = tokio::time::Instant::now();
     trunk.answer(&invite, "100 Trying", None).await;
@@ -551,12 +565,7 @@ async fn the_ring_timeout_cancels_the_invite_and_acks_its_487() {
     assert_eq!(ack.call_id(), invite.call_id(), "{ack:?}");
     assert_eq!(ack.cseq(), (invite.cseq().0, "ACK"), "{ack:?}");
     assert_eq!(ack.branch(), invite.branch(), "{ack:?}");
-    let (status, placed) = placing.await.unwrap();
-    assert_eq!(status, 200, "{placed}");
-    assert_eq!(
-        placed,
-        serde_json::json!({"outcome": "no_answer", "status": null})
-    );
+    answered_no_answer(placing).await;
     assert_eq!(d.calls_ended().await, 0, "the slot was given back");
     d.stop().await;
 }
@@ -573,12 +582,7 @@ async fn a_200_that_crosses_the_cancel_is_acked_and_hung_up() {
     let (_, bye) = ack_and_bye(&mut trunk, &invite).await;
     trunk.answer(&bye, "200 OK", None).await;
     // The outcome was the ring timeout's, told as it came.
-    let (status, placed) = placing.await.unwrap();
-    assert_eq!(status, 200, "{placed}");
-    assert_eq!(
-        placed,
-        serde_json::json!({"outcome": "no_answer", "status": null})
-    );
+    answered_no_answer(placing).await;
     assert_eq!(d.calls_ended().await, 0, "the slot was given back");
     d.stop().await;
 }
@@ -624,10 +628,7 @@ async fn a_stop_lets_the_bye_of_a_200_that_crossed_the_cancel_go_out_first() {
 async fn ending_every_call_cancels_an_invite_still_ringing() {
     let mut trunk = ScriptedTrunk::bind().await;
     let d = daemon_on_scripted(&trunk).await;
-    let addr = d.addr;
-    let placing = tokio::spawn(async move {
-        sip_support::post(addr, "/calls", r#"{"to": "100", "ring_timeout_s": 120}"#).await
-    });
+    let placing = place(&d, 120);
     let invite = trunk.request("INVITE").await;
     trunk.answer(&invite, "100 Trying", None).await;
     trunk.answer(&invite, "180 Ringing", None).await;
@@ -652,10 +653,7 @@ async fn ending_every_call_cancels_an_invite_still_ringing() {
 async fn a_call_called_off_before_any_answer_reports_no_answer() {
     let mut trunk = ScriptedTrunk::bind().await;
     let d = daemon_on_scripted(&trunk).await;
-    let addr = d.addr;
-    let placing = tokio::spawn(async move {
-        sip_support::post(addr, "/calls", r#"{"to": "100", "ring_timeout_s": 120}"#).await
-    });
+    let placing = place(&d, 120);
     let invite = trunk.request("INVITE").await;
     d.app.calls.hang_up_all();
     // No CANCEL before the trunk's first answer (RFC 3261 §9.1); meanwhile the hang-up is
@@ -667,11 +665,6 @@ async fn a_call_called_off_before_any_answer_reports_no_answer() {
     assert_eq!(cancel.call_id(), invite.call_id(), "{cancel:?}");
     trunk.answer(&cancel, "200 OK", None).await;
     trunk.answer(&invite, "487 Request Terminated", None).await;
-    let (status, placed) = placing.await.unwrap();
-    assert_eq!(status, 200, "{placed}");
-    assert_eq!(
-        placed,
-        serde_json::json!({"outcome": "no_answer", "status": null})
-    );
+    answered_no_answer(placing).await;
     d.stop().await;
 }
