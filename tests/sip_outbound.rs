@@ -5,7 +5,8 @@
 //! failed (the callee answers with no codec in common, or nothing answers at the trunk's
 //! address). Then the CANCEL itself, on a trunk the test scripts message by message over UDP:
 //! sent for the INVITE at the ring timeout (its 487 acknowledged), and a 200 that crosses it
-//! acknowledged and hung up with BYE, even when the SIP side stops meanwhile.
+//! acknowledged and hung up with BYE, even when the SIP side stops meanwhile (and so are both
+//! 200s of a forked INVITE, the stop waiting for each one's BYE to be answered).
 
 mod sip_support;
 mod support;
@@ -408,7 +409,16 @@ impl ScriptedTrunk {
     /// The next request with this method (responses and other requests are kept or passed
     /// over); panics if none comes within 20 s.
     async fn request(&mut self, method: &str) -> Sip {
-        if let Some(i) = self.unread.iter().position(|m| m.method() == Some(method)) {
+        self.request_to(method, None).await
+    }
+
+    /// The next request with this method and, when `to_tag` is given, that To tag (responses
+    /// and other requests are kept or passed over); panics if none comes within 20 s.
+    async fn request_to(&mut self, method: &str, to_tag: Option<&str>) -> Sip {
+        let wanted = |m: &Sip| {
+            m.method() == Some(method) && to_tag.is_none_or(|t| m.to_tag().as_deref() == Some(t))
+        };
+        if let Some(i) = self.unread.iter().position(wanted) {
             return self.unread.remove(i);
         }
         let mut buf = vec![0u8; 65536];
@@ -419,7 +429,7 @@ impl ScriptedTrunk {
                     text: String::from_utf8_lossy(&buf[..n]).into_owned(),
                     from,
                 };
-                if m.method() == Some(method) {
+                if wanted(&m) {
                     return m;
                 }
                 if m.method().is_some() {
@@ -431,7 +441,7 @@ impl ScriptedTrunk {
             .await
             .unwrap_or_else(|_| {
                 panic!(
-                    "no {method} reached the trunk within 20 s; it had: {:#?}",
+                    "no {method} (To tag {to_tag:?}) reached the trunk within 20 s; it had: {:#?}",
                     self.unread
                 )
             })
@@ -440,6 +450,12 @@ impl ScriptedTrunk {
     /// Answers `req` with `status`, its To tagged with [`TRUNK_TAG`] unless it is already, and
     /// an SDP `body` when given.
     async fn answer(&self, req: &Sip, status: &str, sdp: Option<&str>) {
+        self.answer_as(req, status, sdp, TRUNK_TAG).await;
+    }
+
+    /// [`ScriptedTrunk::answer`], tagging an untagged To with `tag` (another phone of a forked
+    /// INVITE answering).
+    async fn answer_as(&self, req: &Sip, status: &str, sdp: Option<&str>, tag: &str) {
         let mut head = format!("SIP/2.0 {status}\r\n");
         for via in req.headers("Via") {
             head.push_str(&format!("Via: {via}\r\n"));
@@ -448,7 +464,7 @@ impl ScriptedTrunk {
         let to = if req.to_tag().is_some() || status.starts_with("100") {
             to.to_owned()
         } else {
-            format!("{to};tag={TRUNK_TAG}")
+            format!("{to};tag={tag}")
         };
         head.push_str(&format!(
             "From: {}\r\nTo: {to}\r\nCall-ID: {}\r\nCSeq: {}\r\nContact: <sip:callee@{}>\r\n",
@@ -620,6 +636,69 @@ async fn a_stop_lets_the_bye_of_a_200_that_crossed_the_cancel_go_out_first() {
         .expect("the stop ends once the BYE is answered")
         .unwrap();
     d.stop().await;
+}
+
+/// The To tag of the second 200 a forking trunk answers with: another phone picking up.
+const FORK_TAG: &str = "scripted-fork";
+
+/// A forked INVITE answered by two phones as its CANCEL crosses: two 200s with To tags of their
+/// own (two dialogs, one Call-ID), each acknowledged and hung up with a BYE of its own, while
+/// the SIP side stops. The BYE to the phone tagged `lost` goes unanswered the first time, the
+/// other is answered at once: the stop still waits for the lost BYE's resend and its answer, one
+/// dialog's answer never standing for the other's.
+async fn a_stop_waits_for_the_bye_of_each_phone_of_a_fork(lost: &str) {
+    let mut trunk = ScriptedTrunk::bind().await;
+    let d = daemon_on_scripted(&trunk).await;
+    let (invite, cancel, placing) = rings_until_cancelled(&d, &mut trunk).await;
+    answered_no_answer(placing).await;
+    let svc = d.app.sip.get().unwrap().clone();
+    let mut stop = tokio::spawn(async move { svc.stop().await });
+    // (given a moment to get under way: a stop that does not wait is over by then)
+    let _ = tokio::time::timeout(Duration::from_millis(500), &mut stop).await;
+    trunk.answer(&invite, "200 OK", Some(&scripted_sdp())).await;
+    trunk
+        .answer_as(&invite, "200 OK", Some(&scripted_sdp()), FORK_TAG)
+        .await;
+    trunk.answer(&cancel, "200 OK", None).await;
+    // Each phone's dialog is ended with a BYE of its own: the INVITE's Call-ID, that phone's
+    // To tag, a transaction of its own.
+    let mut byes = Vec::new();
+    for tag in [TRUNK_TAG, FORK_TAG] {
+        let bye = trunk.request_to("BYE", Some(tag)).await;
+        assert_eq!(bye.call_id(), invite.call_id(), "{bye:?}");
+        assert_eq!(bye.cseq().1, "BYE", "{bye:?}");
+        byes.push(bye);
+    }
+    assert_ne!(byes[0].branch(), byes[1].branch(), "{byes:#?}");
+    let (bye, answered): (Vec<_>, Vec<_>) = byes
+        .into_iter()
+        .partition(|b| b.to_tag().as_deref() == Some(lost));
+    trunk.answer(&answered[0], "200 OK", None).await;
+    // The lost BYE is sent again (RFC 3261 §17.1.2.2, timer E), the stop still waiting for its
+    // answer although the other phone's came.
+    let again = trunk.request_to("BYE", Some(lost)).await;
+    assert_eq!(again.branch(), bye[0].branch(), "{again:?}");
+    assert_eq!(again.cseq(), bye[0].cseq(), "{again:?}");
+    assert!(
+        !stop.is_finished(),
+        "the stop waits for the BYE to {lost} to be answered"
+    );
+    trunk.answer(&again, "200 OK", None).await;
+    tokio::time::timeout(Duration::from_secs(20), stop)
+        .await
+        .expect("the stop ends once both BYEs are answered")
+        .unwrap();
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_waits_for_the_lost_bye_of_the_first_200_of_a_fork() {
+    a_stop_waits_for_the_bye_of_each_phone_of_a_fork(TRUNK_TAG).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_waits_for_the_lost_bye_of_the_second_200_of_a_fork() {
+    a_stop_waits_for_the_bye_of_each_phone_of_a_fork(FORK_TAG).await;
 }
 
 /// A call still ringing when the server ends every call (the drain's deadline) is cancelled

@@ -872,51 +872,117 @@ pub async fn place_watched(
 /// crossed it (then answered with BYE).
 const CANCEL_SETTLE: Duration = Duration::from_secs(2);
 
-/// How long the BYE of a 200 that crossed the CANCEL may take to be answered.
+/// How long the BYEs of a 200 that crossed the CANCEL (and of the extra dialogs of a forked
+/// INVITE) may take to be answered.
 const BYE_SETTLE: Duration = Duration::from_secs(5);
 
 /// Cancels an INVITE given up on and lets it end: with 487 once the CANCEL lands, or with a
 /// 200 that crossed the CANCEL, answered with ACK and BYE (the phone never stays up with nobody
 /// on the line). The CANCEL's own answer and then the INVITE's end are each waited for at most
 /// [`CANCEL_SETTLE`] (a trunk that answers nothing would hold the CANCEL for its 32 s timer),
-/// and the BYE's answer at most [`BYE_SETTLE`], so the task ends within 9 s; it runs under
-/// [`UserAgent::settle`], so a stop lets it finish.
+/// and the answers to the BYEs at most [`BYE_SETTLE`], so the task ends within 9 s; it runs
+/// under [`UserAgent::settle`], so a stop lets it finish. The BYEs waited for are the answered
+/// dialog's and every other one of the call sent meanwhile (a forked INVITE's extra dialogs,
+/// which share its Call-ID), each answer matched to its own BYE ([`ByesOfCall`]).
 async fn cancel_invite(
     ua: Arc<UserAgent>,
     dialog: InviteDialog,
     mut task: JoinHandle<rsipstack::dialog::invitation::InviteAsyncResult>,
     abort: tokio::task::AbortHandle,
 ) {
-    // Heard from before the 200 can come, so that its BYE's answer is not missed.
-    let mut bye_answers = ua.bye_answers();
+    // Heard from before the 200 can come, so that no BYE of it, nor any answer, is missed.
+    let mut byes = ua.byes();
     let _ = tokio::time::timeout(CANCEL_SETTLE, dialog.cancel()).await;
     match tokio::time::timeout(CANCEL_SETTLE, &mut task).await {
         Ok(Ok(Ok((_, Some(resp))))) if resp.status_code.kind() == StatusCodeKind::Successful => {
             tracing::info!("the callee answered as the INVITE was cancelled; hanging up");
-            let call_id = dialog.id().call_id.clone();
+            let mut call = ByesOfCall::new(&dialog.id().call_id, &dialog.id().local_tag, &resp);
             let hang_up = async {
                 // The stack ends a 2xx to a cancelled INVITE with ACK and a BYE of its own, from
-                // a task of its own (this one is then a no-op, the dialog being over): its
-                // answer is what says the BYE went through.
+                // a task of its own (this one is then a no-op, the dialog being over), and
+                // each forked 2xx likewise: their answers are what say the BYEs went through.
                 if let Err(e) = dialog.bye().await {
                     tracing::debug!(error = %e, "BYE after the CANCEL failed");
                 }
                 loop {
-                    match bye_answers.recv().await {
-                        Ok(id) if id == call_id => break,
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    match byes.recv().await {
+                        Ok(news) => {
+                            if call.take(news) {
+                                break;
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
                     }
                 }
             };
             if tokio::time::timeout(BYE_SETTLE, hang_up).await.is_err() {
-                tracing::debug!("the BYE after the CANCEL got no answer in 5 s");
+                tracing::debug!("a BYE after the CANCEL got no answer in 5 s");
             }
         }
         Ok(_) => {}
         Err(_) => abort.abort(),
     }
     ua.dialogs.remove_dialog(&dialog.id());
+}
+
+/// The BYEs that end what a 2xx to a cancelled INVITE set up, and which of them are answered:
+/// the BYE of the answered dialog (baton's From tag, the 2xx's To tag), and every other BYE of
+/// the call (its Call-ID, baton's From tag) seen going out, such as the stack's BYE to each
+/// extra dialog of a forked INVITE. An answer counts only for the BYE it answers (the same
+/// transaction: top Via branch), so one dialog's answer never stands for another's.
+struct ByesOfCall {
+    call_id: String,
+    local_tag: String,
+    /// The To tag of the 2xx the INVITE ended with: its dialog's BYE must be answered.
+    remote_tag: String,
+    /// Branches of BYEs seen going out and not answered yet.
+    unanswered: std::collections::HashSet<String>,
+    /// Branches of BYEs answered (a resend of one told after its answer is not waited for).
+    answered: std::collections::HashSet<String>,
+    /// The answered dialog's BYE is answered.
+    dialog_ended: bool,
+}
+
+impl ByesOfCall {
+    fn new(call_id: &str, local_tag: &str, ok: &rsipstack::sip::Response) -> ByesOfCall {
+        let remote_tag = ok
+            .to_header()
+            .ok()
+            .and_then(|t| t.tag().ok().flatten())
+            .map(|t| t.value().to_owned())
+            .unwrap_or_default();
+        ByesOfCall {
+            call_id: call_id.to_owned(),
+            local_tag: local_tag.to_owned(),
+            remote_tag,
+            unanswered: Default::default(),
+            answered: Default::default(),
+            dialog_ended: false,
+        }
+    }
+
+    fn of_this_call(&self, id: &ua::ByeId) -> bool {
+        id.call_id == self.call_id && id.from_tag == self.local_tag
+    }
+
+    /// Takes one piece of news about BYEs: whether every BYE is answered now.
+    fn take(&mut self, news: ua::ByeNews) -> bool {
+        match news {
+            ua::ByeNews::Sent(id)
+                if self.of_this_call(&id) && !self.answered.contains(&id.branch) =>
+            {
+                self.unanswered.insert(id.branch);
+            }
+            ua::ByeNews::Answered(id) if self.of_this_call(&id) => {
+                self.dialog_ended |= id.to_tag == self.remote_tag;
+                self.unanswered.remove(&id.branch);
+                self.answered.insert(id.branch);
+            }
+            _ => {}
+        }
+        self.dialog_ended && self.unanswered.is_empty()
+    }
 }
 
 /// What [`place_and_run`] reports, in order: provisional answers, then the answered media leg or
@@ -1058,6 +1124,45 @@ mod tests {
             "480 Temporarily Unavailable",
             ""
         )));
+    }
+
+    #[test]
+    fn each_bye_of_a_cancelled_invites_200s_waits_for_its_own_answer() {
+        let bye = |to_tag: &str, branch: &str| ua::ByeId {
+            call_id: "c1".into(),
+            from_tag: "1".into(),
+            to_tag: to_tag.into(),
+            branch: branch.into(),
+        };
+        let (first, fork) = (bye("a", "z9hG4bK-a"), bye("b", "z9hG4bK-b"));
+        let mut call = ByesOfCall::new("c1", "1", &response("200 OK", ";tag=a"));
+        assert!(!call.take(ua::ByeNews::Sent(first.clone())));
+        assert!(!call.take(ua::ByeNews::Sent(fork.clone())));
+        // The extra dialog's answer does not stand for the answered dialog's...
+        assert!(!call.take(ua::ByeNews::Answered(fork.clone())));
+        // ...nor do the answers of other calls, or of BYEs from someone else's tag.
+        let other_call = ua::ByeId {
+            call_id: "c2".into(),
+            ..first.clone()
+        };
+        assert!(!call.take(ua::ByeNews::Answered(other_call)));
+        let other_from = ua::ByeId {
+            from_tag: "2".into(),
+            ..first.clone()
+        };
+        assert!(!call.take(ua::ByeNews::Answered(other_from)));
+        assert!(call.take(ua::ByeNews::Answered(first.clone())));
+        // A resend told after its answer is not waited for.
+        assert!(call.take(ua::ByeNews::Sent(fork.clone())));
+
+        // The answered dialog's BYE is waited for even before it is seen going out, and an
+        // extra dialog's BYE seen going out is waited for after the answered dialog's answer.
+        let mut call = ByesOfCall::new("c1", "1", &response("200 OK", ";tag=a"));
+        assert!(!call.take(ua::ByeNews::Sent(fork.clone())));
+        assert!(!call.take(ua::ByeNews::Answered(fork)));
+        assert!(!call.take(ua::ByeNews::Sent(bye("c", "z9hG4bK-c"))));
+        assert!(!call.take(ua::ByeNews::Answered(first)));
+        assert!(call.take(ua::ByeNews::Answered(bye("c", "z9hG4bK-c"))));
     }
 
     /// A user agent on a loopback port of its own, serving.

@@ -4,8 +4,10 @@
 //! (200, or 503 while baton takes no calls, which trunks read as "route elsewhere"); a request
 //! inside a dialog goes to that dialog (481 when there is none); anything else is 405 with the
 //! methods baton allows. Work that must reach the wire before the transports close (an outbound
-//! INVITE given up on: its CANCEL, and the BYE of a 200 that crossed it) runs in tasks the user
-//! agent holds ([`UserAgent::settle`]) and a stop waits for ([`UserAgent::settled`], bounded).
+//! INVITE given up on: its CANCEL, and the BYE of a 200 that crossed it, with those of a forked
+//! INVITE's extra dialogs) runs in tasks the user agent holds ([`UserAgent::settle`]) and a stop
+//! waits for ([`UserAgent::settled`], bounded); BYEs sent and their answers, each told as the BYE
+//! it is ([`UserAgent::byes`]), say when that work is done.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -69,8 +71,8 @@ pub struct UserAgent {
     cancel: CancellationToken,
     /// Work that must reach the wire before the transports close ([`UserAgent::settle`]).
     settling: Mutex<JoinSet<()>>,
-    /// The Call-ID of every final answer to a BYE as it arrives ([`UserAgent::bye_answers`]).
-    bye_answers: broadcast::Sender<String>,
+    /// Every BYE sent and every final answer to a BYE, as it goes or comes ([`UserAgent::byes`]).
+    byes: broadcast::Sender<ByeNews>,
     /// Ports picked for `:0` TCP and TLS addresses, held (bound, not listening) while the user
     /// agent lives so that nothing else takes them; the stack's listeners bind beside them.
     _reserved: Vec<TcpSocket>,
@@ -181,10 +183,10 @@ impl UserAgent {
                 }
             }
         }
-        let (bye_answers, _) = broadcast::channel(BYE_ANSWERS);
+        let (byes, _) = broadcast::channel(BYE_NEWS);
         let endpoint = EndpointBuilder::new()
             .with_cancel_token(cancel.clone())
-            .with_inspector(Box::new(ByeAnswers(bye_answers.clone())))
+            .with_inspector(Box::new(ByeWatch(byes.clone())))
             .with_transport_layer(layer)
             .with_user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
             .with_allows(vec![
@@ -215,7 +217,7 @@ impl UserAgent {
                 trusted,
                 cancel,
                 settling: Mutex::new(JoinSet::new()),
-                bye_answers,
+                byes,
                 _reserved: reserved,
             }),
             incoming,
@@ -309,9 +311,10 @@ impl UserAgent {
         }
     }
 
-    /// The Call-ID of every final answer to a BYE (baton's own or the stack's) from now on.
-    pub fn bye_answers(&self) -> broadcast::Receiver<String> {
-        self.bye_answers.subscribe()
+    /// Every BYE baton sends (each transmission, baton's own or the stack's) and every final
+    /// answer to a BYE, from now on: which BYE each is ([`ByeId`]) says which answer is whose.
+    pub fn byes(&self) -> broadcast::Receiver<ByeNews> {
+        self.byes.subscribe()
     }
 
     /// Stops the transports and timers (at once: see [`UserAgent::settled`] for what should end
@@ -356,16 +359,69 @@ impl UserAgent {
     }
 }
 
-/// How many answers to BYEs a slow reader of [`UserAgent::bye_answers`] may fall behind by.
-const BYE_ANSWERS: usize = 64;
+/// How many pieces of news about BYEs a slow reader of [`UserAgent::byes`] may fall behind by.
+const BYE_NEWS: usize = 64;
 
-/// Tells [`UserAgent::bye_answers`] of each final answer to a BYE; every message passes
-/// unchanged. The stack answers a 200 that crossed a CANCEL with a BYE of its own, from a task
-/// baton does not hold: its answer is how baton knows that BYE is through.
-struct ByeAnswers(broadcast::Sender<String>);
+/// Which BYE a request or an answer is, as both name it: the dialog (Call-ID, From and To tags,
+/// so the two dialogs of a forked INVITE, which share a Call-ID, are told apart) and the
+/// transaction (the top Via's branch, RFC 3261 §17.1.3). A tag or branch missing is empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ByeId {
+    pub call_id: String,
+    pub from_tag: String,
+    pub to_tag: String,
+    pub branch: String,
+}
 
-impl MessageInspector for ByeAnswers {
+impl ByeId {
+    /// The BYE `msg` is (a BYE request, or an answer to one), when it has a Call-ID.
+    fn of(msg: &impl HeadersExt) -> Option<ByeId> {
+        let call_id = msg.call_id_header().ok()?.value().to_owned();
+        let tag = |t: Result<Option<rsipstack::sip::param::Tag>, _>| {
+            t.ok()
+                .flatten()
+                .map(|t| t.value().to_owned())
+                .unwrap_or_default()
+        };
+        let branch = msg
+            .top_via_header()
+            .ok()
+            .and_then(|v| v.typed().ok())
+            .and_then(|v| v.branch().map(|b| b.value().to_owned()))
+            .unwrap_or_default();
+        Some(ByeId {
+            call_id,
+            from_tag: msg.from_header().map_or(String::new(), |f| tag(f.tag())),
+            to_tag: msg.to_header().map_or(String::new(), |t| tag(t.tag())),
+            branch,
+        })
+    }
+}
+
+/// What [`UserAgent::byes`] tells.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ByeNews {
+    /// A BYE went out (its first transmission or a resend).
+    Sent(ByeId),
+    /// A final answer to a BYE came in (the same answer may be told more than once).
+    Answered(ByeId),
+}
+
+/// Tells [`UserAgent::byes`] of each BYE sent and each final answer to a BYE; every message
+/// passes unchanged. The stack sends BYEs of its own, from tasks baton does not hold (for a 200
+/// that crossed a CANCEL, and for each extra dialog of a forked INVITE): what is sent and what
+/// answers it is how baton knows each is through.
+struct ByeWatch(broadcast::Sender<ByeNews>);
+
+impl MessageInspector for ByeWatch {
     fn before_send(&self, msg: SipMessage, _: Option<&SipAddr>) -> SipMessage {
+        if let SipMessage::Request(r) = &msg
+            && r.method == Method::Bye
+            && let Some(id) = ByeId::of(r)
+        {
+            // Nobody listening is the usual case.
+            let _ = self.0.send(ByeNews::Sent(id));
+        }
         msg
     }
 
@@ -375,10 +431,9 @@ impl MessageInspector for ByeAnswers {
             && r.cseq_header()
                 .and_then(|c| c.method())
                 .is_ok_and(|m| m == Method::Bye)
-            && let Ok(id) = r.call_id_header()
+            && let Some(id) = ByeId::of(r)
         {
-            // Nobody listening is the usual case.
-            let _ = self.0.send(id.value().to_owned());
+            let _ = self.0.send(ByeNews::Answered(id));
         }
         msg
     }
