@@ -121,6 +121,8 @@ pub const WRITTEN_KEPT: usize = 1_500;
 /// What one pass brought besides frames (those wait in [`Io`]).
 #[derive(Default)]
 struct Pass {
+    /// Something for the core: frames, the end, the timer, a failed write.
+    ready: bool,
     /// The stream ended (after the frames).
     ended: bool,
     timer: bool,
@@ -163,23 +165,22 @@ where
         }
     }
 
-    /// One pass over the socket and the timer, fed to the core. Ready when anything happened
-    /// (the core may have something to report), pending when nothing did.
+    /// One pass over the socket and the timer, fed to the core. Ready when the core was fed
+    /// (it may have something to report); pending when it was not, also after a pass that only
+    /// completed a flush (its `Written` stamps are kept all the same).
     fn step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Poll::Ready(pass) = self.io.poll(cx, &mut self.ws, &mut self.core) else {
+        let pass = self.io.poll(cx, &mut self.ws, &mut self.core);
+        if !pass.ready {
+            // Nothing for the core. A flush may still have completed: its stamps are kept
+            // without another pass over the socket.
+            if pass.flushed {
+                self.stamp_written(Instant::now());
+            }
             return Poll::Pending;
-        };
+        }
         let now = Instant::now();
         if pass.flushed {
-            for received_at in self.io.unflushed.drain(..) {
-                if self.written.len() == WRITTEN_KEPT {
-                    self.written.pop_front();
-                }
-                self.written.push_back(Written {
-                    received_at,
-                    written_at: now,
-                });
-            }
+            self.stamp_written(now);
         }
         if let Some(e) = pass.write_failed {
             self.core.handle_end(SocketEnd::Failed(e.to_string()), now);
@@ -194,6 +195,19 @@ where
             self.core.handle_timeout(now);
         }
         Poll::Ready(())
+    }
+
+    /// The caller frames of the batch just flushed reached the socket at `now`.
+    fn stamp_written(&mut self, now: Instant) {
+        for received_at in self.io.unflushed.drain(..) {
+            if self.written.len() == WRITTEN_KEPT {
+                self.written.pop_front();
+            }
+            self.written.push_back(Written {
+                received_at,
+                written_at: now,
+            });
+        }
     }
 }
 
@@ -307,13 +321,15 @@ struct Io {
 }
 
 impl Io {
-    /// Writes what the core has (one batch, one flush) and looks for the next input.
+    /// Writes what the core has (one batch, one flush) and looks for the next input. Not
+    /// `ready`: every waker is registered (the socket's read, the timer; the write's while
+    /// it waits).
     fn poll<S, C>(
         &mut self,
         cx: &mut Context<'_>,
         ws: &mut WebSocketStream<S>,
         core: &mut C,
-    ) -> Poll<Pass>
+    ) -> Pass
     where
         S: AsyncRead + AsyncWrite + Unpin,
         C: ProtocolCore,
@@ -322,20 +338,19 @@ impl Io {
         let mut ready = false;
         if let Err(e) = self.write(cx, ws, core) {
             pass.write_failed = Some(e);
-            return Poll::Ready(pass);
+            pass.ready = true;
+            return pass;
         }
         if self.flushing {
             match Pin::new(&mut *ws).poll_flush(cx) {
                 Poll::Ready(Ok(())) => {
                     self.flushing = false;
-                    if !self.unflushed.is_empty() {
-                        pass.flushed = true;
-                        ready = true;
-                    }
+                    pass.flushed = !self.unflushed.is_empty();
                 }
                 Poll::Ready(Err(e)) => {
                     pass.write_failed = Some(e);
-                    return Poll::Ready(pass);
+                    pass.ready = true;
+                    return pass;
                 }
                 Poll::Pending => {}
             }
@@ -362,11 +377,8 @@ impl Io {
                 ready = true;
             }
         }
-        if ready {
-            Poll::Ready(pass)
-        } else {
-            Poll::Pending
-        }
+        pass.ready = ready;
+        pass
     }
 
     /// Hands the sink every frame the core has, as far as it takes them.
