@@ -13,6 +13,7 @@ pub mod agents;
 pub mod core;
 #[cfg(test)]
 mod core_tests;
+mod gate;
 mod kept;
 pub mod metrics;
 mod no_answer;
@@ -167,7 +168,7 @@ pub async fn run_with_agents(
     if let Some(law) = leg.law {
         core.hold_playout_in(law);
     }
-    let mut sessions = Sessions(vec![(SessionId(0), session)]);
+    let mut sessions = Sessions::new(SessionId(0), session);
     let standby = core.standby_backend().map(Standby::spawn);
     let mut hangup = opts.hangup.take();
     // One wait for the whole call: a fresh `watch` wait per pass locked the channel's waiter
@@ -381,7 +382,7 @@ pub async fn run_with_agents(
                     let opened = match *opened {
                         Ok(s) => {
                             let caps = s.capabilities();
-                            sessions.0.push((id, s));
+                            sessions.add(id, s);
                             Ok(caps)
                         }
                         Err(e) => Err(OpenFailed {
@@ -449,39 +450,62 @@ pub async fn run_with_agents(
     Ok(core.finish(None))
 }
 
-/// The call's open model sessions, by id.
-struct Sessions(pub(super) Vec<(SessionId, ModelSession)>);
+/// The call's open model sessions, by id, behind one [`gate::Gate`]: the call's loop polls
+/// them (`next`) when one of them woke or was given something to write, not on every pass. A
+/// warm transfer's brief polls its own `list` on every pass, without the gate.
+struct Sessions {
+    pub(super) list: Vec<(SessionId, ModelSession)>,
+    gate: gate::Gate,
+}
 
 impl Sessions {
+    pub(super) fn new(id: SessionId, session: ModelSession) -> Self {
+        Sessions {
+            list: vec![(id, session)],
+            gate: gate::Gate::default(),
+        }
+    }
+
+    /// A session just opened: polled on the next pass (it has yet to register its wakers).
+    fn add(&mut self, id: SessionId, session: ModelSession) {
+        self.list.push((id, session));
+        self.gate.open();
+    }
+
     /// The next event of any session (`None`: that session's events have ended); never without
     /// a session.
     async fn next(&mut self) -> (SessionId, Option<SessionEvent>) {
+        let Sessions { list, gate } = self;
         poll_fn(|cx| {
-            for (id, s) in &mut self.0 {
-                if let Poll::Ready(ev) = s.poll_event(cx) {
-                    return Poll::Ready((*id, ev));
+            gate.poll(cx, |cx| {
+                for (id, s) in list.iter_mut() {
+                    if let Poll::Ready(ev) = s.poll_event(cx) {
+                        return Poll::Ready((*id, ev));
+                    }
                 }
-            }
-            Poll::Pending
+                Poll::Pending
+            })
         })
         .await
     }
 
     /// Hands the core every caller frame the sessions report written.
     fn written(&mut self, core: &mut CallCore) {
-        for (_, s) in &mut self.0 {
+        for (_, s) in &mut self.list {
             while let Some(w) = s.take_written() {
                 core.handle_written(w);
             }
         }
     }
 
+    /// Session `id`, to be given something: the gate opens, so the next pass writes it.
     fn get(&mut self, id: SessionId) -> Option<&mut ModelSession> {
-        self.0.iter_mut().find(|(i, _)| *i == id).map(|(_, s)| s)
+        self.gate.open();
+        self.list.iter_mut().find(|(i, _)| *i == id).map(|(_, s)| s)
     }
 
     fn forget(&mut self, id: SessionId) {
-        self.0.retain(|(i, _)| *i != id);
+        self.list.retain(|(i, _)| *i != id);
     }
 
     fn carry_out(&mut self, cmd: ModelCommand) {

@@ -260,7 +260,7 @@ impl Warm {
                 return Poll::Ready(Wake::Opened(r));
             }
             if let Some(b) = self.brief.as_mut() {
-                for (id, s) in &mut b.sessions.0 {
+                for (id, s) in &mut b.sessions.list {
                     if let Poll::Ready(ev) = s.poll_event(cx) {
                         return Poll::Ready(Wake::Brief(*id, ev));
                     }
@@ -524,7 +524,7 @@ impl Warm {
         session.send_message(&start_message(&caps, &req.start));
         self.brief = Some(Brief {
             core,
-            sessions: Sessions(vec![(SessionId(0), session)]),
+            sessions: Sessions::new(SessionId(0), session),
             generated: false,
             spoke: false,
             played: false,
@@ -718,7 +718,7 @@ impl Warm {
         self.opening = None;
         self.brief_req = None;
         if let Some(mut b) = self.brief.take() {
-            for (_, s) in &mut b.sessions.0 {
+            for (_, s) in &mut b.sessions.list {
                 s.send(crate::model::session::Outbound::Close);
             }
         }
