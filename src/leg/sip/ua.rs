@@ -426,8 +426,14 @@ impl MessageInspector for ByeWatch {
     }
 
     fn after_received(&self, msg: SipMessage, _: Option<&SipAddr>) -> SipMessage {
+        // A challenge (401, 407) is not the end of a BYE: the stack sends it again with the
+        // trunk's credentials, on a branch of its own, whose answer is the one that counts.
         if let SipMessage::Response(r) = &msg
             && r.status_code.kind() != StatusCodeKind::Provisional
+            && !matches!(
+                r.status_code,
+                StatusCode::Unauthorized | StatusCode::ProxyAuthenticationRequired
+            )
             && r.cseq_header()
                 .and_then(|c| c.method())
                 .is_ok_and(|m| m == Method::Bye)
