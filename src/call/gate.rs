@@ -120,13 +120,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_source_is_polled_again_only_once_it_wakes_or_is_opened() {
+    /// The call's task (counting its wakes), its waker, a gate and a source behind it.
+    fn rig() -> (Arc<Count>, Waker, Gate, Source) {
         let task = Arc::new(Count::default());
         let waker = Waker::from(task.clone());
+        (task, waker, Gate::default(), Source::default())
+    }
+
+    #[test]
+    fn a_source_is_polled_again_only_once_it_wakes_or_is_opened() {
+        let (task, waker, gate, mut src) = rig();
         let mut cx = Context::from_waker(&waker);
-        let gate = Gate::default();
-        let mut src = Source::default();
 
         // Open at first: polled, finds nothing, registers.
         assert!(gate.poll(&mut cx, |c| src.poll(c)).is_pending());
@@ -155,11 +159,8 @@ mod tests {
 
     #[test]
     fn two_values_buffered_behind_one_wake_are_both_seen() {
-        let task = Arc::new(Count::default());
-        let waker = Waker::from(task.clone());
+        let (_task, waker, gate, mut src) = rig();
         let mut cx = Context::from_waker(&waker);
-        let gate = Gate::default();
-        let mut src = Source::default();
         assert!(gate.poll(&mut cx, |c| src.poll(c)).is_pending());
         src.queued = vec![2, 1];
         if let Some(w) = src.waker.take() {
@@ -172,11 +173,8 @@ mod tests {
 
     #[test]
     fn a_wake_from_another_thread_while_the_task_runs_is_kept() {
-        let task = Arc::new(Count::default());
-        let waker = Waker::from(task.clone());
+        let (task, waker, gate, mut src) = rig();
         let mut cx = Context::from_waker(&waker);
-        let gate = Gate::default();
-        let mut src = Source::default();
         assert!(gate.poll(&mut cx, |c| src.poll(c)).is_pending());
         let w = src.waker.take().expect("registered");
         std::thread::spawn(move || w.wake())
