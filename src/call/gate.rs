@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use futures_util::task::AtomicWaker;
 
 /// What the source's waker reaches: the flag the loop looks at, then the call's task.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Flag {
     ready: AtomicBool,
     task: AtomicWaker,

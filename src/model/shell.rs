@@ -170,17 +170,16 @@ where
     /// completed a flush (its `Written` stamps are kept all the same).
     fn step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let pass = self.io.poll(cx, &mut self.ws, &mut self.core);
-        if !pass.ready {
-            // Nothing for the core. A flush may still have completed: its stamps are kept
-            // without another pass over the socket.
-            if pass.flushed {
-                self.stamp_written(Instant::now());
-            }
+        if !pass.ready && !pass.flushed {
             return Poll::Pending;
         }
         let now = Instant::now();
         if pass.flushed {
             self.stamp_written(now);
+        }
+        if !pass.ready {
+            // Only a flush: its stamps are kept without another pass over the socket.
+            return Poll::Pending;
         }
         if let Some(e) = pass.write_failed {
             self.core.handle_end(SocketEnd::Failed(e.to_string()), now);
