@@ -13,7 +13,7 @@ trap 'rm -f "$out"' EXIT
 for i in $(seq "${RUNS:-1}"); do
   echo "run $i:"
   status=0
-  cargo test -q --test cluster_haproxy -- --nocapture >"$out" 2>&1 || status=$?
+  cargo test -q --test suite cluster_haproxy:: -- --nocapture >"$out" 2>&1 || status=$?
   grep -E '^(rolling restart|placement|cross-instance|SIGKILL|whole run)' "$out" | sed 's/^/  /' || true
   if [ "$status" -ne 0 ]; then
     echo "  the run failed:"

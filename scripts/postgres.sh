@@ -4,7 +4,7 @@
 # a non-root user (the server refuses to run as root), starts it, and prints the URL to export:
 #
 #   eval "$(scripts/postgres.sh)"      # sets BATON_TEST_POSTGRES_URL
-#   cargo test --test store            # the PostgreSQL cases run (otherwise they say SKIPPED)
+#   cargo nextest run -E 'test(/^store::/)'   # the PostgreSQL cases run (otherwise SKIPPED)
 #   scripts/postgres.sh stop
 #
 # Safe to run again: a server already running there is reused. Messages go to stderr; stdout

@@ -5,7 +5,7 @@
 //! Every request carries `Authorization: Bearer $BATON_ADMIN_TOKEN` when that variable is set,
 //! so the same tests run once the admin routes sit behind a token.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

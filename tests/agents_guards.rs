@@ -1,7 +1,7 @@
 //! Guards and tools: the loop guard, sticky routing and minimum turns, priorities, the tool
 //! filter with its exact declarations, and tool results (including overdue ones).
 
-mod agents_support;
+use crate::agents_support;
 
 use std::time::Duration;
 

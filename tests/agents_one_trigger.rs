@@ -5,7 +5,7 @@
 //! its speech, handoffs ride on the announcing words: no transfer tools are declared. Context
 //! that must not make the model speak never does.
 
-mod agents_support;
+use crate::agents_support;
 
 use agents_support::{ALL, H, announcements, contents, context_updates, responses, shipped};
 use baton::agents::{Action, CallEvent, Input};

@@ -12,7 +12,7 @@
 //! (every action carried out the way a call layer does), with each strategy, and the caller hears
 //! the conversation the seed describes, each line tagged with the agent who speaks it.
 
-mod agents_support;
+use crate::agents_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

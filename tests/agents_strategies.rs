@@ -2,7 +2,7 @@
 //! message goes out relative to generationComplete / turnComplete (never cutting a turn being
 //! generated), warm standby sessions and the cold baseline, attribution and the event stream.
 
-mod agents_support;
+use crate::agents_support;
 
 use std::time::Duration;
 

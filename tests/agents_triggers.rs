@@ -3,7 +3,7 @@
 //! agent's own handoff phrases (seed 002) and handback phrase, call data (seed 003), and
 //! operator commands.
 
-mod agents_support;
+use crate::agents_support;
 
 use agents_support::*;
 use baton::agents::orchestrator::Timer;

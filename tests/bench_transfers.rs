@@ -7,8 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-mod sip_support;
-mod support;
+use crate::sip_support;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

@@ -3,7 +3,7 @@
 //! `/metrics` answer 200, a new Twilio call and a new WHIP offer are refused with the reason and
 //! `Retry-After`, the call in progress runs to its end, and the process exits 0.
 
-mod cluster_support;
+use crate::cluster_support;
 
 use std::time::Duration;
 

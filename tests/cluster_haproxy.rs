@@ -15,7 +15,7 @@
 //!
 //! A short call (about 4 s) keeps the run well under two minutes on two cores.
 
-mod cluster_support;
+use crate::cluster_support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

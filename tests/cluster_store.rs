@@ -3,7 +3,7 @@
 //! contexts, and never takes one instance twice), and the writer riding out a PostgreSQL
 //! restart without losing a write.
 
-mod cluster_support;
+use crate::cluster_support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! (completed). Also: two concurrent callers' runs on one store keep one active context per
 //! caller, and the resume is measured.
 
-mod agents_support;
+use crate::agents_support;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! protocol → embedded mock → playout. Checks the recording (each reply audible where the scenario
 //! puts it, and it is the scripted clip), the voice-to-voice figure, and the summary's names.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

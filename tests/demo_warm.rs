@@ -4,7 +4,7 @@
 //! presses 1 and says his line. Checks the transfer's outcome and stages, that the caller heard
 //! Ravi after the bridge and never the brief, and that Ravi's side (`person.wav`) has the brief.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@
 //! config unchanged) and with each other (selectors, named ports); the container build script
 //! is valid shell and builds the image the manifests name.
 
-mod cluster_support;
+use crate::cluster_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

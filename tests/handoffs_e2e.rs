@@ -5,7 +5,7 @@
 //! in-session strategy and the warm `recreate` must be gapless (≤ one 20 ms frame); the cold
 //! baseline shows its real gap.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -3,8 +3,8 @@
 //! check-config` say which server is up (its tools, the ones refused at load) and which is down
 //! (and why); an agent set naming a server the config lacks is refused by both.
 
-mod mcp_support;
-mod support;
+use crate::mcp_support;
+use crate::support;
 
 use std::process::Command;
 

@@ -9,8 +9,8 @@
 //! after it dies and a line of garbage on its stdout survived, and 200 concurrent calls on one
 //! session.
 
-mod mcp_support;
-mod support;
+use crate::mcp_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

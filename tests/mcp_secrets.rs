@@ -4,7 +4,7 @@
 //! reported down — and the sentinel value appears in none of the logs, call events, function
 //! responses, errors or statuses, in any of its usual forms (raw, hex, base64).
 
-mod mcp_support;
+use crate::mcp_support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! are in the histograms and counters, in valid Prometheus text format, and a second daemon in
 //! the same process keeps its own figures.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

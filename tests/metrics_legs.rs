@@ -3,8 +3,8 @@
 //! their leg label in `baton_calls_total` and the frame counters, and their reports reach the
 //! per-call histograms.
 
-mod support;
-mod webrtc_support;
+use crate::support;
+use crate::webrtc_support;
 
 use std::path::Path;
 use std::time::Duration;

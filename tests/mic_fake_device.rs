@@ -2,7 +2,7 @@
 //! device-rate ↔ leg-rate resampling, 20 ms frames at real pace, playback through the ring, a
 //! barge-in emptying it, and a whole conversation with the embedded mock printed as it comes.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

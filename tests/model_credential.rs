@@ -3,7 +3,7 @@
 //! one, and with `credential_refresh_s = 1` a model session opened before the renewal is refused
 //! while one opened after it is accepted, on Vertex (Gemini Live) and on OpenAI Realtime.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

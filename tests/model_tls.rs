@@ -1,7 +1,7 @@
 //! Outbound TLS verifies certificates: a `wss://` mock model with a self-signed certificate is
 //! refused by default and accepted once its certificate is trusted through `model.ca_file`.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! Ravi; the resumed session — and, when the resume is refused, the fresh one — is set up as Ravi,
 //! answers in Ravi's voice, and the later handback to Asha still happens.
 
-mod resume_support;
+use crate::resume_support;
 
 use std::time::Duration;
 

@@ -11,7 +11,7 @@
 //! allowed deviation is a step back at a resume point (replayed audio the handle already covered);
 //! any frame of the fixture missing from the record is a lost frame.
 
-mod resume_support;
+use crate::resume_support;
 
 use std::time::Duration;
 

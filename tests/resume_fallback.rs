@@ -3,7 +3,7 @@
 //! again; pongs 30 s late do not end a healthy session; a socket that goes silent is declared
 //! dead within the configured time and the call resumes.
 
-mod resume_support;
+use crate::resume_support;
 
 use std::time::Duration;
 

@@ -17,7 +17,7 @@
 //! (Counting to the first audible 20 ms frame would read 640 ms for a gap of 600: the lead-in,
 //! less the 10 ms the rounding down to a frame takes off.)
 
-mod resume_support;
+use crate::resume_support;
 
 use std::sync::Arc;
 use std::time::Duration;

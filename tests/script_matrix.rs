@@ -13,7 +13,7 @@
 //! `tests/script_matrix_remote.rs` plays the same scripts against separate `baton mock-model`
 //! processes addressed by real model ids, at real pace.
 
-mod script_support;
+use crate::script_support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

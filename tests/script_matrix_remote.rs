@@ -7,8 +7,8 @@
 //! several calls plays its first call here (the later ones need the earlier call's store, which
 //! `tests/script_matrix.rs` covers).
 
-mod script_support;
-mod support;
+use crate::script_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

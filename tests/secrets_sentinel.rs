@@ -7,7 +7,7 @@
 //! usual forms: raw, percent-encoded, hex, or base64 (standard and URL-safe, at every
 //! alignment).
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! loopback TCP in real time, the output pacing on a paused clock, and hostile connections that
 //! are hung up without touching a call running beside them.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;

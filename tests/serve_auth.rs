@@ -3,7 +3,7 @@
 //! is not), the other telephony bridges by their provider's credential or the tokens, and the
 //! start-up refusal to serve a non-loopback address without tokens.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;

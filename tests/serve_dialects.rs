@@ -4,7 +4,7 @@
 //! ending only its own call; Telnyx's streaming token; each call listed, reported and counted
 //! under its dialect's name.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //!
 //! A test binary of its own, so no other test shares the machine while the 50 calls run.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Overload: beyond `limits.max_calls` a new call is refused with 503 and the reason before the
 //! upgrade, and the calls already running keep normal figures.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! playback order, transcripts arrive live; a bad `start` is refused with a reason while another
 //! call runs unaffected; a close without `stop` is counted as a hang-up or a failure by its code.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

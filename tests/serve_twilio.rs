@@ -2,7 +2,7 @@
 //! time, barge-in, signatures, capacity, isolation between concurrent calls, hostile input, TwiML
 //! and drain.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

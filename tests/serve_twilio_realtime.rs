@@ -1,7 +1,7 @@
 //! The bundled call through `baton serve` from a Twilio-protocol caller, in real time. In a test
 //! binary of its own so no other test shares the machine's two cores while cadence is measured.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

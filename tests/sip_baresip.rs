@@ -9,8 +9,8 @@
 //! baresip over TLS (baresip's certificate signed by a private CA named in `tls_ca_file`), while
 //! a baton trusting only the system's roots refuses that certificate with the reason.
 
-mod sip_support;
-mod support;
+use crate::sip_support;
+use crate::support;
 
 use std::time::Duration;
 

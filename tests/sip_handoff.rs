@@ -3,8 +3,7 @@
 //! hears at the handoff, measured on the call's recording, is the same as on the fixture leg
 //! (`baton demo`'s run of the same scenario), within one 20 ms frame either way.
 
-mod sip_support;
-mod support;
+use crate::sip_support;
 
 use std::path::Path;
 use std::time::Duration;

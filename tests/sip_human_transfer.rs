@@ -7,8 +7,8 @@
 //! announcement first. Refused (603): the caller stays with the agent with no break in the
 //! media, the model is told why and speaks again, and the outcome is typed on the call's feed.
 
-mod sip_support;
-mod support;
+use crate::sip_support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -4,8 +4,8 @@
 //! event payload the caller's key comes by SIP INFO and the agent's keys go out as dual tones.
 //! Every key is an event in the call's stream.
 
-mod sip_support;
-mod support;
+use crate::sip_support;
+use crate::support;
 
 use std::time::Duration;
 

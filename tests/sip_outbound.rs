@@ -8,8 +8,8 @@
 //! acknowledged and hung up with BYE, even when the SIP side stops meanwhile (and so are both
 //! 200s of a forked INVITE, the stop waiting for each one's BYE to be answered).
 
-mod sip_support;
-mod support;
+use crate::sip_support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -10,8 +10,8 @@
 //! system's roots, taken by one told to trust the CA (`tls_ca_file`), a digest challenge
 //! answered, a Contact over TLS registered, and a call sent back to baton over it.
 
-mod sip_support;
-mod support;
+use crate::sip_support;
+use crate::support;
 
 use std::time::Duration;
 

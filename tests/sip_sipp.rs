@@ -7,8 +7,8 @@
 //! holds and unholds and moves the call onto Opus and back, OPTIONS is answered; calls are routed by the called user to an agent
 //! set (`[sip.routes]`); an answer never acknowledged ends the call as a failed leg.
 
-mod sip_support;
-mod support;
+use crate::sip_support;
+use crate::support;
 
 use std::time::Duration;
 

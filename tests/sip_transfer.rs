@@ -10,8 +10,8 @@
 //! event feed carries the transfer's steps, and the finished call says baton left it because it
 //! was transferred.
 
-mod sip_support;
-mod support;
+use crate::sip_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

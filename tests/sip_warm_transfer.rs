@@ -12,8 +12,8 @@
 //!
 //! Every outcome is one typed `transfer` event on the call's feed and counted on `/metrics`.
 
-mod sip_support;
-mod support;
+use crate::sip_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

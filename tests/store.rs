@@ -2,7 +2,7 @@
 //! half says SKIPPED when `BATON_TEST_POSTGRES_URL` is not set, and fails when `CI` is set —
 //! `.ci/run` sets both).
 
-mod store_support;
+use crate::store_support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! sound exactly as with a working store — the caller's contexts are waited for only within the
 //! bound before the audio starts, and writes queue up off the audio path.
 
-mod store_support;
+use crate::store_support;
 
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@
 //! caller's agent (`config/agents/front_desk.toml`) hands them to a person; once the
 //! announcement has played, `baton serve` redirects the call through this endpoint.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

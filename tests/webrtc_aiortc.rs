@@ -10,7 +10,7 @@
 //! Needs the test venv (`scripts/python-env.sh`, PyPI the first time) with aiortc's wheels; the
 //! test says SKIPPED, with the reason, when they cannot be had (with `CI` set it fails).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

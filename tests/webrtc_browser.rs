@@ -11,8 +11,8 @@
 //!
 //! Skipped, with the reason, only when no Chromium can be found or installed.
 
-mod support;
-mod webrtc_support;
+use crate::support;
+use crate::webrtc_support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -3,8 +3,8 @@
 //! time and records what it hears; the call is listed by `GET /calls` and followed on
 //! `WS /calls/{id}/events`; bad offers get clear 4xx answers while another call carries on.
 
-mod support;
-mod webrtc_support;
+use crate::support;
+use crate::webrtc_support;
 
 use std::net::SocketAddr;
 use std::path::Path;
