@@ -171,7 +171,7 @@ async fn the_header_value_comes_from_the_named_variable_and_never_shows() {
         e.to_string(),
         format!("tool 'crm' is not configured: environment variable {var} is not set")
     );
-    // SAFETY: no other test in this binary reads or writes this variable.
+    // SAFETY: no other test reads or writes this variable.
     unsafe { std::env::set_var(&var, "s3cret-value") };
     let v = runner::run(&run).await.unwrap();
     assert_eq!(v["token_ok"], true);

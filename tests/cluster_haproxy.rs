@@ -194,7 +194,6 @@ fn three_instances_behind_haproxy_on_one_postgres() {
     // 1. 150 calls, one instance SIGTERMed mid-load and started again.
     let t1 = now_ms();
     let calls = launch(&rt, front, "load", 150, Duration::from_millis(80));
-    // Mid-load: once b3 holds calls of its own.
     // Mid-load: once b3 holds calls of its own. HAProxy spreads the calls evenly, and a short
     // call lasts ~2 s here, so each instance holds about nine at a time: ask for five, not for
     // the mean. A failure says what each instance held.

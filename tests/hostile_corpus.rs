@@ -5,7 +5,7 @@
 //! contains each of them. Every parser must have a corpus
 //! folder and every folder a parser, so a parser added later cannot go untested.
 //!
-//! `BATON_CORPUS_PRINT=1 cargo test --test hostile_corpus -- --nocapture` prints each message.
+//! `BATON_CORPUS_PRINT=1 cargo test --test suite hostile_corpus:: -- --nocapture` prints each message.
 
 use std::path::{Path, PathBuf};
 

@@ -52,7 +52,9 @@ impl Write for Captured {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_auth_header_value_never_appears() {
-    // This binary has one test: nothing else reads the environment while it is set.
+    // The only test of this file, in a process of its own (nextest, or `cargo test --test suite
+    // mcp_secrets::`): nothing else reads the environment while it is set, and the log
+    // subscriber installed below is this test's alone.
     unsafe { std::env::set_var(VAR, format!("Bearer {SENTINEL}")) };
     let logs = Captured::default();
     let sink = logs.clone();

@@ -3,8 +3,6 @@
 //! and its model session (and only its: the daemon's first model connection goes to a hostile
 //! server, the rest to the mock model) answers with frames no Live model would send. The hostile
 //! call ends cleanly, and the other 49 end with normal figures.
-//!
-//! A test binary of its own, so no other test shares the machine while the 50 calls run.
 
 use crate::support;
 

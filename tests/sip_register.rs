@@ -38,7 +38,7 @@ fn reply(status: &str, extra: &str) -> String {
 }
 
 /// The variables holding the test passwords (the trunk's, the callers'), set once for every
-/// test of this binary before any of them starts a daemon.
+/// test of this file before any of them starts a daemon.
 fn passwords() -> (String, String) {
     static SET: std::sync::Once = std::sync::Once::new();
     let var = format!("BATON_TEST_SIP_PW_{}", std::process::id());

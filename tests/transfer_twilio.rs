@@ -521,8 +521,8 @@ async fn twilio_agent_call(
 ) {
     use baton::leg::twilio::caller::{self, CallerOptions};
     const VAR: &str = "BATON_TEST_TWILIO_TRANSFER_TOKEN";
-    // SAFETY: set (to the same value) before a daemon reads it; no other test of this binary
-    // reads this variable.
+    // SAFETY: set (to the same value) before a daemon reads it; no other test reads this
+    // variable.
     unsafe { std::env::set_var(VAR, TOKEN) };
     let (base, log) = endpoint().await;
     let config = format!(
