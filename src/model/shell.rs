@@ -334,7 +334,6 @@ impl Io {
         C: ProtocolCore,
     {
         let mut pass = Pass::default();
-        let mut ready = false;
         if let Err(e) = self.write(cx, ws, core) {
             pass.write_failed = Some(e);
             pass.ready = true;
@@ -364,7 +363,7 @@ impl Io {
                 Poll::Pending => break,
             }
         }
-        ready |= !self.frames.is_empty() || pass.ended;
+        pass.ready = !self.frames.is_empty() || pass.ended;
         if let Some((at, _reason)) = core.poll_timeout() {
             if self.timer_at != Some(at) {
                 self.timer.as_mut().reset(at);
@@ -373,10 +372,9 @@ impl Io {
             if self.timer.as_mut().poll(cx).is_ready() {
                 self.timer_at = None;
                 pass.timer = true;
-                ready = true;
+                pass.ready = true;
             }
         }
-        pass.ready = ready;
         pass
     }
 
