@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use baton::leg::twilio::caller::{self, CallerEnd, CallerReport};
 use cluster_support::{
-    Haproxy, Instance, Postgres, ROOT, Scratch, get, have, post, short_caller, until,
+    Haproxy, Instance, Postgres, ROOT, Scratch, get, have, post, short_caller, until, until_seen,
 };
 use serde_json::Value;
 
@@ -199,15 +199,15 @@ fn three_instances_behind_haproxy_on_one_postgres() {
     // the mean. A failure says what each instance held.
     let active = |a| get(a, "/healthz").and_then(|r| r.json()["active_calls"].as_u64());
     let mut held = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while active(a3).is_none_or(|n| n < 5) {
-        held.push([active(a1), active(a2), active(a3)]);
-        assert!(
-            Instant::now() < deadline,
-            "b3 held fewer than five calls for 15 s; active calls on b1, b2, b3: {held:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until_seen("b3 to hold five calls", Duration::from_secs(15), || {
+        let now = [active(a1), active(a2), active(a3)];
+        if now[2].is_some_and(|n| n >= 5) {
+            return Ok(());
+        }
+        held.push(now);
+        let last = &held[held.len().saturating_sub(20)..];
+        Err(format!("active calls on b1, b2, b3, last polls: {last:?}"))
+    });
     inst[2].terminate();
     let term_at = now_ms();
     let status = inst[2]

@@ -436,14 +436,25 @@ pub fn post(addr: SocketAddr, path: &str) -> Option<Reply> {
 
 /// Polls `f` every 50 ms until it gives a value, at most `limit`.
 pub fn until<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    until_seen(what, limit, || f().ok_or_else(String::new))
+}
+
+/// [`until`], where `f` says what it saw instead (the timeout's message ends with the last).
+pub fn until_seen<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + limit;
     loop {
-        if let Some(v) = f() {
-            return v;
-        }
+        let seen = match f() {
+            Ok(v) => return v,
+            Err(seen) => seen,
+        };
+        let seen = if seen.is_empty() {
+            seen
+        } else {
+            format!("; {seen}")
+        };
         assert!(
             Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
+            "timed out after {limit:?} waiting for {what}{seen}"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
