@@ -2,7 +2,6 @@
 //! WAV files, an energy VAD, the playout clock and the reframer that cuts a leg's packets into
 //! frames.
 
-mod fft_block;
 pub mod frame;
 pub mod g711;
 pub mod playout;

@@ -1,16 +1,22 @@
-//! The FFT block converter behind [`super::resample::StreamResampler`]: one block of input in,
-//! one block of output out, by rubato's synchronous FFT method (the block's spectrum times a
-//! windowed-sinc anti-aliasing filter, truncated or zero-extended to the output block, inverse
-//! transformed and overlap-added). What never changes for a rate pair — the filter's spectrum and
-//! the two FFT plans — is built once per pair per thread and shared by every stream of that pair;
-//! the transforms' work buffers are one set per thread. A stream keeps only its overlap: about
-//! 1 KiB, where a private rubato `Fft` kept ~20 KiB (its own plans, filter and buffers) per
-//! stream, two streams per call.
+//! The FFT block converter behind baton's streaming resampler (`baton::audio::resample`): one
+//! block of PCM16 in, one block out, by rubato's synchronous FFT method (the block's spectrum
+//! times a windowed-sinc anti-aliasing filter, truncated or zero-extended to the output block,
+//! inverse transformed and overlap-added). What never changes for a rate pair — the filter's
+//! spectrum and the two FFT plans — is built once per pair per thread and shared by every stream
+//! of that pair; the transforms' work buffers are one set per thread. A stream keeps only its
+//! overlap: about 1 KiB, where a private rubato `Fft` kept ~20 KiB (its own plans, filter and
+//! buffers) per stream, two streams per call.
 //!
 //! The output is bit-for-bit rubato's `Fft` with the same blocks and a `BlackmanHarris2` window
 //! (`tests::matches_rubato_bit_for_bit`).
+//!
+//! A crate of its own so that it is compiled optimised in every profile: the FFT's generic code
+//! is instantiated where its planner is called, and in baton's own (unoptimised) development
+//! builds a call's resampling cost several times what it does here. Nothing here is generic, so
+//! every transform is compiled with this crate's optimisation level.
 
 use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::Arc;
 
 use realfft::num_complex::Complex;
@@ -89,9 +95,17 @@ impl BlockConverter {
         self.overlap.fill(0.0);
     }
 
+    /// Converts one input block (`size_in` samples) and appends the samples `keep` of its output
+    /// block (`size_out` samples), rounded to PCM16, to `out`.
+    pub fn convert_pcm16(&mut self, input: &[i16], keep: Range<usize>, out: &mut Vec<i16>) {
+        self.convert(input, &mut |block| {
+            out.extend(block[keep.clone()].iter().map(|&v| to_pcm(v)));
+        });
+    }
+
     /// Converts one input block (`size_in` samples) and hands its output block (`size_out`
     /// samples) to `emit`.
-    pub fn convert(&mut self, input: &[i16], emit: impl FnOnce(&[f32])) {
+    pub fn convert(&mut self, input: &[i16], emit: &mut dyn FnMut(&[f32])) {
         let plan = &*self.plan;
         let (n_in, n_out) = (plan.size_in, plan.size_out);
         debug_assert_eq!(input.len(), n_in);
@@ -134,6 +148,24 @@ impl BlockConverter {
             emit(head);
         });
     }
+}
+
+/// `v.round() as i16` (half away from zero, clipped to the i16 range, NaN as 0) without the
+/// libm call `round` is on x86-64's baseline: the conversion runs for every output sample.
+#[inline]
+fn to_pcm(v: f32) -> i16 {
+    // Within ±40000 every float's integer part converts exactly and `v - i` is exact.
+    let v = v.clamp(-40_000.0, 40_000.0);
+    let i = v as i32;
+    let frac = v - i as f32;
+    let r = if frac >= 0.5 {
+        i + 1
+    } else if frac <= -0.5 {
+        i - 1
+    } else {
+        i
+    };
+    r.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16
 }
 
 /// Lengthens `v` to `n` if it is shorter; a longer one stays as it is.
@@ -269,7 +301,7 @@ mod tests {
                 let mut o = InterleavedSlice::new_mut(&mut expected[..], 1, n_out).unwrap();
                 theirs.process_into_buffer(&i, &mut o, None).unwrap();
                 let mut got = Vec::new();
-                ours.convert(block, |b| got.extend_from_slice(b));
+                ours.convert(block, &mut |b| got.extend_from_slice(b));
                 let same = got
                     .iter()
                     .zip(&expected)
@@ -286,5 +318,54 @@ mod tests {
         let c = BlockConverter::new(480, 160);
         assert!(Arc::ptr_eq(&a.plan, &b.plan));
         assert!(!Arc::ptr_eq(&a.plan, &c.plan));
+    }
+
+    #[test]
+    fn sample_conversion_matches_round_then_saturate() {
+        let mut values = vec![
+            0.0f32,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.499_999_97,
+            -0.499_999_97,
+            32_766.5,
+            32_767.4,
+            32_767.5,
+            -32_768.4,
+            -32_768.5,
+            -32_769.0,
+            1e9,
+            -1e9,
+            f32::MAX,
+            f32::MIN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        values.extend((-70_000..70_000).map(|k| k as f32 * 0.51));
+        values.extend((-1000..1000).map(|k| k as f32 * 0.5));
+        for v in values {
+            assert_eq!(to_pcm(v), v.round() as i16, "{v}");
+        }
+    }
+
+    #[test]
+    fn pcm16_output_is_the_rounded_block() {
+        let input = signal(480 * 3);
+        let mut a = BlockConverter::new(480, 160);
+        let mut b = BlockConverter::new(480, 160);
+        for block in input.chunks(480) {
+            let mut floats = Vec::new();
+            a.convert(block, &mut |o| floats.extend_from_slice(o));
+            let mut pcm = Vec::new();
+            b.convert_pcm16(block, 30..160, &mut pcm);
+            let rounded: Vec<i16> = floats[30..].iter().map(|&v| to_pcm(v)).collect();
+            assert_eq!(pcm, rounded);
+        }
     }
 }
