@@ -80,14 +80,9 @@ pub struct Found {
 
 /// The right channel (what the caller heard) of a stereo recording, and its rate.
 pub fn heard(path: &Path) -> (Vec<i16>, u32) {
-    let mut r = hound::WavReader::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let spec = r.spec();
-    assert_eq!(spec.channels, 2, "{}: not stereo", path.display());
-    let s: Vec<i16> = r.samples::<i16>().map(Result::unwrap).collect();
-    (
-        s.iter().skip(1).step_by(2).copied().collect(),
-        spec.sample_rate,
-    )
+    let wav = baton::audio::wav::read_interleaved(path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(wav.channels, 2, "{}: not stereo", path.display());
+    (wav.channel(1), wav.rate)
 }
 
 fn energy(x: &[i16]) -> f64 {
