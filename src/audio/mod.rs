@@ -2,6 +2,8 @@
 //! WAV files, an energy VAD, the playout clock and the reframer that cuts a leg's packets into
 //! frames.
 
+#[cfg(test)]
+mod fft_block_tests;
 pub mod frame;
 pub mod g711;
 pub mod playout;
