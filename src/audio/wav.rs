@@ -1,5 +1,7 @@
-//! WAV files in and out (hound): fixtures are read as mono PCM16 at their own rate; recordings are
-//! written as mono or stereo PCM16. Every error names the file.
+//! WAV files in and out (hound): fixtures are read as mono PCM16 at their own rate (or with their
+//! channels kept, for recordings); recordings are written as mono or stereo PCM16. hound parses
+//! every header; 16-bit samples are read and written a chunk at a time, not a call per sample.
+//! Every error names the file.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -39,8 +41,9 @@ pub struct Interleaved {
 }
 
 impl Interleaved {
-    /// Channel `c` (from 0) alone.
+    /// Channel `c` (from 0, below `channels`) alone.
     pub fn channel(&self, c: usize) -> Vec<i16> {
+        assert!(c < self.channels, "channel {c} of {}", self.channels);
         self.samples
             .iter()
             .skip(c)
@@ -104,16 +107,18 @@ fn cut_short(e: &hound::Error) -> bool {
 
 /// The `len` samples of a 16-bit data chunk in one read, from `r` positioned at the chunk's
 /// first byte (where hound leaves it), rather than a read call per sample; `None` when the
-/// samples are stored wider than two bytes. The chunk's size is the four bytes before its data.
+/// samples are stored wider than two bytes (or `r` is not where a data chunk starts). The
+/// chunk's id and size are the eight bytes before its data.
 fn pcm16_data<R: Read + Seek>(r: &mut R, len: u32) -> std::io::Result<Option<Vec<i16>>> {
     let start = r.stream_position()?;
-    let Some(size_at) = start.checked_sub(4) else {
+    let Some(header_at) = start.checked_sub(8) else {
         return Ok(None);
     };
-    r.seek(SeekFrom::Start(size_at))?;
-    let mut size = [0u8; 4];
-    r.read_exact(&mut size)?;
-    if u32::from_le_bytes(size) / 2 != len {
+    r.seek(SeekFrom::Start(header_at))?;
+    let mut header = [0u8; 8];
+    r.read_exact(&mut header)?;
+    let size = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    if &header[..4] != b"data" || size / 2 != len {
         return Ok(None);
     }
     let want = 2 * u64::from(len);
