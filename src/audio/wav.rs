@@ -47,7 +47,7 @@ impl Interleaved {
         self.samples
             .iter()
             .skip(c)
-            .step_by(self.channels.max(1))
+            .step_by(self.channels)
             .copied()
             .collect()
     }
