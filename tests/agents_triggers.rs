@@ -405,3 +405,32 @@ fn operators_activate_and_deactivate_agents() {
     });
     assert_eq!(announcements(&a)[0]["to"], "crm_billing");
 }
+
+#[test]
+fn an_operators_command_during_another_handoff_is_refused_with_the_reason() {
+    let mut h = H::new(shipped("support.toml"), ALL);
+    // The primary agent is mid-reply: the operator's handoff waits for the turn boundary.
+    h.speaks("Let me look at your bill");
+    let a = h.feed(Input::Activate {
+        agent: "product_promotions".into(),
+    });
+    assert_eq!(announcements(&a)[0]["to"], "product_promotions");
+    assert!(contents(&a).is_empty(), "held for the boundary: {a:?}");
+    let asked = Input::Activate {
+        agent: "security_authentication".into(),
+    };
+    // Refused, not accepted and dropped: the operator is told to ask again.
+    assert_eq!(
+        h.o.handle(asked.clone(), h.now),
+        Err(CommandError::Blocked(
+            "another handoff is in progress".into()
+        ))
+    );
+    assert_eq!(blocked(&h.drain_now())[0]["to"], "security_authentication");
+    // Once the first handoff is carried out at the boundary, the same command is accepted.
+    h.generation_complete();
+    h.turn_complete();
+    assert_eq!(h.lead(), "product_promotions");
+    let a = h.feed(asked);
+    assert_eq!(announcements(&a)[0]["to"], "security_authentication");
+}

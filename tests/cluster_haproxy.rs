@@ -302,12 +302,20 @@ fn three_instances_behind_haproxy_on_one_postgres() {
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.json()["instance"], "b2");
     }
-    let r = post(
-        a1,
-        &format!("/admin/calls/{xid}/agents/vehicle_offer/activate"),
-    )
-    .unwrap();
-    assert_eq!(r.status, 202, "{}", r.body);
+    // An operator's command asked while another handoff is carried out is refused (409, "not
+    // now"); it is asked again, as an operator would.
+    let command = |what: &str| {
+        let path = format!("/admin/calls/{xid}/agents/vehicle_offer/{what}");
+        until_seen(what, Duration::from_secs(10), || {
+            let r = post(a1, &path).ok_or("no answer")?;
+            match r.status {
+                202 => Ok(r),
+                409 if r.body.contains("not now") => Err(r.body),
+                _ => panic!("{what}: {} {}", r.status, r.body),
+            }
+        })
+    };
+    let r = command("activate");
     assert_eq!(r.json()["instance"], "b2");
     until("the activation on b2", Duration::from_secs(10), || {
         let v = get(a1, &format!("/admin/calls/{xid}/history"))?.json();
@@ -317,15 +325,15 @@ fn three_instances_behind_haproxy_on_one_postgres() {
             .any(|a| a == "vehicle_offer")
             .then_some(())
     });
-    let r = post(
-        a1,
-        &format!("/admin/calls/{xid}/agents/vehicle_offer/deactivate"),
-    )
-    .unwrap();
-    assert_eq!(r.status, 202, "{}", r.body);
-    until("the deactivation on b2", Duration::from_secs(10), || {
-        let v = get(a1, &format!("/admin/calls/{xid}/history"))?.json();
-        (v["active_agents"] == serde_json::json!(["general"])).then_some(())
+    let r = command("deactivate");
+    assert_eq!(r.json()["instance"], "b2");
+    until_seen("the deactivation on b2", Duration::from_secs(10), || {
+        let v = get(a1, &format!("/admin/calls/{xid}/history"))
+            .ok_or("no answer")?
+            .json();
+        (v["active_agents"] == serde_json::json!(["general"]))
+            .then_some(())
+            .ok_or_else(|| v.to_string())
     });
     let ev = get(a3, &format!("/admin/calls/{xid}/events")).unwrap();
     assert_eq!(ev.status, 200);

@@ -95,6 +95,11 @@ impl H {
         out
     }
 
+    /// The actions produced since the last input (after a direct `o.handle`).
+    pub fn drain_now(&mut self) -> Vec<Action> {
+        self.drain()
+    }
+
     /// Feeds one input (100 ms after the previous one) and returns the actions it produced.
     pub fn feed(&mut self, i: Input) -> Vec<Action> {
         self.now += Duration::from_millis(100);

@@ -95,7 +95,8 @@ impl Orchestrator {
                     return;
                 };
                 let reason = format!("{} called {}", self.reg.agent(self.lead()).name, req.name);
-                self.begin_handoff(
+                // A refusal is told by its `handoff_blocked` event (and to a calling tool).
+                let _ = self.begin_handoff(
                     Request {
                         target: Target::Agent(target),
                         trigger: TriggerKind::TransferTool,
@@ -124,7 +125,9 @@ impl Orchestrator {
                     .map(str::trim)
                     .unwrap_or_default()
                     .to_owned();
-                self.begin_person(index, TriggerKind::TransferTool, Some((ctx, summary)), now);
+                // A refusal is told by its `handoff_blocked` event (and to a calling tool).
+                let _ =
+                    self.begin_person(index, TriggerKind::TransferTool, Some((ctx, summary)), now);
             }
             Resolved::Tool(tool) => {
                 let e = called(true, None);

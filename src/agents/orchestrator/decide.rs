@@ -169,7 +169,8 @@ impl Orchestrator {
         {
             // Handoff language naming a person: the transfer rides on the announcing words.
             self.agent_fired = true;
-            self.begin_person(person, TriggerKind::AgentPhrase, None, now);
+            // A refusal is told by its `handoff_blocked` event (and to a calling tool).
+            let _ = self.begin_person(person, TriggerKind::AgentPhrase, None, now);
             return;
         }
         if builtin && named.is_empty() {
@@ -382,7 +383,8 @@ impl Orchestrator {
         reason: String,
         now: Instant,
     ) {
-        self.begin_handoff(
+        // A refusal is told by its `handoff_blocked` event (and to a calling tool).
+        let _ = self.begin_handoff(
             Request {
                 target,
                 trigger,
@@ -397,7 +399,8 @@ impl Orchestrator {
     }
 
     fn request_from(&mut self, target: Target, call: &CallCtx, reason: String, now: Instant) {
-        self.begin_handoff(
+        // A refusal is told by its `handoff_blocked` event (and to a calling tool).
+        let _ = self.begin_handoff(
             Request {
                 target,
                 trigger: TriggerKind::FunctionArgs,

@@ -128,13 +128,15 @@ impl Orchestrator {
         (next != self.members).then_some(next)
     }
 
-    /// Decides and starts a handoff; false when it was refused (or changes nothing).
-    pub(super) fn begin_handoff(&mut self, req: Request, now: Instant) -> bool {
+    /// Decides and starts a handoff: `Ok(false)` when it changes nothing (absorbed by one already
+    /// decided, or the target already leads), `Err` with the reason when it was blocked (the
+    /// `handoff_blocked` event already sent).
+    pub(super) fn begin_handoff(&mut self, req: Request, now: Instant) -> Result<bool, String> {
         let from = self.lead();
         if self.pending.is_some() && !req.manual {
             // Another signal (the announcing agent's words, a routing tool's arguments) of the
             // handoff already decided: absorbed. Transfer calls are answered in `calls`.
-            return false;
+            return Ok(false);
         }
         let Some(next) = self.next_members(req.target) else {
             if let Some(c) = req.call.as_ref().filter(|c| c.transfer) {
@@ -142,7 +144,7 @@ impl Orchestrator {
                 let r = tools::output(&c.id, &c.name, json!({ "status": msg }), c.sched());
                 self.actions.push_back(Action::ToolResponse(r));
             }
-            return false;
+            return Ok(false);
         };
         let to = next[0];
         let entering: Vec<u32> = next
@@ -186,7 +188,7 @@ impl Orchestrator {
                 let r = tools::error(&c.id, &c.name, &msg, c.sched());
                 self.actions.push_back(Action::ToolResponse(r));
             }
-            return false;
+            return Err(reason);
         }
         self.handoffs.push_back(now);
         self.pending = Some(to);
@@ -346,7 +348,7 @@ impl Orchestrator {
                 self.standby = Some(sb);
             }
         }
-        true
+        Ok(true)
     }
 
     /// The service refused `feature`, closing the session; the call resumes it. From now on
@@ -533,8 +535,9 @@ impl Orchestrator {
             && let Some(person) = self.reg.person(agent)
         {
             let index = person.index;
-            self.begin_person(index, TriggerKind::Manual, None, now);
-            return Ok(());
+            return self
+                .begin_person(index, TriggerKind::Manual, None, now)
+                .map_err(CommandError::Blocked);
         }
         let a = self
             .reg
@@ -552,7 +555,8 @@ impl Orchestrator {
                 manual: true,
             },
             now,
-        );
+        )
+        .map_err(CommandError::Blocked)?;
         self.try_release(now);
         Ok(())
     }
@@ -580,7 +584,8 @@ impl Orchestrator {
                 manual: true,
             },
             now,
-        );
+        )
+        .map_err(CommandError::Blocked)?;
         self.try_release(now);
         Ok(())
     }

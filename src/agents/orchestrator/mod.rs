@@ -187,6 +187,10 @@ pub enum CommandError {
     LastAgent,
     #[error("this call runs no agent set")]
     NoAgents,
+    /// Refused for now (another handoff still being carried out, a `blocked_when` condition):
+    /// asking again later may succeed.
+    #[error("not now: {0}")]
+    Blocked(String),
 }
 
 /// Where the model's current turn is.

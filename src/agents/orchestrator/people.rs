@@ -36,16 +36,17 @@ pub(super) struct PersonRun {
 }
 
 impl Orchestrator {
-    /// Decides a transfer to person `index`; `call`: the transfer tool call it came from.
+    /// Decides a transfer to person `index`; `call`: the transfer tool call it came from. `Err`
+    /// with the reason when it was blocked (the `handoff_blocked` event already sent).
     pub(super) fn begin_person(
         &mut self,
         index: u32,
         trigger: TriggerKind,
         call: Option<(CallCtx, String)>,
         now: Instant,
-    ) {
+    ) -> Result<(), String> {
         let Some(person) = self.reg.people.get(index as usize).cloned() else {
-            return;
+            return Ok(());
         };
         let from = self.lead();
         if let (Some(run), Some((c, _))) = (&self.person, &call)
@@ -57,7 +58,7 @@ impl Orchestrator {
             let quiet = Some(FunctionResponseScheduling::Silent);
             let r = tools::output(&c.id, &c.name, v, quiet);
             self.actions.push_back(Action::ToolResponse(r));
-            return;
+            return Ok(());
         }
         let busy = if self.person.is_some() {
             Some("a transfer to a person is already under way")
@@ -83,7 +84,7 @@ impl Orchestrator {
                 let r = tools::error(&c.id, &c.name, &msg, c.sched());
                 self.actions.push_back(Action::ToolResponse(r));
             }
-            return;
+            return Err(reason.to_owned());
         }
         self.person = Some(PersonRun { index });
         let summary = call.as_ref().map(|(_, s)| s.clone()).unwrap_or_default();
@@ -117,6 +118,7 @@ impl Orchestrator {
             human: person.human.clone(),
             summary,
         }));
+        Ok(())
     }
 
     /// The transfer ended: on success the caller is the person's; otherwise the agent is told
