@@ -388,6 +388,16 @@ fn operators_activate_and_deactivate_agents() {
     });
     assert_eq!(announcements(&a)[0]["trigger"], "manual");
     assert_eq!(h.lead(), "product_promotions");
+    // Asking for the agent already leading changes nothing, and says so.
+    assert_eq!(
+        h.o.handle(
+            Input::Activate {
+                agent: "product_promotions".into()
+            },
+            h.now
+        ),
+        Err(CommandError::AlreadyLeads("product_promotions".into()))
+    );
     // Nobody is speaking and nobody waits: the greeting prompt goes out at once.
     assert_eq!(contents(&a).len(), 1);
     assert_eq!(

@@ -302,20 +302,10 @@ fn three_instances_behind_haproxy_on_one_postgres() {
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.json()["instance"], "b2");
     }
-    // An operator's command asked while another handoff is carried out is refused (409, "not
-    // now"); it is asked again, as an operator would.
-    let command = |what: &str| {
-        let path = format!("/admin/calls/{xid}/agents/vehicle_offer/{what}");
-        until_seen(what, Duration::from_secs(10), || {
-            let r = post(a1, &path).ok_or("no answer")?;
-            match r.status {
-                202 => Ok(r),
-                409 if r.body.contains("not now") => Err(r.body),
-                _ => panic!("{what}: {} {}", r.status, r.body),
-            }
-        })
-    };
-    let r = command("activate");
+    let r = operator(
+        a1,
+        &format!("/admin/calls/{xid}/agents/vehicle_offer/activate"),
+    );
     assert_eq!(r.json()["instance"], "b2");
     until("the activation on b2", Duration::from_secs(10), || {
         let v = get(a1, &format!("/admin/calls/{xid}/history"))?.json();
@@ -325,7 +315,10 @@ fn three_instances_behind_haproxy_on_one_postgres() {
             .any(|a| a == "vehicle_offer")
             .then_some(())
     });
-    let r = command("deactivate");
+    let r = operator(
+        a1,
+        &format!("/admin/calls/{xid}/agents/vehicle_offer/deactivate"),
+    );
     assert_eq!(r.json()["instance"], "b2");
     until_seen("the deactivation on b2", Duration::from_secs(10), || {
         let v = get(a1, &format!("/admin/calls/{xid}/history"))
@@ -459,12 +452,10 @@ fn three_instances_behind_haproxy_on_one_postgres() {
     // 3. b2 dies mid-call; its caller's context resumes on another instance.
     let y = long_call(&rt, front, "b2", "+4511000002", 30);
     let (yid, _) = running_call(a1, "+4511000002");
-    let r = post(
+    operator(
         a1,
         &format!("/admin/calls/{yid}/agents/vehicle_offer/activate"),
-    )
-    .unwrap();
-    assert_eq!(r.status, 202, "{}", r.body);
+    );
     let ctx = until(
         "the caller's active context",
         Duration::from_secs(10),
@@ -527,12 +518,10 @@ fn three_instances_behind_haproxy_on_one_postgres() {
     let again = rt.spawn(async move { caller::dial(&url, opts).await });
     let (zid, zon) = running_call(a1, "+4511000002");
     assert_ne!(zon, "b2");
-    let r = post(
+    operator(
         a1,
         &format!("/admin/calls/{zid}/agents/vehicle_offer/activate"),
-    )
-    .unwrap();
-    assert_eq!(r.status, 202, "{}", r.body);
+    );
     until(
         "the context resumed on the new call",
         Duration::from_secs(10),
@@ -627,4 +616,17 @@ fn three_instances_behind_haproxy_on_one_postgres() {
         assert!(!log.contains("store write failed"), "{}: {log}", i.name);
     }
     eprintln!("whole run: {:?}", started.elapsed());
+}
+
+/// An operator's handoff command, accepted (202). One asked while another handoff is still
+/// carried out is refused (409 "not now"); it is asked again, as an operator would.
+fn operator(addr: SocketAddr, path: &str) -> cluster_support::Reply {
+    until_seen(path, Duration::from_secs(10), || {
+        let r = post(addr, path).ok_or("no answer")?;
+        match r.status {
+            202 => Ok(r),
+            409 if r.body.contains("not now") => Err(r.body),
+            _ => panic!("{path}: {} {}", r.status, r.body),
+        }
+    })
 }

@@ -544,19 +544,23 @@ impl Orchestrator {
             .find(agent)
             .ok_or_else(|| CommandError::UnknownAgent(agent.to_owned()))?;
         let (index, name) = (a.index, a.name.clone());
-        self.begin_handoff(
-            Request {
-                target: Target::Agent(index),
-                trigger: TriggerKind::Manual,
-                phrase_rule: None,
-                reason: format!("an operator brought in {name}"),
-                summary: None,
-                call: None,
-                manual: true,
-            },
-            now,
-        )
-        .map_err(CommandError::Blocked)?;
+        let begun = self
+            .begin_handoff(
+                Request {
+                    target: Target::Agent(index),
+                    trigger: TriggerKind::Manual,
+                    phrase_rule: None,
+                    reason: format!("an operator brought in {name}"),
+                    summary: None,
+                    call: None,
+                    manual: true,
+                },
+                now,
+            )
+            .map_err(CommandError::Blocked)?;
+        if !begun {
+            return Err(CommandError::AlreadyLeads(agent.to_owned()));
+        }
         self.try_release(now);
         Ok(())
     }

@@ -183,6 +183,8 @@ pub enum CommandError {
     UnknownAgent(String),
     #[error("agent {0:?} is not active")]
     NotActive(String),
+    #[error("agent {0:?} already leads the call")]
+    AlreadyLeads(String),
     #[error("the primary agent is the only one active; there is no one to hand the caller to")]
     LastAgent,
     #[error("this call runs no agent set")]
