@@ -437,6 +437,23 @@ fn an_operators_command_during_another_handoff_is_refused_with_the_reason() {
         ))
     );
     assert_eq!(blocked(&h.drain_now())[0]["to"], "security_authentication");
+    // Who leads and who is active are about to change: "not now", not "already leads" or "not
+    // active".
+    for asked in [
+        Input::Activate {
+            agent: "crm_billing".into(),
+        },
+        Input::Deactivate {
+            agent: "product_promotions".into(),
+        },
+    ] {
+        assert_eq!(
+            h.o.handle(asked, h.now),
+            Err(CommandError::Blocked(
+                "another handoff is in progress".into()
+            ))
+        );
+    }
     // Once the first handoff is carried out at the boundary, the same command is accepted.
     h.generation_complete();
     h.turn_complete();

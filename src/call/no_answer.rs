@@ -108,8 +108,12 @@ impl Aftermath {
             let input = crate::agents::Input::Activate {
                 agent: agent.clone(),
             };
-            if let Err(e) = caller.handle_command(input, now) {
-                tracing::warn!(%agent, error = %e, "the no-answer agent could not be brought in");
+            match caller.handle_command(input, now) {
+                // The agent that asked for the transfer is the one named: it carries on.
+                Ok(()) | Err(crate::agents::CommandError::AlreadyLeads(_)) => {}
+                Err(e) => {
+                    tracing::warn!(%agent, error = %e, "the no-answer agent could not be brought in");
+                }
             }
         }
     }

@@ -169,7 +169,7 @@ impl Orchestrator {
         {
             // Handoff language naming a person: the transfer rides on the announcing words.
             self.agent_fired = true;
-            // A refusal is told by its `handoff_blocked` event (and to a calling tool).
+            // A refusal is told by its `handoff_blocked` event.
             let _ = self.begin_person(person, TriggerKind::AgentPhrase, None, now);
             return;
         }
@@ -383,7 +383,7 @@ impl Orchestrator {
         reason: String,
         now: Instant,
     ) {
-        // A refusal is told by its `handoff_blocked` event (and to a calling tool).
+        // A refusal is told by its `handoff_blocked` event.
         let _ = self.begin_handoff(
             Request {
                 target,

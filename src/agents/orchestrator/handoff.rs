@@ -18,6 +18,9 @@ use crate::model::gemini::wire::{
     ClientContent, Content, ContextUpdate, FunctionResponseScheduling, ToolsWrapper,
 };
 
+/// Why a handoff is refused while another is carried out.
+pub(super) const UNDER_WAY: &str = "another handoff is in progress";
+
 /// The model call a handoff decision came from.
 #[derive(Clone, Debug)]
 pub(super) struct CallCtx {
@@ -155,8 +158,8 @@ impl Orchestrator {
         // An operator's command may follow a handoff already carried in place (the new agent
         // not yet heard); only one still being carried out (a session being prepared, a message
         // waiting for the turn boundary) blocks it.
-        let blocked = if self.standby.is_some() || !self.held.is_empty() {
-            Some("another handoff is in progress".to_owned())
+        let blocked = if self.carrying_out() {
+            Some(UNDER_WAY.to_owned())
         } else if let Some(c) = entering.iter().find_map(|&m| {
             let data = &self.data;
             self.reg
@@ -530,6 +533,22 @@ impl Orchestrator {
         }
     }
 
+    /// A handoff is still being carried out: a session being prepared, or a message waiting for
+    /// the turn boundary.
+    fn carrying_out(&self) -> bool {
+        self.standby.is_some() || !self.held.is_empty()
+    }
+
+    /// An operator's command refused with `e`, unless another handoff is being carried out: who
+    /// leads and who is active are about to change, so "not now" is the answer that holds.
+    fn unless_busy(&self, e: CommandError) -> CommandError {
+        if self.carrying_out() {
+            CommandError::Blocked(UNDER_WAY.to_owned())
+        } else {
+            e
+        }
+    }
+
     pub(super) fn on_activate(&mut self, agent: &str, now: Instant) -> Result<(), CommandError> {
         if self.reg.find(agent).is_none()
             && let Some(person) = self.reg.person(agent)
@@ -559,7 +578,7 @@ impl Orchestrator {
             )
             .map_err(CommandError::Blocked)?;
         if !begun {
-            return Err(CommandError::AlreadyLeads(agent.to_owned()));
+            return Err(self.unless_busy(CommandError::AlreadyLeads(agent.to_owned())));
         }
         self.try_release(now);
         Ok(())
@@ -572,10 +591,10 @@ impl Orchestrator {
             .ok_or_else(|| CommandError::UnknownAgent(agent.to_owned()))?;
         let (index, name) = (a.index, a.name.clone());
         if !self.members.contains(&index) {
-            return Err(CommandError::NotActive(agent.to_owned()));
+            return Err(self.unless_busy(CommandError::NotActive(agent.to_owned())));
         }
         if self.next_members(Target::Leave(index)).is_none() {
-            return Err(CommandError::LastAgent);
+            return Err(self.unless_busy(CommandError::LastAgent));
         }
         self.begin_handoff(
             Request {
