@@ -436,7 +436,7 @@ fn an_operators_command_during_another_handoff_is_refused_with_the_reason() {
             "another handoff is in progress".into()
         ))
     );
-    assert_eq!(blocked(&h.drain_now())[0]["to"], "security_authentication");
+    assert_eq!(blocked(&h.drain())[0]["to"], "security_authentication");
     // Who leads and who is active are about to change: "not now", not "already leads" or "not
     // active".
     for asked in [

@@ -86,18 +86,14 @@ impl H {
         h
     }
 
-    fn drain(&mut self) -> Vec<Action> {
+    /// The actions produced since the last drain (also after a direct `o.handle`).
+    pub fn drain(&mut self) -> Vec<Action> {
         let mut out = Vec::new();
         while let Some(a) = self.o.poll_action() {
             out.push(a);
         }
         self.log.extend(out.iter().cloned());
         out
-    }
-
-    /// The actions produced since the last input (after a direct `o.handle`).
-    pub fn drain_now(&mut self) -> Vec<Action> {
-        self.drain()
     }
 
     /// Feeds one input (100 ms after the previous one) and returns the actions it produced.

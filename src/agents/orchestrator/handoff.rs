@@ -58,6 +58,21 @@ pub(super) struct Request {
     pub manual: bool,
 }
 
+impl Request {
+    /// An operator's command (admin API): no phrase, summary or model call behind it.
+    fn operator(target: Target, reason: String) -> Request {
+        Request {
+            target,
+            trigger: TriggerKind::Manual,
+            phrase_rule: None,
+            reason,
+            summary: None,
+            call: None,
+            manual: true,
+        }
+    }
+}
+
 /// Who takes over, with what the model is told and why (for the history).
 #[derive(Clone, Debug)]
 pub(super) struct Switch {
@@ -535,7 +550,7 @@ impl Orchestrator {
 
     /// A handoff is still being carried out: a session being prepared, or a message waiting for
     /// the turn boundary.
-    fn carrying_out(&self) -> bool {
+    pub(super) fn carrying_out(&self) -> bool {
         self.standby.is_some() || !self.held.is_empty()
     }
 
@@ -563,19 +578,12 @@ impl Orchestrator {
             .find(agent)
             .ok_or_else(|| CommandError::UnknownAgent(agent.to_owned()))?;
         let (index, name) = (a.index, a.name.clone());
+        let request = Request::operator(
+            Target::Agent(index),
+            format!("an operator brought in {name}"),
+        );
         let begun = self
-            .begin_handoff(
-                Request {
-                    target: Target::Agent(index),
-                    trigger: TriggerKind::Manual,
-                    phrase_rule: None,
-                    reason: format!("an operator brought in {name}"),
-                    summary: None,
-                    call: None,
-                    manual: true,
-                },
-                now,
-            )
+            .begin_handoff(request, now)
             .map_err(CommandError::Blocked)?;
         if !begun {
             return Err(self.unless_busy(CommandError::AlreadyLeads(agent.to_owned())));
@@ -596,19 +604,12 @@ impl Orchestrator {
         if self.next_members(Target::Leave(index)).is_none() {
             return Err(self.unless_busy(CommandError::LastAgent));
         }
-        self.begin_handoff(
-            Request {
-                target: Target::Leave(index),
-                trigger: TriggerKind::Manual,
-                phrase_rule: None,
-                reason: format!("an operator ended {name}'s part"),
-                summary: None,
-                call: None,
-                manual: true,
-            },
-            now,
-        )
-        .map_err(CommandError::Blocked)?;
+        let request = Request::operator(
+            Target::Leave(index),
+            format!("an operator ended {name}'s part"),
+        );
+        self.begin_handoff(request, now)
+            .map_err(CommandError::Blocked)?;
         self.try_release(now);
         Ok(())
     }

@@ -62,7 +62,7 @@ impl Orchestrator {
         }
         let busy = if self.person.is_some() {
             Some("a transfer to a person is already under way")
-        } else if self.pending.is_some() || self.standby.is_some() || !self.held.is_empty() {
+        } else if self.pending.is_some() || self.carrying_out() {
             Some(super::handoff::UNDER_WAY)
         } else {
             None
