@@ -298,8 +298,10 @@ async fn supervise(entry: Arc<ServerEntry>, connector: Connector, stop: Cancella
     let name = entry.spec.name.clone();
     let link = entry.link.clone();
     let mut backoff = FIRST_BACKOFF;
+    // The status starts `connecting`; once an attempt has failed it stays `down` (with the last
+    // reason) through every retry until a session is open again, so a reader never sees a server
+    // that is known to be unreachable as merely connecting.
     loop {
-        link.update(|s| s.state = State::Connecting);
         let attempt = tokio::select! {
             r = connect(&entry, &connector) => r,
             _ = stop.cancelled() => return,
@@ -510,8 +512,40 @@ fn build_tools(
 
 #[cfg(test)]
 mod tests {
-    use super::without_query;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::{Connector, Hub, without_query};
     use crate::mcp::config::ServerSpec;
+    use crate::mcp::link::State;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_that_failed_stays_down_while_it_is_retried() {
+        // The first connect finds nobody at the other end; the retry finds a peer that never
+        // answers the handshake, so the retry is still under way when the state is read.
+        let tries = Arc::new(AtomicUsize::new(0));
+        let silent = Arc::new(Mutex::new(Vec::new()));
+        let connector = {
+            let (tries, silent) = (tries.clone(), silent.clone());
+            Connector::InProcess(Arc::new(move || {
+                let (ours, theirs) = tokio::io::duplex(1024);
+                if tries.fetch_add(1, Ordering::SeqCst) > 0 {
+                    silent.lock().unwrap().push(theirs);
+                }
+                ours
+            }))
+        };
+        let url = url::Url::parse("http://127.0.0.1:9/mcp").unwrap();
+        let hub = Hub::start_with(vec![(ServerSpec::http("crm", url), connector)]);
+        assert!(hub.ready(Duration::from_secs(1)).await);
+        tokio::time::sleep(super::FIRST_BACKOFF * 2).await;
+        assert_eq!(tries.load(Ordering::SeqCst), 2, "retried once");
+        let status = &hub.status()[0];
+        assert_eq!(status.state, State::Down, "{status:?}");
+        assert!(status.error.as_ref().is_some_and(|e| !e.is_empty()));
+        hub.shutdown().await;
+    }
 
     #[test]
     fn a_token_in_the_server_url_is_not_repeated_in_its_state() {

@@ -13,8 +13,10 @@ use super::client::Handler;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
+    /// Not tried yet: the first attempt is under way.
     Connecting,
     Connected,
+    /// The last attempt failed or the session ended; retried with back-off.
     Down,
 }
 
