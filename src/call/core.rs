@@ -682,6 +682,14 @@ impl CallCore {
         self.bridged.as_mut()?.out.pop_front()
     }
 
+    /// The orchestrator is still carrying out a handoff: an agent brought in now would be
+    /// refused "not now" (false without an agent set).
+    pub fn handoff_under_way(&self) -> bool {
+        self.agents
+            .as_ref()
+            .is_some_and(AgentsDriver::handoff_under_way)
+    }
+
     /// The model is generating a reply (audio may still arrive).
     pub fn generating(&self) -> bool {
         self.turn_open

@@ -1289,6 +1289,72 @@ fn an_unanswered_blind_transfer_ends_the_call_once_the_agents_reply_has_played()
     );
 }
 
+/// Ravi (`config/agents/front_desk.toml`) does not answer, and his `on_no_answer` names another
+/// agent of the set. The outcome arrives while Asha is speaking, so the orchestrator holds her
+/// notice of it for the turn boundary; the named agent is brought in once that notice has gone
+/// out, not refused "not now" and dropped.
+#[test]
+fn the_agent_on_no_answer_names_is_brought_in_once_the_notice_held_for_the_turn_has_gone() {
+    use crate::agents::CallEvent;
+    use crate::transfer::{Event, OnNoAnswer, Outcome, Stage};
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/front_desk.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "ring_timeout_s = 25",
+        "ring_timeout_s = 25\non_no_answer = \"agent:desk\"",
+    ) + "\n[agents.desk]\nname = \"Sam\"\nrole = \"specialist\"\ninstruction = \"You are Sam.\"\n";
+    let reg = crate::agents::parse(&text, &path).unwrap();
+    let mut cfg = SessionConfig::default();
+    let agents = Agents::start(Arc::new(reg), all_caps(), source().backend, &mut cfg);
+    let opts = CallOptions {
+        caller_silence: Duration::from_millis(200),
+        ..CallOptions::default()
+    };
+    let mut rig = Rig::build(Protocol::Gemini, opts, Some(agents));
+    let media_zero = rig.now;
+    let mut shell = BlindShell::default();
+    let req = rig.transfer_to("ravi");
+    assert_eq!(req.settings.on_no_answer, OnNoAnswer::Agent("desk".into()));
+    shell.blind = Some((req.to.clone(), req.settings.on_no_answer.clone()));
+    for stage in [Stage::Announcing, Stage::Referring, Stage::Following] {
+        shell.transfer_event(&mut rig, Event::Stage { stage });
+    }
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    shell.run(&mut rig, Duration::from_millis(200));
+    // Asha is in the middle of a reply when the outcome arrives.
+    rig.model_audio(FIRST, 400);
+    let no_answer = super::no_answer::tests::finished(Outcome::NoAnswer { status: Some(480) });
+    shell.transfer_event(&mut rig, no_answer);
+    assert!(
+        rig.core.handoff_under_way(),
+        "the notice waits for the turn"
+    );
+    shell.run(&mut rig, Duration::from_millis(100));
+    assert!(shell.after.is_some(), "Sam is still to be brought in");
+    let turn_end = rig.now;
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    shell.run(&mut rig, Duration::from_millis(100));
+    assert!(shell.after.is_none(), "nothing is left to do");
+    let report = rig.core.finish(Some("test".into()));
+    let blocked: Vec<_> = report
+        .events
+        .iter()
+        .filter(|e| matches!(e, CallEvent::HandoffBlocked { .. }))
+        .collect();
+    assert!(blocked.is_empty(), "{blocked:?}");
+    let to_sam = report.events.iter().find_map(|e| match e {
+        CallEvent::HandoffAnnouncement { to, at_ms, .. } if to == "desk" => Some(*at_ms),
+        _ => None,
+    });
+    let turn_end_ms = (turn_end - media_zero).as_millis() as u64;
+    assert!(
+        to_sam.is_some_and(|at| at >= turn_end_ms),
+        "Sam brought in after the turn ({turn_end_ms} ms): {to_sam:?}; {:?}",
+        report.events
+    );
+}
+
 /// `[model] uplink_chunk_ms = 40`: caller audio goes to the model two frames to a message, on
 /// both protocols, timed from the first frame's arrival; the default sends each frame.
 #[test]

@@ -37,6 +37,8 @@ pub(super) fn after_blind(
 pub(super) struct Aftermath {
     person: String,
     hand_to: Option<String>,
+    /// The outcome has reached the orchestrator: `hand_to` may be brought in.
+    reported: bool,
     ending: Option<Ending>,
 }
 
@@ -55,6 +57,7 @@ impl Aftermath {
         Aftermath {
             person: person.to_owned(),
             hand_to: None,
+            reported: false,
             ending: None,
         }
     }
@@ -104,16 +107,29 @@ impl Aftermath {
 
     /// The outcome has reached the orchestrator: the named agent is brought in.
     pub(super) fn after_report(&mut self, caller: &mut CallCore, now: Instant) {
-        if let Some(agent) = self.hand_to.take() {
-            let input = crate::agents::Input::Activate {
-                agent: agent.clone(),
-            };
-            match caller.handle_command(input, now) {
-                // The agent that asked for the transfer is the one named: it carries on.
-                Ok(()) | Err(crate::agents::CommandError::AlreadyLeads(_)) => {}
-                Err(e) => {
-                    tracing::warn!(%agent, error = %e, "the no-answer agent could not be brought in");
-                }
+        self.reported = true;
+        self.bring_in(caller, now);
+    }
+
+    /// Brings the named agent in once the outcome is reported and no handoff is being carried
+    /// out: the orchestrator holds the agent's notice of the outcome for the turn boundary when
+    /// the agent is speaking, and would refuse the agent "not now" until it has gone out, so the
+    /// agent waits for it (checked every pass) instead of being dropped.
+    fn bring_in(&mut self, caller: &mut CallCore, now: Instant) {
+        if !self.reported || self.hand_to.is_none() || caller.handoff_under_way() {
+            return;
+        }
+        let Some(agent) = self.hand_to.take() else {
+            return;
+        };
+        let input = crate::agents::Input::Activate {
+            agent: agent.clone(),
+        };
+        match caller.handle_command(input, now) {
+            // The agent that asked for the transfer is the one named: it carries on.
+            Ok(()) | Err(crate::agents::CommandError::AlreadyLeads(_)) => {}
+            Err(e) => {
+                tracing::warn!(%agent, error = %e, "the no-answer agent could not be brought in");
             }
         }
     }
@@ -129,8 +145,10 @@ impl Aftermath {
         }
     }
 
-    /// Ends the call when the agent's reply has played out, or the guard has passed by `now`.
+    /// Brings the named agent in once nothing holds it back; ends the call when the agent's
+    /// reply has played out, or the guard has passed by `now`.
     pub(super) fn check(&mut self, caller: &mut CallCore, now: Instant) {
+        self.bring_in(caller, now);
         let Some(e) = self.ending else { return };
         let said = e.heard && caller.queued_audio().is_zero() && !caller.generating();
         if said || e.guard <= now {

@@ -299,6 +299,11 @@ impl AgentsDriver {
         self.orch.handle(input, now)
     }
 
+    /// A handoff is still being carried out (see [`crate::agents::Orchestrator::handoff_under_way`]).
+    pub fn handoff_under_way(&self) -> bool {
+        self.orch.handoff_under_way()
+    }
+
     /// True while a session is being opened or a cold recreation waits to run.
     pub fn reopening(&self) -> bool {
         self.opening.is_some() || self.deferred_cold.is_some()
