@@ -1,7 +1,9 @@
 //! An optional per-call stereo recording (left: the caller, right: the agent as played out),
 //! written by a blocking writer task fed through a bounded queue: the call offers each frame with
 //! `try_send` and never waits for the disk. A full queue loses frames (counted; the recording
-//! then has silence there).
+//! then has silence there). A WAV file holds at most 4 GiB of audio (its sizes are 32-bit: about
+//! 37 hours of an 8 kHz call, 6 hours at 48 kHz): a call that outlasts it keeps a valid file of
+//! its first part, and the writer says where it stopped instead of wrapping the header around.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,10 @@ use crate::audio::Frame;
 
 /// One side runs at most this far ahead of the other before the other is padded with silence.
 const MAX_LAG: Duration = Duration::from_secs(10);
+
+/// Stereo sample frames (4 bytes each) one WAV file can hold: its data size and its RIFF size
+/// (the data plus the header) are both 32-bit.
+const MAX_SAMPLES: u64 = (u32::MAX as u64 - 1024) / 4;
 
 /// Which side of the call a frame is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +50,8 @@ pub struct RecordingInfo {
     pub samples: u64,
     /// Frames lost because the queue was full.
     pub dropped_frames: u64,
+    /// The file reached the most a WAV can hold: what came after is not in it.
+    pub full: bool,
 }
 
 /// The recording could not be written.
@@ -94,15 +102,18 @@ pub fn spawn(
         dropped: dropped.clone(),
     };
     let path = path.to_path_buf();
-    let task = tokio::task::spawn_blocking(move || write(&path, rate, rx, &dropped));
+    let task = tokio::task::spawn_blocking(move || write(&path, rate, rx, &dropped, MAX_SAMPLES));
     (tap, task)
 }
 
+/// Writes what arrives on `rx` until every tap is dropped, at most `max_samples` stereo sample
+/// frames (the rest is read and let go, so the call's taps never fill up).
 fn write(
     path: &Path,
     rate: u32,
     mut rx: mpsc::Receiver<Tapped>,
     dropped: &AtomicU64,
+    max_samples: u64,
 ) -> Result<RecordingInfo, RecordingError> {
     let err = |reason: String| RecordingError {
         path: path.to_path_buf(),
@@ -119,23 +130,35 @@ fn write(
     };
     let mut w = hound::WavWriter::create(path, spec).map_err(|e| err(e.to_string()))?;
     let mut mix = Interleaver::new(rate);
+    let mut kept = 0u64;
+    let mut sample = |l: i16, r: i16| {
+        if kept >= max_samples {
+            return Ok(());
+        }
+        kept += 1;
+        if kept == max_samples {
+            tracing::warn!(
+                path = %path.display(),
+                after_s = kept / u64::from(rate.max(1)),
+                "the recording is as long as a WAV file can hold (4 GiB): the rest of the call \
+                 is not recorded"
+            );
+        }
+        w.write_sample(l).and_then(|()| w.write_sample(r))
+    };
     while let Some(t) = rx.blocking_recv() {
         mix.push(t.side, t.ts, &t.samples);
-        mix.drain(false, |l, r| {
-            w.write_sample(l).and_then(|()| w.write_sample(r))
-        })
-        .map_err(|e| err(e.to_string()))?;
+        mix.drain(false, &mut sample)
+            .map_err(|e| err(e.to_string()))?;
     }
-    mix.drain(true, |l, r| {
-        w.write_sample(l).and_then(|()| w.write_sample(r))
-    })
-    .map_err(|e| err(e.to_string()))?;
-    let samples = mix.written;
+    mix.drain(true, &mut sample)
+        .map_err(|e| err(e.to_string()))?;
     w.finalize().map_err(|e| err(e.to_string()))?;
     Ok(RecordingInfo {
         path: path.to_path_buf(),
-        samples,
+        samples: kept,
         dropped_frames: dropped.load(Ordering::Relaxed),
+        full: kept >= max_samples,
     })
 }
 
@@ -265,5 +288,52 @@ mod tests {
         let s: Vec<i16> = r.into_samples().map(Result::unwrap).collect();
         assert_eq!(s[0..2], [100, 0]);
         assert_eq!(s[320..322], [0, -100]);
+    }
+
+    /// Past the most a file can hold (here 300 sample frames instead of 4 GiB), the file stays
+    /// valid with the first part, the info says it is full, and the taps are still drained.
+    #[test]
+    fn a_recording_stops_whole_at_the_most_a_wav_can_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.wav");
+        let (tx, rx) = mpsc::channel(64);
+        for n in 0..20u64 {
+            for side in [Side::Caller, Side::Agent] {
+                let samples = vec![n as i16 + 1; 160];
+                tx.try_send(Tapped {
+                    side,
+                    ts: Duration::from_millis(n * 20),
+                    samples,
+                })
+                .unwrap();
+            }
+        }
+        drop(tx);
+        let info = write(&path, 8000, rx, &AtomicU64::new(0), 300).unwrap();
+        assert!(info.full);
+        assert_eq!(info.samples, 300);
+        let r = hound::WavReader::open(&path).unwrap();
+        assert_eq!(r.duration(), 300);
+        let s: Vec<i16> = r.into_samples().map(Result::unwrap).collect();
+        assert_eq!(s.len(), 600);
+        assert_eq!(s[..2], [1, 1]);
+        assert_eq!(
+            s[598..],
+            [2, 2],
+            "the second frame's first 140 samples close the file"
+        );
+        assert!(s.iter().all(|&v| v == 1 || v == 2));
+
+        let (tx, rx) = mpsc::channel(4);
+        tx.try_send(Tapped {
+            side: Side::Caller,
+            ts: Duration::ZERO,
+            samples: vec![5; 160],
+        })
+        .unwrap();
+        drop(tx);
+        let info = write(&path, 8000, rx, &AtomicU64::new(0), 300).unwrap();
+        assert!(!info.full, "160 sample frames are not the limit");
+        assert_eq!(info.samples, 160);
     }
 }

@@ -458,6 +458,7 @@ pub async fn run_attached(
             "context_ops": observed.as_ref().map(|o| o.context_ops.len()),
             "sidecars": &sidecars,
             "recording_dropped_frames": recording.as_ref().map(|r| r.dropped_frames),
+            "recording_full": recording.as_ref().map(|r| r.full),
         });
         let figures = recorder::figures(&report, extra);
         s.writer.write(recorder::call_ended(&id, &report, figures));
