@@ -996,6 +996,96 @@ fn barge_in_mid_handoff_flushes_the_announcement_and_the_handoff_goes_on() {
     assert_eq!(report.handoffs[0].to, "schemes");
 }
 
+/// An operator's commands back to back (schemes in, out, in again) are each carried out in
+/// place before anyone is heard; only the last completes. The two before it are recorded as
+/// never heard, and a later handoff to the same agent gets its own gap, not theirs.
+#[test]
+fn handoffs_superseded_before_they_are_heard_keep_no_gap_and_lend_none() {
+    use crate::agents::Input;
+    let mut rig = Rig::with_agents(Strategy::ContextUpdate);
+    rig.caller(400, true);
+    rig.caller(300, false);
+    rig.model_audio(FIRST, 400);
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    rig.advance(Duration::from_secs(1));
+    let agent = |a: &str| a.to_owned();
+    for input in [
+        Input::Activate {
+            agent: agent("schemes"),
+        },
+        Input::Deactivate {
+            agent: agent("schemes"),
+        },
+        Input::Activate {
+            agent: agent("schemes"),
+        },
+    ] {
+        rig.core.handle_command(input, rig.now).unwrap();
+        rig.drain();
+    }
+    // Ravi answers, and much later hands back to Asha at the operator's word.
+    rig.caller(400, true);
+    rig.caller(300, false);
+    rig.model_audio(FIRST, 400);
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    rig.advance(Duration::from_secs(10));
+    rig.core
+        .handle_command(
+            Input::Deactivate {
+                agent: agent("schemes"),
+            },
+            rig.now,
+        )
+        .unwrap();
+    rig.drain();
+    rig.caller(400, true);
+    rig.caller(300, false);
+    rig.model_audio(FIRST, 400);
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    rig.advance(Duration::from_secs(1));
+    let report = rig.core.finish(Some("test".into()));
+    let h = &report.handoffs;
+    let route: Vec<(&str, &str)> = h.iter().map(|h| (h.from.as_str(), h.to.as_str())).collect();
+    assert_eq!(
+        route,
+        [
+            ("advisor", "schemes"),
+            ("schemes", "advisor"),
+            ("advisor", "schemes"),
+            ("schemes", "advisor")
+        ],
+        "{h:?}"
+    );
+    for superseded in &h[..2] {
+        assert_eq!(superseded.gap_ms, None, "{superseded:?}");
+        assert_eq!(superseded.heard_at_ms, None, "{superseded:?}");
+        assert!(
+            superseded
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("superseded by the handoff to schemes")),
+            "{superseded:?}"
+        );
+    }
+    for heard in &h[2..] {
+        assert!(heard.gap_ms.is_some(), "{heard:?}");
+        let at = heard.heard_at_ms.expect("heard");
+        assert!(
+            (0.0..1_000.0).contains(&(at - heard.at_ms as f64)),
+            "heard within its own turn: {heard:?}"
+        );
+    }
+    assert_eq!(
+        report.handoff_gap_ms.len(),
+        2,
+        "{:?}",
+        report.handoff_gap_ms
+    );
+}
+
 impl Rig {
     /// Transfers to a person asked of the leg so far, by person.
     fn transfers(&self) -> Vec<&str> {

@@ -663,11 +663,15 @@ impl AgentsDriver {
             }
             CallEvent::HandoffComplete { to, .. } => {
                 // Its gap is known once the new agent is heard.
-                if let Some(i) = self.announced.iter().position(|p| &p.to == to) {
-                    let p = self.announced.remove(i);
+                if let Some(p) = self.take_announced(to) {
                     self.completing.push(p);
                 }
                 return self.events.push(ev);
+            }
+            CallEvent::HandoffBlocked {
+                from, to, reason, ..
+            } => {
+                tracing::info!(%from, %to, %reason, "handoff blocked");
             }
             _ => {}
         }

@@ -32,11 +32,7 @@ impl AgentsDriver {
             let to = self.names.get(&agent).cloned().unwrap_or_default();
             let pending = match self.completing.iter().position(|p| p.to == to) {
                 Some(i) => Some(self.completing.remove(i)),
-                None => self
-                    .announced
-                    .iter()
-                    .position(|p| p.to == to)
-                    .map(|i| self.announced.remove(i)),
+                None => self.take_announced(&to),
             };
             // Only a voice change that carries out a handoff is a handoff gap (joint mode
             // alternates speakers without one).
@@ -46,6 +42,26 @@ impl AgentsDriver {
             }
         }
         self.last_voice = Some((agent, ts + len));
+    }
+
+    /// The latest announced handoff to `to`, taken for completion. The orchestrator carries out
+    /// one handoff at a time and completes only the latest (an operator's command may follow a
+    /// handoff carried in place before its agent was heard): the ones announced before it will
+    /// never be heard and are recorded so, rather than matched by a later handoff to the same
+    /// agent, which would give them that one's gap.
+    pub(super) fn take_announced(&mut self, to: &str) -> Option<Pending> {
+        let i = self.announced.iter().rposition(|p| p.to == to)?;
+        let mut earlier: Vec<Pending> = self.announced.drain(..=i).collect();
+        let taken = earlier.pop();
+        for mut p in earlier {
+            let why = format!("superseded by the handoff to {to} before it was heard");
+            p.note = Some(match p.note.take() {
+                Some(n) => format!("{n}; {why}"),
+                None => why,
+            });
+            self.handoffs.push(unheard(p));
+        }
+        taken
     }
 
     fn record(&mut self, p: Pending, gap: Option<f64>, agent: u32, heard_at_ms: f64) {
@@ -91,24 +107,29 @@ impl AgentsDriver {
             .into_iter()
             .chain(std::mem::take(&mut self.announced))
         {
-            self.handoffs.push(HandoffRecord {
-                from: p.from,
-                to: p.to,
-                strategy: p.strategy,
-                trigger: p.trigger,
-                gap_ms: None,
-                announcement_queued_ms: None,
-                trigger_to_wire_ms: p.trigger_to_wire_ms.map(round2),
-                heard_at_ms: None,
-                queued_at_trigger_ms: p.queued_at_trigger_ms.map(round2),
-                note: p.note,
-                at_ms: p.at_ms,
-            });
+            self.handoffs.push(unheard(p));
         }
         self.handoffs.sort_by_key(|h| h.at_ms);
         report.handoffs = self.handoffs;
         report.events = self.events;
         report.uplink_dropped += self.uplink_dropped;
         report.agent_history = serde_json::to_value(self.orch.history()).unwrap_or_default();
+    }
+}
+
+/// The record of a handoff whose new agent was never heard.
+fn unheard(p: Pending) -> HandoffRecord {
+    HandoffRecord {
+        from: p.from,
+        to: p.to,
+        strategy: p.strategy,
+        trigger: p.trigger,
+        gap_ms: None,
+        announcement_queued_ms: None,
+        trigger_to_wire_ms: p.trigger_to_wire_ms.map(round2),
+        heard_at_ms: None,
+        queued_at_trigger_ms: p.queued_at_trigger_ms.map(round2),
+        note: p.note,
+        at_ms: p.at_ms,
     }
 }
