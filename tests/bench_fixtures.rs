@@ -228,6 +228,17 @@ fn bad_requests_are_refused_before_any_call() {
         ..base.clone()
     });
     assert!(e.contains("--profile"), "{e}");
+    // Every cell left out (gemini-3.1 cannot update a live session's instructions): nothing to
+    // run is said so, with why, instead of an empty sweep.
+    let e = err(FixturesArgs {
+        profile: Some("gemini-3.1".into()),
+        strategy: Some("context_update".into()),
+        ..base.clone()
+    });
+    assert!(
+        e.contains("nothing to run") && e.contains("context_update left out"),
+        "{e}"
+    );
     // The real service without its key: refused, nothing dialled.
     let gemini = fixtures::run(&FixturesArgs {
         model: ModelKind::Gemini,

@@ -261,3 +261,41 @@ fn a_step_runs_on_the_openai_profile_either_way() {
         assert!(!mock.contains("ERROR"), "{mock}");
     }
 }
+
+/// Mistakes the spawned processes would only have found later (in their logs) are refused at
+/// once, with what to do, and nothing is started; a target nobody answers at is an error, not a
+/// step that "did not hold".
+#[test]
+fn bad_requests_are_refused_at_once_and_an_unreachable_target_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |args: &[&str]| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["bench", "load", "--calls", "2", "--duration", "2"])
+            .args(args)
+            .arg("--report")
+            .arg(dir.path().join("r"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{args:?} was run: {stderr}");
+        stderr
+    };
+    let e = refused(&["--profile", "openai", "--target-pid", "1"]);
+    assert!(e.contains("--target-pid goes with --target"), "{e}");
+    let e = refused(&["--target", "http://127.0.0.1:9/twilio"]);
+    assert!(e.contains("ws://127.0.0.1:8080/twilio"), "{e}");
+    let missing = dir.path().join("missing.wav");
+    let e = refused(&["--fixture", missing.to_str().unwrap()]);
+    assert!(e.contains("--fixture") && e.contains("missing.wav"), "{e}");
+    let e = refused(&["--store", "mysql://x"]);
+    assert!(e.contains("--store") && e.contains("sqlite://"), "{e}");
+    let e = refused(&["--profile", "gpt9"]);
+    assert!(e.contains("or openai"), "{e}");
+    assert!(!dir.path().join("r").exists(), "nothing started, no report");
+    // Nobody listens on the discard port: the step cannot place a call.
+    let e = refused(&["--target", "ws://127.0.0.1:9/twilio", "--ramp", "0"]);
+    assert!(
+        e.contains("no call of the step reached ws://127.0.0.1:9/twilio"),
+        "{e}"
+    );
+}

@@ -167,6 +167,8 @@ pub enum FixturesError {
 pub struct Plan {
     pub cells: Vec<Cell>,
     pub prepared: Vec<demo::Prepared>,
+    /// Cells the sweep leaves out, each with why (a strategy the profile's model cannot carry).
+    pub left_out: Vec<String>,
 }
 
 fn cpu_since(before: Option<Duration>) -> Option<Duration> {
@@ -250,6 +252,7 @@ pub fn run(args: &FixturesArgs) -> Result<(), FixturesError> {
         },
         leg_codec: args.leg_codec.name(),
         calls_per_cell: args.calls,
+        left_out: plan.left_out.clone(),
     };
     let written = write(&args.report, &info, cells, &results, clocks)?;
     eprintln!(
@@ -320,6 +323,7 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
     };
     let mut cells = Vec::new();
     let mut prepared = Vec::new();
+    let mut left_out = Vec::new();
     let fixtures = args.fixture.iter().map(|wav| (wav, true));
     for (path, is_fixture) in scenarios.iter().map(|p| (p, false)).chain(fixtures) {
         let demo_args = DemoArgs {
@@ -372,11 +376,13 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
                         .clone()
                         .unwrap_or_else(|| loaded.scenario.profile.name().to_owned());
                     if let Some(missing) = unplayable_on(s, &p) {
-                        eprintln!(
-                            "bench fixtures: {} on {p}: {} left out (the model has {missing})",
+                        let why = format!(
+                            "{} on {p}: {} left out (the model has {missing})",
                             loaded.scenario.name,
                             s.as_str()
                         );
+                        eprintln!("bench fixtures: {why}");
+                        left_out.push(why);
                         continue;
                     }
                 }
@@ -392,7 +398,18 @@ pub fn plan(args: &FixturesArgs) -> Result<Plan, FixturesError> {
         }
         prepared.push(loaded);
     }
-    Ok(Plan { cells, prepared })
+    if cells.is_empty() {
+        return Err(FixturesError::Usage(format!(
+            "nothing to run: every cell was left out ({}); choose a strategy the profile's model \
+             can carry, or another --profile",
+            left_out.join("; ")
+        )));
+    }
+    Ok(Plan {
+        cells,
+        prepared,
+        left_out,
+    })
 }
 
 /// What the model of the embedded mock's `profile` lacks to carry `s` at all, if anything.

@@ -47,6 +47,9 @@ pub fn render(r: &FixturesReport) -> String {
         "- **Calls:** {} ({} per scenario, profile and strategy; {} at once), {} failed.\n",
         run.calls, run.calls_per_cell, run.workers, run.failed
     );
+    if !run.left_out.is_empty() {
+        let _ = writeln!(s, "- **Left out:** {}.\n", run.left_out.join("; "));
+    }
 
     let f = &r.figures;
     let _ = writeln!(s, "## Figures (all calls)\n");

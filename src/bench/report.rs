@@ -30,6 +30,8 @@ pub struct RunInfo {
     pub model: String,
     pub leg_codec: &'static str,
     pub calls_per_cell: u32,
+    /// Cells left out of the sweep, each with why.
+    pub left_out: Vec<String>,
 }
 
 /// Percentiles (nearest rank) of one figure; `null`s and `samples: 0` when there were none.
@@ -95,6 +97,8 @@ pub struct RunSummary {
     pub failed: usize,
     /// Calls run at once.
     pub workers: usize,
+    /// Cells left out of the sweep, each with why (a strategy the profile's model cannot carry).
+    pub left_out: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -550,6 +554,7 @@ pub fn build(
             calls: results.len(),
             failed: results.iter().filter(|r| r.outcome.is_err()).count(),
             workers: clocks.workers,
+            left_out: info.left_out.clone(),
         },
         figures,
         handoffs_by_strategy_profile,

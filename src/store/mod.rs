@@ -153,6 +153,11 @@ pub fn new_id(prefix: &str) -> String {
     )
 }
 
+/// Whether `url` names a store baton opens (SQLite or PostgreSQL), before trying to reach it.
+pub fn check_url(url: &str) -> Result<(), StoreError> {
+    kind_of(url).map(|_| ())
+}
+
 fn kind_of(url: &str) -> Result<Kind, StoreError> {
     if url.starts_with("sqlite:") {
         Ok(Kind::Sqlite)

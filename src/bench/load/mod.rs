@@ -158,7 +158,7 @@ fn parse_chunk_ms(s: &str) -> Result<u64, String> {
 fn parse_profile(s: &str) -> Result<String, String> {
     s.parse::<crate::mock::profile::ProfileArg>()
         .map(|_| s.trim().to_owned())
-        .map_err(|e| e.to_string())
+        .map_err(|e| format!("{e}, or openai"))
 }
 
 /// Why a load sweep failed.
@@ -357,6 +357,30 @@ pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
             args.duration
         )));
     }
+    // What the spawned processes would only find out later, in their logs: said here, at once.
+    match (&args.target, args.target_pid) {
+        (None, Some(_)) => {
+            return Err(LoadError::Args(
+                "--target-pid goes with --target (the server it names); without --target baton \
+                 serve is spawned and measured anyway"
+                    .into(),
+            ));
+        }
+        (Some(t), _) if !(t.starts_with("ws://") || t.starts_with("wss://")) => {
+            return Err(LoadError::Args(format!(
+                "--target {t}: give the WebSocket URL of the Twilio path, e.g. \
+                 ws://127.0.0.1:8080/twilio"
+            )));
+        }
+        _ => {}
+    }
+    if let Some(f) = &args.fixture {
+        crate::leg::twilio::caller::CallerOptions::from_wav(f)
+            .map_err(|e| LoadError::Args(format!("--fixture: {e}")))?;
+    }
+    if let Some(url) = &args.store {
+        crate::store::check_url(url).map_err(|e| LoadError::Args(format!("--store: {e}")))?;
+    }
     let max = *args.calls.iter().max().unwrap_or(&1);
     if let Some(limit) = procs::open_files_limit() {
         // baton holds two sockets per call (caller and model); the client one.
@@ -382,6 +406,15 @@ pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
         progress.begin(i, n, args.duration + args.ramp);
         let step = run_step(args, &exe, n, ticks, &mut progress)?;
         progress.end(&step);
+        if step.started == 0 {
+            // Not a result: nothing was measured.
+            return Err(LoadError::Client(format!(
+                "no call of the step reached {} ({:?}); see {}",
+                args.target.as_deref().unwrap_or("the spawned baton serve"),
+                step.failures,
+                logs.display()
+            )));
+        }
         steps.push(step);
     }
     let mut notes = Vec::new();
