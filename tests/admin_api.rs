@@ -182,6 +182,20 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
     let (code, v) = http(a, "GET", &format!("/admin/calls/{call}/figures"), None).await;
     assert_eq!(code, 200);
     assert_eq!(v["handoff_events"][0]["trigger"], "manual", "{v}");
+    // The store has the call (started, not ended): it is not listed as ended.
+    let s = d.app.store.get().unwrap();
+    assert!(s.writer.flush(Duration::from_secs(10)).await);
+    let (code, v) = http(a, "GET", "/admin/calls?state=ended", None).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["calls"], json!([]), "a live call is not an ended one");
+    for bad in ["limit=0", "limit=1001", "limit=abc"] {
+        let (code, v) = http(a, "GET", &format!("/admin/calls?state=ended&{bad}"), None).await;
+        assert_eq!(code, 400, "{bad}: {v}");
+        assert!(
+            v["error"].as_str().is_some_and(|e| e.contains("limit")),
+            "{bad}: {v}"
+        );
+    }
 
     let heard = dial.await.unwrap().unwrap();
     assert!(heard.played_ms > 3000, "{heard:?}");

@@ -127,6 +127,18 @@ impl Store {
         rows.iter().map(call_row).collect()
     }
 
+    /// The newest `limit` calls that have ended (a call still under way has no `ended_at`).
+    pub async fn ended_calls(&self, limit: i64) -> Result<Vec<CallRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, caller, leg, agent_set, started_at, ended_at, end_reason, figures, recording \
+             FROM calls WHERE ended_at IS NOT NULL ORDER BY started_at DESC, id DESC LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(call_row).collect()
+    }
+
     pub async fn call(&self, id: &str) -> Result<CallRow, StoreError> {
         let row = sqlx::query(
             "SELECT id, caller, leg, agent_set, started_at, ended_at, end_reason, figures, recording \

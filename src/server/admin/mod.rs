@@ -202,7 +202,19 @@ struct CallsQuery {
     limit: Option<i64>,
 }
 
-async fn list_calls(State(app): State<Arc<AppState>>, Query(q): Query<CallsQuery>) -> Response {
+async fn list_calls(
+    State(app): State<Arc<AppState>>,
+    q: Result<Query<CallsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("{}: use ?state=live|ended&limit=1..1000", e.body_text()),
+            );
+        }
+    };
     match q.state.as_deref() {
         None | Some("live") => {
             let (calls, unanswered) = cluster_list(&app, true).await;
@@ -216,7 +228,14 @@ async fn list_calls(State(app): State<Arc<AppState>>, Query(q): Query<CallsQuery
             let Some(s) = app.store.get() else {
                 return no_store();
             };
-            match s.store.calls(q.limit.unwrap_or(50).clamp(1, 1000)).await {
+            let limit = q.limit.unwrap_or(50);
+            if !(1..=1000).contains(&limit) {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("limit {limit}: give 1 to 1000 (50 without it)"),
+                );
+            }
+            match s.store.ended_calls(limit).await {
                 Ok(calls) => Json(json!({ "calls": calls })).into_response(),
                 Err(e) => store_error(e),
             }
