@@ -384,6 +384,12 @@ async fn run_prepared_with(
     let scenario_path = prepared.path.clone();
     let mut scenario = prepared.scenario.clone();
     if let Some(ms) = args.first_audio_ms {
+        // Past a minute no reply would come inside any scenario's turn.
+        if ms > 60_000 {
+            return Err(DemoError::Usage(format!(
+                "--first-audio-ms {ms}: give the model's first-audio latency in ms, 0 to 60000"
+            )));
+        }
         scenario.timing.first_audio = std::time::Duration::from_millis(ms);
     }
     if let Some(x) = args.model_speed {

@@ -496,7 +496,7 @@ fn check_config(file: &std::path::Path, insecure_no_auth: bool) -> anyhow::Resul
         println!("  no API tokens: serves only a loopback address (else --insecure-no-auth)");
     } else {
         println!(
-            "  API tokens required (from ${}) on every route but the probes (/livez, /readyz, /healthz)",
+            "  API tokens required (from ${}) on every route but the probes (/livez, /readyz, /healthz), the call page (/, /caller.wav) and /openapi.json",
             c.server.auth_tokens_env
         );
     }

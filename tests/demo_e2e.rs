@@ -180,3 +180,15 @@ fn a_scenario_without_a_caller_is_refused_clearly() {
     let err = demo::run(&a).err().expect("no caller fixture").to_string();
     assert!(err.contains("s.toml") && err.contains("caller"), "{err}");
 }
+
+#[test]
+fn a_first_audio_latency_no_turn_could_wait_for_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = args(dir.path(), LegCodec::L16k16);
+    a.first_audio_ms = Some(999_999_999);
+    let err = demo::run(&a).err().expect("refused").to_string();
+    assert!(
+        err.contains("--first-audio-ms 999999999") && err.contains("0 to 60000"),
+        "{err}"
+    );
+}

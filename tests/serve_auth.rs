@@ -428,3 +428,44 @@ async fn dial_twilio_carries_the_token_as_a_header_and_shows_a_refusal_whole() {
         String::from_utf8_lossy(&taken.stderr)
     );
 }
+
+/// Every refusal is JSON with a sentence in `error`: a missing token, an unknown path, a method
+/// a route does not take (still with its `allow` header).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_json_with_what_to_do() {
+    let d = Daemon::start_with(&support::mock_config("", ""), |st| st.api_tokens = tokens()).await;
+    let body = |r: &str| -> serde_json::Value {
+        let b = r.split("\r\n\r\n").nth(1).unwrap_or("");
+        serde_json::from_str(b).unwrap_or_else(|e| panic!("not JSON ({e}): {r}"))
+    };
+    let missing = support::http(&d.addr, &get("/metrics", None)).await;
+    assert_eq!(status(&missing), "401", "{missing}");
+    assert!(
+        body(&missing)["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Bearer")),
+        "{missing}"
+    );
+    let auth = format!("Bearer {TOKEN}");
+    let unknown = support::http(&d.addr, &get("/admin/nothing", Some(&auth))).await;
+    assert_eq!(status(&unknown), "404", "{unknown}");
+    assert!(
+        body(&unknown)["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("/openapi.json")),
+        "{unknown}"
+    );
+    let wrong = support::http(&d.addr, &get("/admin/drain", Some(&auth))).await;
+    assert_eq!(status(&wrong), "405", "{wrong}");
+    assert!(
+        wrong.to_ascii_lowercase().contains("allow: post"),
+        "{wrong}"
+    );
+    assert!(
+        body(&wrong)["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("GET")),
+        "{wrong}"
+    );
+    d.stop().await;
+}

@@ -234,6 +234,13 @@ fn parse_drop(s: &str) -> Result<DropRule, String> {
 
 /// Binds, prints `baton mock-model listening on <base_url>`, serves until Ctrl-C.
 pub async fn run(args: MockModelArgs) -> Result<(), MockError> {
+    if let Some(s) = args.session_lifetime
+        && !matches!(args.profile, Some(ProfileArg::OpenAi))
+    {
+        return Err(MockError::Usage(format!(
+            "--session-lifetime {s}: only OpenAI Realtime sessions expire; add --profile openai"
+        )));
+    }
     let scenario = match &args.scenario {
         Some(p) => Scenario::load(p)?,
         None => Scenario::builtin(),
@@ -344,6 +351,17 @@ mod tests {
         assert!(
             err.contains("gemini-3.8") && err.contains("openai"),
             "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_session_lifetime_without_the_openai_profile_is_refused() {
+        let cli = Cli::try_parse_from(["mock-model", "--session-lifetime", "10"]).unwrap();
+        let err = run(cli.args).await.err().map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("add --profile openai")),
+            "{err:?}"
         );
     }
 

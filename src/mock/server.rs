@@ -109,6 +109,8 @@ pub enum MockError {
     },
     #[error("environment variable {var} (named by --api-key-env) is not set or empty")]
     ApiKeyEnv { var: String },
+    #[error("{0}")]
+    Usage(String),
     #[error("{what}: {source}")]
     Io {
         what: String,

@@ -145,7 +145,7 @@ pub async fn require_bearer(
         (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer realm=\"baton\"")],
-            format!("{why}\n"),
+            axum::Json(serde_json::json!({ "error": why })),
         )
             .into_response()
     };
@@ -255,7 +255,7 @@ pub fn log_exposure(e: Exposure, addr: SocketAddr, twilio_signed: bool) {
     match e {
         Exposure::Tokens => tracing::info!(
             %addr,
-            "API tokens required on every endpoint but the probes (/livez, /readyz, /healthz); /twilio and /twiml use {twilio}"
+            "API tokens required on every endpoint but the probes (/livez, /readyz, /healthz), the call page (/, /caller.wav) and /openapi.json; /twilio and /twiml use {twilio}"
         ),
         Exposure::LoopbackOnly => tracing::info!(
             %addr,

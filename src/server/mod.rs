@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
@@ -466,7 +466,29 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(signed)
         .merge(bridges::own_auth_routes(&state))
         .merge(auth::protect(protected, state.api_tokens.clone()))
+        // Errors are JSON everywhere (`{"error": …}`, as the admin API documents), an unknown
+        // path or method included.
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(not_found)
         .with_state(state)
+}
+
+async fn not_found(method: axum::http::Method, uri: axum::http::Uri) -> impl IntoResponse {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(serde_json::json!({
+            "error": format!("no route {method} {}: see GET /openapi.json", uri.path())
+        })),
+    )
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> impl IntoResponse {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        axum::Json(serde_json::json!({
+            "error": format!("{} does not take {method} (the allow header says what it takes)", uri.path())
+        })),
+    )
 }
 
 /// **Every HTTP route baton adds goes here** (`/metrics`, `/calls`, `/whip`, admin, the bridges

@@ -84,7 +84,13 @@ fn refusal_reason(body: Option<&Vec<u8>>) -> String {
     let text = body
         .map(|b| String::from_utf8_lossy(b).into_owned())
         .unwrap_or_default();
-    text.lines()
+    // baton's own refusals are `{"error": "..."}`: the sentence, not the JSON around it.
+    let said = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("error")?.as_str().map(str::to_owned));
+    said.as_deref()
+        .unwrap_or(&text)
+        .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or_default()
@@ -641,4 +647,21 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     report.recording.caller.resize(len, 0);
     report.recording.agent.resize(len, 0);
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal_reason;
+
+    #[test]
+    fn a_refusal_says_the_servers_sentence() {
+        let json = br#"{"error":"the bearer token is not one of baton's API tokens"}"#.to_vec();
+        assert_eq!(
+            refusal_reason(Some(&json)),
+            "the bearer token is not one of baton's API tokens"
+        );
+        let text = b"\n  invalid X-Twilio-Signature\nmore\n".to_vec();
+        assert_eq!(refusal_reason(Some(&text)), "invalid X-Twilio-Signature");
+        assert_eq!(refusal_reason(None), "");
+    }
 }
