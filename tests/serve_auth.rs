@@ -455,6 +455,9 @@ async fn refusals_are_json_with_what_to_do() {
             .is_some_and(|e| e.contains("/openapi.json")),
         "{unknown}"
     );
+    // A protected route answers nothing, not even which methods it takes, without the token.
+    let probe = support::http(&d.addr, &get("/admin/drain", None)).await;
+    assert_eq!(status(&probe), "401", "{probe}");
     let wrong = support::http(&d.addr, &get("/admin/drain", Some(&auth))).await;
     assert_eq!(status(&wrong), "405", "{wrong}");
     assert!(
@@ -466,6 +469,19 @@ async fn refusals_are_json_with_what_to_do() {
             .as_str()
             .is_some_and(|e| e.contains("GET")),
         "{wrong}"
+    );
+    // An open route's 405 is JSON too.
+    let open = support::http(
+        &d.addr,
+        "DELETE /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status(&open), "405", "{open}");
+    assert!(
+        body(&open)["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("DELETE")),
+        "{open}"
     );
     d.stop().await;
 }

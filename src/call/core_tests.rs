@@ -895,6 +895,40 @@ fn a_warm_transfers_brief_is_set_up_in_pcm_on_a_call_in_a_law() {
     assert_eq!(open, Some(Some(Law::Ulaw)), "{:?}", rig.tasks);
 }
 
+/// A standby that cannot be opened fails its handoff: the record says why it was never heard
+/// (the call's timeline takes it out of the announced ones, so no later handoff relabels it).
+#[test]
+fn a_failed_handoffs_record_says_it_failed() {
+    use super::outbox::OpenFailed;
+    let mut rig = Rig::with_agents(Strategy::Recreate);
+    rig.caller(400, true);
+    rig.caller(300, false);
+    rig.announce();
+    let Some(Task::Open { id, .. }) = rig.tasks.pop() else {
+        panic!("no standby opened: {:?}", rig.tasks);
+    };
+    let failed = OpenFailed {
+        reason: "1008 model not found".into(),
+        handle_refused: false,
+    };
+    rig.core.handle_opened(id, Err(failed), rig.now);
+    rig.drain();
+    rig.model_event(FIRST, ModelEvent::GenerationComplete);
+    rig.model_event(FIRST, ModelEvent::TurnComplete);
+    rig.advance(Duration::from_secs(2));
+    let report = rig.core.finish(Some("test".into()));
+    let [h] = report.handoffs.as_slice() else {
+        panic!("one handoff: {:?}", report.handoffs);
+    };
+    assert_eq!((h.gap_ms, h.heard_at_ms), (None, None), "{h:?}");
+    assert!(
+        h.note
+            .as_deref()
+            .is_some_and(|n| n.contains("failed") && n.contains("1008")),
+        "{h:?}"
+    );
+}
+
 #[test]
 fn recreate_prepares_a_standby_at_once_and_switches_at_the_turn_boundary() {
     let mut rig = Rig::with_agents(Strategy::Recreate);

@@ -327,6 +327,9 @@ pub async fn run_with_agents(
             warm = None;
         }
         if core.ended().is_some() {
+            if let Some(a) = after.take() {
+                a.let_go("the call ended first");
+            }
             if let Some(mut w) = warm.take() {
                 w.caller_gone(&mut core, Instant::now().into_std());
                 while let Some(ev) = core.poll_event() {
@@ -396,8 +399,10 @@ pub async fn run_with_agents(
                 ev = next_transfer_event(&mut transfer_events) => match ev {
                     Some(ev) => {
                         let now = Instant::now().into_std();
-                        if let Some(a) = no_answer::after_blind(&mut blind, &ev, now) {
-                            after = Some(a);
+                        if let Some(a) = no_answer::after_blind(&mut blind, &ev, now)
+                            && let Some(old) = after.replace(a)
+                        {
+                            old.let_go("another transfer's outcome came first");
                         }
                         core.handle_transfer(ev, now);
                         if let Some(a) = after.as_mut() {

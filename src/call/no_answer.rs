@@ -95,6 +95,14 @@ impl Aftermath {
         });
     }
 
+    /// What was left to do will not be done (`why`): a named agent still waiting to be brought
+    /// in is said in the log, not dropped silently.
+    pub(super) fn let_go(self, why: &str) {
+        if let Some(agent) = self.hand_to {
+            tracing::warn!(%agent, person = %self.person, why, "the no-answer agent was not brought in");
+        }
+    }
+
     /// Nothing is left to do.
     pub(super) fn is_done(&self) -> bool {
         self.hand_to.is_none() && self.ending.is_none()

@@ -465,9 +465,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/openapi.json", get(admin::openapi))
         .merge(signed)
         .merge(bridges::own_auth_routes(&state))
-        .merge(auth::protect(protected, state.api_tokens.clone()))
-        // Errors are JSON everywhere (`{"error": …}`, as the admin API documents), an unknown
-        // path or method included.
+        // A protected route's 405 is given behind the token check, like everything it answers.
+        .merge(auth::protect(
+            protected.method_not_allowed_fallback(method_not_allowed),
+            state.api_tokens.clone(),
+        ))
+        // Errors are JSON (`{"error": …}`, as the admin API documents), an unknown path or
+        // method included.
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .with_state(state)

@@ -406,8 +406,10 @@ pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
         progress.begin(i, n, args.duration + args.ramp);
         let step = run_step(args, &exe, n, ticks, &mut progress)?;
         progress.end(&step);
-        if step.started == 0 {
-            // Not a result: nothing was measured.
+        if i == 0 && step.started == 0 {
+            // Not a result: the target was never reached, so nothing was measured. (A later
+            // step that starts nothing — a server that fell over at the step before — is a
+            // result: it did not hold, and the report keeps the steps that did.)
             return Err(LoadError::Client(format!(
                 "no call of the step reached {} ({:?}); see {}",
                 args.target.as_deref().unwrap_or("the spawned baton serve"),

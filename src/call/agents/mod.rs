@@ -673,6 +673,17 @@ impl AgentsDriver {
             } => {
                 tracing::info!(%from, %to, %reason, "handoff blocked");
             }
+            CallEvent::HandoffFailed { to, reason, .. } => {
+                // Never heard, and for this reason (not superseded by a later one).
+                if let Some(i) = self.announced.iter().rposition(|p| &p.to == to) {
+                    let mut p = self.announced.remove(i);
+                    p.note = Some(match p.note.take() {
+                        Some(n) => format!("{n}; failed: {reason}"),
+                        None => format!("failed: {reason}"),
+                    });
+                    self.handoffs.push(timeline::unheard(p));
+                }
+            }
             _ => {}
         }
         self.events.push(ev);

@@ -118,7 +118,7 @@ impl AgentsDriver {
 }
 
 /// The record of a handoff whose new agent was never heard.
-fn unheard(p: Pending) -> HandoffRecord {
+pub(super) fn unheard(p: Pending) -> HandoffRecord {
     HandoffRecord {
         from: p.from,
         to: p.to,
