@@ -1037,49 +1037,28 @@ fn barge_in_mid_handoff_flushes_the_announcement_and_the_handoff_goes_on() {
 fn handoffs_superseded_before_they_are_heard_keep_no_gap_and_lend_none() {
     use crate::agents::Input;
     let mut rig = Rig::with_agents(Strategy::ContextUpdate);
-    rig.caller(400, true);
-    rig.caller(300, false);
-    rig.model_audio(FIRST, 400);
-    rig.model_event(FIRST, ModelEvent::GenerationComplete);
-    rig.model_event(FIRST, ModelEvent::TurnComplete);
-    rig.advance(Duration::from_secs(1));
-    let agent = |a: &str| a.to_owned();
-    for input in [
-        Input::Activate {
-            agent: agent("schemes"),
-        },
-        Input::Deactivate {
-            agent: agent("schemes"),
-        },
-        Input::Activate {
-            agent: agent("schemes"),
-        },
-    ] {
+    // The caller speaks, the lead answers (400 ms), then `quiet` passes.
+    let exchange = |rig: &mut Rig, quiet: Duration| {
+        rig.caller(400, true);
+        rig.caller(300, false);
+        rig.model_audio(FIRST, 400);
+        rig.model_event(FIRST, ModelEvent::GenerationComplete);
+        rig.model_event(FIRST, ModelEvent::TurnComplete);
+        rig.advance(quiet);
+    };
+    let command = |rig: &mut Rig, input: Input| {
         rig.core.handle_command(input, rig.now).unwrap();
         rig.drain();
-    }
+    };
+    let schemes = || "schemes".to_owned();
+    exchange(&mut rig, Duration::from_secs(1));
+    command(&mut rig, Input::Activate { agent: schemes() });
+    command(&mut rig, Input::Deactivate { agent: schemes() });
+    command(&mut rig, Input::Activate { agent: schemes() });
     // Ravi answers, and much later hands back to Asha at the operator's word.
-    rig.caller(400, true);
-    rig.caller(300, false);
-    rig.model_audio(FIRST, 400);
-    rig.model_event(FIRST, ModelEvent::GenerationComplete);
-    rig.model_event(FIRST, ModelEvent::TurnComplete);
-    rig.advance(Duration::from_secs(10));
-    rig.core
-        .handle_command(
-            Input::Deactivate {
-                agent: agent("schemes"),
-            },
-            rig.now,
-        )
-        .unwrap();
-    rig.drain();
-    rig.caller(400, true);
-    rig.caller(300, false);
-    rig.model_audio(FIRST, 400);
-    rig.model_event(FIRST, ModelEvent::GenerationComplete);
-    rig.model_event(FIRST, ModelEvent::TurnComplete);
-    rig.advance(Duration::from_secs(1));
+    exchange(&mut rig, Duration::from_secs(10));
+    command(&mut rig, Input::Deactivate { agent: schemes() });
+    exchange(&mut rig, Duration::from_secs(1));
     let report = rig.core.finish(Some("test".into()));
     let h = &report.handoffs;
     let route: Vec<(&str, &str)> = h.iter().map(|h| (h.from.as_str(), h.to.as_str())).collect();
