@@ -283,7 +283,7 @@ fn bad_requests_are_refused_at_once_and_an_unreachable_target_fails() {
     let e = refused(&["--profile", "openai", "--target-pid", "1"]);
     assert!(e.contains("--target-pid goes with --target"), "{e}");
     let e = refused(&["--target", "http://127.0.0.1:9/twilio"]);
-    assert!(e.contains("ws://127.0.0.1:8080/twilio"), "{e}");
+    assert!(e.contains("use ws://127.0.0.1:9/twilio"), "{e}");
     let missing = dir.path().join("missing.wav");
     let e = refused(&["--fixture", missing.to_str().unwrap()]);
     assert!(e.contains("--fixture") && e.contains("missing.wav"), "{e}");

@@ -434,40 +434,26 @@ async fn dial_twilio_carries_the_token_as_a_header_and_shows_a_refusal_whole() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_are_json_with_what_to_do() {
     let d = Daemon::start_with(&support::mock_config("", ""), |st| st.api_tokens = tokens()).await;
-    let body = |r: &str| -> serde_json::Value {
+    // The response has status `code` and a JSON body whose `error` says `says`.
+    let refused = |r: &str, code: &str, says: &str| {
+        assert_eq!(status(r), code, "{r}");
         let b = r.split("\r\n\r\n").nth(1).unwrap_or("");
-        serde_json::from_str(b).unwrap_or_else(|e| panic!("not JSON ({e}): {r}"))
+        let v: serde_json::Value =
+            serde_json::from_str(b).unwrap_or_else(|e| panic!("not JSON ({e}): {r}"));
+        assert!(v["error"].as_str().is_some_and(|e| e.contains(says)), "{r}");
     };
     let missing = support::http(&d.addr, &get("/metrics", None)).await;
-    assert_eq!(status(&missing), "401", "{missing}");
-    assert!(
-        body(&missing)["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("Bearer")),
-        "{missing}"
-    );
+    refused(&missing, "401", "Bearer");
     let auth = format!("Bearer {TOKEN}");
     let unknown = support::http(&d.addr, &get("/admin/nothing", Some(&auth))).await;
-    assert_eq!(status(&unknown), "404", "{unknown}");
-    assert!(
-        body(&unknown)["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("/openapi.json")),
-        "{unknown}"
-    );
+    refused(&unknown, "404", "/openapi.json");
     // A protected route answers nothing, not even which methods it takes, without the token.
     let probe = support::http(&d.addr, &get("/admin/drain", None)).await;
     assert_eq!(status(&probe), "401", "{probe}");
     let wrong = support::http(&d.addr, &get("/admin/drain", Some(&auth))).await;
-    assert_eq!(status(&wrong), "405", "{wrong}");
+    refused(&wrong, "405", "GET");
     assert!(
         wrong.to_ascii_lowercase().contains("allow: post"),
-        "{wrong}"
-    );
-    assert!(
-        body(&wrong)["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("GET")),
         "{wrong}"
     );
     // An open route's 405 is JSON too.
@@ -476,12 +462,6 @@ async fn refusals_are_json_with_what_to_do() {
         "DELETE /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     )
     .await;
-    assert_eq!(status(&open), "405", "{open}");
-    assert!(
-        body(&open)["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("DELETE")),
-        "{open}"
-    );
+    refused(&open, "405", "DELETE");
     d.stop().await;
 }

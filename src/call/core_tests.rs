@@ -900,10 +900,8 @@ fn a_warm_transfers_brief_is_set_up_in_pcm_on_a_call_in_a_law() {
 #[test]
 fn a_failed_handoffs_record_says_it_failed() {
     use super::outbox::OpenFailed;
-    let mut rig = Rig::with_agents(Strategy::Recreate);
-    rig.caller(400, true);
-    rig.caller(300, false);
-    rig.announce();
+    // The announcement is generated while the standby is still being opened.
+    let (mut rig, _, _) = handoff(Strategy::Recreate);
     let Some(Task::Open { id, .. }) = rig.tasks.pop() else {
         panic!("no standby opened: {:?}", rig.tasks);
     };
@@ -913,8 +911,6 @@ fn a_failed_handoffs_record_says_it_failed() {
     };
     rig.core.handle_opened(id, Err(failed), rig.now);
     rig.drain();
-    rig.model_event(FIRST, ModelEvent::GenerationComplete);
-    rig.model_event(FIRST, ModelEvent::TurnComplete);
     rig.advance(Duration::from_secs(2));
     let report = rig.core.finish(Some("test".into()));
     let [h] = report.handoffs.as_slice() else {

@@ -327,7 +327,7 @@ pub async fn run_with_agents(
             warm = None;
         }
         if core.ended().is_some() {
-            if let Some(a) = after.take() {
+            if let Some(mut a) = after.take() {
                 a.let_go("the call ended first");
             }
             if let Some(mut w) = warm.take() {
@@ -400,7 +400,7 @@ pub async fn run_with_agents(
                     Some(ev) => {
                         let now = Instant::now().into_std();
                         if let Some(a) = no_answer::after_blind(&mut blind, &ev, now)
-                            && let Some(old) = after.replace(a)
+                            && let Some(mut old) = after.replace(a)
                         {
                             old.let_go("another transfer's outcome came first");
                         }

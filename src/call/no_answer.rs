@@ -97,8 +97,8 @@ impl Aftermath {
 
     /// What was left to do will not be done (`why`): a named agent still waiting to be brought
     /// in is said in the log, not dropped silently.
-    pub(super) fn let_go(self, why: &str) {
-        if let Some(agent) = self.hand_to {
+    pub(super) fn let_go(&mut self, why: &str) {
+        if let Some(agent) = self.hand_to.take() {
             tracing::warn!(%agent, person = %self.person, why, "the no-answer agent was not brought in");
         }
     }
@@ -124,7 +124,7 @@ impl Aftermath {
     /// the agent is speaking, and would refuse the agent "not now" until it has gone out, so the
     /// agent waits for it (checked every pass) instead of being dropped.
     fn bring_in(&mut self, caller: &mut CallCore, now: Instant) {
-        if !self.reported || self.hand_to.is_none() || caller.handoff_under_way() {
+        if !self.reported || caller.handoff_under_way() {
             return;
         }
         let Some(agent) = self.hand_to.take() else {

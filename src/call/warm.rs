@@ -406,7 +406,7 @@ impl Warm {
         self.drive(caller, now);
         // Whatever the machine said, nothing of the person's side outlives the caller.
         self.release_person();
-        std::mem::replace(&mut self.after, Aftermath::new(&self.to)).let_go("the call ended first");
+        self.after.let_go("the call ended first");
     }
 
     fn on_progress(&mut self, p: PersonProgress, now: Instant) {

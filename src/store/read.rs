@@ -44,6 +44,17 @@ fn context_row(r: &AnyRow) -> Result<ContextRow, StoreError> {
     })
 }
 
+/// A query of whole call rows: the columns [`call_row`] reads, then `$rest`.
+macro_rules! call_rows {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, caller, leg, agent_set, started_at, ended_at, end_reason, figures, \
+             recording FROM calls ",
+            $rest
+        )
+    };
+}
+
 impl Store {
     /// Every context of a caller, newest first.
     pub async fn contexts(&self, caller: &str) -> Result<Vec<ContextRow>, StoreError> {
@@ -117,40 +128,38 @@ impl Store {
 
     /// The latest calls, newest first.
     pub async fn calls(&self, limit: i64) -> Result<Vec<CallRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, caller, leg, agent_set, started_at, ended_at, end_reason, figures, recording \
-             FROM calls ORDER BY started_at DESC, id DESC LIMIT $1",
+        self.newest_calls(
+            call_rows!("ORDER BY started_at DESC, id DESC LIMIT $1"),
+            limit,
         )
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(call_row).collect()
+        .await
     }
 
     /// The newest `limit` calls that have ended (a call still under way has no `ended_at`).
     pub async fn ended_calls(&self, limit: i64) -> Result<Vec<CallRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, caller, leg, agent_set, started_at, ended_at, end_reason, figures, recording \
-             FROM calls WHERE ended_at IS NOT NULL ORDER BY started_at DESC, id DESC LIMIT $1",
-        )
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
+        let sql =
+            call_rows!("WHERE ended_at IS NOT NULL ORDER BY started_at DESC, id DESC LIMIT $1");
+        self.newest_calls(sql, limit).await
+    }
+
+    async fn newest_calls(
+        &self,
+        sql: &'static str,
+        limit: i64,
+    ) -> Result<Vec<CallRow>, StoreError> {
+        let rows = sqlx::query(sql).bind(limit).fetch_all(self.pool()).await?;
         rows.iter().map(call_row).collect()
     }
 
     pub async fn call(&self, id: &str) -> Result<CallRow, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, caller, leg, agent_set, started_at, ended_at, end_reason, figures, recording \
-             FROM calls WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(self.pool())
-        .await?
-        .ok_or_else(|| StoreError::NotFound {
-            what: "call",
-            id: id.to_owned(),
-        })?;
+        let row = sqlx::query(call_rows!("WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or_else(|| StoreError::NotFound {
+                what: "call",
+                id: id.to_owned(),
+            })?;
         call_row(&row)
     }
 

@@ -173,7 +173,7 @@ impl Orchestrator {
         // An operator's command may follow a handoff already carried in place (the new agent
         // not yet heard); only one still being carried out (a session being prepared, a message
         // waiting for the turn boundary) blocks it.
-        let blocked = if self.carrying_out() {
+        let blocked = if self.handoff_under_way() {
             Some(UNDER_WAY.to_owned())
         } else if let Some(c) = entering.iter().find_map(|&m| {
             let data = &self.data;
@@ -549,15 +549,15 @@ impl Orchestrator {
     }
 
     /// A handoff is still being carried out: a session being prepared, or a message waiting for
-    /// the turn boundary.
-    pub(super) fn carrying_out(&self) -> bool {
+    /// the turn boundary (an operator's handoff command now is refused "not now").
+    pub fn handoff_under_way(&self) -> bool {
         self.standby.is_some() || !self.held.is_empty()
     }
 
     /// An operator's command refused with `e`, unless another handoff is being carried out: who
     /// leads and who is active are about to change, so "not now" is the answer that holds.
     fn unless_busy(&self, e: CommandError) -> CommandError {
-        if self.carrying_out() {
+        if self.handoff_under_way() {
             CommandError::Blocked(UNDER_WAY.to_owned())
         } else {
             e

@@ -475,12 +475,6 @@ impl Orchestrator {
         self.phase == Phase::Generating
     }
 
-    /// A handoff is still being carried out (a session being prepared, a message waiting for the
-    /// turn boundary): an operator's handoff command now would be refused "not now".
-    pub fn handoff_under_way(&self) -> bool {
-        self.carrying_out()
-    }
-
     /// The active agents, the lead first.
     pub fn active(&self) -> Vec<AgentTag> {
         self.members.iter().map(|&m| self.tag(m)).collect()

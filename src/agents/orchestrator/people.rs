@@ -62,7 +62,7 @@ impl Orchestrator {
         }
         let busy = if self.person.is_some() {
             Some("a transfer to a person is already under way")
-        } else if self.pending.is_some() || self.carrying_out() {
+        } else if self.pending.is_some() || self.handoff_under_way() {
             Some(super::handoff::UNDER_WAY)
         } else {
             None

@@ -366,11 +366,8 @@ pub fn run(args: &LoadArgs) -> Result<(), LoadError> {
                     .into(),
             ));
         }
-        (Some(t), _) if !(t.starts_with("ws://") || t.starts_with("wss://")) => {
-            return Err(LoadError::Args(format!(
-                "--target {t}: give the WebSocket URL of the Twilio path, e.g. \
-                 ws://127.0.0.1:8080/twilio"
-            )));
+        (Some(t), _) => {
+            crate::dial::check_url(t).map_err(|e| LoadError::Args(format!("--target {e}")))?;
         }
         _ => {}
     }

@@ -83,6 +83,16 @@ struct Pending {
     queued_at_trigger_ms: Option<f64>,
 }
 
+impl Pending {
+    /// Adds `why` to what the record says happened to the handoff.
+    fn add_note(&mut self, why: String) {
+        self.note = Some(match self.note.take() {
+            Some(n) => format!("{n}; {why}"),
+            None => why,
+        });
+    }
+}
+
 /// Drives one call's orchestrator.
 pub struct AgentsDriver {
     orch: Orchestrator,
@@ -677,10 +687,7 @@ impl AgentsDriver {
                 // Never heard, and for this reason (not superseded by a later one).
                 if let Some(i) = self.announced.iter().rposition(|p| &p.to == to) {
                     let mut p = self.announced.remove(i);
-                    p.note = Some(match p.note.take() {
-                        Some(n) => format!("{n}; failed: {reason}"),
-                        None => format!("failed: {reason}"),
-                    });
+                    p.add_note(format!("failed: {reason}"));
                     self.handoffs.push(timeline::unheard(p));
                 }
             }

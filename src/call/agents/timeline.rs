@@ -54,11 +54,9 @@ impl AgentsDriver {
         let mut earlier: Vec<Pending> = self.announced.drain(..=i).collect();
         let taken = earlier.pop();
         for mut p in earlier {
-            let why = format!("superseded by the handoff to {to} before it was heard");
-            p.note = Some(match p.note.take() {
-                Some(n) => format!("{n}; {why}"),
-                None => why,
-            });
+            p.add_note(format!(
+                "superseded by the handoff to {to} before it was heard"
+            ));
             self.handoffs.push(unheard(p));
         }
         taken
