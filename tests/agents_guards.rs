@@ -6,7 +6,7 @@ use crate::agents_support;
 use std::time::Duration;
 
 use agents_support::*;
-use baton::agents::Action;
+use baton::agents::{Action, Input};
 use baton::model::gemini::wire::FunctionResponseScheduling;
 use serde_json::json;
 
@@ -57,6 +57,34 @@ fn the_loop_guard_stops_the_fourth_handoff_within_the_window() {
     h.advance(Duration::from_secs(61));
     let a = h.caller("I need alpha help");
     assert_eq!(announcements(&a)[0]["to"], "a");
+}
+
+/// An operator's commands are exempt from the loop guard both ways: they are carried out past it,
+/// and they do not use up the handoffs the call itself may make within the window.
+#[test]
+fn operator_commands_neither_pass_nor_use_up_the_loop_guard() {
+    let mut h = ab(false, 0);
+    for to in ["b", "a", "b", "a"] {
+        let a = h.feed(Input::Activate { agent: to.into() });
+        assert!(blocked(&a).is_empty(), "{to}: {:?}", blocked(&a));
+        h.model_turn("Here.");
+        assert_eq!(h.lead(), to);
+    }
+    // Four operator handoffs in the window; the caller's own three are still allowed.
+    for (said, to) in [("beta", "b"), ("alpha", "a"), ("beta", "b")] {
+        let a = h.caller(&format!("I need {said} help"));
+        assert!(blocked(&a).is_empty(), "{said}: {:?}", blocked(&a));
+        assert_eq!(announcements(&a)[0]["to"], to);
+        h.model_turn("Sure.");
+    }
+    let a = h.caller("I need alpha help");
+    assert_eq!(
+        blocked(&a)[0]["reason"],
+        "loop guard: 3 handoffs within 60 s already"
+    );
+    // And the operator still gets through.
+    let a = h.feed(Input::Activate { agent: "a".into() });
+    assert!(blocked(&a).is_empty());
 }
 
 #[test]

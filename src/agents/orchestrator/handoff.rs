@@ -208,7 +208,7 @@ impl Orchestrator {
             }
             return Err(reason);
         }
-        self.handoffs.push_back(now);
+        self.handoffs.push_back((now, req.manual));
         self.pending = Some(to);
         let lead_changes = to != from;
         let isolated = lead_changes
@@ -391,20 +391,21 @@ impl Orchestrator {
         }
     }
 
-    /// The loop guard: at most `max_handoffs` within the window (operators are exempt).
+    /// The loop guard: at most `max_handoffs` within the window. Operators are exempt both
+    /// ways: their commands are never refused by it and never count toward it.
     fn loop_guard(&mut self, now: Instant, manual: bool) -> Option<String> {
         let g = &self.reg.guards;
         while self
             .handoffs
             .front()
-            .is_some_and(|&t| now.saturating_duration_since(t) >= g.window)
+            .is_some_and(|&(t, _)| now.saturating_duration_since(t) >= g.window)
         {
             self.handoffs.pop_front();
         }
-        (!manual && self.handoffs.len() >= g.max_handoffs as usize).then(|| {
+        let counted = self.handoffs.iter().filter(|&&(_, op)| !op).count();
+        (!manual && counted >= g.max_handoffs as usize).then(|| {
             format!(
-                "loop guard: {} handoffs within {} s already",
-                self.handoffs.len(),
+                "loop guard: {counted} handoffs within {} s already",
                 g.window.as_secs()
             )
         })

@@ -93,7 +93,8 @@ pub enum Input {
     StandbyFailed {
         reason: String,
     },
-    /// An operator brings an agent in (bypasses the loop guard and stickiness, not blocking rules).
+    /// An operator brings an agent in (bypasses the loop guard, without counting toward it, and
+    /// stickiness; not blocking rules).
     Activate {
         agent: String,
     },
@@ -242,7 +243,9 @@ pub struct Orchestrator {
     lines: Vec<TranscriptLine>,
     history: Vec<AgentActivation>,
     data: BTreeMap<String, String>,
-    handoffs: VecDeque<Instant>,
+    /// When each handoff was carried out, and whether an operator commanded it (the loop guard
+    /// counts only the others: an operator's commands neither pass it nor use it up).
+    handoffs: VecDeque<(Instant, bool)>,
     caller_turns_since_handoff: u32,
     /// The caller's line in progress began before the last handoff (it does not count).
     line_before_handoff: bool,
