@@ -239,6 +239,15 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
     assert_eq!(v["history"][1]["agent"], "schemes", "{v}");
     let (code, _) = http(a, "GET", "/admin/calls/call_nope/transcript", None).await;
     assert_eq!(code, 404);
+    // Commands: an ended call is gone (410, with why it ended), an unknown one not found.
+    for path in ["agents/advisor/activate", "agents/schemes/deactivate", "hangup"] {
+        let (code, v) = http(a, "POST", &format!("/admin/calls/{call}/{path}"), None).await;
+        assert_eq!(code, 410, "{path}: {v}");
+        let e = v["error"].as_str().unwrap();
+        assert!(e.contains("has ended ("), "{e}");
+        let (code, v) = http(a, "POST", &format!("/admin/calls/call_nope/{path}"), None).await;
+        assert_eq!(code, 404, "{path}: {v}");
+    }
 
     // The caller's contexts: Ravi's, paused when the call ended.
     let (code, v) = http(a, "GET", "/admin/callers/+15550123/contexts", None).await;

@@ -13,6 +13,7 @@ use super::super::cluster::Owner;
 use super::super::cluster::bus::{Answer, BusError, Op};
 use super::local::{STARTING_WAIT, answer_locally, local_list};
 use super::{error, store_error};
+use crate::store::CallRow;
 
 /// The live calls of every instance of the cluster (this one alone outside a cluster), oldest
 /// first, and the instances that did not answer.
@@ -144,6 +145,24 @@ async fn stored(app: &AppState, op: &Op) -> Response {
                 Ok(c) => c,
                 Err(e) => return store_error(e),
             }
+        }
+        // A command: a call the store has as ended is gone for good (410, as the cluster's
+        // holder says); one it does not know, or has as under way elsewhere, is not live here.
+        Op::Activate { .. } | Op::Deactivate { .. } | Op::Hangup { .. } => {
+            return match s.store.call(call).await {
+                Ok(CallRow {
+                    ended_at: Some(_),
+                    end_reason,
+                    ..
+                }) => error(
+                    StatusCode::GONE,
+                    format!(
+                        "call {call:?} has ended ({})",
+                        end_reason.as_deref().unwrap_or("no reason recorded")
+                    ),
+                ),
+                _ => not_live(),
+            };
         }
         _ => return not_live(),
     };
