@@ -179,6 +179,9 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
     .await;
     assert_eq!(v["live"], true);
     assert_eq!(v["history"][1]["agent"], "schemes", "{v}");
+    // Asha, still active, has spoken: her messages count while she is active.
+    assert_eq!(v["history"][0]["agent"], "advisor", "{v}");
+    assert!(v["history"][0]["message_count"].as_i64() >= Some(1), "{v}");
     let (code, v) = http(a, "GET", &format!("/admin/calls/{call}/figures"), None).await;
     assert_eq!(code, 200);
     assert_eq!(v["handoff_events"][0]["trigger"], "manual", "{v}");
@@ -233,10 +236,19 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
     assert_eq!(v["figures"]["underruns"], 0);
     let (code, v) = http(a, "GET", &format!("/admin/calls/{call}/transcript"), None).await;
     assert_eq!(code, 200);
-    assert!(v["lines"].as_array().unwrap().len() >= 2, "{v}");
+    let lines = v["lines"].as_array().unwrap().clone();
+    assert!(lines.len() >= 2, "{v}");
     let (code, v) = http(a, "GET", &format!("/admin/calls/{call}/history"), None).await;
     assert_eq!(code, 200);
     assert_eq!(v["history"][1]["agent"], "schemes", "{v}");
+    // Each activation's message count is its agent's lines (one activation each here).
+    for h in v["history"].as_array().unwrap() {
+        let said = lines
+            .iter()
+            .filter(|l| l["role"] == "agent" && l["agent"] == h["agent"])
+            .count();
+        assert_eq!(h["message_count"].as_u64(), Some(said as u64), "{h} of {lines:?}");
+    }
     let (code, _) = http(a, "GET", "/admin/calls/call_nope/transcript", None).await;
     assert_eq!(code, 404);
     // Commands: an ended call is gone (410, with why it ended), an unknown one not found.

@@ -137,6 +137,17 @@ impl Recorder {
                 text,
                 at_ms,
             } => {
+                // The orchestrator's rule for its history: an agent's line counts toward its
+                // open activation.
+                if *role == crate::agents::Speaker::Agent
+                    && let Some(h) = v
+                        .history
+                        .iter_mut()
+                        .rev()
+                        .find(|h| &h.agent == agent_id && h.deactivated_at_ms.is_none())
+                {
+                    h.message_count += 1;
+                }
                 let role = serde_json::to_value(role)
                     .ok()
                     .and_then(|r| r.as_str().map(str::to_owned))

@@ -1,6 +1,6 @@
 //! Model turns and transcripts: when a model turn starts (and which agent it is attributed to),
 //! the caller's and the agent's lines as they complete, each tagged with its agent, and the
-//! message counts of the agent history.
+//! message counts of the agent history (an agent's lines while it is active).
 
 use std::time::Instant;
 
@@ -25,15 +25,6 @@ impl Orchestrator {
         self.agent_fired = false;
         let speaker = self.pick_speaker();
         self.turn_agent = speaker;
-        let id = self.id(speaker);
-        if let Some(h) = self
-            .history
-            .iter_mut()
-            .rev()
-            .find(|h| h.agent == id && h.deactivated_at_ms.is_none())
-        {
-            h.message_count += 1;
-        }
         if speaker != self.attributed {
             self.attributed = speaker;
             let tag = self.tag(speaker);
@@ -99,6 +90,17 @@ impl Orchestrator {
             text,
             at_ms: self.ms(now),
         };
+        // An agent's message counts toward its activation while that is open: the rule the
+        // admin API's live view follows from this event, so live and stored counts agree.
+        if role == Speaker::Agent
+            && let Some(h) = self
+                .history
+                .iter_mut()
+                .rev()
+                .find(|h| h.agent == line.agent && h.deactivated_at_ms.is_none())
+        {
+            h.message_count += 1;
+        }
         self.event(CallEvent::Transcript {
             role,
             agent_id: line.agent.clone(),
