@@ -126,8 +126,11 @@ pub struct DialReport {
     pub marks_echoed: u64,
     pub clears_received: u64,
     pub bad_messages: u64,
-    /// Deviation of the inbound `media` interval from 20 ms, within bursts of agent speech.
+    /// Deviation of the inbound `media` interval from `cadence_period_ms`, within bursts of
+    /// agent speech.
     pub cadence: Cadence,
+    /// The dialect's interval between agent `media` messages: 20 ms, Exotel's 100 ms chunks.
+    pub cadence_period_ms: u16,
     /// Each caller turn (found by voice activity in the fixture) and how long after the caller
     /// stopped speaking the agent was heard: what the caller experienced.
     pub turns: Vec<DialTurn>,
@@ -450,6 +453,7 @@ fn finish(
         clears_received: r.clears_received,
         bad_messages: r.bad_messages,
         cadence: r.cadence,
+        cadence_period_ms: r.cadence_period_ms,
         first_audio_ms: summary(&turns),
         turns,
         recording: wav.display().to_string(),
@@ -492,7 +496,7 @@ pub fn render(r: &DialReport) -> String {
          {first_audio}\
          sent {} frames; heard {} media messages ({} ms played, {} ms dropped by clear)\n\
          marks {} received / {} echoed; clears {}; unusable messages {}\n\
-         agent audio cadence: {} intervals, deviation from 20 ms p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms\n\
+         agent audio cadence: {} intervals, deviation from {} ms p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms\n\
          recording: {} (left = caller, right = agent as heard)\n",
         r.url,
         r.end,
@@ -505,6 +509,7 @@ pub fn render(r: &DialReport) -> String {
         r.clears_received,
         r.bad_messages,
         r.cadence.intervals,
+        r.cadence_period_ms,
         f64::from(r.cadence.p50_dev_us) / 1000.0,
         f64::from(r.cadence.p99_dev_us) / 1000.0,
         f64::from(r.cadence.max_dev_us) / 1000.0,

@@ -247,12 +247,20 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
             .iter()
             .filter(|l| l["role"] == "agent" && l["agent"] == h["agent"])
             .count();
-        assert_eq!(h["message_count"].as_u64(), Some(said as u64), "{h} of {lines:?}");
+        assert_eq!(
+            h["message_count"].as_u64(),
+            Some(said as u64),
+            "{h} of {lines:?}"
+        );
     }
     let (code, _) = http(a, "GET", "/admin/calls/call_nope/transcript", None).await;
     assert_eq!(code, 404);
     // Commands: an ended call is gone (410, with why it ended), an unknown one not found.
-    for path in ["agents/advisor/activate", "agents/schemes/deactivate", "hangup"] {
+    for path in [
+        "agents/advisor/activate",
+        "agents/schemes/deactivate",
+        "hangup",
+    ] {
         let (code, v) = http(a, "POST", &format!("/admin/calls/{call}/{path}"), None).await;
         assert_eq!(code, 410, "{path}: {v}");
         let e = v["error"].as_str().unwrap();

@@ -106,7 +106,7 @@ async fn every_dialect_on_its_own_path_and_detected_on_the_shared_one_hears_the_
     }
     let question_end = 0.5 + clip("caller_01").len() as f64 / 16000.0;
     for c in calls {
-        let (_, what, r) = c.await.unwrap();
+        let (dialect, what, r) = c.await.unwrap();
         assert_eq!(r.end, CallerEnd::HungUp, "{what}: {r:?}");
         assert_eq!(r.bad_messages, 0, "{what}: {:?}", r.errors);
         let segs = voiced_segments(&r.recording.agent, r.recording.rate);
@@ -127,6 +127,15 @@ async fn every_dialect_on_its_own_path_and_detected_on_the_shared_one_hears_the_
             "{what}: {r:?}"
         );
         assert_eq!(r.clears_received, 0, "{what}");
+        // The reply's cadence, taken against the dialect's message period (Exotel's 100 ms
+        // chunks, one 20 ms frame for the others): about on time, not 80 ms off.
+        let period = if dialect == Exotel { 100 } else { 20 };
+        assert_eq!(r.cadence_period_ms, period, "{what}");
+        assert!(
+            r.cadence.intervals > 0 && r.cadence.p50_dev_us < 15_000,
+            "{what}: {:?}",
+            r.cadence
+        );
     }
     assert_eq!(d.calls_ended().await, 0);
     d.stop().await;

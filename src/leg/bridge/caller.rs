@@ -144,8 +144,11 @@ pub struct CallerReport {
     /// Runs of agent `media` separated by pauses longer than `burst_gap`.
     pub bursts: u64,
     /// Intervals between consecutive agent `media` messages within a burst: how far they stray
-    /// from 20 ms.
+    /// from `cadence_period_ms`.
     pub cadence: Cadence,
+    /// The dialect's interval between agent `media` messages: 20 ms (one frame each), Exotel's
+    /// 100 ms chunks.
+    pub cadence_period_ms: u16,
     /// The raw intervals behind `cadence`, in µs.
     pub intervals_us: Vec<u32>,
     /// How late the caller's own 20 ms tick timer fired, per tick, in µs: the caller's own
@@ -465,6 +468,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     opts: CallerOptions,
 ) -> Result<CallerReport, String> {
     let format = opts.format;
+    let dialect = opts.dialect;
     let frame = format.frame_samples();
     let said = opts.said();
     let fixture_frames = said.len().div_ceil(frame);
@@ -503,6 +507,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             errors: Vec::new(),
             bursts: 0,
             cadence: Cadence::default(),
+            cadence_period_ms: crate::audio::FRAME_MS as u16,
             intervals_us: Vec::with_capacity(expected_frames.min(1 << 16)),
             tick_late_us: Vec::with_capacity(expected_frames.min(1 << 16)),
             end: CallerEnd::HungUp,
@@ -636,7 +641,13 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
 
     let mut report = call.report;
     report.end = end;
-    report.cadence = Cadence::from_intervals_us(&report.intervals_us);
+    report.cadence_period_ms = (crate::audio::FRAME_MS as usize * dialect.frames_per_message())
+        .try_into()
+        .unwrap_or(u16::MAX);
+    report.cadence = Cadence::around(
+        &report.intervals_us,
+        u32::from(report.cadence_period_ms) * 1000,
+    );
     report.recording.frames_heard = report.media_received;
     report.recording.clears = report.clears_received;
     let len = report

@@ -1,5 +1,5 @@
 //! Cadence figures for a 20 ms frame stream: how far the intervals between consecutive frames
-//! stray from the 20 ms frame period (median, 99th percentile, worst), and the bounded record of
+//! (or messages of several frames) stray from their period (median, 99th percentile, worst), and the bounded record of
 //! those intervals a leg keeps while its call runs ([`SendIntervals`]).
 
 use std::time::Duration;
@@ -29,10 +29,19 @@ pub struct Cadence {
 impl Cadence {
     /// Figures over `intervals_us` (all zeros when empty).
     pub fn from_intervals_us(intervals_us: &[u32]) -> Self {
+        Self::around(intervals_us, PERIOD_US as u32)
+    }
+
+    /// Figures over `intervals_us` of a stream whose messages are `period_us` apart (a bridge
+    /// that carries several frames per message: Exotel's 100 ms chunks).
+    pub fn around(intervals_us: &[u32], period_us: u32) -> Self {
         if intervals_us.is_empty() {
             return Cadence::default();
         }
-        let mut dev: Vec<u32> = intervals_us.iter().map(|&i| deviation(i)).collect();
+        let mut dev: Vec<u32> = intervals_us
+            .iter()
+            .map(|&i| deviation_from(i, i64::from(period_us)))
+            .collect();
         dev.sort_unstable();
         let rank = |p: f64| {
             let r = (p * dev.len() as f64).ceil() as usize;
@@ -120,7 +129,11 @@ impl SendIntervals {
 }
 
 fn deviation(us: u32) -> u32 {
-    (i64::from(us) - PERIOD_US)
+    deviation_from(us, PERIOD_US)
+}
+
+fn deviation_from(us: u32, period_us: i64) -> u32 {
+    (i64::from(us) - period_us)
         .unsigned_abs()
         .min(u64::from(u32::MAX)) as u32
 }
