@@ -197,6 +197,36 @@ fn a_strategy_that_cannot_carry_a_handoff_says_what_carried_it_and_why() {
     );
 }
 
+/// A wrong `--strategy` or `--profile` is a usage error like clap's own (exit 2), naming the
+/// choices, before anything runs.
+#[test]
+fn a_wrong_strategy_or_profile_is_a_usage_error_naming_the_choices() {
+    for (flag, value, choices) in [
+        (
+            "--strategy",
+            "bogus",
+            "use auto, context_update, tool_response",
+        ),
+        (
+            "--profile",
+            "gemini-9",
+            "gemini-3.8, gemini-2.5, gemini-3.1, or openai",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["demo", flag, value])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{flag}")),
+            "{err}"
+        );
+        assert!(err.contains(choices), "{err}");
+    }
+}
+
 /// `baton call --json` gives a failure before any outcome as JSON on stdout too, for scripts.
 #[test]
 fn call_with_json_says_a_failure_as_json() {

@@ -25,13 +25,13 @@ pub struct DemoArgs {
     pub list: bool,
     /// Carry every handoff with this strategy: auto, context_update, tool_response, inject_turn,
     /// recreate, recreate_cold (default: each agent's configured policy).
-    #[arg(long, value_name = "STRATEGY")]
+    #[arg(long, value_name = "STRATEGY", value_parser = strategy_name)]
     pub strategy: Option<String>,
     /// The model profile: gemini-3.8, gemini-2.5 or gemini-3.1 (the embedded mock's Gemini Live
     /// behaviour; default: the scenario's), or openai: the OpenAI Realtime protocol (the embedded
     /// mock's OpenAI profile, or with --model-url an OpenAI Realtime endpoint such as
     /// `baton mock-model --profile openai` or wss://api.openai.com/v1).
-    #[arg(long, value_name = "PROFILE")]
+    #[arg(long, value_name = "PROFILE", value_parser = profile_name)]
     pub profile: Option<String>,
     /// Run this agent set instead of the scenario's.
     #[arg(long, value_name = "FILE")]
@@ -133,6 +133,18 @@ pub enum DemoError {
     Store(String),
     #[error("the model session could not be opened")]
     NoSession,
+}
+
+/// Checks `--strategy` as clap reads it, so a wrong name is a usage error (exit 2) like any other.
+fn strategy_name(s: &str) -> Result<String, DemoError> {
+    parse_strategy(s).map(|_| s.to_owned())
+}
+
+/// Checks `--profile` as clap reads it: a Gemini profile or `openai`.
+fn profile_name(s: &str) -> Result<String, String> {
+    s.parse::<crate::mock::profile::ProfileArg>()
+        .map(|_| s.to_owned())
+        .map_err(|e| format!("{e}, or openai"))
 }
 
 /// Parses a `--strategy` name.
