@@ -290,6 +290,34 @@ fn detection_holds_the_opening_and_gives_up_with_a_reason() {
     assert!(e.to_string().contains("own path"), "{e}");
 }
 
+/// Another bridge's opening on a bridge's own path is refused at its `start`, naming the path
+/// to use, instead of waiting out the start timeout.
+#[test]
+fn another_bridges_start_on_a_bridges_own_path_is_refused_naming_the_right_one() {
+    for path in Dialect::ALL {
+        for spoken in Dialect::ALL.into_iter().filter(|&d| d != path) {
+            let mut s = MediaStream::new(DialectChoice::Fixed(path), StreamOptions::default());
+            let t0 = Instant::now();
+            let w = writer(spoken, AudioFormat::PCMU_8K);
+            let mut seq = 0;
+            let results: Vec<_> = w
+                .opening(&mut seq)
+                .into_iter()
+                .map(|m| feed(&mut s, m, t0))
+                .collect();
+            let last = results.last().unwrap().clone();
+            assert_eq!(
+                last,
+                Err(StreamError::Refused(EndReason::WrongPath { path, spoken })),
+                "{spoken} on {path}'s path: {results:?}"
+            );
+            assert!(s.start_info().is_none());
+            let e = last.unwrap_err().to_string();
+            assert!(e.contains(&format!("send it to {}", spoken.path())), "{e}");
+        }
+    }
+}
+
 /// Plays `n` voice frames and returns the media payload sizes and mark names sent.
 fn play(
     s: &mut MediaStream,

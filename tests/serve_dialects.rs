@@ -562,3 +562,24 @@ async fn a_bridge_lost_without_stop_ends_the_call_as_a_failed_leg() {
     }
     d.stop().await;
 }
+
+/// A caller of one bridge on another's own path is told at its opening which path to use (a
+/// policy close naming it), not left waiting for a start that cannot come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_on_another_bridges_path_is_told_where_to_go() {
+    let d = Daemon::start(&support::mock_config("", "")).await;
+    for (spoken, path) in [(Twilio, Plivo), (Plivo, Twilio), (Vonage, Plivo)] {
+        let mut o =
+            CallerOptions::for_dialect(spoken, pcmu(), &vec![0i16; 4000], 8000, "s").unwrap();
+        o.max_tail = Duration::from_secs(1);
+        let r = caller::dial(&d.url(path.path()), o).await;
+        let said = format!("{r:?}");
+        assert!(
+            said.contains(&format!("send it to {}", spoken.path())),
+            "{spoken} on {}: {said}",
+            path.path()
+        );
+    }
+    assert_eq!(d.calls_ended().await, 0);
+    d.stop().await;
+}

@@ -146,6 +146,8 @@ pub enum EndReason {
     UnsupportedFormat(String),
     /// No message revealed which bridge this is.
     Undetected,
+    /// Another bridge's `start` came on this bridge's own path.
+    WrongPath { path: Dialect, spoken: Dialect },
 }
 
 impl fmt::Display for EndReason {
@@ -162,6 +164,15 @@ impl fmt::Display for EndReason {
                 f,
                 "no Twilio, Telnyx, Plivo, Exotel or Vonage opening in the first {MAX_UNDETECTED} \
                  messages; use the bridge's own path"
+            ),
+            EndReason::WrongPath { path, spoken } => write!(
+                f,
+                "this is a {} stream on the {} path {}: send it to {} (or the shared \
+                 /media-stream, which detects the bridge)",
+                spoken.label(),
+                path.label(),
+                path.path(),
+                spoken.path()
             ),
         }
     }
@@ -346,14 +357,30 @@ impl MediaStream {
         let Some(dialect) = self.dialect else {
             return self.undetected_text(text, now);
         };
-        match wire::parse(dialect, text) {
+        let r = match wire::parse(dialect, text) {
             Ok(msg) => self.handle(msg, now),
             Err(e) => {
                 self.stats.messages_in += 1;
                 self.stats.bad_messages += 1;
                 Err(e.into())
             }
+        };
+        // Before `start`, another bridge's opening on this one's path (which this dialect's
+        // parser refuses or passes over) can never start the stream: say so at once rather than
+        // wait out the start timeout.
+        if self.start.is_none()
+            && self.ended.is_none()
+            && let Some(spoken) = detect::detect(text).filter(|&d| d != dialect)
+        {
+            if r.is_ok() {
+                self.stats.bad_messages += 1;
+            }
+            return Err(self.refuse(EndReason::WrongPath {
+                path: dialect,
+                spoken,
+            }));
         }
+        r
     }
 
     fn undetected_text(&mut self, text: &str, now: Instant) -> Result<(), StreamError> {
