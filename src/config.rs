@@ -12,7 +12,7 @@ mod sections;
 mod void;
 
 pub use decode::{Problem, closest, from_toml};
-pub use environment::{bind_problem, closest_existing, missing_file};
+pub use environment::{bind_problem, closest_existing, config_ports, missing_file};
 
 pub use sections::*;
 

@@ -681,6 +681,7 @@ fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<(
         if let Some(exporter) = baton::traces::Exporter::new(&loaded.config.traces)? {
             exporter.install();
         }
+        let taken = config::config_ports(&loaded);
         let app = server::state(loaded)?;
         let twilio_signed = app.twilio_token.is_some();
         let exposure = server::auth::exposure(
@@ -692,7 +693,7 @@ fn run_serve(args: ServeArgs, log_format: Option<LogFormat>) -> anyhow::Result<(
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
             config::ConfigError::Invalid {
                 path: args.config.clone(),
-                problems: vec![config::bind_problem(listen_key, listen, &e)],
+                problems: vec![config::bind_problem(listen_key, listen, &e, &taken)],
             }
         })?;
         let addr = listener.local_addr()?;

@@ -107,24 +107,41 @@ pub fn unset_variables(loaded: &Loaded, out: &mut Vec<Problem>) {
 /// `tcp:` and `tls:`). A problem of the HTTP address is listed under `listen_key`
 /// (`server.listen`, or `--listen` when the command line gave it).
 pub fn ports(loaded: &Loaded, listen_key: &str, out: &mut Vec<Problem>) {
+    let taken = config_ports(loaded);
     let mut check = |key: &str, addr: SocketAddr| {
         if addr.port() == 0 {
             return;
         }
         if let Err(e) = TcpListener::bind(addr) {
-            out.push(bind_problem(key, addr, &e));
+            out.push(bind_problem(key, addr, &e, &taken));
         }
     };
     check(listen_key, loaded.listen);
     if let Some(a) = loaded.audiosocket_listen() {
         check("audiosocket.listen", a);
     }
-    sip_ports(&loaded.config.sip.listen, out);
+    sip_ports(&loaded.config.sip.listen, &taken, out);
+}
+
+/// Every port the configuration asks the daemon to bind (HTTP, AudioSocket, SIP): a fix never
+/// suggests one of them.
+pub fn config_ports(loaded: &Loaded) -> Vec<u16> {
+    let mut taken = vec![loaded.listen.port()];
+    taken.extend(loaded.audiosocket_listen().map(|a| a.port()));
+    taken.extend(
+        loaded
+            .config
+            .sip
+            .listen
+            .iter()
+            .filter_map(|l| parse_listen(l).map(|(_, a)| a.port())),
+    );
+    taken
 }
 
 /// `sip.listen`'s addresses that cannot be bound, each with the list as it would be with that
 /// address moved.
-fn sip_ports(listen: &[String], out: &mut Vec<Problem>) {
+fn sip_ports(listen: &[String], taken: &[u16], out: &mut Vec<Problem>) {
     for (i, entry) in listen.iter().enumerate() {
         // An entry that is not an address is reported by validation.
         let Some((transport, addr)) = parse_listen(entry) else {
@@ -163,6 +180,7 @@ fn sip_ports(listen: &[String], out: &mut Vec<Problem>) {
                 udp,
                 value: &value,
                 example_port: 5060,
+                taken,
             },
             &e,
         ));
@@ -170,8 +188,9 @@ fn sip_ports(listen: &[String], out: &mut Vec<Problem>) {
 }
 
 /// Why `addr` (the value of `key`, a config key or a command-line flag such as `--listen`)
-/// cannot be bound, and what to do.
-pub fn bind_problem(key: &str, addr: SocketAddr, e: &std::io::Error) -> Problem {
+/// cannot be bound, and what to do; a fix never suggests a port of `taken`
+/// ([`config_ports`]).
+pub fn bind_problem(key: &str, addr: SocketAddr, e: &std::io::Error, taken: &[u16]) -> Problem {
     problem(
         &Bind {
             key,
@@ -179,6 +198,7 @@ pub fn bind_problem(key: &str, addr: SocketAddr, e: &std::io::Error) -> Problem 
             udp: false,
             value: &|a| format!("\"{a}\""),
             example_port: 8080,
+            taken,
         },
         e,
     )
@@ -194,11 +214,31 @@ struct Bind<'a> {
     value: &'a dyn Fn(SocketAddr) -> String,
     /// A port an unprivileged user may bind, for the fix.
     example_port: u16,
+    /// The configuration's own ports, never suggested.
+    taken: &'a [u16],
+}
+
+/// A port near `addr`'s that this machine lets bind now (with `addr`'s protocol) and the
+/// configuration does not use; the next one when none of the hundred after it is.
+fn free_port_near(addr: SocketAddr, udp: bool, taken: &[u16]) -> u16 {
+    let next = addr.port().wrapping_add(1).max(1);
+    (1..=100u16)
+        .filter_map(|k| addr.port().checked_add(k))
+        .filter(|p| !taken.contains(p))
+        .find(|&p| {
+            let a = SocketAddr::new(addr.ip(), p);
+            if udp {
+                UdpSocket::bind(a).is_ok()
+            } else {
+                TcpListener::bind(a).is_ok()
+            }
+        })
+        .unwrap_or(next)
 }
 
 fn problem(b: &Bind<'_>, e: &std::io::Error) -> Problem {
     let Bind { key, addr, .. } = *b;
-    let other = SocketAddr::new(addr.ip(), addr.port().wrapping_add(1).max(1));
+    let other = SocketAddr::new(addr.ip(), free_port_near(addr, b.udp, b.taken));
     let flag = if key == "server.listen" {
         " (or serve --listen)"
     } else {
@@ -319,29 +359,44 @@ mod tests {
         assert!(p.message.contains("seed000.toml"), "{p:?}");
     }
 
+    /// The port a fix suggests after the first `prefix` (`--listen 127.0.0.1:`, `"udp:127.0.0.1:`).
+    fn suggested(fix: &str, prefix: &str) -> u16 {
+        let at = fix.find(prefix).expect(prefix) + prefix.len();
+        let digits: String = fix[at..].chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap()
+    }
+
     #[test]
-    fn a_port_in_use_is_named_with_a_fix() {
+    fn a_port_in_use_is_named_with_a_fix_that_suggests_a_free_one_the_config_does_not_use() {
         let held = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = held.local_addr().unwrap();
-        let mut loaded = super::super::parse("", Path::new("/tmp/baton.toml")).unwrap();
+        // The next port busy too (held here, or by someone else), the one after it SIP's.
+        let _next = TcpListener::bind(SocketAddr::new(addr.ip(), addr.port() + 1));
+        let sip = addr.port() + 2;
+        let text = format!("[sip]\nlisten = [\"tcp:127.0.0.1:{sip}\"]\n");
+        let mut loaded = super::super::parse(&text, Path::new("/tmp/baton.toml")).unwrap();
         loaded.listen = addr;
         let mut out = Vec::new();
         ports(&loaded, "server.listen", &mut out);
-        assert_eq!(out.len(), 1, "{out:?}");
-        assert_eq!(out[0].key, "server.listen");
-        assert!(out[0].message.contains("already in use"), "{:?}", out[0]);
-        assert!(out[0].fix.contains("--listen"), "{:?}", out[0]);
+        let p = out
+            .iter()
+            .find(|p| p.key == "server.listen")
+            .expect("listen");
+        assert!(p.message.contains("already in use"), "{p:?}");
+        assert!(p.fix.contains("--listen"), "{p:?}");
         // Given by the flag, the address is the flag's, written as the flag is.
         let mut out = Vec::new();
         ports(&loaded, "--listen", &mut out);
-        assert_eq!(out[0].key, "--listen");
-        let next = SocketAddr::new(addr.ip(), addr.port() + 1);
+        let p = out.iter().find(|p| p.key == "--listen").expect("flag");
         assert!(
-            out[0]
-                .fix
-                .ends_with(&format!("listen elsewhere: --listen {next}")),
-            "{:?}",
-            out[0]
+            p.fix.contains("listen elsewhere: --listen 127.0.0.1:"),
+            "{p:?}"
+        );
+        let q = suggested(&p.fix, "--listen 127.0.0.1:");
+        assert!(q > sip, "skips the busy port and SIP's: {p:?}");
+        assert!(
+            TcpListener::bind(SocketAddr::new(addr.ip(), q)).is_ok(),
+            "{q}"
         );
     }
 
@@ -364,25 +419,26 @@ mod tests {
             out[0].message,
             format!("{u} (UDP) is already in use by another process")
         );
-        let next = |a: SocketAddr| SocketAddr::new(a.ip(), a.port() + 1);
+        let q = suggested(&out[0].fix, "\"udp:127.0.0.1:");
+        assert!(q > u.port() && q != t.port(), "{:?}", out[0]);
         assert_eq!(
             out[0].fix,
             format!(
                 "stop that process (`ss -lunp 'sport = :{}'` names it), or listen elsewhere: \
-                 sip.listen = [\"udp:{}\", \"tcp:{t}\", \"udp:127.0.0.1:0\"]",
+                 sip.listen = [\"udp:127.0.0.1:{q}\", \"tcp:{t}\", \"udp:127.0.0.1:0\"]",
                 u.port(),
-                next(u)
             )
         );
         assert_eq!(
             out[1].message,
             format!("{t} is already in use by another process")
         );
+        let q = suggested(&out[1].fix, "\"tcp:127.0.0.1:");
+        assert!(q > t.port() && q != u.port(), "{:?}", out[1]);
         assert!(
             out[1].fix.contains("ss -ltnp")
                 && out[1].fix.contains(&format!(
-                    "sip.listen = [\"udp:{u}\", \"tcp:{}\", \"udp:127.0.0.1:0\"]",
-                    next(t)
+                    "sip.listen = [\"udp:{u}\", \"tcp:127.0.0.1:{q}\", \"udp:127.0.0.1:0\"]"
                 )),
             "{:?}",
             out[1]
