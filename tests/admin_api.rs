@@ -126,6 +126,8 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
     assert_eq!(code, 200);
     assert_eq!(v["live"], true);
     assert_eq!(v["call"]["caller"], "+15550123");
+    let live_start = v["call"]["started_at"].clone();
+    assert!(live_start.as_i64().is_some(), "{v}");
     assert_eq!(v["call"]["active_agents"], json!(["advisor"]));
     let (code, v) = http(
         a,
@@ -225,6 +227,10 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
     assert_eq!(code, 400, "{v}");
     let (code, v) = http(a, "GET", &format!("/admin/calls/{call}"), None).await;
     assert_eq!((code, &v["live"]), (200, &json!(false)));
+    assert_eq!(
+        v["call"]["started_at"], live_start,
+        "one start time, live and stored"
+    );
     let (code, v) = http(a, "GET", &format!("/admin/calls/{call}/figures"), None).await;
     assert_eq!(code, 200);
     let h = &v["handoffs"][0];

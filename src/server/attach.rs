@@ -386,7 +386,10 @@ pub async fn run_attached(
             caller: info.caller.clone(),
             leg: info.leg.to_owned(),
             agent_set: agent_set.clone(),
-            at: now_ms(),
+            // The instant the call was listed, as the live view shows it: one start time.
+            at: live.as_ref().map_or_else(now_ms, |l| {
+                i64::try_from(l.started_unix_ms).unwrap_or(i64::MAX)
+            }),
         });
     }
     if let Some(l) = &live {
