@@ -73,6 +73,56 @@ async fn bearer_tokens_guard_every_route_but_healthz() {
     d.stop().await;
 }
 
+/// A browser page on an allowed origin can reach `/whip` with a token: its CORS preflight, which
+/// a browser sends without credentials, is answered; anything else without the token is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cors_preflight_reaches_whip_without_the_token() {
+    let config =
+        support::mock_config("", "") + "[webrtc]\nallow_origins = [\"https://app.example.com\"]\n";
+    let d = Daemon::start_with(&config, |st| st.api_tokens = tokens()).await;
+    let preflight = |path: &str, origin: &str| {
+        format!(
+            "OPTIONS {path} HTTP/1.1\r\nHost: x\r\nOrigin: {origin}\r\n\
+             Access-Control-Request-Method: POST\r\n\
+             Access-Control-Request-Headers: authorization, content-type\r\n\
+             Connection: close\r\n\r\n"
+        )
+    };
+    for path in ["/whip", "/whip/0123456789abcdef0123456789abcdef"] {
+        let r = support::http(&d.addr, &preflight(path, "https://app.example.com")).await;
+        assert_eq!(status(&r), "204", "{path}: {r}");
+        let lower = r.to_ascii_lowercase();
+        assert!(
+            lower.contains("access-control-allow-origin: https://app.example.com")
+                && lower.contains("access-control-allow-headers: content-type, authorization"),
+            "{path}: {r}"
+        );
+    }
+    // Another origin's preflight is answered without leave to go on.
+    let r = support::http(&d.addr, &preflight("/whip", "https://evil.example.com")).await;
+    assert!(
+        !r.to_ascii_lowercase()
+            .contains("access-control-allow-origin"),
+        "{r}"
+    );
+    // A preflight opens nothing else: an admin route still answers no data.
+    let r = support::http(
+        &d.addr,
+        &preflight("/admin/calls", "https://app.example.com"),
+    )
+    .await;
+    assert_eq!(status(&r), "405", "{r}");
+    // An OPTIONS that is not a preflight, and the offer itself, still need the token.
+    let plain = "OPTIONS /whip HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let r = support::http(&d.addr, plain).await;
+    assert_eq!(status(&r), "401", "{r}");
+    let offer = "POST /whip HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example.com\r\n\
+                 Content-Type: application/sdp\r\nContent-Length: 2\r\nConnection: close\r\n\r\nv=";
+    let r = support::http(&d.addr, offer).await;
+    assert_eq!(status(&r), "401", "{r}");
+    d.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twilio_endpoints_take_the_signature_instead_of_a_token() {
     let twilio = AuthToken::new("12345678901234567890123456789012");

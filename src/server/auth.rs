@@ -135,7 +135,17 @@ fn bearer(req: &Request) -> Option<&[u8]> {
         .filter(|t| !t.is_empty())
 }
 
-/// The middleware in front of every protected route: 401 without a valid bearer token.
+/// A browser's CORS preflight: `OPTIONS` with an `Origin` and the method it asks about.
+fn is_preflight(req: &Request) -> bool {
+    req.method() == axum::http::Method::OPTIONS
+        && req.headers().contains_key(header::ORIGIN)
+        && req
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+}
+
+/// The middleware in front of every protected route: 401 without a valid bearer token (a CORS
+/// preflight excepted).
 pub async fn require_bearer(
     State(tokens): State<Arc<ApiTokens>>,
     req: Request,
@@ -149,6 +159,12 @@ pub async fn require_bearer(
         )
             .into_response()
     };
+    // A CORS preflight never carries credentials (the browser sends it on its own, before the
+    // request that does): it goes through to the route, which answers it with what it allows
+    // (`/whip` for `webrtc.allow_origins`) and nothing else.
+    if is_preflight(&req) {
+        return next.run(req).await;
+    }
     match bearer(&req) {
         None => {
             tracing::warn!(path = %req.uri().path(), "refused a request without a bearer token");
