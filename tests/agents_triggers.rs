@@ -416,6 +416,57 @@ fn operators_activate_and_deactivate_agents() {
     assert_eq!(announcements(&a)[0]["to"], "crm_billing");
 }
 
+/// Ending the part of an agent that does not lead (a joint call's other member) hands nothing
+/// over: the lead goes on, nothing is announced or prompted, the agent's part ends, and the
+/// session takes the instruction without it once the turn being generated is done. The handoff
+/// that brought the lead in keeps its completion.
+#[test]
+fn ending_the_part_of_an_agent_beside_the_lead_hands_nothing_over() {
+    let mut h = H::new(shipped("financial.toml"), ALL);
+    let a = h.feed(Input::Activate {
+        agent: "schemes".into(),
+    });
+    assert_eq!(announcements(&a)[0]["to"], "schemes");
+    assert_eq!(h.active(), ["schemes", "advisor"]);
+    // Asked in silence: the update goes out at once, ahead of the prompt that makes Ravi speak.
+    let update = a.iter().position(|x| matches!(x, Action::ContextUpdate(_)));
+    let prompt = a.iter().position(|x| matches!(x, Action::ClientContent(_)));
+    assert!(update.is_some() && update < prompt, "{a:?}");
+    // Ravi starts speaking; Asha's part is ended meanwhile.
+    let a = h.speaks("Ravi here, about the schemes.");
+    assert_eq!(event_json(&a, "handoff_complete")[0]["to"], "schemes");
+    let a = h.feed(Input::Deactivate {
+        agent: "advisor".into(),
+    });
+    assert!(announcements(&a).is_empty(), "{a:?}");
+    assert!(blocked(&a).is_empty(), "{a:?}");
+    assert_eq!(event_json(&a, "agent_end")[0]["agent_id"], "advisor");
+    assert!(context_updates(&a).is_empty(), "not while Ravi speaks");
+    assert!(
+        contents(&a).is_empty(),
+        "nothing for the caller to hear: {a:?}"
+    );
+    assert_eq!(
+        (h.lead(), h.active()),
+        ("schemes".into(), vec!["schemes".to_owned()])
+    );
+    let a = h.generation_complete();
+    let cu = context_updates(&a);
+    assert_eq!(cu.len(), 1, "{a:?}");
+    let alone = instruction(&cu[0]);
+    assert!(
+        alone.starts_with("You are Ravi") && !alone.contains("You are Asha"),
+        "{alone}"
+    );
+    assert!(contents(&a).is_empty());
+    h.turn_complete();
+    let a = h.model_turn("Anything else about the schemes?");
+    assert!(event_json(&a, "handoff_complete").is_empty(), "{a:?}");
+    let hist = h.o.history();
+    assert_eq!(hist.len(), 2, "{hist:?}");
+    assert!(hist[0].deactivated_at_ms.is_some() && hist[1].deactivated_at_ms.is_none());
+}
+
 #[test]
 fn an_operators_command_during_another_handoff_is_refused_with_the_reason() {
     let mut h = H::new(shipped("support.toml"), ALL);

@@ -589,7 +589,41 @@ impl Orchestrator {
         if !begun {
             return Err(self.unless_busy(CommandError::AlreadyLeads(agent.to_owned())));
         }
-        self.try_release(now);
+        Ok(())
+    }
+
+    /// An operator ends the part of an agent that does not lead (the other member of a joint
+    /// call). The lead goes on speaking, so this is no handoff: nothing is announced or heard and
+    /// nothing counts toward the loop guard. The agent's part ends (`agent_end`), and the session
+    /// takes the instruction and tools without it in place, when the turn being generated is
+    /// done; a model that cannot update them keeps them, and the tool filter refuses the agent's
+    /// tools from now on.
+    fn leave_beside_the_lead(&mut self, agent: u32) -> Result<(), CommandError> {
+        if self.handoff_under_way() {
+            return Err(CommandError::Blocked(UNDER_WAY.to_owned()));
+        }
+        self.members.retain(|&m| m != agent);
+        self.end_agent(agent);
+        if self.caps.update_instructions {
+            let members = self.members.clone();
+            let instruction = prompts::system_instruction_for(
+                &self.reg,
+                &members,
+                self.summary.as_deref(),
+                tools::handoffs_by_words(&self.caps),
+            );
+            let tools = self.caps.update_tools.then(|| ToolsWrapper {
+                tools: tools::declarations(&self.reg, &members, &self.caps),
+            });
+            if tools.is_some() {
+                self.session.tool_names = tools::tool_names(&self.reg, &members);
+            }
+            self.deferred
+                .push_back(Action::ContextUpdate(ContextUpdate {
+                    system_instruction: Some(Content::text(None, instruction)),
+                    tools,
+                }));
+        }
         Ok(())
     }
 
@@ -605,13 +639,15 @@ impl Orchestrator {
         if self.next_members(Target::Leave(index)).is_none() {
             return Err(self.unless_busy(CommandError::LastAgent));
         }
+        if index != self.lead() {
+            return self.leave_beside_the_lead(index);
+        }
         let request = Request::operator(
             Target::Leave(index),
             format!("an operator ended {name}'s part"),
         );
         self.begin_handoff(request, now)
             .map_err(CommandError::Blocked)?;
-        self.try_release(now);
         Ok(())
     }
 }

@@ -374,6 +374,9 @@ impl Orchestrator {
     pub fn handle(&mut self, input: Input, now: Instant) -> Result<(), CommandError> {
         self.now = self.now.max(now);
         let now = self.now;
+        // An operator's command: its in-place update and any prompt go out below, in that order,
+        // like those of every other handoff.
+        let mut command = Ok(());
         match input {
             Input::CallerTranscript { text, finished } => self.on_caller(&text, finished, now),
             Input::AgentTranscript { text, .. } => {
@@ -406,8 +409,8 @@ impl Orchestrator {
             Input::ToolResult { call_id, result } => self.on_tool_result(&call_id, result, now),
             Input::StandbyReady => self.on_standby_ready(),
             Input::StandbyFailed { reason } => self.on_standby_failed(&reason, false, now),
-            Input::Activate { agent } => return self.on_activate(&agent, now),
-            Input::Deactivate { agent } => return self.on_deactivate(&agent, now),
+            Input::Activate { agent } => command = self.on_activate(&agent, now),
+            Input::Deactivate { agent } => command = self.on_deactivate(&agent, now),
             Input::CallData { key, value } => {
                 if self.data.get(&key) != Some(&value) {
                     self.data.insert(key, value);
@@ -426,7 +429,7 @@ impl Orchestrator {
         self.release_deferred();
         self.try_release(now);
         self.release_sidecars(now);
-        Ok(())
+        command
     }
 
     /// Feeds a model event (a tool call with several functions becomes several inputs).
