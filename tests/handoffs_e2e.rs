@@ -63,6 +63,8 @@ fn check_seed000(out: &DemoOutcome, dir: &Path, strategy: &str, profile: &str) {
         hs[0].strategy, strategy,
         "{why}: the strategy asked for was used"
     );
+    // Who the caller heard, in order (the call's log and trace name them so).
+    assert_eq!(r.agents_heard(), ["advisor", "schemes", "advisor"], "{why}");
     for h in hs {
         let gap = h
             .gap_ms

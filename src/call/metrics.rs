@@ -129,16 +129,28 @@ pub struct CallReport {
 }
 
 impl CallReport {
-    /// The agents the caller heard, in order (from the agent history).
+    /// The agents the caller heard, in the order their voices came (an agent heard again after
+    /// another is listed again): the voice that began each answer and each handoff's first
+    /// words, by where they sit on the caller's timeline. Empty when no agent was heard.
     pub fn agents_heard(&self) -> Vec<String> {
-        self.agent_history
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|h| h.get("agent").and_then(|n| n.as_str()).map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
+        let answers = self
+            .turns
+            .iter()
+            .filter(|t| !t.agent.is_empty())
+            .filter_map(|t| Some((t.agent_start_ms?, t.agent.as_str())));
+        let handoffs = self
+            .handoffs
+            .iter()
+            .filter_map(|h| Some((h.heard_at_ms?, h.to.as_str())));
+        let mut voices: Vec<(f64, &str)> = answers.chain(handoffs).collect();
+        voices.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut heard: Vec<String> = Vec::new();
+        for (_, agent) in voices {
+            if heard.last().is_none_or(|last| last != agent) {
+                heard.push(agent.to_owned());
+            }
+        }
+        heard
     }
 }
 
@@ -185,6 +197,39 @@ pub fn round2(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agents_heard_are_the_voices_in_the_order_they_came() {
+        let turn = |agent: &str, at: Option<f64>| TurnRecord {
+            agent: agent.into(),
+            agent_start_ms: at,
+            ..Default::default()
+        };
+        let handoff = |to: &str, heard: Option<f64>| HandoffRecord {
+            to: to.into(),
+            heard_at_ms: heard,
+            ..Default::default()
+        };
+        let r = CallReport {
+            // Asha answers twice, then announces Ravi in her third answer; Ravi answers, hands
+            // back mid-answer; a last answer unheard (cut by the hang-up).
+            turns: vec![
+                turn("advisor", Some(1000.0)),
+                turn("advisor", Some(4000.0)),
+                turn("advisor", Some(8000.0)),
+                turn("schemes", Some(12000.0)),
+                turn("advisor", None),
+            ],
+            handoffs: vec![
+                handoff("schemes", Some(9500.0)),
+                handoff("advisor", Some(13000.0)),
+                handoff("schemes", None),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(r.agents_heard(), ["advisor", "schemes", "advisor"]);
+        assert!(CallReport::default().agents_heard().is_empty());
+    }
 
     #[test]
     fn nearest_rank() {
