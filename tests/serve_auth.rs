@@ -399,6 +399,21 @@ async fn the_event_stream_takes_the_token_as_a_websocket_subprotocol() {
     }
     let id = id.expect("the call is listed");
     let ws_url = format!("ws://{}/calls/{id}/events", d.addr);
+    // A plain GET of the stream (no upgrade) is told, in JSON, what it is and where the events
+    // so far are.
+    let plain = support::http(
+        &d.addr,
+        &get(
+            &format!("/calls/{id}/events"),
+            Some(&format!("Bearer {TOKEN}")),
+        ),
+    )
+    .await;
+    assert_eq!(status(&plain), "400", "{plain}");
+    assert!(
+        plain.contains("{\"error\":") && plain.contains(&format!("GET /admin/calls/{id}/events")),
+        "{plain}"
+    );
     let offer = |protocols: String| {
         let mut req = ws_url.as_str().into_client_request().unwrap();
         req.headers_mut()

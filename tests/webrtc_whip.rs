@@ -244,7 +244,7 @@ async fn bad_offers_get_clear_4xx_and_the_call_in_progress_carries_on() {
         ("not UTF-8", 400, "UTF-8"),
         ("no Opus", 400, "no Opus"),
         ("unknown session", 404, "no such WHIP session"),
-        ("unknown call events", 404, "no such call"),
+        ("unknown call events", 404, "{\"error\":\"no live call"),
         ("options", 204, "application/sdp"),
         ("patch", 405, ""),
     ];

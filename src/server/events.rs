@@ -57,35 +57,47 @@ async fn events(
         {
             let url = format!("{}/calls/{id}/events", super::admission::ws_url(&row.url));
             let Ok(ws) = ws else {
-                return (
+                return refuse(
                     StatusCode::MISDIRECTED_REQUEST,
                     format!(
-                        "call {id} is held by instance {}: its events are at {url}\n",
+                        "call {id} is held by instance {}: open a WebSocket to {url}",
                         row.id
                     ),
-                )
-                    .into_response();
+                );
             };
             return match open_upstream(&url, &headers).await {
                 Ok(upstream) => ws
                     .protocols([PROTOCOL])
                     .on_upgrade(move |socket| relay(socket, upstream)),
-                Err(why) => (
+                Err(why) => refuse(
                     StatusCode::BAD_GATEWAY,
                     format!(
                         "call {id} is held by instance {}, whose event stream could not be \
-                         opened: {why}\n",
+                         opened: {why}; try again, or read GET /admin/calls/{id}/events",
                         row.id
                     ),
-                )
-                    .into_response(),
+                ),
             };
         }
-        return (StatusCode::NOT_FOUND, "no such call (it may have ended)\n").into_response();
+        return refuse(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no live call {id:?} (it may have ended: GET /admin/calls/{id} has it from the \
+                 store; GET /calls lists the live ones)"
+            ),
+        );
     };
     let ws = match ws {
         Ok(ws) => ws,
-        Err(rejection) => return rejection.into_response(),
+        Err(rejection) => {
+            return refuse(
+                rejection.status(),
+                format!(
+                    "{rejection}: this is a WebSocket (subprotocol {PROTOCOL:?}); the events so \
+                     far are at GET /admin/calls/{id}/events"
+                ),
+            );
+        }
     };
     // Subscribe now, so nothing published between the upgrade and the socket is missed; the
     // socket task holds only the feed, never the call.
@@ -94,6 +106,11 @@ async fn events(
     // A browser that sent its token as a subprotocol gets this one selected (never the token's).
     ws.protocols([PROTOCOL])
         .on_upgrade(move |socket| stream(socket, history, rx))
+}
+
+/// A JSON refusal (`{"error": …}`), as every protected route answers.
+fn refuse(status: StatusCode, error: String) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": error }))).into_response()
 }
 
 type Upstream =
