@@ -128,6 +128,14 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
     assert_eq!(v["call"]["caller"], "+15550123");
     let live_start = v["call"]["started_at"].clone();
     assert!(live_start.as_i64().is_some(), "{v}");
+    // GET /calls lists it with the fields its OpenAPI entry names, and the same start.
+    let (code, list) = http(a, "GET", "/calls", None).await;
+    assert_eq!(code, 200, "{list}");
+    let listed = &list[0];
+    for field in ["id", "leg", "started_unix_ms", "duration_ms", "events", "instance"] {
+        assert!(!listed[field].is_null(), "{field}: {list}");
+    }
+    assert_eq!((&listed["id"], &listed["started_unix_ms"]), (&json!(call), &live_start));
     assert_eq!(v["call"]["active_agents"], json!(["advisor"]));
     let (code, v) = http(
         a,

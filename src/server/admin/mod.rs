@@ -56,6 +56,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/admin/calls/{call}/agents/{agent}/activate"),
     ("post", "/admin/calls/{call}/agents/{agent}/deactivate"),
     ("post", "/admin/calls/{call}/hangup"),
+    ("get", "/calls"),
     ("post", "/calls"),
     ("post", "/calls/{call}/dtmf"),
     ("post", "/calls/{call}/transfer"),
