@@ -312,6 +312,8 @@ fn another_bridges_start_on_a_bridges_own_path_is_refused_naming_the_right_one()
                 "{spoken} on {path}'s path: {results:?}"
             );
             assert!(s.start_info().is_none());
+            let reason = EndReason::WrongPath { path, spoken }.to_string();
+            assert!(reason.len() <= 120, "fits a close frame's reason: {reason}");
             let e = last.unwrap_err().to_string();
             assert!(e.contains(&format!("send it to {}", spoken.path())), "{e}");
         }

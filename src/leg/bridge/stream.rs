@@ -165,10 +165,10 @@ impl fmt::Display for EndReason {
                 "no Twilio, Telnyx, Plivo, Exotel or Vonage opening in the first {MAX_UNDETECTED} \
                  messages; use the bridge's own path"
             ),
+            // Short enough for a close frame's reason (123 bytes).
             EndReason::WrongPath { path, spoken } => write!(
                 f,
-                "this is a {} stream on the {} path {}: send it to {} (or the shared \
-                 /media-stream, which detects the bridge)",
+                "a {} stream on {}'s path {}: send it to {} or /media-stream",
                 spoken.label(),
                 path.label(),
                 path.path(),
