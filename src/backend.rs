@@ -16,6 +16,9 @@ use crate::model::gemini::session::{self, Dialed, SessionConfig, Transport};
 use crate::model::handle::{ModelSession, OpenError, Protocol};
 use crate::model::openai;
 
+/// What a dial waits for, as a timeout names it.
+const UPGRADE: &str = "WebSocket upgrade";
+
 /// The OpenAI model an in-process mock session names (the mock serves any).
 pub const MOCK_OPENAI_MODEL: &str = crate::mock::openai::MODEL_ID;
 
@@ -78,14 +81,17 @@ impl ModelBackend {
     }
 
     /// Opens a session and waits until it is set up (`setupComplete` / `session.updated`).
-    /// Gemini sessions name the backend's model in `setup`, whatever `config` says.
+    /// Gemini sessions name the backend's model in `setup`, whatever `config` says. The dial
+    /// (transport, TLS, upgrade) and the setup each get `config.setup_timeout`: a peer that
+    /// accepts TCP and never answers cannot hold a call.
     pub async fn open(&self, config: &SessionConfig) -> Result<ModelSession, OpenError> {
-        let dialed = self.dial().await?;
+        let dialed =
+            crate::model::session::open_within(config.setup_timeout, UPGRADE, self.dial()).await?;
         self.start(dialed, config).await
     }
 
     /// Dials a socket for a later session (transport, TLS and WebSocket upgrade; nothing sent).
-    /// No timeout of its own.
+    /// No timeout of its own ([`open`](Self::open) and the standby give it one).
     pub async fn dial(&self) -> Result<Dialed, OpenError> {
         Ok(match self {
             ModelBackend::InProcessMock { opts, model } if opts.openai.is_some() => {

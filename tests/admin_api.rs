@@ -132,10 +132,20 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
     let (code, list) = http(a, "GET", "/calls", None).await;
     assert_eq!(code, 200, "{list}");
     let listed = &list[0];
-    for field in ["id", "leg", "started_unix_ms", "duration_ms", "events", "instance"] {
+    for field in [
+        "id",
+        "leg",
+        "started_unix_ms",
+        "duration_ms",
+        "events",
+        "instance",
+    ] {
         assert!(!listed[field].is_null(), "{field}: {list}");
     }
-    assert_eq!((&listed["id"], &listed["started_unix_ms"]), (&json!(call), &live_start));
+    assert_eq!(
+        (&listed["id"], &listed["started_unix_ms"]),
+        (&json!(call), &live_start)
+    );
     assert_eq!(v["call"]["active_agents"], json!(["advisor"]));
     let (code, v) = http(
         a,

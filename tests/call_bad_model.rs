@@ -167,3 +167,45 @@ async fn a_silent_model_times_out_at_setup() {
     .to_string();
     assert!(err.contains("setupComplete"), "{err}");
 }
+
+/// A model endpoint that accepts the connection and never answers the upgrade cannot hold a
+/// call: opening a session gives up after the setup timeout, saying what never came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_accepts_and_never_upgrades_times_out_at_the_dial() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let endpoint = Endpoint::new(
+        &format!("ws://{addr}"),
+        Backend::DeveloperApi,
+        "v1beta",
+        None,
+    )
+    .unwrap();
+    let backend = baton::backend::ModelBackend::Gemini {
+        endpoint,
+        model: baton::model::catalog::lookup(
+            baton::model::handle::Protocol::Gemini,
+            "models/gemini-2.5-flash-native-audio-preview-12-2025",
+        ),
+    };
+    let config = SessionConfig {
+        setup_timeout: std::time::Duration::from_millis(300),
+        ..SessionConfig::default()
+    };
+    let err = backend
+        .open(&config)
+        .await
+        .err()
+        .expect("no upgrade")
+        .to_string();
+    assert!(
+        err.contains("no WebSocket upgrade from the model within"),
+        "{err}"
+    );
+}
