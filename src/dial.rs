@@ -400,6 +400,11 @@ fn finish(
     out: &std::path::Path,
 ) -> Result<DialReport, DialError> {
     check_url(url)?;
+    // Where the report goes is checked before the call, not found unwritable after it.
+    std::fs::create_dir_all(out).map_err(|e| DialError::Output {
+        path: out.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -416,10 +421,6 @@ fn finish(
     });
     let r = r?;
     let turns = first_audio(&ends, &starts);
-    std::fs::create_dir_all(out).map_err(|e| DialError::Output {
-        path: out.to_path_buf(),
-        reason: e.to_string(),
-    })?;
     let wav = out.join("call.wav");
     r.recording.write(&wav).map_err(|e| DialError::Output {
         path: wav.clone(),
@@ -581,6 +582,10 @@ pub struct DialAudioSocketReport {
     pub uuid: String,
     pub rate: u32,
     pub end: String,
+    /// Why the call did not run to its end, when it did not (the connection lost, or closed
+    /// without the server's hang-up): `baton dial audiosocket` then exits 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     pub frames_sent: u64,
     pub dtmf_sent: u64,
     pub audio_received: u64,
@@ -627,16 +632,17 @@ pub fn run_audiosocket(
         let at = std::time::Duration::try_from_secs_f64(secs).map_err(|_| bad())?;
         opts.dtmf.push((at, c));
     }
+    let out = |path: &std::path::Path, e: String| DialAudioSocketError::Output {
+        path: path.to_path_buf(),
+        reason: e,
+    };
+    // Where the report goes is checked before the call, not found unwritable after it.
+    std::fs::create_dir_all(&args.out).map_err(|e| out(&args.out, e.to_string()))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| DialAudioSocketError::Runtime(e.to_string()))?;
     let r = rt.block_on(asc::dial(&args.addr, opts))?;
-    let out = |path: &std::path::Path, e: String| DialAudioSocketError::Output {
-        path: path.to_path_buf(),
-        reason: e,
-    };
-    std::fs::create_dir_all(&args.out).map_err(|e| out(&args.out, e.to_string()))?;
     let wav = args.out.join("call.wav");
     r.recording
         .write(&wav)
@@ -649,15 +655,20 @@ pub fn run_audiosocket(
     iv.sort_by(f64::total_cmp);
     let pct =
         |q: f64| crate::call::metrics::percentile(&iv, q).map_or(0.0, crate::call::metrics::round2);
+    let end = match &r.end {
+        asc::CallerEnd::HungUp => "caller hung up".to_owned(),
+        asc::CallerEnd::ServerHungUp => "server hung up".to_owned(),
+        asc::CallerEnd::ServerClosed => "server closed the connection".to_owned(),
+        asc::CallerEnd::ConnectionLost(e) => format!("connection lost: {e}"),
+    };
     let report = DialAudioSocketReport {
         addr: args.addr.clone(),
         uuid: uuid_text(&uuid),
         rate: args.rate,
-        end: match &r.end {
-            asc::CallerEnd::HungUp => "caller hung up".into(),
-            asc::CallerEnd::ServerHungUp => "server hung up".into(),
-            asc::CallerEnd::ServerClosed => "server closed the connection".into(),
-            asc::CallerEnd::ConnectionLost(e) => format!("connection lost: {e}"),
+        end: end.clone(),
+        failure: match &r.end {
+            asc::CallerEnd::HungUp | asc::CallerEnd::ServerHungUp => None,
+            asc::CallerEnd::ServerClosed | asc::CallerEnd::ConnectionLost(_) => Some(end),
         },
         frames_sent: r.frames_sent,
         dtmf_sent: r.dtmf_sent,

@@ -615,7 +615,10 @@ fn run_dial_audiosocket(args: &DialAudioSocketArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", dial::render_audiosocket(&report));
     }
-    Ok(())
+    match &report.failure {
+        Some(why) => anyhow::bail!("the call did not run to its end: {why}"),
+        None => Ok(()),
+    }
 }
 
 /// Runs the daemon with glibc's per-thread cache of freed chunks off, so memory a load freed

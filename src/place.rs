@@ -30,8 +30,9 @@ pub struct CallArgs {
     /// The caller ID, a SIP URI; default: the trunk's `from`.
     #[arg(long, value_name = "URI")]
     pub from: Option<String>,
-    /// Ring this long before giving up (no answer); default: the trunk's `ring_timeout_s`.
-    #[arg(long, value_name = "SECONDS")]
+    /// Ring this long before giving up (no answer), 1-3600; default: the trunk's
+    /// `ring_timeout_s`.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub ring_timeout_s: Option<u64>,
     /// The environment variable holding an API token, when the daemon requires one
     /// (`server.auth_tokens_env`).
@@ -49,12 +50,34 @@ pub enum CallError {
     NoToken { var: String },
     #[error("{server} did not answer: {reason}")]
     Unreachable { server: String, reason: String },
+    #[error(
+        "--server {0:?} is not an http:// or https:// URL: give the daemon's address, e.g. \
+         --server http://127.0.0.1:8080"
+    )]
+    BadServer(String),
     #[error("the daemon refused the request ({status}): {message}")]
     Refused { status: u16, message: String },
     #[error("the daemon's answer is not an outcome: {0}")]
     BadAnswer(String),
     #[error("the call was not answered: {0}")]
     NotAnswered(Outcome),
+}
+
+/// A request's failure with its causes (reqwest's own sentence hides them: "error sending
+/// request" for a refused connection), and a timeout said as one.
+fn why(e: &reqwest::Error) -> String {
+    let mut text = if e.is_timeout() {
+        "no answer in time".to_owned()
+    } else {
+        e.to_string()
+    };
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// Places the call and returns its outcome (an error for anything but an answer).
@@ -73,12 +96,18 @@ pub async fn place(args: &CallArgs) -> Result<Placed, CallError> {
         server: args.server.clone(),
         reason,
     };
+    let scheme_ok = args.server.starts_with("http://") || args.server.starts_with("https://");
+    if !scheme_ok || reqwest::Url::parse(&args.server).is_err() {
+        return Err(CallError::BadServer(args.server.clone()));
+    }
     let tls = crate::model::tls::default_client_config().map_err(|e| unreachable(e.to_string()))?;
     let ring = args.ring_timeout_s.unwrap_or(120);
     let client = reqwest::Client::builder()
         .tls_backend_preconfigured((*tls).clone())
         // The daemon answers once the call is answered or has failed: allow the whole ring.
-        .timeout(Duration::from_secs(ring + 15))
+        .timeout(Duration::from_secs(ring.saturating_add(15)))
+        // A daemon that is not there is said at once, not after the whole ring.
+        .connect_timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| unreachable(e.to_string()))?;
     let body = serde_json::json!({
@@ -97,9 +126,9 @@ pub async fn place(args: &CallArgs) -> Result<Placed, CallError> {
     if let Some(t) = &token {
         req = req.bearer_auth(t.expose());
     }
-    let resp = req.send().await.map_err(|e| unreachable(e.to_string()))?;
+    let resp = req.send().await.map_err(|e| unreachable(why(&e)))?;
     let status = resp.status();
-    let text = resp.text().await.map_err(|e| unreachable(e.to_string()))?;
+    let text = resp.text().await.map_err(|e| unreachable(why(&e)))?;
     if !status.is_success() {
         let message = serde_json::from_str::<serde_json::Value>(&text)
             .ok()

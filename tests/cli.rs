@@ -227,6 +227,26 @@ fn a_wrong_strategy_or_profile_is_a_usage_error_naming_the_choices() {
     }
 }
 
+/// `baton call` says what is wrong with its daemon's address: not a URL, nobody there (the
+/// cause, at once), a ring out of range.
+#[test]
+fn call_says_what_is_wrong_with_the_daemons_address() {
+    let (ok, _, err) = baton(&["call", "100", "--server", "127.0.0.1:9"]);
+    assert!(
+        !ok && err.contains("is not an http:// or https:// URL"),
+        "{err}"
+    );
+    let (ok, _, err) = baton(&["call", "100", "--server", "http://127.0.0.1:9"]);
+    assert!(!ok && err.contains("Connection refused"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["call", "100", "--ring-timeout-s", "18446744073709551615"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is not in 1..=3600"), "{err}");
+}
+
 /// `baton call --json` gives a failure before any outcome as JSON on stdout too, for scripts.
 #[test]
 fn call_with_json_says_a_failure_as_json() {

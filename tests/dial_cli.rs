@@ -242,4 +242,47 @@ fn a_call_the_server_refuses_fails_the_command_and_bad_options_are_refused_first
         assert!(!out.status.success());
         assert!(err.contains(says), "{err}");
     }
+
+    // An --out that cannot be written is refused before dialling (nothing listens at port 9:
+    // the refusal is about the folder, not the call).
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    for kind in [
+        &["twilio", "ws://127.0.0.1:9/twilio"][..],
+        &["audiosocket", "127.0.0.1:9"],
+    ] {
+        let out = dial(kind, &wav, &file.join("out"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains("a-file/out") && !err.contains("connect"),
+            "{kind:?}: {err}"
+        );
+    }
+
+    // An AudioSocket call whose connection is lost (here: an HTTP server answering it) prints
+    // its report and fails the command, like the other dialects.
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = http.local_addr().unwrap();
+    let answer = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut s, _) = http.accept().unwrap();
+        let mut buf = [0u8; 64];
+        let _ = s.read(&mut buf);
+        let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+    });
+    let out = dial(
+        &["audiosocket", &at.to_string()],
+        &wav,
+        &dir.path().join("c"),
+    );
+    answer.join().unwrap();
+    let (so, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{so}\n{err}");
+    assert!(err.contains("the call did not run to its end"), "{err}");
+    let report = std::fs::read_to_string(dir.path().join("c/report.json")).unwrap();
+    assert!(report.contains("\"failure\""), "{report}");
 }

@@ -295,16 +295,19 @@ async fn an_answered_outbound_call_runs_the_agents_and_the_other_outcomes_are_ty
             .contains("from \"not a uri\" is not a SIP URI"),
         "{e}"
     );
-    let (status, e) = post_call(
-        &d,
-        r#"{"to": "100", "trunk": "callee", "ring_timeout_s": 0}"#,
-    )
-    .await;
-    assert_eq!(status, 400, "{e}");
-    assert!(
-        e["error"].as_str().unwrap().contains("ring_timeout_s is 0"),
-        "{e}"
-    );
+    for (ring, says) in [
+        ("0", "ring_timeout_s 0 is outside 1-3600"),
+        // No overflow of the ring's deadline: refused with the range.
+        (
+            "18446744073709551615",
+            "ring_timeout_s 18446744073709551615 is outside 1-3600",
+        ),
+    ] {
+        let body = format!(r#"{{"to": "100", "trunk": "callee", "ring_timeout_s": {ring}}}"#);
+        let (status, e) = post_call(&d, &body).await;
+        assert_eq!(status, 400, "{e}");
+        assert!(e["error"].as_str().unwrap().contains(says), "{e}");
+    }
     assert_eq!(d.calls_ended().await, 0, "every slot was given back");
     d.stop().await;
 }

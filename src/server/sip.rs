@@ -262,8 +262,8 @@ impl SipService {
         }
         let from = rsipstack::sip::Uri::try_from(from_text.as_str())
             .map_err(|_| PlaceError::BadFrom(from_text.clone()))?;
-        if ring_timeout_s == Some(0) {
-            return Err(PlaceError::NoRing);
+        if let Some(r) = ring_timeout_s.filter(|r| !(1..=MAX_RING_S).contains(r)) {
+            return Err(PlaceError::NoRing(r));
         }
         let dial = Dial {
             target,
@@ -760,6 +760,9 @@ async fn run(
     drop(slot);
 }
 
+/// The longest ring a placed call may ask for, in seconds (an hour).
+pub const MAX_RING_S: u64 = 3600;
+
 /// Why an outbound call could not be placed at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlaceError {
@@ -774,9 +777,9 @@ pub enum PlaceError {
     #[error("from {0:?} is not a SIP URI (the caller ID, e.g. sip:+15550100@pbx.example.com)")]
     BadFrom(String),
     #[error(
-        "ring_timeout_s is 0, so the call could not be answered; give 1 or more (the trunk's default is its ring_timeout_s)"
+        "ring_timeout_s {0} is outside 1-{MAX_RING_S} (0 could not be answered; the trunk's default is its ring_timeout_s)"
     )]
-    NoRing,
+    NoRing(u64),
     #[error("{0}")]
     Unavailable(String),
 }
@@ -926,7 +929,7 @@ async fn post_call(State(app): State<Arc<AppState>>, body: axum::body::Bytes) ->
         Err(e @ (PlaceError::NoSip | PlaceError::NoTrunk(_) | PlaceError::NeedTrunk(_))) => {
             problem(Http::NOT_FOUND, e.to_string())
         }
-        Err(e @ (PlaceError::BadTarget(_) | PlaceError::BadFrom(_) | PlaceError::NoRing)) => {
+        Err(e @ (PlaceError::BadTarget(_) | PlaceError::BadFrom(_) | PlaceError::NoRing(_))) => {
             problem(Http::BAD_REQUEST, e.to_string())
         }
         Err(e @ PlaceError::Unavailable(_)) => {
