@@ -219,6 +219,32 @@ fn summary(turns: &[DialTurn]) -> Option<FirstAudio> {
 }
 
 /// A media-stream URL `baton dial` can use, or what to type instead.
+/// `url` without its `user:password@`, and those as an `Authorization: Basic` value (the
+/// URL's percent-encoding undone). A URL that does not parse is given back as it is.
+fn split_credentials(url: &str) -> (String, Option<String>) {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return (url.to_owned(), None);
+    };
+    if parsed.username().is_empty() && parsed.password().is_none() {
+        return (url.to_owned(), None);
+    }
+    let decode = |s: &str| {
+        url::form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    let user = decode(parsed.username());
+    let password = decode(parsed.password().unwrap_or(""));
+    let basic = format!(
+        "Basic {}",
+        base64::Engine::encode(&*crate::b64::STANDARD, format!("{user}:{password}"))
+    );
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    (parsed.to_string(), Some(basic))
+}
+
 pub fn check_url(url: &str) -> Result<(), DialError> {
     let bad = |hint: String| {
         Err(DialError::BadUrl {
@@ -399,6 +425,19 @@ fn finish(
     mut opts: CallerOptions,
     out: &std::path::Path,
 ) -> Result<DialReport, DialError> {
+    // Credentials in the URL (`wss://KEY:TOKEN@host/exotel`, as Exotel's console gives it) go
+    // as `Authorization: Basic`, as Exotel sends them; the URL said, dialled and reported has
+    // none.
+    let (url, basic) = split_credentials(url);
+    let url = url.as_str();
+    if let Some(basic) = basic
+        && !opts
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+    {
+        opts.headers.push(("authorization".to_owned(), basic));
+    }
     check_url(url)?;
     // Where the report goes is checked before the call, not found unwritable after it.
     std::fs::create_dir_all(out).map_err(|e| DialError::Output {
@@ -740,6 +779,19 @@ pub fn render_audiosocket(r: &DialAudioSocketReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_the_url_become_a_basic_header_and_leave_the_url() {
+        let (url, basic) =
+            split_credentials("wss://KEY:TO%2Bk+en@bridge.example.com:8443/exotel?x=1");
+        assert_eq!(url, "wss://bridge.example.com:8443/exotel?x=1");
+        // base64("KEY:TO+k+en")
+        assert_eq!(basic.as_deref(), Some("Basic S0VZOlRPK2srZW4="));
+        let (url, basic) = split_credentials("ws://127.0.0.1:8080/exotel");
+        assert_eq!((url.as_str(), basic), ("ws://127.0.0.1:8080/exotel", None));
+        let (url, basic) = split_credentials("127.0.0.1:8080/exotel");
+        assert_eq!((url.as_str(), basic), ("127.0.0.1:8080/exotel", None));
+    }
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
