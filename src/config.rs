@@ -81,6 +81,23 @@ impl Loaded {
         self.config.audiosocket.listen.parse().ok()
     }
 
+    /// Why [`public_url`](Self::public_url) cannot be reached by a bridge, when it cannot: no
+    /// `server.public_url` and a wildcard `server.listen` (`0.0.0.0`, `::`) make TwiML name
+    /// `ws://0.0.0.0:…`.
+    pub fn public_url_problem(&self) -> Option<String> {
+        (self.config.server.public_url.trim().is_empty() && self.listen.ip().is_unspecified()).then(
+            || {
+                format!(
+                    "server.public_url is not set and server.listen is {}, so /twiml and the \
+                     cluster would send bridges and instances to {}: set public_url to the \
+                     address they reach (e.g. https://baton.example.com)",
+                    self.listen,
+                    self.public_url()
+                )
+            },
+        )
+    }
+
     /// The `wss://…/twilio` (or `ws://` for an http origin) URL bridges connect to.
     pub fn twilio_stream_url(&self) -> String {
         let base = self.public_url();
@@ -780,6 +797,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(l.twilio_stream_url(), "wss://b.example.com/twilio");
+    }
+
+    #[test]
+    fn a_wildcard_listen_without_public_url_is_said_to_be_unreachable() {
+        let at = |text: &str| {
+            parse(text, Path::new("c.toml"))
+                .unwrap()
+                .public_url_problem()
+        };
+        let why = at("[server]\nlisten = \"0.0.0.0:8080\"\n").expect("said");
+        assert!(
+            why.contains("http://0.0.0.0:8080") && why.contains("set public_url"),
+            "{why}"
+        );
+        assert!(at("[server]\nlisten = \"[::]:8080\"\n").is_some());
+        assert_eq!(at("[server]\nlisten = \"127.0.0.1:8080\"\n"), None);
+        let named = "[server]\nlisten = \"0.0.0.0:8080\"\npublic_url = \"https://b.example.com\"\n";
+        assert_eq!(at(named), None);
     }
 
     #[test]

@@ -428,6 +428,9 @@ fn check_config(file: &std::path::Path, insecure_no_auth: bool) -> anyhow::Resul
     );
     model_lines(&loaded);
     println!("  twilio stream URL {}", loaded.twilio_stream_url());
+    if let Some(why) = loaded.public_url_problem() {
+        println!("    warning: {why}");
+    }
     if let Some(a) = loaded.audiosocket_listen() {
         println!("  AudioSocket listener on {a}");
     }

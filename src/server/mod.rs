@@ -358,6 +358,9 @@ pub fn state(loaded: Loaded) -> Result<Arc<AppState>, ServeError> {
         ..Default::default()
     };
     let stream_url = loaded.twilio_stream_url();
+    if let Some(why) = loaded.public_url_problem() {
+        tracing::warn!("{why}");
+    }
     let calls = CallRegistry::new(c.limits.max_calls);
     let mcp = (!c.mcp.is_empty()).then(|| {
         let (specs, _) = crate::mcp::config::problems(&c.mcp, loaded.resolve(".").as_path());
