@@ -584,3 +584,40 @@ async fn a_bridge_on_another_bridges_path_is_told_where_to_go() {
     assert_eq!(d.calls_ended().await, 0);
     d.stop().await;
 }
+
+/// A bridge that goes silent after its start (a half-open connection: no media, no stop, no
+/// close) does not hold its call and model session: the stream is given up after
+/// `SILENT_BRIDGE` and the call ends as a failed leg.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_that_goes_silent_is_given_up() {
+    let d = Daemon::start(&support::mock_config("", "")).await;
+    let mut finished = d.app.calls.subscribe_finished();
+    let (mut ws, _) = tokio_tungstenite::connect_async(d.url("/twilio"))
+        .await
+        .unwrap();
+    let sid = "MZquiet";
+    for text in [
+        r#"{"event":"connected","protocol":"Call"}"#.to_owned(),
+        format!(
+            r#"{{"event":"start","sequenceNumber":"1","streamSid":"{sid}","start":{{"streamSid":"{sid}","accountSid":"AC00000000000000000000000000000000","callSid":"CAquiet","tracks":["inbound"],"customParameters":{{}},"mediaFormat":{{"encoding":"audio/x-mulaw","sampleRate":8000,"channels":1}}}}}}"#
+        ),
+    ] {
+        ws.send(Message::text(text)).await.unwrap();
+    }
+    // Nothing more is sent; the socket stays open (its reads answer the server's close).
+    let reader = tokio::spawn(async move { while let Some(Ok(_)) = ws.next().await {} });
+    let silent = baton::leg::bridge::server::SILENT_BRIDGE;
+    let ended = support::finished_calls(&mut finished, 1, silent + Duration::from_secs(10)).await;
+    let end = ended[0]
+        .outcome
+        .as_ref()
+        .expect("a report")
+        .end_reason
+        .clone();
+    assert!(
+        end.starts_with("caller's leg failed: ") && end.contains("sent nothing for 10 s"),
+        "{end}"
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+    d.stop().await;
+}

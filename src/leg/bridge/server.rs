@@ -206,6 +206,9 @@ impl LegStats {
     }
 }
 
+/// How long a started stream may go without a message from its bridge before it is given up.
+pub const SILENT_BRIDGE: Duration = Duration::from_secs(10);
+
 /// Read buffer of a bridge socket. The bridges' messages are a few hundred bytes (Vonage's binary
 /// frames 320-960); the WebSocket layer zero-fills its whole read buffer before every read and
 /// keeps it resident, so its 128 KiB default cost a 128 KiB memset per message and 128 KiB of RSS
@@ -273,6 +276,7 @@ pub async fn accept(
     );
     let (frames_in, frames_out) = opts.frames.of(info.dialect).clone();
     let leg = Leg {
+        heard: (core.stats().messages_in, started_at),
         core,
         socket: sink.reunite(stream).map_err(|_| {
             BridgeLegError::Socket("the socket's halves do not belong together".into())
@@ -296,6 +300,8 @@ pub async fn accept(
 
 struct Leg {
     core: MediaStream,
+    /// The bridge's messages read so far, and when that count was last seen to move.
+    heard: (u64, Instant),
     socket: WebSocket,
     log: BadLog,
     start: StartInfo,
@@ -368,6 +374,19 @@ impl SocketLeg for Leg {
             self.end = Some(LegEnd::SocketError(format!(
                 "the bridge read nothing for {} s; giving the stream up",
                 WRITE_STALL.as_secs()
+            )));
+        }
+        // A bridge streams the caller's audio all call long (silence too): one that has sent
+        // nothing for this long is gone (a half-open connection), and its call is given up
+        // rather than held with its model session.
+        let heard = self.core.stats().messages_in;
+        if heard != self.heard.0 {
+            self.heard = (heard, now);
+        } else if self.end.is_none() && now.saturating_duration_since(self.heard.1) >= SILENT_BRIDGE
+        {
+            self.end = Some(LegEnd::SocketError(format!(
+                "the bridge sent nothing for {} s; giving the stream up",
+                SILENT_BRIDGE.as_secs()
             )));
         }
     }
