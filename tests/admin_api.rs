@@ -315,6 +315,18 @@ async fn every_endpoint_and_an_operator_handoff_on_a_live_call() {
     )
     .await;
     assert_eq!(code, 400, "{v}");
+    let (code, v) = http(
+        a,
+        "PATCH",
+        &format!("/admin/contexts/{id}"),
+        Some(r#"{"context_data": "a string"}"#),
+    )
+    .await;
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("a JSON object"),
+        "{v}"
+    );
     let (code, _) = http(a, "GET", "/admin/contexts/ctx_nope", None).await;
     assert_eq!(code, 404);
     let (code, v) = http(a, "GET", "/admin/callers/+19990000/contexts", None).await;

@@ -107,20 +107,21 @@ pub fn unset_variables(loaded: &Loaded, out: &mut Vec<Problem>) {
 /// `tcp:` and `tls:`). A problem of the HTTP address is listed under `listen_key`
 /// (`server.listen`, or `--listen` when the command line gave it).
 pub fn ports(loaded: &Loaded, listen_key: &str, out: &mut Vec<Problem>) {
-    let taken = config_ports(loaded);
-    let mut check = |key: &str, addr: SocketAddr| {
+    // Each fix's port is taken too once suggested: two busy keys are not sent to one port.
+    let mut taken = config_ports(loaded);
+    let mut check = |key: &str, addr: SocketAddr, out: &mut Vec<Problem>| {
         if addr.port() == 0 {
             return;
         }
         if let Err(e) = TcpListener::bind(addr) {
-            out.push(bind_problem(key, addr, &e, &taken));
+            out.push(tcp_problem(key, addr, &e, &mut taken));
         }
     };
-    check(listen_key, loaded.listen);
+    check(listen_key, loaded.listen, out);
     if let Some(a) = loaded.audiosocket_listen() {
-        check("audiosocket.listen", a);
+        check("audiosocket.listen", a, out);
     }
-    sip_ports(&loaded.config.sip.listen, &taken, out);
+    sip_ports(&loaded.config.sip.listen, &mut taken, out);
 }
 
 /// Every port the configuration asks the daemon to bind (HTTP, AudioSocket, SIP): a fix never
@@ -141,7 +142,7 @@ pub fn config_ports(loaded: &Loaded) -> Vec<u16> {
 
 /// `sip.listen`'s addresses that cannot be bound, each with the list as it would be with that
 /// address moved.
-fn sip_ports(listen: &[String], taken: &[u16], out: &mut Vec<Problem>) {
+fn sip_ports(listen: &[String], taken: &mut Vec<u16>, out: &mut Vec<Problem>) {
     for (i, entry) in listen.iter().enumerate() {
         // An entry that is not an address is reported by validation.
         let Some((transport, addr)) = parse_listen(entry) else {
@@ -174,13 +175,13 @@ fn sip_ports(listen: &[String], taken: &[u16], out: &mut Vec<Problem>) {
             format!("[{}]", entries.join(", "))
         };
         out.push(problem(
-            &Bind {
+            Bind {
                 key: "sip.listen",
                 addr,
                 udp,
                 value: &value,
                 example_port: 5060,
-                taken,
+                taken: &mut *taken,
             },
             &e,
         ));
@@ -191,8 +192,13 @@ fn sip_ports(listen: &[String], taken: &[u16], out: &mut Vec<Problem>) {
 /// cannot be bound, and what to do; a fix never suggests a port of `taken`
 /// ([`config_ports`]).
 pub fn bind_problem(key: &str, addr: SocketAddr, e: &std::io::Error, taken: &[u16]) -> Problem {
+    tcp_problem(key, addr, e, &mut taken.to_vec())
+}
+
+/// [`bind_problem`], adding the port its fix suggests to `taken`.
+fn tcp_problem(key: &str, addr: SocketAddr, e: &std::io::Error, taken: &mut Vec<u16>) -> Problem {
     problem(
-        &Bind {
+        Bind {
             key,
             addr,
             udp: false,
@@ -214,8 +220,8 @@ struct Bind<'a> {
     value: &'a dyn Fn(SocketAddr) -> String,
     /// A port an unprivileged user may bind, for the fix.
     example_port: u16,
-    /// The configuration's own ports, never suggested.
-    taken: &'a [u16],
+    /// The configuration's own ports and those already suggested, never suggested again.
+    taken: &'a mut Vec<u16>,
 }
 
 /// A port near `addr`'s that this machine lets bind now (with `addr`'s protocol) and the
@@ -236,9 +242,11 @@ fn free_port_near(addr: SocketAddr, udp: bool, taken: &[u16]) -> u16 {
         .unwrap_or(next)
 }
 
-fn problem(b: &Bind<'_>, e: &std::io::Error) -> Problem {
-    let Bind { key, addr, .. } = *b;
-    let other = SocketAddr::new(addr.ip(), free_port_near(addr, b.udp, b.taken));
+fn problem(b: Bind<'_>, e: &std::io::Error) -> Problem {
+    let (key, addr) = (b.key, b.addr);
+    let port = free_port_near(addr, b.udp, b.taken);
+    b.taken.push(port);
+    let other = SocketAddr::new(addr.ip(), port);
     let flag = if key == "server.listen" {
         " (or serve --listen)"
     } else {
@@ -398,6 +406,30 @@ mod tests {
             TcpListener::bind(SocketAddr::new(addr.ip(), q)).is_ok(),
             "{q}"
         );
+    }
+
+    #[test]
+    fn two_busy_keys_are_not_sent_to_one_port() {
+        // Two busy neighbours (h, h + 1): each one's nearest free port is h + 2.
+        let (_http, _audiosocket, h, a) = (0..50)
+            .find_map(|_| {
+                let http = TcpListener::bind("127.0.0.1:0").ok()?;
+                let h = http.local_addr().ok()?;
+                let a = SocketAddr::new(h.ip(), h.port().checked_add(1)?);
+                let audiosocket = TcpListener::bind(a).ok()?;
+                Some((http, audiosocket, h, a))
+            })
+            .expect("two neighbouring ports");
+        let text = format!("[audiosocket]\nlisten = \"{a}\"\n");
+        let mut loaded = super::super::parse(&text, Path::new("/tmp/baton.toml")).unwrap();
+        loaded.listen = h;
+        let mut out = Vec::new();
+        ports(&loaded, "server.listen", &mut out);
+        assert_eq!(out.len(), 2, "{out:?}");
+        let p = suggested(&out[0].fix, "server.listen = \"127.0.0.1:");
+        let q = suggested(&out[1].fix, "audiosocket.listen = \"127.0.0.1:");
+        assert_ne!(p, q, "{out:?}");
+        assert!(![h.port(), a.port()].contains(&p) && ![h.port(), a.port()].contains(&q));
     }
 
     #[test]

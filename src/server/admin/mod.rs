@@ -365,6 +365,13 @@ async fn patch_context(
             );
         }
     };
+    if patch.context_data.as_ref().is_some_and(|d| !d.is_object()) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "context_data is the agent's working state, a JSON object (e.g. \
+             {\"context_data\": {\"note\": \"…\"}}): it replaces the state whole",
+        );
+    }
     match s.store.update_context(&id, &patch).await {
         Ok(c) => Json(c).into_response(),
         Err(e) => store_error(e),
