@@ -467,6 +467,57 @@ fn ending_the_part_of_an_agent_beside_the_lead_hands_nothing_over() {
     assert!(hist[0].deactivated_at_ms.is_some() && hist[1].deactivated_at_ms.is_none());
 }
 
+/// On a model that takes no instruction update, the agent beside the lead leaves by a note in
+/// the conversation (no turn: nothing is said); one that takes no mid-call content either
+/// refuses, saying what to do instead.
+#[test]
+fn ending_the_part_of_an_agent_beside_the_lead_on_models_that_cannot_update_it() {
+    let joint = |caps| {
+        let mut h = H::new(shipped("financial.toml"), caps);
+        let a = h.feed(Input::Activate {
+            agent: "schemes".into(),
+        });
+        // Ravi's voice differs from Asha's: without in-place updates he comes in on a standby
+        // session, swapped in once it is ready.
+        if a.iter().any(|x| matches!(x, Action::PrepareStandby(_))) {
+            h.feed(Input::StandbyReady);
+        }
+        h.model_turn("Ravi here, about the schemes.");
+        assert_eq!(h.active(), ["schemes", "advisor"]);
+        h
+    };
+    let mut h = joint(NO_UPDATE);
+    let a = h.feed(Input::Deactivate {
+        agent: "advisor".into(),
+    });
+    assert!(
+        announcements(&a).is_empty() && context_updates(&a).is_empty(),
+        "{a:?}"
+    );
+    let notes = contents(&a);
+    assert_eq!(notes.len(), 1, "{a:?}");
+    assert_eq!(notes[0].turn_complete, Some(false), "a note, not a turn");
+    let text = content_text(&notes[0]);
+    assert!(
+        text.contains("Asha has left the call") && text.contains("only as Ravi"),
+        "{text}"
+    );
+    assert_eq!(h.active(), ["schemes"]);
+
+    let mut h = joint(BARE);
+    let e =
+        h.o.handle(
+            Input::Deactivate {
+                agent: "advisor".into(),
+            },
+            h.now,
+        )
+        .unwrap_err();
+    assert!(matches!(e, CommandError::CannotLeave(_)), "{e}");
+    assert!(e.to_string().contains("deactivate the lead"), "{e}");
+    assert_eq!(h.active(), ["schemes", "advisor"], "nothing changed");
+}
+
 #[test]
 fn an_operators_command_during_another_handoff_is_refused_with_the_reason() {
     let mut h = H::new(shipped("support.toml"), ALL);

@@ -594,17 +594,38 @@ impl Orchestrator {
 
     /// An operator ends the part of an agent that does not lead (the other member of a joint
     /// call). The lead goes on speaking, so this is no handoff: nothing is announced or heard and
-    /// nothing counts toward the loop guard. The agent's part ends (`agent_end`), and the session
-    /// takes the instruction and tools without it in place, when the turn being generated is
-    /// done; a model that cannot update them keeps them, and the tool filter refuses the agent's
-    /// tools from now on.
+    /// nothing counts toward the loop guard. The agent's part ends (`agent_end`), and once the
+    /// turn being generated is done the session takes the instruction and tools without it in
+    /// place, or, on a model that cannot update them, a note in the conversation that the agent
+    /// has left (no turn: nothing is said); the tool filter refuses the agent's tools from then
+    /// on. A model that takes neither mid-call refuses the command.
     fn leave_beside_the_lead(&mut self, agent: u32) -> Result<(), CommandError> {
         if self.handoff_under_way() {
             return Err(CommandError::Blocked(UNDER_WAY.to_owned()));
         }
+        if !self.caps.update_instructions && !self.caps.mid_session_client_content {
+            // Nothing reaches this model mid-call without making it speak or replacing its
+            // session: it would go on answering as the agent said to be gone.
+            return Err(CommandError::CannotLeave(
+                self.reg.agent(agent).name.clone(),
+            ));
+        }
         self.members.retain(|&m| m != agent);
         self.end_agent(agent);
-        if self.caps.update_instructions {
+        if !self.caps.update_instructions {
+            // A note in the conversation, without a turn: the model is told who is left.
+            let lead = self.reg.agent(self.lead()).name.clone();
+            let text = format!(
+                "[{} has left the call. From now on only {lead} speaks: answer only as {lead}, in \
+                 {lead}'s area.]",
+                self.reg.agent(agent).name
+            );
+            self.deferred
+                .push_back(Action::ClientContent(ClientContent {
+                    turns: Some(vec![Content::text(Some("user"), text)]),
+                    turn_complete: Some(false),
+                }));
+        } else {
             let members = self.members.clone();
             let instruction = prompts::system_instruction_for(
                 &self.reg,

@@ -190,6 +190,13 @@ pub enum CommandError {
     LastAgent,
     #[error("this call runs no agent set")]
     NoAgents,
+    /// The model takes no change of instruction or conversation mid-call, so an agent beside
+    /// the lead cannot be dropped without a handoff.
+    #[error(
+        "{0} cannot leave while another agent leads: this model takes no instruction update or \
+         conversation note mid-call; deactivate the lead to hand the caller back instead"
+    )]
+    CannotLeave(String),
     /// Refused for now (another handoff still being carried out, a `blocked_when` condition):
     /// asking again later may succeed.
     #[error("not now: {0}")]

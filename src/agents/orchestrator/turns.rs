@@ -1,6 +1,6 @@
 //! Model turns and transcripts: when a model turn starts (and which agent it is attributed to),
 //! the caller's and the agent's lines as they complete, each tagged with its agent, and the
-//! message counts of the agent history (an agent's lines while it is active).
+//! message counts of the agent history (an agent's lines, each toward its latest activation).
 
 use std::time::Instant;
 
@@ -90,14 +90,15 @@ impl Orchestrator {
             text,
             at_ms: self.ms(now),
         };
-        // An agent's message counts toward its activation while that is open: the rule the
-        // admin API's live view follows from this event, so live and stored counts agree.
+        // An agent's message counts toward the activation its agent last began (an announcement
+        // ends after its handoff closed that activation, and still counts): the rule the admin
+        // API's live view follows from this event, so live and stored counts agree.
         if role == Speaker::Agent
             && let Some(h) = self
                 .history
                 .iter_mut()
                 .rev()
-                .find(|h| h.agent == line.agent && h.deactivated_at_ms.is_none())
+                .find(|h| h.agent == line.agent)
         {
             h.message_count += 1;
         }
