@@ -85,17 +85,21 @@ impl Loaded {
     /// `server.public_url` and a wildcard `server.listen` (`0.0.0.0`, `::`) make TwiML name
     /// `ws://0.0.0.0:…`.
     pub fn public_url_problem(&self) -> Option<String> {
-        (self.config.server.public_url.trim().is_empty() && self.listen.ip().is_unspecified()).then(
-            || {
-                format!(
-                    "server.public_url is not set and server.listen is {}, so /twiml and the \
-                     cluster would send bridges and instances to {}: set public_url to the \
-                     address they reach (e.g. https://baton.example.com)",
-                    self.listen,
-                    self.public_url()
-                )
-            },
-        )
+        if !(self.config.server.public_url.trim().is_empty() && self.listen.ip().is_unspecified()) {
+            return None;
+        }
+        let cluster = if self.config.cluster.advertise_url.trim().is_empty() {
+            " and the cluster its instances"
+        } else {
+            ""
+        };
+        Some(format!(
+            "server.public_url is not set and server.listen is {}, so /twiml would send bridges\
+             {cluster} to {}: set public_url to the address they reach (e.g. \
+             https://baton.example.com)",
+            self.listen,
+            self.public_url()
+        ))
     }
 
     /// The `wss://…/twilio` (or `ws://` for an http origin) URL bridges connect to.

@@ -218,12 +218,23 @@ fn summary(turns: &[DialTurn]) -> Option<FirstAudio> {
     })
 }
 
-/// A media-stream URL `baton dial` can use, or what to type instead.
 /// `url` without its `user:password@`, and those as an `Authorization: Basic` value (the
-/// URL's percent-encoding undone). A URL that does not parse is given back as it is.
+/// URL's percent-encoding undone). A URL that does not parse loses whatever precedes an `@` in
+/// what looks like its authority, so no message can say it.
 fn split_credentials(url: &str) -> (String, Option<String>) {
     let Ok(mut parsed) = url::Url::parse(url) else {
-        return (url.to_owned(), None);
+        let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let Some(at) = rest[..authority_end].rfind('@') else {
+            return (url.to_owned(), None);
+        };
+        let bare = &rest[at + 1..];
+        let url = if scheme.is_empty() {
+            bare.to_owned()
+        } else {
+            format!("{scheme}://{bare}")
+        };
+        return (url, None);
     };
     if parsed.username().is_empty() && parsed.password().is_none() {
         return (url.to_owned(), None);
@@ -245,6 +256,7 @@ fn split_credentials(url: &str) -> (String, Option<String>) {
     (parsed.to_string(), Some(basic))
 }
 
+/// A media-stream URL `baton dial` can use, or what to type instead.
 pub fn check_url(url: &str) -> Result<(), DialError> {
     let bad = |hint: String| {
         Err(DialError::BadUrl {
@@ -791,6 +803,11 @@ mod tests {
         assert_eq!((url.as_str(), basic), ("ws://127.0.0.1:8080/exotel", None));
         let (url, basic) = split_credentials("127.0.0.1:8080/exotel");
         assert_eq!((url.as_str(), basic), ("127.0.0.1:8080/exotel", None));
+        // Not a URL: what precedes an `@` in its authority is dropped all the same.
+        let (url, basic) = split_credentials("KEY:TOKEN@127.0.0.1:8080/exotel");
+        assert_eq!((url.as_str(), basic), ("127.0.0.1:8080/exotel", None));
+        let (url, _) = split_credentials("ws://KEY:TO#KEN@127.0.0.1:8080/exotel");
+        assert!(!url.contains("KEY") && !url.contains("TO#"), "{url}");
     }
 
     fn ms(v: u64) -> Duration {

@@ -236,7 +236,11 @@ fn call_says_what_is_wrong_with_the_daemons_address() {
         !ok && err.contains("is not an http:// or https:// URL"),
         "{err}"
     );
-    let (ok, _, err) = baton(&["call", "100", "--server", "http://127.0.0.1:9"]);
+    // A port nobody listens on: bound, noted, closed.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = format!("http://{}", free.local_addr().unwrap());
+    drop(free);
+    let (ok, _, err) = baton(&["call", "100", "--server", &server]);
     assert!(!ok && err.contains("Connection refused"), "{err}");
     let out = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["call", "100", "--ring-timeout-s", "18446744073709551615"])

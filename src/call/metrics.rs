@@ -118,6 +118,10 @@ pub struct CallReport {
     pub uplink_dropped: u64,
     /// Model session switches (goAway, drops), in order.
     pub reconnects: Vec<ReconnectRecord>,
+    /// Each change of the agent's voice the caller heard: where on the caller's timeline (ms)
+    /// and whose (with an agent set).
+    #[serde(skip)]
+    pub voices_heard: Vec<(f64, String)>,
     /// `gap_ms` of every reconnect that was followed by agent audio.
     pub reconnect_gap_ms: Vec<f64>,
     /// Totals over `reconnects`.
@@ -130,9 +134,18 @@ pub struct CallReport {
 
 impl CallReport {
     /// The agents the caller heard, in the order their voices came (an agent heard again after
-    /// another is listed again): the voice that began each answer and each handoff's first
-    /// words, by where they sit on the caller's timeline. Empty when no agent was heard.
+    /// another is listed again): from the frames played (`voices_heard`), else from the voice
+    /// that began each answer and each handoff's first words. Empty when no agent was heard.
     pub fn agents_heard(&self) -> Vec<String> {
+        if !self.voices_heard.is_empty() {
+            let mut heard: Vec<String> = Vec::new();
+            for (_, agent) in &self.voices_heard {
+                if heard.last() != Some(agent) {
+                    heard.push(agent.clone());
+                }
+            }
+            return heard;
+        }
         let answers = self
             .turns
             .iter()

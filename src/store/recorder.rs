@@ -137,14 +137,10 @@ impl Recorder {
                 text,
                 at_ms,
             } => {
-                // The orchestrator's rule for its history: an agent's line counts toward its
-                // open activation.
+                // The orchestrator's rule for its history: an agent's line counts toward the
+                // activation its agent last began.
                 if *role == crate::agents::Speaker::Agent
-                    && let Some(h) = v
-                        .history
-                        .iter_mut()
-                        .rev()
-                        .find(|h| &h.agent == agent_id && h.deactivated_at_ms.is_none())
+                    && let Some(h) = v.history.iter_mut().rev().find(|h| &h.agent == agent_id)
                 {
                     h.message_count += 1;
                 }
@@ -239,7 +235,7 @@ impl Recorder {
                     .find(|h| &h.agent == agent_id && h.deactivated_at_ms.is_none())
                 {
                     h.deactivated_at_ms = Some(*at_ms as i64);
-                    h.message_count = i64::from(*message_count);
+                    h.message_count = h.message_count.max(i64::from(*message_count));
                 }
             }
             CallEvent::HandoffAnnouncement { .. }

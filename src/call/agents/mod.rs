@@ -144,6 +144,13 @@ impl AgentsDriver {
     pub fn new(a: Agents, now: Instant, media_zero: Instant) -> AgentsDriver {
         let mut orch = a.orchestrator;
         orch.time_from(media_zero);
+        // Every agent's id by index, for the voices heard (an `Attribute` names them again).
+        let names = orch
+            .registry()
+            .agents
+            .iter()
+            .map(|ag| (ag.index, ag.id.clone()))
+            .collect();
         AgentsDriver {
             orch,
             caps: a.capabilities,
@@ -154,7 +161,7 @@ impl AgentsDriver {
             standby: None,
             pending_uplink: Vec::new(),
             uplink_dropped: 0,
-            names: HashMap::new(),
+            names,
             announced: Vec::new(),
             completing: Vec::new(),
             last_pushed_agent: None,

@@ -41,6 +41,11 @@ impl AgentsDriver {
                 report.handoff_gap_ms.push(gap);
             }
         }
+        if self.last_voice.is_none_or(|(prev, _)| prev != agent)
+            && let Some(name) = self.names.get(&agent)
+        {
+            report.voices_heard.push((ms(ts), name.clone()));
+        }
         self.last_voice = Some((agent, ts + len));
     }
 
