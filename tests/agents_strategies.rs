@@ -378,6 +378,32 @@ fn recreate_cold_closes_and_reopens_at_the_boundary() {
     assert_eq!(h.lead(), "host");
 }
 
+/// An announcement carried in place (the transfer called mid-line closes the host's
+/// activation before the line ends) still counts as the host's message.
+#[test]
+fn an_announcement_carried_in_place_counts_as_its_agents_message() {
+    let mut h = duo("", ALL);
+    h.caller("Who knows the rules?");
+    h.speaks("Let me get our guest for that.");
+    let (_, a) = h.call("transfer_to_guest", json!({"summary": "wants the rules"}));
+    assert_eq!(strategy_of(&a), "context_update");
+    assert_eq!(h.lead(), "guest", "carried in place, mid-line");
+    h.generation_complete();
+    h.turn_complete();
+    h.model_turn("Guest here. The rules are simple.");
+    let counts: Vec<(String, u32)> =
+        h.o.history()
+            .iter()
+            .map(|x| (x.agent.clone(), x.message_count))
+            .collect();
+    assert_eq!(
+        counts,
+        [("host".to_owned(), 1), ("guest".to_owned(), 1)],
+        "{:?}",
+        h.o.transcript()
+    );
+}
+
 #[test]
 fn joint_agents_answer_their_own_topics() {
     let mut h = H::new(shipped("financial.toml"), ALL);
