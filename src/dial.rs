@@ -222,7 +222,13 @@ fn summary(turns: &[DialTurn]) -> Option<FirstAudio> {
 /// URL's percent-encoding undone). A URL that does not parse loses whatever precedes an `@` in
 /// what looks like its authority, so no message can say it.
 fn split_credentials(url: &str) -> (String, Option<String>) {
-    let Ok(mut parsed) = url::Url::parse(url) else {
+    // Without `://` it is no URL of any scheme we take (`KEY:TOKEN@host` would parse as scheme
+    // `key`): the fallback below strips it.
+    let parsed = url
+        .contains("://")
+        .then(|| url::Url::parse(url).ok())
+        .flatten();
+    let Some(mut parsed) = parsed else {
         let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
         let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
         let Some(at) = rest[..authority_end].rfind('@') else {
