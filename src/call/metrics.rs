@@ -134,33 +134,13 @@ pub struct CallReport {
 
 impl CallReport {
     /// The agents the caller heard, in the order their voices came (an agent heard again after
-    /// another is listed again): from the frames played (`voices_heard`), else from the voice
-    /// that began each answer and each handoff's first words. Empty when no agent was heard.
+    /// another is listed again), from the frames played (`voices_heard`). Empty when no agent
+    /// was heard.
     pub fn agents_heard(&self) -> Vec<String> {
-        if !self.voices_heard.is_empty() {
-            let mut heard: Vec<String> = Vec::new();
-            for (_, agent) in &self.voices_heard {
-                if heard.last() != Some(agent) {
-                    heard.push(agent.clone());
-                }
-            }
-            return heard;
-        }
-        let answers = self
-            .turns
-            .iter()
-            .filter(|t| !t.agent.is_empty())
-            .filter_map(|t| Some((t.agent_start_ms?, t.agent.as_str())));
-        let handoffs = self
-            .handoffs
-            .iter()
-            .filter_map(|h| Some((h.heard_at_ms?, h.to.as_str())));
-        let mut voices: Vec<(f64, &str)> = answers.chain(handoffs).collect();
-        voices.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut heard: Vec<String> = Vec::new();
-        for (_, agent) in voices {
-            if heard.last().is_none_or(|last| last != agent) {
-                heard.push(agent.to_owned());
+        for (_, agent) in &self.voices_heard {
+            if heard.last() != Some(agent) {
+                heard.push(agent.clone());
             }
         }
         heard
@@ -213,30 +193,13 @@ mod tests {
 
     #[test]
     fn the_agents_heard_are_the_voices_in_the_order_they_came() {
-        let turn = |agent: &str, at: Option<f64>| TurnRecord {
-            agent: agent.into(),
-            agent_start_ms: at,
-            ..Default::default()
-        };
-        let handoff = |to: &str, heard: Option<f64>| HandoffRecord {
-            to: to.into(),
-            heard_at_ms: heard,
-            ..Default::default()
-        };
+        let voice = |at: f64, agent: &str| (at, agent.to_owned());
         let r = CallReport {
-            // Asha answers twice, then announces Ravi in her third answer; Ravi answers, hands
-            // back mid-answer; a last answer unheard (cut by the hang-up).
-            turns: vec![
-                turn("advisor", Some(1000.0)),
-                turn("advisor", Some(4000.0)),
-                turn("advisor", Some(8000.0)),
-                turn("schemes", Some(12000.0)),
-                turn("advisor", None),
-            ],
-            handoffs: vec![
-                handoff("schemes", Some(9500.0)),
-                handoff("advisor", Some(13000.0)),
-                handoff("schemes", None),
+            // Asha greets and answers, announces Ravi; Ravi answers and hands back.
+            voices_heard: vec![
+                voice(0.0, "advisor"),
+                voice(9500.0, "schemes"),
+                voice(13000.0, "advisor"),
             ],
             ..Default::default()
         };

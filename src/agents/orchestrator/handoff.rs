@@ -260,27 +260,12 @@ impl Orchestrator {
         match choice.strategy {
             Strategy::ContextUpdate | Strategy::Auto => {
                 self.apply_members(sw);
-                let instruction = prompts::system_instruction_for(
-                    &self.reg,
-                    &next,
-                    context.as_deref(),
-                    tools::handoffs_by_words(&self.caps),
-                );
-                let tools = self.caps.update_tools.then(|| ToolsWrapper {
-                    tools: tools::declarations(&self.reg, &next, &self.caps),
-                });
-                if tools.is_some() {
-                    self.session.tool_names = tools::tool_names(&self.reg, &next);
-                }
+                let update = self.update_in_place(&next, context.as_deref());
                 // The update and the answer that makes the new agent speak go out once the
                 // announcement is generated: a refusal then cuts nothing, and the new agent
                 // cannot speak earlier anyway. A model paused on the call is answered at once.
                 let paused = self.caps.calls_pause_speech
                     && req.call.as_ref().is_some_and(|c| !c.non_blocking);
-                let update = Action::ContextUpdate(ContextUpdate {
-                    system_instruction: Some(Content::text(None, instruction)),
-                    tools,
-                });
                 if paused {
                     self.actions.push_back(update);
                 } else {
@@ -627,25 +612,33 @@ impl Orchestrator {
                 }));
         } else {
             let members = self.members.clone();
-            let instruction = prompts::system_instruction_for(
-                &self.reg,
-                &members,
-                self.summary.as_deref(),
-                tools::handoffs_by_words(&self.caps),
-            );
-            let tools = self.caps.update_tools.then(|| ToolsWrapper {
-                tools: tools::declarations(&self.reg, &members, &self.caps),
-            });
-            if tools.is_some() {
-                self.session.tool_names = tools::tool_names(&self.reg, &members);
-            }
-            self.deferred
-                .push_back(Action::ContextUpdate(ContextUpdate {
-                    system_instruction: Some(Content::text(None, instruction)),
-                    tools,
-                }));
+            let summary = self.summary.clone();
+            let update = self.update_in_place(&members, summary.as_deref());
+            self.deferred.push_back(update);
         }
         Ok(())
+    }
+
+    /// The in-place update that makes `members` the session's agents: their instruction (with
+    /// `context`), and their tools where the model replaces tools in place (then the session's
+    /// tool names follow).
+    fn update_in_place(&mut self, members: &[u32], context: Option<&str>) -> Action {
+        let instruction = prompts::system_instruction_for(
+            &self.reg,
+            members,
+            context,
+            tools::handoffs_by_words(&self.caps),
+        );
+        let tools = self.caps.update_tools.then(|| ToolsWrapper {
+            tools: tools::declarations(&self.reg, members, &self.caps),
+        });
+        if tools.is_some() {
+            self.session.tool_names = tools::tool_names(&self.reg, members);
+        }
+        Action::ContextUpdate(ContextUpdate {
+            system_instruction: Some(Content::text(None, instruction)),
+            tools,
+        })
     }
 
     pub(super) fn on_deactivate(&mut self, agent: &str, now: Instant) -> Result<(), CommandError> {
